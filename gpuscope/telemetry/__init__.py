@@ -1,0 +1,1 @@
+"""Telemetry: typed samples of the host and its NVIDIA GPUs. Imports neither Textual nor torch."""
