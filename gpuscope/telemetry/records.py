@@ -52,6 +52,7 @@ class NicSample:
     tx_bytes_per_s: Metric[float]
     is_up: Metric[bool]
     speed_mbit_per_s: Metric[float]
+    is_loopback: bool = False  # `lo`: kept in the record, hidden by default in views
 
 
 @dataclass(slots=True)

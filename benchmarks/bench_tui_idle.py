@@ -1,0 +1,211 @@
+"""The TUI's cost when idle, its first frame, and that it does not import torch.
+
+1. Idle CPU: each tool runs in its own tmux session (120x40) at a 1 s refresh; after
+   ``--warmup`` seconds, utime+stime of its process (from /proc/<pid>/stat) are read, and again
+   ``--seconds`` later. Reported as % of one core. Tools: ``gpuscope`` (live: the real collector;
+   on a machine without GPUs that is the CPU side), ``gpuscope --demo`` (fake NVML, two GPUs: the
+   full dashboard), and a reference monitor run the same way: btop (update_ms=1000 in a private
+   config; installed with apt-get when missing) or, failing that, glances (``-t 1``).
+   Target (issue 5): gpuscope <= 2 % of one core over 60 s.
+2. First frame: time from spawning ``gpuscope`` in tmux until the pane shows the dashboard's
+   top bar, and until it shows the first sample's clock (median of ``--repeat`` runs).
+   Target: <= 1.5 s.
+3. torch: a headless run (Textual's test driver) that opens every screen reports whether
+   ``torch`` is in ``sys.modules`` (it must not be before a probe runs).
+
+Usage: .venv/bin/python benchmarks/bench_tui_idle.py [--seconds 60] [--warmup 5] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SIZE = ("120", "40")
+
+_TORCH_PROBE = r"""
+import asyncio, sys
+from gpuscope.tui.app import GpuscopeApp
+from gpuscope.tui.sources import LiveSource
+
+async def main():
+    app = GpuscopeApp(LiveSource(), persist_settings=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        for _ in range(200):
+            if app.latest_sample is not None:
+                break
+            await pilot.pause(0.05)
+        for key in "2341":
+            await pilot.press(key)
+            await pilot.pause(0.3)
+    print("torch" in sys.modules)
+
+asyncio.run(main())
+"""
+
+
+def _cpu_ticks(pid: int) -> int:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+
+
+def _start(name: str, command: str, env: dict[str, str]) -> int:
+    """Start ``command`` in a detached tmux session; returns the command's pid (exec'd in the pane)."""
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    exports = " ".join(f"{key}={_quote(value)}" for key, value in env.items())
+    out = _tmux("new-session", "-d", "-s", name, "-x", SIZE[0], "-y", SIZE[1], "-P", "-F", "#{pane_pid}", f"exec env {exports} {command}")
+    return int(out.strip())
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "'\\''") + "'"
+
+
+def _stop(name: str) -> None:
+    subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def idle_cpu(name: str, command: str, env: dict[str, str], warmup_s: float, seconds: float) -> dict[str, float | str]:
+    pid = _start(name, command, env)
+    try:
+        time.sleep(warmup_s)
+        before, started = _cpu_ticks(pid), time.monotonic()
+        time.sleep(seconds)
+        after, elapsed = _cpu_ticks(pid), time.monotonic() - started
+        screen = _tmux("capture-pane", "-p", "-t", name)
+    finally:
+        _stop(name)
+    return {
+        "tool": name,
+        "command": command,
+        "seconds": round(elapsed, 1),
+        "cpu_core_percent": round(100.0 * (after - before) / CLK_TCK / elapsed, 2),
+        "screen_lines_with_text": sum(1 for line in screen.splitlines() if line.strip()),
+    }
+
+
+def first_frame(env: dict[str, str], repeat: int) -> dict[str, float]:
+    clock = re.compile(r"\d\d:\d\d:\d\d")
+    frames, data = [], []
+    for number in range(repeat):
+        name = f"gs-first-{number}"
+        started = time.monotonic()
+        _start(name, f"{PYTHON} -m gpuscope", env)
+        first = first_data = None
+        try:
+            while time.monotonic() - started < 20:
+                screen = _tmux("capture-pane", "-p", "-t", name)
+                now = time.monotonic() - started
+                if first is None and "Dashboard" in screen:
+                    first = now
+                if first is not None and clock.search(screen.splitlines()[0] if screen else ""):
+                    first_data = now
+                    break
+                time.sleep(0.01)
+        finally:
+            _stop(name)
+        if first is not None:
+            frames.append(first)
+        if first_data is not None:
+            data.append(first_data)
+        time.sleep(0.5)
+    return {
+        "first_frame_s_median": round(statistics.median(frames), 3) if frames else float("nan"),
+        "first_sample_shown_s_median": round(statistics.median(data), 3) if data else float("nan"),
+        "runs": repeat,
+    }
+
+
+def torch_imported() -> bool:
+    result = subprocess.run([PYTHON, "-c", _TORCH_PROBE], cwd=REPO, capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "GPUSCOPE_CONFIG_DIR": tempfile.mkdtemp()})
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr[-2000:])
+    return result.stdout.strip().endswith("True")
+
+
+def reference_command(home: Path) -> tuple[str, str] | None:
+    """(name, command) of the reference monitor at a 1 s refresh, installing btop if needed."""
+    if shutil.which("btop") is None and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "btop"], capture_output=True,
+                       env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    if shutil.which("btop"):
+        config = home / ".config" / "btop"
+        config.mkdir(parents=True, exist_ok=True)
+        (config / "btop.conf").write_text("update_ms = 1000\n")
+        return "btop", "btop --utf-force"
+    glances = REPO / "bench-out" / "glances-venv" / "bin" / "glances"
+    if glances.exists() or shutil.which("glances"):
+        return "glances", f"{glances if glances.exists() else 'glances'} -t 1"
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--repeat", type=int, default=3, help="first-frame runs")
+    parser.add_argument("--json", type=Path, default=REPO / "bench-out" / "tui_idle.json")
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is required", file=sys.stderr)
+        return 1
+    home = Path(tempfile.mkdtemp(prefix="gpuscope-bench-"))
+    env = {
+        "HOME": str(home),
+        "GPUSCOPE_CONFIG_DIR": str(home / "gpuscope"),
+        "TERM": "xterm-256color",
+        "COLORTERM": "truecolor",
+        "LANG": "C.UTF-8",
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": str(REPO),
+    }
+    results: dict[str, object] = {"machine": {"cores": os.cpu_count(), "load_1m_before": os.getloadavg()[0]}}
+    runs = [
+        idle_cpu("gpuscope", f"{PYTHON} -m gpuscope", env, args.warmup, args.seconds),
+        idle_cpu("gpuscope-demo", f"{PYTHON} -m gpuscope --demo", env, args.warmup, args.seconds),
+    ]
+    reference = reference_command(home)
+    if reference is not None:
+        runs.append(idle_cpu(reference[0], reference[1], env, args.warmup, args.seconds))
+    else:
+        runs.append({"tool": "reference", "error": "neither btop nor glances could be found or installed"})
+    results["idle"] = runs
+    results["first_frame"] = first_frame(env, args.repeat)
+    results["torch_imported_without_probe"] = torch_imported()
+    results["machine"]["load_1m_after"] = os.getloadavg()[0]  # type: ignore[index]
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    for run in runs:
+        if "cpu_core_percent" in run:
+            print(f"{run['tool']:<16} {run['cpu_core_percent']:6.2f} % of one core over {run['seconds']} s (1 s refresh, tmux {SIZE[0]}x{SIZE[1]})")
+        else:
+            print(f"{run['tool']:<16} {run.get('error')}")
+    frame = results["first_frame"]
+    print(f"first frame {frame['first_frame_s_median']} s, first sample on screen {frame['first_sample_shown_s_median']} s (median of {frame['runs']})")  # type: ignore[index]
+    print(f"torch imported before any probe: {results['torch_imported_without_probe']}")
+    print(f"(written to {args.json})")
+    ok = all(run.get("cpu_core_percent", 0) <= 2.0 for run in runs if str(run.get("tool", "")).startswith("gpuscope"))
+    ok = ok and frame["first_frame_s_median"] <= 1.5 and not results["torch_imported_without_probe"]  # type: ignore[index,operator]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""``gpuscope compare``: ceilings and workloads of two or more runs or machines side by side,
+with differences beyond the measured spread flagged.
+
+Exit codes: 0 compared (flags are information, not failure); 2 bad option or fewer than two
+things to compare; 3 bad input file; 1 the output could not be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results", metavar="RESULTS.json", nargs="+", help="results files (a report.json works too); one multi-node file compares its hosts and ranks")
+    parser.add_argument("--format", dest="fmt", choices=("text", "md", "markdown", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--output", "-o", metavar="PATH", help="write to PATH (atomically) instead of standard output")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from gpuscope.errors import GpuscopeError, UsageError
+    from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
+    from gpuscope.report.io import load_input, write_text_atomic
+
+    inputs: list[tuple[str, dict]] = []
+    labels: list[str] = []
+    for position, path in enumerate(args.results):
+        kind, label, doc = load_input(path, position)
+        if label in labels:
+            label = f"{path}"
+        labels.append(label)
+        if kind == "report":
+            inputs.extend((str(entry.get("label") or label), entry["document"]) for entry in doc["results"] if isinstance(entry.get("document"), dict))
+        else:
+            inputs.append((label, doc))
+    result = compare_results(inputs)
+    cells = sum(len(row["values"]) for table in ("ceilings", "workloads") for row in result[table])
+    if len(result["runs"]) < 2 and cells == len(result["ceilings"]) + len(result["workloads"]):
+        raise UsageError("nothing to compare: give two or more results files (or one with several devices, hosts or ranks)")
+    fmt = {"markdown": "md"}.get(args.fmt, args.fmt)
+    if fmt == "json":
+        text = json.dumps(result, indent=2, allow_nan=False) + "\n"
+    elif fmt == "md":
+        text = render_compare_markdown(result)
+    else:
+        text = render_compare_text(result)
+    if args.output:
+        try:
+            write_text_atomic(args.output, text)
+        except OSError as exc:
+            raise GpuscopeError(f"{args.output}: cannot write ({exc.strerror or exc})") from None
+    else:
+        sys.stdout.write(text)
+    return 0

@@ -1,0 +1,174 @@
+"""``gpuscope doctor``: what gpuscope can see on this machine, and for what it cannot, why
+and how to fix it. Plain aligned text (``OK`` works, ``--`` absent here, ``!!`` fixable) or
+``--json``. Exits 0 whether or not there is a GPU. Imports torch only inside :func:`run`
+(skip with ``--no-torch``) and never imports Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["configure", "run", "DOCTOR_SCHEMA_VERSION"]
+
+DOCTOR_SCHEMA_VERSION = 1
+_NAME_WIDTH = 16
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``gpuscope doctor`` (imports nothing heavy)."""
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch/CUDA check (importing torch takes seconds)")
+
+
+def _version(distribution: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
+
+
+def _torch_checks(skip: bool) -> list[Any]:
+    from gpuscope.telemetry.nvml.capabilities import Check
+
+    if skip:
+        return [Check("torch", "unavailable", "not checked (--no-torch)")]
+    try:
+        import torch  # noqa: PLC0415 - only here, only when doctor runs
+    except ImportError as exc:
+        return [Check("torch", "unavailable", f"not installed ({exc})", "pip install torch (needed by probes and measure)")]
+    except Exception as exc:  # noqa: BLE001 - a broken install is reported, not raised
+        return [Check("torch", "problem", f"import failed: {type(exc).__name__}: {exc}", "reinstall torch")]
+    checks = [Check("torch", "ok", str(getattr(torch, "__version__", "unknown version")))]
+    cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
+    if not cuda_version:
+        checks.append(Check("CUDA", "unavailable", "torch was built without CUDA (CPU wheel)", "install a CUDA build of torch to probe GPUs"))
+        return checks
+    try:
+        if torch.cuda.is_available():
+            count = torch.cuda.device_count()
+            name = torch.cuda.get_device_name(0) if count else "no device"
+            checks.append(Check("CUDA", "ok", f"CUDA {cuda_version}, {count} device(s), first: {name}"))
+        else:
+            checks.append(
+                Check("CUDA", "problem", f"torch built for CUDA {cuda_version} but no usable GPU", "check the NVIDIA driver (it must support this CUDA version)")
+            )
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check("CUDA", "problem", f"{type(exc).__name__}: {exc}", "check the NVIDIA driver and CUDA_VISIBLE_DEVICES"))
+    return checks
+
+
+def _size(num_bytes: int) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{num_bytes // scale} {unit}"
+    return f"{num_bytes} B"
+
+
+def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
+    from gpuscope.telemetry.cpuinfo import cpu_info
+    from gpuscope.telemetry.nvml.capabilities import Check
+
+    try:
+        info = cpu_info()
+    except Exception as exc:  # noqa: BLE001
+        return [Check("CPU", "problem", f"cannot read CPU facts: {exc}")], {}
+    cores = f"{info.logical_cores} logical"
+    cores += f", {info.physical_cores} physical" if info.physical_cores else ", physical unknown"
+    clock = info.max_frequency_mhz or info.base_frequency_mhz
+    peak = info.peak_flop_per_s("fp32")
+    checks = [
+        Check("model", "ok", f"{info.model} ({info.architecture})"),
+        Check("cores", "ok", cores + (f", up to {clock:.0f} MHz" if clock else "")),
+        Check("SIMD", "ok", f"{info.simd}, {info.fp32_flop_per_cycle_per_core} fp32 FLOP/cycle/core"),
+    ]
+    if info.caches:
+        caches = ", ".join(f"L{c.level}{c.kind[0].lower() if c.kind != 'Unified' else ''} {_size(c.size_bytes)} x{c.instances}" for c in info.caches)
+        checks.append(Check("caches", "ok", caches))
+    else:
+        checks.append(Check("caches", "unavailable", "cache sizes not found in /sys"))
+    if peak:
+        checks.append(Check("peak (datasheet)", "ok", f"{peak / 1e9:.0f} GFLOP/s fp32"))
+    else:
+        checks.append(Check("peak (datasheet)", "unavailable", "no CPU clock found"))
+    facts = {
+        "model": info.model,
+        "vendor": info.vendor,
+        "architecture": info.architecture,
+        "logical_cores": info.logical_cores,
+        "physical_cores": info.physical_cores,
+        "max_frequency_mhz": info.max_frequency_mhz,
+        "simd": info.simd,
+        "fp32_flop_per_cycle_per_core": info.fp32_flop_per_cycle_per_core,
+        "caches": [
+            {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances} for c in info.caches
+        ],
+        "peak_fp32_flop_per_s": peak,
+    }
+    return checks, facts
+
+
+def _package_check(label: str, distribution: str, fix: str, purpose: str) -> Any:
+    from gpuscope.telemetry.nvml.capabilities import Check
+
+    version = _version(distribution)
+    if version is None:
+        return Check(label, "problem", f"not installed ({purpose})", fix)
+    return Check(label, "ok", f"{distribution} {version}")
+
+
+def _print_checks(checks: list[Any], out: Any) -> None:
+    for check in checks:
+        print(f"  {check.marker}  {check.name:<{_NAME_WIDTH}} {check.detail}", file=out)
+        if check.fix:
+            print(f"      {'':<{_NAME_WIDTH}} fix: {check.fix}", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the report; always 0 (a missing GPU is a finding, not a failure)."""
+    from gpuscope.telemetry.nvml.capabilities import probe
+
+    nvml = probe()
+    cpu_checks, cpu_facts = _cpu_section()
+    torch_checks = _torch_checks(bool(getattr(args, "no_torch", False)))
+    host = [_package_check("psutil", "psutil", "pip install psutil", "no host CPU, memory or network telemetry")]
+    tui = [
+        _package_check("textual", "textual", "pip install textual", "no dashboard; `gpuscope log` still works"),
+        _package_check("plotext", "plotext", "pip install plotext", "no charts in the dashboard"),
+    ]
+    sections: list[tuple[str, list[Any]]] = [("NVIDIA (NVML)", [nvml.library, *nvml.versions])]
+    ordered = sorted(nvml.gpus, key=lambda g: (g.index if g.mig_parent_index is None else g.mig_parent_index, g.mig_parent_index is not None, g.index))
+    for gpu in ordered:
+        if gpu.mig_parent_index is None:
+            title = f"GPU {gpu.index}  {gpu.name}  {gpu.architecture}  {gpu.pci_bus_id}"
+        else:
+            title = f"GPU {gpu.mig_parent_index} MIG {gpu.index}  {gpu.name}"
+        if gpu.state != "ok":
+            title += f"  [{gpu.state}]"
+        sections.append((title, gpu.checks))
+    sections += [("torch", torch_checks), ("CPU", cpu_checks), ("host telemetry", host), ("dashboard", tui)]
+
+    if getattr(args, "json", False):
+        report = {
+            "schema_version": DOCTOR_SCHEMA_VERSION,
+            "nvml": nvml.to_dict(),
+            "cpu": cpu_facts,
+            "sections": [{"title": title, "checks": [check.to_dict() for check in checks]} for title, checks in sections],
+        }
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    out = sys.stdout
+    print("gpuscope doctor   (OK works, -- not available here, !! can be fixed)", file=out)
+    for title, checks in sections:
+        print(file=out)
+        print(title, file=out)
+        _print_checks(checks, out)
+    problems = sum(check.status == "problem" for _title, checks in sections for check in checks)
+    print(file=out)
+    print(f"{problems} problem(s) found." if problems else "No problems found.", file=out)
+    return 0

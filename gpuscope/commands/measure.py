@@ -1,0 +1,170 @@
+"""``gpuscope measure module:function``: time a Python function and add it to a results file as a
+roofline point (the command-line face of ``gpuscope.measure``).
+
+Arguments come from ``--args-json``: a JSON list of positional arguments, or an object
+``{"args": [...], "kwargs": {...}}``. An object ``{"tensor": [shape...], "dtype": "float32"}``
+(only those keys) becomes a random tensor on ``--device``, e.g.
+``gpuscope measure torch:matmul --args-json '[{"tensor": [4096, 4096]}, {"tensor": [4096, 4096]}]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gpuscope.errors import GpuscopeError, UsageError
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="MODULE:FUNCTION", help="function to time: a module (dotted name or path/to/file.py) and a function in it")
+    parser.add_argument("--args-json", metavar="JSON", help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; {"tensor": [shape], "dtype": "float32"} makes a random tensor')
+    parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
+    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")
+    parser.add_argument("--output", "-o", metavar="RESULTS.json", help="results file to append the workload to (created when absent)")
+    parser.add_argument("--cold", action="store_true", help="flush the last-level cache before each sample (default: warm, and labelled so)")
+    parser.add_argument("--samples", type=int, default=15, metavar="N", help="timed samples (default 15)")
+    parser.add_argument("--max-time", type=float, default=10.0, metavar="SECONDS", help="time budget of the sampling phase (default 10)")
+    parser.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS", help="longest warm-up before sampling (default 2)")
+    parser.add_argument("--target-sample", type=float, default=0.02, metavar="SECONDS", help="minimum duration of one sample (default 0.02)")
+    parser.add_argument("--flops", type=float, help="FLOPs of one call, instead of counting them")
+    parser.add_argument("--bytes", type=float, dest="bytes_moved", help="bytes of one call, instead of the lower bound from the tensors")
+    parser.add_argument("--no-telemetry", action="store_true", help="do not measure DRAM bytes with GPM telemetry")
+    parser.add_argument("--json", action="store_true", help="print the workload entry as JSON")
+
+
+def load_function(target: str) -> Any:
+    """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the callable.
+    Raises :class:`UsageError` with one line when it cannot be found."""
+    import importlib
+    import importlib.util
+    import os
+
+    module_name, sep, attribute = target.rpartition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f"{target!r}: expected MODULE:FUNCTION, e.g. torch:matmul or ./bench.py:step")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            if not os.path.isfile(module_name):
+                raise UsageError(f"{module_name}: no such file")
+            spec = importlib.util.spec_from_file_location("_gpuscope_measured", module_name)
+            if spec is None or spec.loader is None:
+                raise UsageError(f"{module_name}: cannot load as a Python module")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module
+        raise UsageError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    value: Any = module
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise UsageError(f"{module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    if not callable(value):
+        raise UsageError(f"{target!r} is not callable")
+    return value
+
+
+def _materialise(value: Any, device: Any) -> Any:
+    import torch
+
+    if isinstance(value, list):
+        return [_materialise(item, device) for item in value]
+    if isinstance(value, dict):
+        if "tensor" in value and set(value) <= {"tensor", "dtype"}:
+            shape = value["tensor"]
+            if not isinstance(shape, list) or not all(isinstance(size, int) and size >= 0 for size in shape):
+                raise UsageError(f"--args-json: tensor shape must be a list of non-negative integers, got {shape!r}")
+            dtype_name = value.get("dtype", "float32")
+            dtype = getattr(torch, str(dtype_name), None)
+            if not isinstance(dtype, torch.dtype):
+                raise UsageError(f"--args-json: unknown dtype {dtype_name!r}")
+            if dtype.is_floating_point or dtype.is_complex:
+                return torch.randn(*shape, device=device).to(dtype)
+            return torch.randint(1, 100, tuple(shape), device=device, dtype=dtype)
+        return {key: _materialise(item, device) for key, item in value.items()}
+    return value
+
+
+def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Positional and keyword arguments from ``--args-json`` (tensors made on ``device``)."""
+    import json
+
+    if not text:
+        return (), {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--args-json is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if isinstance(data, dict) and set(data) <= {"args", "kwargs"} and data:
+        args, kwargs = data.get("args", []), data.get("kwargs", {})
+    elif isinstance(data, list):
+        args, kwargs = data, {}
+    else:
+        raise UsageError('--args-json must be a JSON list or {"args": [...], "kwargs": {...}}')
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise UsageError('--args-json: "args" must be a list and "kwargs" an object')
+    return tuple(_materialise(arg, device) for arg in args), {key: _materialise(value, device) for key, value in kwargs.items()}
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import warnings
+
+    if args.samples < 1:
+        raise UsageError(f"--samples {args.samples}: must be at least 1")
+    if args.max_time <= 0 or args.target_sample <= 0 or args.warmup_max < 0:
+        raise UsageError("--max-time and --target-sample must be positive, --warmup-max not negative")
+    function = load_function(args.target)
+    import torch
+
+    device = args.device
+    if device is not None:
+        try:
+            torch_device = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise UsageError(f"--device {device!r} is not a device (cpu, cuda, cuda:N)") from None
+    else:
+        torch_device = torch.device("cpu")
+    positional, keywords = parse_arguments(args.args_json, torch_device)
+
+    from gpuscope.roofline.measure import measure
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = measure(
+                function,
+                *positional,
+                kwargs=keywords,
+                name=args.name or args.target,
+                device=device,
+                results=args.output,
+                warm=not args.cold,
+                flops=args.flops,
+                bytes_moved=args.bytes_moved,
+                samples=args.samples,
+                max_time_s=args.max_time,
+                target_sample_s=args.target_sample,
+                warmup_max_s=args.warmup_max,
+                telemetry=not args.no_telemetry,
+            )
+        except GpuscopeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the user's function failed
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            raise GpuscopeError(f"{args.target} raised {type(exc).__name__}: {message}") from None
+    for warning in caught:
+        print(f"gpuscope: warning: {warning.message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_workload(), indent=2, allow_nan=False, default=str))
+    else:
+        print("\n".join(result.summary_lines()))
+        if args.output is None:
+            print("  not saved: add --output RESULTS.json to keep it as a roofline point")
+    return 0

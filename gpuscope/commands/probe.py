@@ -1,0 +1,238 @@
+"""``gpuscope probe``: measure ceilings and workloads with a suite and write a results file.
+
+The probes run on a worker thread; the main thread shows progress and handles Ctrl-C: the first
+one sets the cancel event, the results so far are written (``partial: true``) and the command
+exits 130 within about a second. The results file is rewritten atomically after every
+measurement, so even a crash leaves the measurements so far. Never imports Textual; torch is
+imported only once probes run (or to check a ``cuda`` device).
+
+Exit codes: 0 all measurements ok or skipped; 1 a measurement failed (validation or error);
+2 bad option; 3 bad suite file; 4 device not available; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["configure", "run"]
+
+#: How long the main thread waits for the probe thread to stop after Ctrl-C, seconds.
+_STOP_WAIT_S = 0.8
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``gpuscope probe`` (imports nothing heavy)."""
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--suite", default="quick", help="a shipped suite (quick, full, transformer) or a suite TOML path (default quick)")
+    parser.add_argument("--output", "-o", default="results.json", metavar="PATH", help="results JSON to write (default results.json)")
+    parser.add_argument(
+        "--memory-fraction", type=float, default=0.5, metavar="F", help="never allocate more than this fraction of free device memory (default 0.5)"
+    )
+    parser.add_argument("--no-telemetry", action="store_true", help="do not record telemetry around measurements")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+
+
+class _Writer:
+    """Writes the results file atomically; after ``close`` later writes are ignored."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._closed = False
+        self.error: str | None = None
+
+    def write(self, data: dict[str, Any], final: bool = False) -> None:
+        from gpuscope.results import write_json_atomic
+
+        with self._lock:
+            if self._closed or not data:
+                return
+            try:
+                write_json_atomic(self.path, data)
+            except OSError as exc:
+                self.error = f"{self.path}: cannot write results ({exc.strerror or exc})"
+            if final:
+                self._closed = True
+
+
+class _Progress:
+    """A bar on a terminal, plain lines otherwise."""
+
+    def __init__(self, stream: TextIO, quiet: bool) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = stream.isatty()
+        self.started = time.monotonic()
+        self.done = 0
+        self.total = 0
+        self.label = ""
+        self._lock = threading.Lock()
+
+    def progress(self, done: int, total: int, label: str) -> None:
+        with self._lock:
+            self.done, self.total, self.label = done, total, label
+            if self.quiet:
+                return
+            if self.tty:
+                self._bar()
+            elif label != "done":
+                print(f"[{done + 1}/{total}] {label}", file=self.stream, flush=True)
+
+    def measurement(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            if self.quiet:
+                return
+            line = f"  {record['name']}: {_describe(record)}"
+            if self.tty:
+                self.stream.write("\r\033[K" + line + "\n")
+                self._bar()
+            else:
+                print(line, file=self.stream, flush=True)
+
+    def message(self, text: str) -> None:
+        with self._lock:
+            if self.tty:
+                self.stream.write("\r\033[K")
+            print(f"gpuscope: warning: {text}", file=self.stream, flush=True)
+
+    def _bar(self) -> None:
+        width = 28
+        filled = int(width * self.done / self.total) if self.total else 0
+        elapsed = time.monotonic() - self.started
+        text = f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {elapsed:5.0f}s {self.label[:60]}"
+        self.stream.write(text)
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty and not self.quiet:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+def _describe(record: dict[str, Any]) -> str:
+    if record["status"] != "ok":
+        return f"{record['status']}: {record.get('error')}"
+    parts = []
+    if record.get("flop_per_s"):
+        parts.append(f"{record['flop_per_s'] / 1e9:,.1f} GFLOP/s")
+    if record.get("busbw_bytes_per_s"):
+        parts.append(f"busbw {record['busbw_bytes_per_s'] / 1e9:,.2f} GB/s")
+    elif record.get("bytes_per_s") and not record.get("flop_per_s"):
+        parts.append(f"{record['bytes_per_s'] / 1e9:,.1f} GB/s")
+    parts.append(f"{record['statistic']} of {record.get('n')}")
+    if record.get("implementation"):
+        parts.append(str(record["implementation"]))
+    return ", ".join(parts)
+
+
+def _format_value(value: float, unit: str) -> str:
+    if unit == "FLOP/s":
+        return f"{value / 1e12:,.2f} TFLOP/s" if value >= 1e12 else f"{value / 1e9:,.1f} GFLOP/s"
+    return f"{value / 1e9:,.1f} GB/s"
+
+
+def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
+    """Ceilings, workload count and the file, one line each."""
+    for ceiling in results.get("ceilings", []):
+        extra = ceiling.get("library") or ceiling.get("implementation") or ""
+        print(f"{ceiling['kind']:<10} {ceiling['name']:<18} {_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}", file=stream)
+    summary = results.get("summary", {})
+    print(
+        f"{len(results.get('workloads', []))} workload(s); measurements ok {summary.get('ok', 0)}, "
+        f"failed {summary.get('failed', 0)}, skipped {summary.get('skipped', 0)}; results in {path}",
+        file=stream,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite; see the module docstring for exit codes."""
+    from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, UsageError
+
+    if not 0.0 < args.memory_fraction <= 1.0:
+        raise UsageError(f"--memory-fraction {args.memory_fraction:g}: expected a number in (0, 1]")
+    output = Path(args.output)
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--output {output}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--output {output}: folder {folder} is not writable")
+    if output.is_dir():
+        raise UsageError(f"--output {output}: is a directory")
+
+    from gpuscope.probing.environment import resolve_device
+    from gpuscope.probing.runner import ProbeRunner
+    from gpuscope.probing.suite import load_suite
+
+    suite = load_suite(args.suite)
+    device = resolve_device(args.device)
+    writer = _Writer(output)
+    progress = _Progress(sys.stderr, args.quiet)
+    runner: ProbeRunner
+
+    def on_measurement(record: dict[str, Any]) -> None:
+        progress.measurement(record)
+        writer.write(runner.snapshot())
+
+    runner = ProbeRunner(
+        suite,
+        device,
+        memory_fraction=args.memory_fraction,
+        on_progress=progress.progress,
+        on_measurement=on_measurement,
+        on_message=progress.message,
+        telemetry=not args.no_telemetry,
+    )
+    if not runner.steps:
+        raise UsageError(f"suite {suite.name} has no probes for {device.name}")
+    cancel = threading.Event()
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["results"] = runner.run(cancel)
+        except GpuscopeError as exc:
+            outcome["error"] = exc
+        except BaseException as exc:  # noqa: BLE001 - reported on the main thread
+            outcome["crash"] = exc
+
+    thread = threading.Thread(target=work, name="gpuscope-probe", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(timeout=0.1)
+    except KeyboardInterrupt:
+        cancel.set()
+        progress.finish()
+        print("gpuscope: interrupted; stopping the probes and keeping the results so far", file=sys.stderr, flush=True)
+        try:
+            thread.join(timeout=_STOP_WAIT_S)
+        except KeyboardInterrupt:
+            pass
+        partial = outcome.get("results") or runner.snapshot()
+        if partial:
+            partial["partial"] = True
+            partial["partial_reason"] = "cancelled (Ctrl-C) before the suite finished"
+            writer.write(partial, final=True)
+            print(f"gpuscope: partial results in {output}", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    progress.finish()
+    if "error" in outcome:
+        raise outcome["error"]
+    if "crash" in outcome:
+        raise outcome["crash"]
+    results = outcome["results"]
+    writer.write(results, final=True)
+    if writer.error:
+        from gpuscope.errors import GpuscopeError as _Error
+
+        raise _Error(writer.error)
+    print_summary(results, output, sys.stdout)
+    if results.get("partial"):
+        return EXIT_INTERRUPTED
+    return EXIT_FAILURE if results.get("summary", {}).get("failed") else EXIT_OK

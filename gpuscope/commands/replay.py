@@ -1,0 +1,42 @@
+"""``gpuscope replay FILE [--speed X]``: play a ``gpuscope log`` recording through the dashboard,
+with pause (space), step (left/right), seek ([ ], home, end, click the bar) and speed (+/-)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = ["configure", "run"]
+
+
+def _speed(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"speed {text!r} is not a number") from None
+    if not math.isfinite(value) or not 1 / 16 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"speed {text} must be between 0.0625 and 64")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="a telemetry log written by `gpuscope log` (JSON lines or CSV)")
+    parser.add_argument("--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (see `gpuscope tui --help`)")
+    parser.add_argument("--probes", metavar="RESULTS_JSON", action="append", default=[], help="results file to show on the roofline (repeatable)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.results import load_results
+    from gpuscope.tui.sources import ReplayCursor, load_replay
+
+    samples, truncated = load_replay(args.file)  # BadInputError names the file and line
+    results = [load_results(path) for path in args.probes]
+
+    from gpuscope.tui.app import GpuscopeApp
+
+    app = GpuscopeApp(replay=ReplayCursor(samples, speed=args.speed), theme=args.theme, probe_results=results)
+    if truncated:
+        app.call_later(lambda: app.notify(f"Replay shows only the first {len(samples)} samples of {args.file}", severity="warning", markup=False))
+    app.run()
+    return int(app.return_code or 0)

@@ -1,0 +1,47 @@
+"""``gpuscope report``: a snapshot report (self-contained HTML, Markdown or versioned JSON) of
+results files and an optional telemetry log.
+
+Exit codes: 0 written; 2 bad option (unknown format, nothing to report); 3 bad input file
+(missing, corrupt, wrong schema); 1 the output could not be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--probes",
+        metavar="RESULTS.json",
+        action="extend",
+        nargs="+",
+        default=[],
+        help="results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_report",
+        metavar="REPORT.json",
+        help="re-render a report.json written earlier (same data, same HTML byte for byte)",
+    )
+    parser.add_argument("--log", metavar="TELEMETRY.jsonl", help="telemetry log from `gpuscope log` recorded alongside the probes")
+    parser.add_argument("--output", "-o", metavar="PATH", required=True, help="where to write: report.html, report.md or report.json")
+    parser.add_argument("--format", dest="fmt", choices=("html", "md", "markdown", "json"), help="output format (default: from the extension of --output)")
+    parser.add_argument("--redact", action="store_true", help="drop hostnames, usernames and command lines everywhere in the report")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.errors import UsageError
+    from gpuscope.report import format_for, write_report
+
+    inputs = list(args.probes)
+    if args.from_report:
+        inputs.insert(0, args.from_report)
+    if not inputs:
+        raise UsageError("nothing to report: give --probes RESULTS.json (or --from REPORT.json)")
+    fmt = format_for(args.output, args.fmt)  # a bad format fails before any input is read
+    path = write_report(args.output, inputs, log_path=args.log, fmt=fmt, redact=args.redact)
+    print(f"gpuscope: wrote {fmt} report {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,75 @@
+"""``gpuscope roofline``: the roofline chart of one or more results files, printed once."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+from gpuscope.errors import UsageError
+
+MIN_WIDTH = 60
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--probes",
+        metavar="RESULTS.json",
+        action="extend",
+        nargs="+",
+        required=True,
+        help="results file from `gpuscope probe` or `gpuscope measure`; repeat to combine several on one chart",
+    )
+    parser.add_argument("--json", action="store_true", help="print the model (roofs, ridge points, placed points) as JSON")
+    parser.add_argument("--width", type=int, metavar="N", help=f"chart width in columns (default: the terminal's; at least {MIN_WIDTH})")
+    parser.add_argument("--height", type=int, metavar="N", help="chart height in rows (default: fits the terminal, 16-40)")
+    parser.add_argument("--no-datasheet", action="store_true", help="leave out the built-in datasheet roofs")
+    parser.add_argument("--all-roofs", action="store_true", help="draw every roof (default: the main ones; the table lists all)")
+    color = parser.add_mutually_exclusive_group()
+    color.add_argument("--color", dest="color", action="store_const", const=True, help="colour even when not a terminal")
+    color.add_argument("--no-color", dest="color", action="store_const", const=False, help="no colour (also NO_COLOR=1 or not a terminal)")
+
+
+def _want_color(choice: bool | None) -> bool:
+    if choice is not None:
+        return choice
+    if os.environ.get("NO_COLOR"):
+        return False
+    return sys.stdout.isatty()
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from gpuscope.roofline.chart import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
+    from gpuscope.roofline.loading import load_model, model_to_json
+    from gpuscope.roofline.tables import devices_lines, points_table, roofs_table
+
+    if args.width is not None and args.width < MIN_WIDTH:
+        raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
+    if args.height is not None and args.height < 12:
+        raise UsageError(f"--height {args.height} is too short: the chart needs at least 12 rows")
+    model = load_model(args.probes, datasheet=not args.no_datasheet)
+    if args.json:
+        print(json.dumps(model_to_json(model), indent=2, allow_nan=False, default=str))
+        return 0
+    terminal = shutil.get_terminal_size((100, 32))
+    width = args.width or max(MIN_WIDTH, terminal.columns)
+    height = args.height or max(16, min(40, terminal.lines - 6))
+    palette = DEFAULT_PALETTE if _want_color(args.color) else MONOCHROME_PALETTE
+    out = sys.stdout
+    for warning in model.warnings:
+        print(f"gpuscope: warning: {warning}", file=sys.stderr)
+    lines = devices_lines(model)
+    lines.append("")
+    lines.append(render_roofline(model, width, height, palette=palette, detail="all" if args.all_roofs else "main"))
+    lines.append("")
+    lines.append("Workloads (efficiency against the roof that bounds each point):")
+    lines.extend(points_table(model, width))
+    lines.append("")
+    lines.append("Roofs:")
+    lines.extend(roofs_table(model, width))
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+    return 0

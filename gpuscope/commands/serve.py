@@ -1,0 +1,72 @@
+"""``gpuscope serve``: sample telemetry and expose it to Prometheus at HOST:PORT/metrics.
+
+The same exporter runs inside ``gpuscope log --prometheus HOST:PORT``. Binds 127.0.0.1 unless a
+host is given; metric names are listed in ``docs/prometheus.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuscope.telemetry.sampler import Sampler
+
+__all__ = ["configure", "run"]
+
+#: Kept in sync with gpuscope.exporter.DEFAULT_LISTEN (not imported here: --help stays light).
+_DEFAULT_LISTEN = "127.0.0.1:9842"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--listen",
+        default=_DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve /metrics on (default {_DEFAULT_LISTEN}; use 0.0.0.0:PORT to expose it to the network)",
+    )
+    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1, minimum 0.1)")
+    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
+    parser.add_argument("--no-gpu", action="store_true", help="host metrics only; do not load NVML")
+    parser.add_argument("--no-processes", action="store_true", help="leave out per-process GPU series (pid labels churn)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.exporter import start_exporter
+    from gpuscope.telemetry.collector import TelemetryCollector
+    from gpuscope.telemetry.sampler import Sampler, check_interval
+
+    interval_s = check_interval(args.interval)
+    handle = start_exporter(args.listen)
+    collector = TelemetryCollector(nvml=not args.no_gpu, processes=not args.no_processes)
+    try:
+        missing = collector.open()
+        print(f"gpuscope: serving Prometheus metrics on {handle.url} every {interval_s:g} s (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        if missing is not None and not args.no_gpu:
+            print(f"gpuscope: no GPU metrics: {missing.reason.value}{': ' + missing.detail if missing.detail else ''}", file=sys.stderr, flush=True)
+        sampler = Sampler(collector.sample, interval_s, on_sample=handle.update, history=None, duration_s=args.duration)
+        run_until_stopped(sampler)
+    finally:
+        handle.close()
+        collector.close()
+    return 0
+
+
+def run_until_stopped(sampler: "Sampler[Any]") -> None:
+    """Run ``sampler`` on its thread until its
+    duration ends or SIGINT/SIGTERM arrives (then return normally). Re-raises a sampling error."""
+    previous: dict[int, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, lambda *_: sampler.stop())
+    try:
+        sampler.start()
+        while not sampler.join(0.5):
+            pass
+    finally:
+        sampler.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)  # type: ignore[arg-type]

@@ -1,0 +1,52 @@
+"""``gpuscope tui`` (also plain ``gpuscope``): the interactive dashboard.
+
+Options: ``--theme NAME`` (remembered), ``--interval SECONDS`` (default 1, minimum 0.1),
+``--probes results.json`` (repeatable; preloads roofline points), ``--demo`` (fake NVML with two
+GPUs, to try the UI on a machine without GPUs). Imports Textual only in :func:`run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (shipped: gpuscope-dark, gpuscope-light, gpuscope-high-contrast; "
+                        "user themes in $XDG_CONFIG_HOME/gpuscope/themes); remembered for later runs")
+    parser.add_argument("--interval", metavar="SECONDS", type=float, default=1.0, help="seconds between samples (default 1, minimum 0.1)")
+    parser.add_argument("--probes", metavar="RESULTS_JSON", action="append", default=[],
+                        help="a probe results file whose ceilings and points to show on the roofline (repeatable)")
+    parser.add_argument("--suite", metavar="SUITE_TOML", action="append", default=[],
+                        help="an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)")
+    parser.add_argument("--demo", action="store_true", help="use a fake NVML with two GPUs (try the UI on a machine without GPUs)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuscope.results import load_results
+    from gpuscope.telemetry.sampler import check_interval
+
+    interval_s = check_interval(args.interval)
+    results = [load_results(path) for path in args.probes]  # one-line BadInputError on a bad file
+
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.sources import LiveSource
+
+    if args.demo:
+        from gpuscope.tui.demo import DemoSource
+
+        source = DemoSource()
+    else:
+        source = LiveSource()
+    from pathlib import Path
+
+    from gpuscope.errors import BadInputError
+
+    suites = [Path(path) for path in args.suite]
+    for path in suites:
+        if not path.is_file():
+            raise BadInputError(f"{path}: no such suite file")
+    app = GpuscopeApp(source, interval_s=interval_s, theme=args.theme, probe_results=results, extra_suites=suites)
+    app.run()
+    return int(app.return_code or 0)

@@ -1,0 +1,356 @@
+"""Turn one telemetry :class:`~gpuscope.telemetry.records.Sample` into Prometheus metric families.
+
+Names follow the Prometheus conventions: a ``gpuscope_`` prefix, base units (bytes, seconds,
+joules, watts, celsius, hertz), ``_ratio`` for 0..1 values (percents are divided by 100),
+``_bytes_per_second`` for rates and ``_total`` for counters. An unavailable metric is absent
+from the exposition, never a zero; instead ``gpuscope_metric_unavailable{metric, reason}`` says
+which metric is missing and why (one series per host or GPU, metric and reason).
+
+Every metric is listed in :data:`METRICS` (documented in ``docs/prometheus.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from gpuscope.telemetry.records import GpuSample, HostSample, Sample
+from gpuscope.telemetry.values import Reason, Unavailable
+
+__all__ = [
+    "PREFIX",
+    "HOST_LABELS",
+    "GPU_LABELS",
+    "MetricSpec",
+    "METRICS",
+    "UNAVAILABLE_METRIC",
+    "gpu_label_values",
+    "sample_to_families",
+]
+
+PREFIX = "gpuscope_"
+HOST_LABELS: tuple[str, ...] = ("host",)
+#: Labels of every per-GPU series. ``gpu`` is the physical GPU index (the parent GPU for a MIG
+#: instance); ``gpu_instance``/``compute_instance`` are the MIG ids, empty for a whole GPU.
+GPU_LABELS: tuple[str, ...] = ("host", "gpu", "uuid", "gpu_instance", "compute_instance")
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One exposed metric family. ``name`` is the exposed name (counters end in ``_total``)."""
+
+    name: str
+    help: str
+    labels: tuple[str, ...]
+    kind: str = "gauge"  # "gauge" or "counter"
+
+    def family(self) -> Metric:
+        """An empty prometheus-client family for this spec."""
+        if self.kind == "counter":
+            return CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=list(self.labels))
+        return GaugeMetricFamily(self.name, self.help, labels=list(self.labels))
+
+
+Convert = Callable[[Any], float]
+
+
+def _same(value: Any) -> float:
+    return float(value)
+
+
+def _percent_to_ratio(value: Any) -> float:
+    return float(value) / 100.0
+
+
+def _mhz_to_hz(value: Any) -> float:
+    return float(value) * 1e6
+
+
+def _mbit_to_bytes(value: Any) -> float:
+    return float(value) * 1e6 / 8.0
+
+
+def _gbit_to_bytes(value: Any) -> float:
+    return float(value) * 1e9 / 8.0
+
+
+def _bool(value: Any) -> float:
+    return 1.0 if value else 0.0
+
+
+METRICS: list[MetricSpec] = []
+_BY_NAME: dict[str, MetricSpec] = {}
+
+
+def _spec(name: str, help_text: str, labels: tuple[str, ...], kind: str = "gauge") -> MetricSpec:
+    spec = MetricSpec(PREFIX + name, help_text, labels, kind)
+    METRICS.append(spec)
+    _BY_NAME[spec.name] = spec
+    return spec
+
+
+_NIC = (*HOST_LABELS, "nic")
+_CORE = (*HOST_LABELS, "core")
+_IB = (*HOST_LABELS, "device", "port", "link_layer")
+_LINK = (*GPU_LABELS, "link")
+_PROC = (*GPU_LABELS, "pid", "process", "user", "kind")
+
+# --- sample and host ---------------------------------------------------------------------------
+SAMPLE_TIMESTAMP = _spec("sample_timestamp_seconds", "Wall-clock time of the latest sample (seconds since the epoch).", HOST_LABELS)
+SAMPLE_COST = _spec("sample_cost_seconds", "Wall time gpuscope spent collecting the latest sample.", HOST_LABELS)
+SAMPLES = _spec("exporter_samples_total", "Samples this exporter has received since it started.", HOST_LABELS, "counter")
+HOST_INFO = _spec(
+    "host_info",
+    "Host facts as labels (value is always 1).",
+    (*HOST_LABELS, "cpu_model", "driver_version", "nvml_version", "cuda_driver_version"),
+)
+GPU_DEVICES = _spec("gpu_devices", "GPUs and MIG instances visible to gpuscope (absent when the GPU side is unavailable).", HOST_LABELS)
+CPU_UTILIZATION = _spec("cpu_utilization_ratio", "CPU busy fraction over all cores (0..1).", HOST_LABELS)
+CPU_LOGICAL = _spec("cpu_logical_cores", "Logical CPU cores.", HOST_LABELS)
+CPU_PHYSICAL = _spec("cpu_physical_cores", "Physical CPU cores.", HOST_LABELS)
+CORE_UTILIZATION = _spec("cpu_core_utilization_ratio", "Busy fraction of one logical core (0..1).", _CORE)
+CORE_FREQUENCY = _spec("cpu_core_frequency_hertz", "Current clock of one logical core.", _CORE)
+LOAD1 = _spec("host_load1", "1-minute load average.", HOST_LABELS)
+LOAD5 = _spec("host_load5", "5-minute load average.", HOST_LABELS)
+LOAD15 = _spec("host_load15", "15-minute load average.", HOST_LABELS)
+HOST_MEM_TOTAL = _spec("host_memory_total_bytes", "Host memory installed.", HOST_LABELS)
+HOST_MEM_USED = _spec("host_memory_used_bytes", "Host memory in use.", HOST_LABELS)
+HOST_MEM_AVAILABLE = _spec("host_memory_available_bytes", "Host memory available to new processes.", HOST_LABELS)
+SWAP_TOTAL = _spec("host_swap_total_bytes", "Swap space configured.", HOST_LABELS)
+SWAP_USED = _spec("host_swap_used_bytes", "Swap space in use.", HOST_LABELS)
+NIC_RX = _spec("nic_receive_bytes_per_second", "Bytes received per second on a network interface.", _NIC)
+NIC_TX = _spec("nic_transmit_bytes_per_second", "Bytes sent per second on a network interface.", _NIC)
+NIC_UP = _spec("nic_up", "1 when the network interface is up, else 0.", _NIC)
+NIC_SPEED = _spec("nic_speed_bytes_per_second", "Link speed of a network interface (one direction).", _NIC)
+IB_INFO = _spec("infiniband_port_info", "InfiniBand/RoCE port state as a label (value is always 1).", (*_IB, "state"))
+IB_RATE = _spec("infiniband_port_rate_bytes_per_second", "Link rate of an InfiniBand/RoCE port (one direction).", _IB)
+IB_RX = _spec("infiniband_receive_bytes_per_second", "Bytes received per second on an InfiniBand/RoCE port.", _IB)
+IB_TX = _spec("infiniband_transmit_bytes_per_second", "Bytes sent per second on an InfiniBand/RoCE port.", _IB)
+
+# --- GPU ------------------------------------------------------------------------------------------
+GPU_INFO = _spec(
+    "gpu_info",
+    "GPU facts as labels (value is always 1).",
+    (*GPU_LABELS, "name", "pci_bus_id", "architecture", "state"),
+)
+GPU_UP = _spec("gpu_up", "1 when the GPU answers, 0 when it is lost.", GPU_LABELS)
+
+#: (GpuSample field, spec, conversion) for every scalar GPU metric.
+_GPU_SCALARS: list[tuple[str, MetricSpec, Convert]] = [
+    ("mig_mode", _spec("gpu_mig_mode_enabled", "1 when MIG mode is enabled, else 0.", GPU_LABELS), _bool),
+    ("utilization_percent", _spec("gpu_utilization_ratio", "Fraction of time a kernel was running (NVML 'GPU util'; not SM activity).", GPU_LABELS), _percent_to_ratio),
+    ("memory_busy_percent", _spec("gpu_memory_busy_ratio", "Fraction of time device memory was read or written (not bandwidth).", GPU_LABELS), _percent_to_ratio),
+    ("memory_used_bytes", _spec("gpu_memory_used_bytes", "Device memory in use.", GPU_LABELS), _same),
+    ("memory_total_bytes", _spec("gpu_memory_total_bytes", "Device memory installed.", GPU_LABELS), _same),
+    ("dram_bandwidth_bytes_per_s", _spec("gpu_dram_bandwidth_bytes_per_second", "Device memory (DRAM/HBM) traffic, read plus write.", GPU_LABELS), _same),
+    ("dram_bandwidth_percent_of_peak", _spec("gpu_dram_bandwidth_ratio", "DRAM traffic as a fraction of the theoretical peak (0..1).", GPU_LABELS), _percent_to_ratio),
+    ("dram_peak_bytes_per_s", _spec("gpu_dram_peak_bytes_per_second", "Theoretical DRAM bandwidth: bus width x max memory clock x 2 / 8.", GPU_LABELS), _same),
+    ("sm_activity_percent", _spec("gpu_sm_activity_ratio", "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).", GPU_LABELS), _percent_to_ratio),
+    ("sm_occupancy_percent", _spec("gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SM maximum (GPM SM_OCCUPANCY).", GPU_LABELS), _percent_to_ratio),
+    ("tensor_activity_percent", _spec("gpu_tensor_activity_ratio", "Fraction of cycles any tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("hmma_tensor_activity_percent", _spec("gpu_hmma_tensor_activity_ratio", "Fraction of cycles the HMMA (half-precision) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("imma_tensor_activity_percent", _spec("gpu_imma_tensor_activity_ratio", "Fraction of cycles the IMMA (integer) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("dfma_tensor_activity_percent", _spec("gpu_dfma_tensor_activity_ratio", "Fraction of cycles the DFMA (fp64) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("fp64_activity_percent", _spec("gpu_fp64_activity_ratio", "Fraction of cycles the FP64 pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("fp32_activity_percent", _spec("gpu_fp32_activity_ratio", "Fraction of cycles the FP32 pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("fp16_activity_percent", _spec("gpu_fp16_activity_ratio", "Fraction of cycles the FP16 pipe was active.", GPU_LABELS), _percent_to_ratio),
+    ("pcie_tx_bytes_per_s", _spec("gpu_pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU.", GPU_LABELS), _same),
+    ("pcie_rx_bytes_per_s", _spec("gpu_pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU.", GPU_LABELS), _same),
+    ("pcie_link_generation", _spec("gpu_pcie_link_generation", "Current PCIe link generation.", GPU_LABELS), _same),
+    ("pcie_link_width", _spec("gpu_pcie_link_width", "Current PCIe link width (lanes).", GPU_LABELS), _same),
+    ("nvlink_tx_bytes_per_s", _spec("gpu_nvlink_transmit_bytes_per_second", "NVLink bytes per second sent, all links.", GPU_LABELS), _same),
+    ("nvlink_rx_bytes_per_s", _spec("gpu_nvlink_receive_bytes_per_second", "NVLink bytes per second received, all links.", GPU_LABELS), _same),
+    ("nvlink_active_links", _spec("gpu_nvlink_active_links", "NVLink links that are up.", GPU_LABELS), _same),
+    ("nvlink_version", _spec("gpu_nvlink_version", "NVLink generation.", GPU_LABELS), _same),
+    ("nvlink_link_peak_bytes_per_s", _spec("gpu_nvlink_link_peak_bytes_per_second", "Peak bandwidth of one NVLink link, one direction.", GPU_LABELS), _same),
+    ("sm_clock_mhz", _spec("gpu_sm_clock_hertz", "Current SM clock.", GPU_LABELS), _mhz_to_hz),
+    ("sm_clock_max_mhz", _spec("gpu_sm_clock_max_hertz", "Maximum SM clock.", GPU_LABELS), _mhz_to_hz),
+    ("memory_clock_mhz", _spec("gpu_memory_clock_hertz", "Current memory clock.", GPU_LABELS), _mhz_to_hz),
+    ("memory_clock_max_mhz", _spec("gpu_memory_clock_max_hertz", "Maximum memory clock.", GPU_LABELS), _mhz_to_hz),
+    ("power_w", _spec("gpu_power_watts", "Power draw.", GPU_LABELS), _same),
+    ("power_limit_w", _spec("gpu_power_limit_watts", "Enforced power limit.", GPU_LABELS), _same),
+    ("energy_j", _spec("gpu_energy_joules_total", "Energy consumed since the driver loaded.", GPU_LABELS, "counter"), _same),
+    ("temperature_gpu_c", _spec("gpu_temperature_celsius", "GPU die temperature.", GPU_LABELS), _same),
+    ("temperature_memory_c", _spec("gpu_memory_temperature_celsius", "Device memory (HBM) temperature.", GPU_LABELS), _same),
+    ("fan_speed_percent", _spec("gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).", GPU_LABELS), _percent_to_ratio),
+    ("ecc_corrected_errors", _spec("gpu_ecc_corrected_errors_total", "Corrected ECC errors since the driver loaded (volatile).", GPU_LABELS, "counter"), _same),
+    ("ecc_uncorrected_errors", _spec("gpu_ecc_uncorrected_errors_total", "Uncorrected ECC errors since the driver loaded (volatile).", GPU_LABELS, "counter"), _same),
+]
+
+GPU_THROTTLED = _spec("gpu_throttled", "1 when any clock throttle reason is active, else 0.", GPU_LABELS)
+GPU_THROTTLE_REASON = _spec("gpu_throttle_reason", "One series per active clock throttle reason (value is always 1).", (*GPU_LABELS, "reason"))
+LINK_TX = _spec("gpu_nvlink_link_transmit_bytes_per_second", "NVLink bytes per second sent on one link.", _LINK)
+LINK_RX = _spec("gpu_nvlink_link_receive_bytes_per_second", "NVLink bytes per second received on one link.", _LINK)
+GPU_PROCESSES = _spec("gpu_processes", "Processes using the GPU.", GPU_LABELS)
+PROC_MEMORY = _spec("gpu_process_memory_bytes", "Device memory used by one process.", _PROC)
+PROC_SM = _spec("gpu_process_sm_utilization_ratio", "SM utilization of one process (0..1).", _PROC)
+
+#: The optional operator aid: which metric is missing and why. Not part of :data:`METRICS`' data.
+UNAVAILABLE_METRIC = _spec(
+    "metric_unavailable",
+    "A metric gpuscope cannot read, and why (value is always 1; the metric itself is absent).",
+    (*GPU_LABELS, "metric", "reason"),
+)
+
+
+def gpu_label_values(host: str, gpu: GpuSample) -> tuple[str, str, str, str, str]:
+    """The :data:`GPU_LABELS` values of one GPU or MIG instance."""
+    is_mig = gpu.mig_parent_index is not None
+    physical = gpu.mig_parent_index if is_mig else gpu.index
+    return (
+        host,
+        str(physical),
+        gpu.uuid,
+        "" if gpu.mig_gpu_instance_id is None else str(gpu.mig_gpu_instance_id),
+        "" if gpu.mig_compute_instance_id is None else str(gpu.mig_compute_instance_id),
+    )
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or isinstance(value, Unavailable) else str(value)
+
+
+class _Scrape:
+    """Families filled during one scrape; an unavailable value becomes a note, never a sample."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, Metric] = {}
+        self.missing: dict[tuple[str, ...], None] = {}
+
+    def add(self, spec: MetricSpec, labels: Iterable[str], value: float) -> None:
+        family = self.families.get(spec.name)
+        if family is None:
+            family = self.families[spec.name] = spec.family()
+        family.add_metric(list(labels), value)
+
+    def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason) -> None:
+        """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values)."""
+        self.missing[(*scope, spec.name, reason.value)] = None
+
+    def put(self, spec: MetricSpec, labels: tuple[str, ...], scope: tuple[str, ...], raw: Any, convert: Convert = _same) -> None:
+        """Add ``convert(raw)`` unless ``raw`` is unavailable (or not a finite number)."""
+        if isinstance(raw, Unavailable):
+            self.note(spec, scope, raw.reason)
+            return
+        if raw is None:
+            self.note(spec, scope, Reason.ERROR)
+            return
+        try:
+            value = convert(raw)
+        except (TypeError, ValueError):
+            self.note(spec, scope, Reason.ERROR)
+            return
+        if not math.isfinite(value):
+            self.note(spec, scope, Reason.ERROR)
+            return
+        self.add(spec, labels, value)
+
+    def result(self, with_unavailable: bool) -> Iterator[Metric]:
+        for spec in METRICS:
+            if spec is UNAVAILABLE_METRIC:
+                continue
+            family = self.families.get(spec.name)
+            if family is not None:
+                yield family
+        if with_unavailable and self.missing:
+            family = UNAVAILABLE_METRIC.family()
+            for labels in self.missing:
+                family.add_metric(list(labels), 1.0)
+            yield family
+
+
+def _host_families(scrape: _Scrape, host: HostSample) -> None:
+    name = host.hostname
+    labels = (name,)
+    scope = (name, "", "", "", "")
+    scrape.put(CPU_UTILIZATION, labels, scope, host.cpu_utilization_percent, _percent_to_ratio)
+    scrape.put(CPU_LOGICAL, labels, scope, host.logical_cores)
+    scrape.put(CPU_PHYSICAL, labels, scope, host.physical_cores)
+    for core in host.cores:
+        core_labels = (name, str(core.core))
+        scrape.put(CORE_UTILIZATION, core_labels, scope, core.utilization_percent, _percent_to_ratio)
+        scrape.put(CORE_FREQUENCY, core_labels, scope, core.frequency_mhz, _mhz_to_hz)
+    scrape.put(LOAD1, labels, scope, host.load_average_1m)
+    scrape.put(LOAD5, labels, scope, host.load_average_5m)
+    scrape.put(LOAD15, labels, scope, host.load_average_15m)
+    scrape.put(HOST_MEM_TOTAL, labels, scope, host.memory_total_bytes)
+    scrape.put(HOST_MEM_USED, labels, scope, host.memory_used_bytes)
+    scrape.put(HOST_MEM_AVAILABLE, labels, scope, host.memory_available_bytes)
+    scrape.put(SWAP_TOTAL, labels, scope, host.swap_total_bytes)
+    scrape.put(SWAP_USED, labels, scope, host.swap_used_bytes)
+    for nic in host.nics:
+        nic_labels = (name, nic.name)
+        scrape.put(NIC_RX, nic_labels, scope, nic.rx_bytes_per_s)
+        scrape.put(NIC_TX, nic_labels, scope, nic.tx_bytes_per_s)
+        scrape.put(NIC_UP, nic_labels, scope, nic.is_up, _bool)
+        scrape.put(NIC_SPEED, nic_labels, scope, nic.speed_mbit_per_s, _mbit_to_bytes)
+    for port in host.infiniband_ports:
+        ib_labels = (name, port.device, str(port.port), port.link_layer)
+        scrape.add(IB_INFO, (*ib_labels, port.state), 1.0)
+        scrape.put(IB_RATE, ib_labels, scope, port.rate_gbit_per_s, _gbit_to_bytes)
+        scrape.put(IB_RX, ib_labels, scope, port.rx_bytes_per_s)
+        scrape.put(IB_TX, ib_labels, scope, port.tx_bytes_per_s)
+
+
+def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample) -> None:
+    labels = gpu_label_values(host, gpu)
+    scrape.add(GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, gpu.architecture, gpu.state), 1.0)
+    scrape.add(GPU_UP, labels, 0.0 if gpu.state == "lost" else 1.0)
+    for field_name, spec, convert in _GPU_SCALARS:
+        scrape.put(spec, labels, labels, getattr(gpu, field_name), convert)
+    reasons = gpu.throttle_reasons
+    if isinstance(reasons, Unavailable):
+        scrape.note(GPU_THROTTLED, labels, reasons.reason)
+    elif reasons is not None:
+        scrape.add(GPU_THROTTLED, labels, 1.0 if reasons else 0.0)
+        for reason in dict.fromkeys(str(r) for r in reasons):
+            scrape.add(GPU_THROTTLE_REASON, (*labels, reason), 1.0)
+    for link in gpu.nvlink_links:
+        link_labels = (*labels, str(link.link))
+        scrape.put(LINK_TX, link_labels, labels, link.tx_bytes_per_s)
+        scrape.put(LINK_RX, link_labels, labels, link.rx_bytes_per_s)
+    processes = gpu.processes
+    if isinstance(processes, Unavailable):
+        for spec in (GPU_PROCESSES, PROC_MEMORY, PROC_SM):
+            scrape.note(spec, labels, processes.reason)
+    elif processes is not None:
+        scrape.add(GPU_PROCESSES, labels, float(len(processes)))
+        for process in processes:
+            process_labels = (*labels, str(process.pid), _text(process.name), _text(process.user), process.kind)
+            scrape.put(PROC_MEMORY, process_labels, labels, process.gpu_memory_bytes)
+            scrape.put(PROC_SM, process_labels, labels, process.sm_percent, _percent_to_ratio)
+
+
+def sample_to_families(
+    sample: Sample | None,
+    samples_received: int = 0,
+    with_unavailable: bool = True,
+) -> list[Metric]:
+    """The metric families of ``sample`` (none when it is ``None``), unavailable values left out.
+
+    ``samples_received`` feeds ``gpuscope_exporter_samples_total``; ``with_unavailable`` adds
+    the ``gpuscope_metric_unavailable`` series.
+    """
+    if sample is None:
+        return []
+    scrape = _Scrape()
+    host = sample.host.hostname
+    scrape.add(SAMPLE_TIMESTAMP, (host,), float(sample.timestamp))
+    scrape.add(SAMPLE_COST, (host,), float(sample.sample_cost_s))
+    scrape.add(SAMPLES, (host,), float(samples_received))
+    scrape.add(
+        HOST_INFO,
+        (host, sample.host.cpu_model, _text(sample.driver_version), _text(sample.nvml_version), _text(sample.cuda_driver_version)),
+        1.0,
+    )
+    if sample.gpu_unavailable is not None:
+        scrape.note(GPU_DEVICES, (host, "", "", "", ""), sample.gpu_unavailable.reason)
+    else:
+        scrape.add(GPU_DEVICES, (host,), float(len(sample.gpus)))
+    _host_families(scrape, sample.host)
+    for gpu in sample.gpus:
+        _gpu_families(scrape, host, gpu)
+    return list(scrape.result(with_unavailable))

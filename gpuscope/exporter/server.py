@@ -1,0 +1,155 @@
+"""Serve the latest telemetry sample over HTTP for Prometheus to scrape.
+
+A custom collector converts the newest :class:`Sample` at scrape time, so an unavailable metric
+is simply absent and an exporter nobody scrapes costs nothing beyond keeping one reference.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+import threading
+from typing import Iterator
+
+from prometheus_client.core import CollectorRegistry, Metric
+from prometheus_client.registry import Collector
+
+from gpuscope.errors import ResourceError, UsageError
+from gpuscope.exporter.metrics import sample_to_families
+from gpuscope.telemetry.records import Sample
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_PORT",
+    "SampleCollector",
+    "ExporterHandle",
+    "parse_listen",
+    "start_exporter",
+]
+
+DEFAULT_PORT = 9842
+DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+
+
+class SampleCollector(Collector):
+    """A prometheus-client collector that exposes the newest sample given to :meth:`update`."""
+
+    def __init__(self, with_unavailable: bool = True) -> None:
+        self._lock = threading.Lock()
+        self._sample: Sample | None = None
+        self._count = 0
+        self._with_unavailable = with_unavailable
+
+    def update(self, sample: Sample) -> None:
+        """Make ``sample`` the one the next scrape shows (cheap: no conversion happens here)."""
+        with self._lock:
+            self._sample = sample
+            self._count += 1
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            sample, count = self._sample, self._count
+        yield from sample_to_families(sample, count, self._with_unavailable)
+
+    def describe(self) -> list[Metric]:
+        # An empty description stops the registry from calling collect() at registration.
+        return []
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[v6]:PORT``, ``:PORT`` or ``PORT`` mean host 127.0.0.1).
+
+    Raises :class:`UsageError` with one line when the text is not an address and port 0..65535.
+    """
+    raw = text.strip()
+    if not raw:
+        raise UsageError("--listen: empty address; expected HOST:PORT such as 127.0.0.1:9842")
+    if raw.startswith("["):
+        host, sep, port_text = raw[1:].partition("]:")
+        if not sep:
+            raise UsageError(f"--listen {text!r}: expected [IPV6]:PORT such as [::1]:9842")
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise UsageError(f"--listen {text!r}: {host!r} is not an IPv6 address") from None
+    elif ":" in raw:
+        host, _, port_text = raw.rpartition(":")
+        if ":" in host:
+            raise UsageError(f"--listen {text!r}: write an IPv6 address in brackets, e.g. [::1]:9842")
+    else:
+        host, port_text = "", raw
+    host = host or "127.0.0.1"
+    if not port_text.isdigit():
+        raise UsageError(f"--listen {text!r}: port {port_text!r} is not a number; expected HOST:PORT such as 127.0.0.1:9842")
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--listen {text!r}: port {port} is out of range 0..65535")
+    return host, port
+
+
+class ExporterHandle:
+    """A running exporter. Feed it samples with :meth:`update`; stop it with :meth:`close`."""
+
+    def __init__(self, server: object, thread: threading.Thread, collector: SampleCollector, host: str) -> None:
+        self._server = server
+        self._thread = thread
+        self.collector = collector
+        self.host = host
+        address = server.socket.getsockname()  # type: ignore[attr-defined]
+        self.port: int = int(address[1])
+
+    @property
+    def url(self) -> str:
+        """The scrape URL, e.g. ``http://127.0.0.1:9842/metrics``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/metrics"
+
+    def update(self, sample: Sample) -> None:
+        """Expose ``sample`` from the next scrape on (thread-safe)."""
+        self.collector.update(sample)
+
+    def close(self) -> None:
+        """Stop serving and release the port. Safe to call twice."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()  # type: ignore[attr-defined]
+        server.server_close()  # type: ignore[attr-defined]
+        self._thread.join(timeout=5.0)
+
+    def __enter__(self) -> "ExporterHandle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_exporter(listen: str = DEFAULT_LISTEN, *, process_metrics: bool = True, with_unavailable: bool = True) -> ExporterHandle:
+    """Serve Prometheus metrics on ``listen`` (``HOST:PORT``; port 0 picks a free port) in a
+    daemon thread. ``process_metrics`` adds the standard ``process_*`` series of this process
+    (gpuscope's own CPU and memory). Raises :class:`UsageError` for a malformed or non-local
+    address and :class:`ResourceError` when the port is taken.
+    """
+    from prometheus_client import start_http_server
+    from prometheus_client.process_collector import ProcessCollector
+
+    host, port = parse_listen(listen)
+    registry = CollectorRegistry(auto_describe=False)
+    collector = SampleCollector(with_unavailable)
+    registry.register(collector)
+    if process_metrics:
+        ProcessCollector(registry=registry)
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except socket.gaierror:
+        raise UsageError(f"--listen {listen!r}: cannot resolve host {host!r}; use an IP address of this machine") from None
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise ResourceError(f"cannot listen on {host}:{port}: port already in use; choose another with HOST:PORT") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise UsageError(f"--listen {listen!r}: {host} is not an address of this machine") from None
+        if exc.errno == errno.EACCES:
+            raise ResourceError(f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)") from None
+        raise ResourceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return ExporterHandle(server, thread, collector, host)

@@ -1,0 +1,342 @@
+"""Collective bandwidth over torch.distributed: all-reduce and all-gather, nccl-tests style.
+
+The probe starts ``world_size`` local worker processes (``python -m gpuscope.probing.collective``)
+that meet through a file store in a private temporary folder: gloo over the loopback interface
+(127.0.0.1 only) on CPU, NCCL with one GPU per rank on GPU. For each size S (bytes of the full
+buffer: the all-reduce buffer, the all-gather *output*), every sample times ``iters`` back-to-back
+collectives after a barrier; the sample is the slowest rank's time per collective.
+
+nccl-tests' definitions: ``algbw = S / t``; ``busbw = algbw x 2(n-1)/n`` for all-reduce and
+``algbw x (n-1)/n`` for all-gather. Timing uses ``ReduceOp.MAX`` so repeated in-place
+reductions keep their values (same traffic and cost as SUM); one SUM all-reduce and one
+all-gather are validated exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["OPS", "bus_factor", "collective_probe", "BYTES_RULE"]
+
+OPS = ("allreduce", "allgather")
+BYTES_RULE = (
+    "nccl-tests: S = bytes of the full buffer (all-reduce: the buffer; all-gather: the gathered output); "
+    "algbw = S / time; busbw = algbw x 2(n-1)/n (all-reduce) or x (n-1)/n (all-gather)"
+)
+
+
+def bus_factor(op: str, world_size: int) -> float:
+    """nccl-tests' bus bandwidth factor for ``op`` over ``world_size`` ranks."""
+    n = world_size
+    if op == "allreduce":
+        return 2.0 * (n - 1) / n
+    if op == "allgather":
+        return (n - 1) / n
+    raise ValueError(f"unknown collective {op!r}")
+
+
+# --- worker (a separate process) -------------------------------------------------------------
+
+
+def _worker(args: argparse.Namespace) -> int:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    backend = args.backend
+    dist.init_process_group(
+        backend,
+        init_method=f"file://{args.store}",
+        rank=args.rank,
+        world_size=args.world,
+        timeout=datetime.timedelta(seconds=args.timeout_s),
+    )
+    if backend == "nccl":
+        torch.cuda.set_device(args.rank)
+        device = torch.device("cuda", args.rank)
+        sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+    else:
+        torch.set_num_threads(1)
+        device = torch.device("cpu")
+        sync = lambda: None  # noqa: E731
+    world = args.world
+    results: list[dict[str, Any]] = []
+    stop = torch.zeros(1, device=device)
+    has_into = hasattr(dist, "all_gather_into_tensor")
+    for op in args.ops.split(","):
+        for size in (int(s) for s in args.sizes.split(",")):
+            stop.fill_(1.0 if Path(args.cancel_file).exists() else 0.0)
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+            if stop.item() > 0:
+                break
+            elements = max(world, size // 4 // world * world)
+            if op == "allreduce":
+                buffer = torch.rand(elements, device=device).add_(0.5)
+
+                def run() -> None:
+                    dist.all_reduce(buffer, op=dist.ReduceOp.MAX)
+
+            else:
+                chunk = torch.rand(elements // world, device=device).add_(0.5)
+                gathered = torch.empty(elements, device=device)
+                pieces = list(gathered.chunk(world))
+
+                def run() -> None:
+                    if has_into and backend == "nccl":
+                        dist.all_gather_into_tensor(gathered, chunk)
+                    else:
+                        dist.all_gather(pieces, chunk)  # pieces are views of gathered
+
+            # discard the first call, then size iterations to span target_sample_s
+            run()
+            sync()
+            dist.barrier()
+            start = time.perf_counter()
+            run()
+            sync()
+            timer = torch.full((1,), time.perf_counter() - start, dtype=torch.float64, device=device)
+            dist.all_reduce(timer, op=dist.ReduceOp.MAX)  # every rank must run the same count
+            iters = max(1, min(10_000, math.ceil(args.target_sample_s / max(float(timer.item()), 1e-6))))
+            warm: list[float] = []
+            samples: list[float] = []
+            for phase_samples, into in ((args.warmup, warm), (args.samples, samples)):
+                for _ in range(phase_samples):
+                    dist.barrier()
+                    start = time.perf_counter()
+                    for _ in range(iters):
+                        run()
+                    sync()
+                    timer.fill_((time.perf_counter() - start) / iters)
+                    dist.all_reduce(timer, op=dist.ReduceOp.MAX)
+                    into.append(float(timer.item()))
+            error = _validate(op, elements, world, args.rank, device, dist, has_into and backend == "nccl")
+            results.append(
+                {
+                    "op": op,
+                    "size_bytes": elements * 4,
+                    "iters": iters,
+                    "samples_s": samples,
+                    "warmup_samples_s": warm,
+                    "validation_error": error,
+                }
+            )
+    if args.rank == 0:
+        tmp = Path(args.output + ".tmp")
+        tmp.write_text(json.dumps({"results": results, "torch": torch.__version__, "backend": backend}))
+        os.replace(tmp, args.output)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def _validate(op: str, elements: int, world: int, rank: int, device: Any, dist: Any, into: bool) -> float:
+    import torch
+
+    if op == "allreduce":
+        buffer = torch.full((elements,), float(rank + 1), device=device)
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
+        expected = world * (world + 1) / 2
+        return float((buffer - expected).abs().max().item()) / expected
+    chunk = torch.full((elements // world,), float(rank + 1), device=device)
+    gathered = torch.empty(elements, device=device)
+    if into:
+        dist.all_gather_into_tensor(gathered, chunk)
+    else:
+        pieces = [torch.empty_like(chunk) for _ in range(world)]
+        dist.all_gather(pieces, chunk)
+        gathered = torch.cat(pieces)
+    expected = torch.arange(1, world + 1, device=device, dtype=torch.float32).repeat_interleave(elements // world)
+    return float((gathered - expected).abs().max().item()) / world
+
+
+# --- probe (the parent) -------------------------------------------------------------------
+
+
+def collective_probe(
+    ops: list[str],
+    sizes: list[int],
+    world_size: int | None,
+    ctx: Any,
+    emit: Callable[[dict[str, Any]], None],
+    timeout_s: float = 300.0,
+) -> list[dict[str, Any]]:
+    """Run the workers, turn their timings into measurement records (best busbw per size)."""
+    from gpuscope.probing.context import measurement_record
+    from gpuscope.probing.stats import summarize
+
+    backend = "nccl" if ctx.device.is_gpu else "gloo"
+    if world_size is None:
+        if ctx.device.is_gpu:
+            import torch
+
+            world_size = torch.cuda.device_count()
+        else:
+            world_size = 2
+    base_record = {"kind": "collective", "device": ctx.device.name, "flops": 0, "counting_rule": {"bytes": BYTES_RULE}}
+    if world_size < 2:
+        results = []
+        for op in ops:
+            record = {**base_record, "name": f"collective {op}", "parameters": {"op": op, "backend": backend, "world_size": world_size}, "bytes_": 0}
+            result = ctx.skipped(record, f"{backend} collectives need two or more ranks ({'GPUs' if ctx.device.is_gpu else 'processes'}); this device has {world_size}")
+            emit(result)
+            results.append(result)
+        return results
+    policy = ctx.ceiling_policy
+    before = ctx.telemetry.snapshot() if ctx.telemetry is not None else {"available": False, "reason": "telemetry turned off"}
+    with tempfile.TemporaryDirectory(prefix="gpuscope-collective-") as folder:
+        store = Path(folder) / "store"
+        output = Path(folder) / "result.json"
+        cancel_file = Path(folder) / "cancel"
+        env = dict(os.environ)
+        env["GLOO_SOCKET_IFNAME"] = _loopback_interface()
+        env["NCCL_SOCKET_IFNAME"] = env["GLOO_SOCKET_IFNAME"]
+        env["MASTER_ADDR"] = "127.0.0.1"
+        env["OMP_NUM_THREADS"] = "1"
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        command = [
+            sys.executable, "-m", "gpuscope.probing.collective",
+            "--backend", backend, "--world", str(world_size), "--store", str(store),
+            "--ops", ",".join(ops), "--sizes", ",".join(str(s) for s in sizes),
+            "--samples", str(policy.samples), "--warmup", "3",
+            "--target-sample-s", str(policy.target_sample_s), "--output", str(output),
+            "--cancel-file", str(cancel_file), "--timeout-s", str(int(timeout_s)),
+        ]  # fmt: skip
+        processes = [
+            subprocess.Popen([*command, "--rank", str(rank)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for rank in range(world_size)
+        ]
+        failure = _wait(processes, ctx, cancel_file, timeout_s)
+        data = json.loads(output.read_text()) if output.exists() else None
+    after = ctx.telemetry.snapshot() if ctx.telemetry is not None else before
+    results = []
+    if data is None:
+        for op in ops:
+            record = {**base_record, "name": f"collective {op}", "parameters": {"op": op, "backend": backend, "world_size": world_size}, "bytes_": 0}
+            result = measurement_record(statistic="best", status="failed", error=failure or "workers wrote no result", **record)
+            result["versions"] = ctx.versions
+            emit(result)
+            results.append(result)
+        ctx.check_cancel()
+        return results
+    for item in data["results"]:
+        op, size = item["op"], item["size_bytes"]
+        factor = bus_factor(op, world_size)
+        summary = summarize(item["samples_s"], "best") if item["samples_s"] else None
+        ok = summary is not None and item["validation_error"] == 0.0
+        record = {
+            **base_record,
+            "name": f"collective {op} {size} B x{world_size}",
+            "parameters": {"op": op, "backend": backend, "world_size": world_size, "size_bytes": size, "iters_per_sample": item["iters"], "dtype": "fp32", "reduce_op": "max while timing; sum validated" if op == "allreduce" else None},
+            "bytes_": size,
+        }
+        result = measurement_record(
+            statistic="best",
+            status="ok" if ok else "failed",
+            error=None if ok else f"validation failed: error {item['validation_error']:.3g}",
+            timing={"samples_s": item["samples_s"], "warmup_samples_s": item["warmup_samples_s"], "inner_reps": item["iters"], "clock": "perf_counter (slowest rank)"},
+            summary=summary if ok else None,
+            validation_error=item["validation_error"],
+            validation_tolerance=0.0,
+            **record,
+        )
+        if ok:
+            result["algbw_bytes_per_s"] = result["bytes_per_s"]
+            result["busbw_bytes_per_s"] = result["bytes_per_s"] * factor
+            result["bus_factor"] = factor
+        result["versions"] = ctx.versions
+        result["telemetry_before"], result["telemetry_after"] = before, after
+        result["telemetry_during"] = {"available": False, "reason": "collectives run in worker processes"}
+        emit(result)
+        results.append(result)
+    if failure:
+        ctx.log(failure)
+    ctx.check_cancel()
+    return results
+
+
+def _loopback_interface() -> str:
+    try:
+        names = [name for _, name in socket_if_nameindex()]
+    except OSError:
+        return "lo"
+    return "lo" if "lo" in names or not names else names[0]
+
+
+def socket_if_nameindex() -> list[tuple[int, str]]:
+    import socket
+
+    return socket.if_nameindex()
+
+
+def _wait(processes: list[subprocess.Popen[str]], ctx: Any, cancel_file: Path, timeout_s: float) -> str | None:
+    """Wait for the workers; on cancel ask them to stop, then end them. Returns a failure line or None."""
+    deadline = time.monotonic() + timeout_s
+    cancelled_at: float | None = None
+    while True:
+        codes = [p.poll() for p in processes]
+        if all(code is not None for code in codes):
+            break
+        if ctx.cancel.is_set() and cancelled_at is None:
+            cancel_file.touch()
+            cancelled_at = time.monotonic()
+        if cancelled_at is not None and time.monotonic() - cancelled_at > 0.5:
+            _end(processes)
+            break
+        if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+            _end(processes)
+            break
+        time.sleep(0.05)
+    bad = [(rank, p.returncode) for rank, p in enumerate(processes) if p.returncode not in (0, None)]
+    if not bad or ctx.cancel.is_set():
+        return None
+    rank, code = bad[0]
+    stderr = (processes[rank].stderr.read() if processes[rank].stderr else "") or ""
+    last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or [f"exit code {code}"]
+    return f"collective worker rank {rank} failed: {last[0][:300]}"
+
+
+def _end(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gpuscope.probing.collective")
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--ops", required=True)
+    parser.add_argument("--sizes", required=True)
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--target-sample-s", type=float, default=0.05)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--cancel-file", required=True)
+    parser.add_argument("--timeout-s", type=int, default=300)
+    return _worker(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    raise SystemExit(main())

@@ -1,0 +1,294 @@
+"""The device a probe runs on, its memory budget, and the software versions that shape a number.
+
+torch is imported only inside functions, when a probe actually runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import re
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from gpuscope.errors import ResourceError, UsageError
+from gpuscope.probing.errors import ProbeSkipped
+
+__all__ = [
+    "DeviceSpec",
+    "parse_device",
+    "resolve_device",
+    "MemoryBudget",
+    "oom_guard",
+    "is_out_of_memory",
+    "versions",
+    "system_info",
+    "device_info",
+]
+
+_DEVICE_RE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """``name`` is what results carry: ``cpu`` or ``cuda:N``."""
+
+    name: str
+    type: str  # "cpu" or "gpu"
+    index: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.type == "gpu"
+
+    @property
+    def torch_device(self) -> str:
+        return self.name
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """``cpu``, ``cuda`` (= ``cuda:0``) or ``cuda:N``; raises :class:`UsageError` otherwise."""
+    match = _DEVICE_RE.match(text.strip().lower())
+    if not match:
+        raise UsageError(f"--device {text!r}: expected cpu, cuda or cuda:N")
+    if match.group(1) == "cpu":
+        if match.group(2) is not None:
+            raise UsageError(f"--device {text!r}: the CPU has no index; use cpu")
+        return DeviceSpec("cpu", "cpu", None)
+    index = int(match.group(2) or 0)
+    return DeviceSpec(f"cuda:{index}", "gpu", index)
+
+
+def resolve_device(text: str) -> DeviceSpec:
+    """Parse ``text`` and check the device exists. Raises :class:`ResourceError` (one line)
+    when CUDA is asked for and torch cannot see that GPU, or torch is missing."""
+    spec = parse_device(text)
+    if not spec.is_gpu:
+        return spec
+    try:
+        import torch
+    except ImportError:
+        raise ResourceError(f"--device {text}: torch is not installed, so gpuscope cannot run GPU probes") from None
+    if not torch.cuda.is_available():
+        built = torch.version.cuda
+        why = f"torch {torch.__version__} was built without CUDA" if not built else "no NVIDIA GPU or driver is visible"
+        raise ResourceError(f"--device {text}: CUDA is not available ({why}); use --device cpu")
+    count = torch.cuda.device_count()
+    if spec.index is not None and spec.index >= count:
+        raise ResourceError(f"--device {text}: only {count} CUDA device(s) visible (cuda:0..cuda:{count - 1})")
+    return spec
+
+
+def _cpu_available_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - psutil missing or /proc unreadable
+        pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
+        return int(pages * os.sysconf("SC_PAGE_SIZE")) if pages else 0
+
+
+def _gpu_free_bytes(index: int) -> int:
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(index)
+    return int(free)
+
+
+class MemoryBudget:
+    """Never allocate more than ``fraction`` of the memory free on the device (CPU: of the
+    available RAM) at the moment of asking. ``free_bytes`` is injectable for tests."""
+
+    def __init__(self, device: DeviceSpec, fraction: float = 0.5, free_bytes: Callable[[], int] | None = None) -> None:
+        if not 0.0 < fraction <= 1.0:
+            raise UsageError(f"--memory-fraction {fraction}: expected a number in (0, 1]")
+        self.device = device
+        self.fraction = fraction
+        if free_bytes is None:
+            if device.is_gpu:
+                index = device.index or 0
+                free_bytes = functools.partial(_gpu_free_bytes, index)
+            else:
+                free_bytes = _cpu_available_bytes
+        self._free_bytes = free_bytes
+
+    def allowance_bytes(self) -> int:
+        """How many more bytes a probe may allocate now."""
+        return int(self._free_bytes() * self.fraction)
+
+    def check(self, nbytes: int, what: str) -> None:
+        """Raise :class:`ProbeSkipped` when ``nbytes`` is over the allowance."""
+        allowance = self.allowance_bytes()
+        if nbytes > allowance:
+            raise ProbeSkipped(
+                f"{what} needs {nbytes / 1e9:.3g} GB, over the budget of {allowance / 1e9:.3g} GB "
+                f"({self.fraction:g} of free {self.device.name} memory; see --memory-fraction)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fraction": self.fraction, "allowance_bytes_at_start": self.allowance_bytes()}
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for host ``MemoryError`` and torch's CUDA/CPU out-of-memory errors."""
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    if name in ("OutOfMemoryError",):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+@contextlib.contextmanager
+def oom_guard(what: str, device: DeviceSpec | None = None) -> Iterator[None]:
+    """Turn an out-of-memory error inside the block into :class:`ProbeSkipped` (and release
+    torch's cached GPU memory), so one size that does not fit is reported, not fatal."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - filtered just below
+        if not is_out_of_memory(exc):
+            raise
+        if device is not None and device.is_gpu:
+            with contextlib.suppress(Exception):
+                import torch
+
+                torch.cuda.empty_cache()
+        raise ProbeSkipped(f"out of memory at {what}: {str(exc).splitlines()[0][:200]}") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _torch_blas() -> dict[str, Any]:
+    import torch
+
+    config = torch.__config__.show()
+    out: dict[str, Any] = {}
+    mkl = re.search(r"Math Kernel Library Version ([\w.\-]+)", config)
+    if mkl:
+        out["torch_cpu_blas"] = f"MKL {mkl.group(1)}"
+    elif "OpenBLAS" in config or "BLAS_INFO=open" in config:
+        out["torch_cpu_blas"] = "OpenBLAS"
+    else:
+        blas = re.search(r"BLAS_INFO=(\w+)", config)
+        out["torch_cpu_blas"] = blas.group(1) if blas else None
+    dnn = re.search(r"MKL-DNN v([\w.]+)", config)
+    out["onednn"] = dnn.group(1) if dnn else None
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def numpy_blas() -> str | None:
+    """numpy's BLAS library and version, e.g. ``scipy-openblas 0.3.31``, or None."""
+    try:
+        import numpy
+
+        config = numpy.show_config(mode="dicts")
+        blas = config.get("Build Dependencies", {}).get("blas", {})
+        name = blas.get("name")
+        return f"{name} {blas.get('version', '')}".strip() if name else None
+    except Exception:  # noqa: BLE001 - older numpy without mode="dicts"
+        return None
+
+
+def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dict[str, Any]:
+    """Versions of everything that shapes a number: python, numpy (and its BLAS), torch (its
+    CPU BLAS, oneDNN, CUDA, cuDNN), and the NVIDIA driver when known."""
+    out: dict[str, Any] = {"python": platform.python_version(), "gpuscope": _gpuscope_version()}
+    try:
+        import numpy
+
+        out["numpy"] = numpy.__version__
+        out["numpy_blas"] = numpy_blas()
+    except ImportError:
+        out["numpy"] = None
+    try:
+        import torch
+
+        out["torch"] = torch.__version__
+        out.update(_torch_blas())
+        out["cuda"] = torch.version.cuda
+        out["torch_num_threads"] = torch.get_num_threads()
+        if device is not None and device.is_gpu:
+            out["cudnn"] = torch.backends.cudnn.version()
+            out["gpu_blas"] = f"cuBLAS (CUDA {torch.version.cuda})"
+    except ImportError:
+        out["torch"] = None
+    out["driver"] = driver
+    return out
+
+
+def _gpuscope_version() -> str:
+    from gpuscope import __version__
+
+    return __version__
+
+
+def system_info(device: DeviceSpec, driver: str | None = None) -> dict[str, Any]:
+    """The ``system`` object of a results file."""
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    info = cpu_info()
+    v = versions(device, driver)
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": info.model,
+        "logical_cores": info.logical_cores,
+        "physical_cores": info.physical_cores,
+        "simd": info.simd,
+        "os": platform.platform(),
+        "python": v["python"],
+        "torch": v.get("torch"),
+        "cuda": v.get("cuda"),
+        "driver": driver,
+        "blas": v.get("torch_cpu_blas"),
+        "numpy_blas": v.get("numpy_blas"),
+        "argv": sys.argv[1:],
+    }
+
+
+def device_info(device: DeviceSpec) -> dict[str, Any]:
+    """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches."""
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    out: dict[str, Any] = {"device": device.name, "type": device.type, "host": socket.gethostname(), "rank": 0}
+    if not device.is_gpu:
+        info = cpu_info()
+        out.update(
+            name=info.model,
+            logical_cores=info.logical_cores,
+            physical_cores=info.physical_cores,
+            simd=info.simd,
+            caches=[
+                {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances}
+                for c in info.caches
+            ],
+            last_level_cache_bytes=info.last_level_cache_bytes,
+            memory_total_bytes=_cpu_total_bytes(),
+            datasheet_peak_fp32_flop_per_s=info.peak_flop_per_s("fp32"),
+            datasheet_peak_fp64_flop_per_s=info.peak_flop_per_s("fp64"),
+        )
+        return out
+    import torch
+
+    props = torch.cuda.get_device_properties(device.index or 0)
+    out.update(
+        name=props.name,
+        memory_total_bytes=int(props.total_memory),
+        multiprocessors=int(props.multi_processor_count),
+        compute_capability=f"{props.major}.{props.minor}",
+        l2_cache_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+    )
+    return out
+
+
+def _cpu_total_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except Exception:  # noqa: BLE001
+        return None

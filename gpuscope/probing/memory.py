@@ -1,0 +1,472 @@
+"""Memory bandwidth probes: STREAM's copy, scale, add and triad plus a read-only reduction, over
+working sets from inside L1 to several times the last-level cache.
+
+Byte counting follows STREAM (:data:`BYTES_RULE`): only the arrays named in the kernel count,
+once each; write-allocate traffic does not. A working set is the bytes all of a kernel's arrays
+occupy together (its footprint); it is classified into a level (``l1``, ``l2``, ``llc``/``l2`` on
+GPU, ``dram``) by :func:`classify`; sizes between levels are measured but make no ceiling.
+
+CPU: one worker thread per physical core, each with its own arrays (first-touched by that
+thread), runs the kernel over its arrays; the time is that of the whole team. Each kernel has a
+few implementations (glibc memcpy through ``numpy.copyto``, numpy ufuncs with ``out=``, torch ops
+with one intra-op thread, repeated either as a Python loop of calls or as one call over a
+zero-stride 2-D view); a short trial picks the fastest, and the record names it. Small working
+sets are dominated by per-call dispatch (about 0.3-1 us per call from Python), so L1 figures are
+lower bounds. GPU: one torch op per call on the probe stream, arrays of the requested size.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gpuscope.probing.context import ProbeContext
+from gpuscope.probing.environment import oom_guard
+from gpuscope.probing.errors import ProbeCancelled, ProbeSkipped
+from gpuscope.probing.validation import check_close, elementwise_tolerance
+
+__all__ = [
+    "KERNELS",
+    "BYTES_RULE",
+    "stream_bytes",
+    "WorkingSet",
+    "classify",
+    "plan_working_sets",
+    "memory_probe",
+]
+
+SCALAR = 3.0
+
+#: kernel -> (arrays named in the kernel, arrays read, arrays written)
+KERNELS: dict[str, tuple[int, int, int]] = {
+    "copy": (2, 1, 1),  # c = a
+    "scale": (2, 1, 1),  # b = s*c
+    "add": (3, 2, 1),  # c = a + b
+    "triad": (3, 2, 1),  # a = b + s*c
+    "read": (1, 1, 0),  # sum(a)
+}
+BYTES_RULE = (
+    "STREAM: bytes = arrays named in the kernel x elements x element size, each array counted once; "
+    "write-allocate traffic is not counted. copy c=a and scale b=s*c: 2 arrays (1 read, 1 write); "
+    "add c=a+b and triad a=b+s*c: 3 arrays (2 read, 1 write); read sum(a): 1 array (read only)"
+)
+_DTYPE_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def stream_bytes(kernel: str, elements: int, element_bytes: int) -> int:
+    """Bytes one pass of ``kernel`` over ``elements`` elements moves, by STREAM's rule."""
+    return KERNELS[kernel][0] * elements * element_bytes
+
+
+@dataclass(frozen=True)
+class WorkingSet:
+    """``footprint_bytes``: all of the kernel's arrays together (every thread)."""
+
+    kernel: str
+    footprint_bytes: int
+    level: str | None
+
+    @property
+    def array_bytes(self) -> int:
+        return self.footprint_bytes // KERNELS[self.kernel][0]
+
+
+@dataclass(frozen=True)
+class CacheSizes:
+    """Per-core L1 and L2, the shared last level, and the worker count (GPU: ``l2`` only)."""
+
+    l1_bytes: int | None
+    l2_bytes: int | None
+    llc_bytes: int | None
+    threads: int
+    gpu: bool = False
+
+
+def cache_sizes(ctx: ProbeContext) -> CacheSizes:
+    """This device's cache sizes (CPU from /sys via cpuinfo; GPU L2 from torch)."""
+    if ctx.device.is_gpu:
+        import torch
+
+        props = torch.cuda.get_device_properties(ctx.device.index or 0)
+        l2 = int(getattr(props, "L2_cache_size", 0)) or 50 * 1024 * 1024
+        return CacheSizes(None, None, l2, 1, gpu=True)
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    info = cpu_info()
+    threads = info.physical_cores or info.logical_cores or 1
+    return CacheSizes(info.cache_bytes(1), info.cache_bytes(2), info.last_level_cache_bytes, threads)
+
+
+def classify(ws: WorkingSet, caches: CacheSizes) -> str | None:
+    """The level ``ws`` measures, or None for a size between levels. DRAM needs every array at
+    least 4x the last-level cache; a cache level needs the footprint within 60 % of it (per core
+    for private caches) and beyond the level below."""
+    llc = caches.llc_bytes
+    if llc and ws.array_bytes >= 4 * llc:
+        return "dram"
+    per_thread = ws.footprint_bytes / max(1, caches.threads)
+    if caches.gpu:
+        return "l2" if llc and ws.footprint_bytes <= 0.6 * llc else None
+    if caches.l1_bytes and per_thread <= 0.6 * caches.l1_bytes:
+        return "l1"
+    if caches.l2_bytes and caches.l1_bytes and caches.l1_bytes < per_thread <= 0.6 * caches.l2_bytes:
+        return "l2"
+    if llc and caches.l2_bytes and per_thread > caches.l2_bytes and ws.footprint_bytes <= 0.6 * llc:
+        return "llc"
+    return None
+
+
+def plan_working_sets(kernel: str, sizes: str | list[int], caches: CacheSizes, dram_array_bytes: int | None = None) -> list[WorkingSet]:
+    """``auto``: one size per level (half of each cache; DRAM arrays ``max(4 x LLC, dram_array_bytes)``).
+    ``sweep``: powers of two from 8 KiB per core up to the DRAM size. A list: those footprints."""
+    narrays = KERNELS[kernel][0]
+    llc = caches.llc_bytes or 32 * 1024 * 1024
+    dram_array = max(4 * llc, dram_array_bytes or 0)
+    out: list[WorkingSet] = []
+    if isinstance(sizes, list):
+        out = [WorkingSet(kernel, int(size), None) for size in sizes]
+    elif sizes == "auto":
+        if caches.gpu:
+            out.append(WorkingSet(kernel, llc // 2, None))
+        else:
+            for per_core in (caches.l1_bytes, caches.l2_bytes):
+                if per_core:
+                    out.append(WorkingSet(kernel, per_core // 2 * caches.threads, None))
+            out.append(WorkingSet(kernel, llc // 2, None))
+        out.append(WorkingSet(kernel, dram_array * narrays, None))
+    elif sizes == "sweep":
+        footprint = (8 * 1024 if not caches.gpu else 1024 * 1024) * caches.threads
+        while footprint < dram_array * narrays:
+            out.append(WorkingSet(kernel, footprint, None))
+            footprint *= 2
+        out.append(WorkingSet(kernel, dram_array * narrays, None))
+    else:
+        raise ValueError(f"working sets {sizes!r}: expected auto, sweep or a list of byte counts")
+    return [WorkingSet(ws.kernel, ws.footprint_bytes, classify(ws, caches)) for ws in out]
+
+
+# --- CPU ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Variant:
+    name: str
+    run: Callable[[], Any]  # one team call
+
+
+class _ThreadArrays:
+    """One worker's arrays for one working set."""
+
+    def __init__(self, kernel: str, elements: int, np_dtype: Any, seed: int) -> None:
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        narrays = KERNELS[kernel][0]
+        self.arrays = [np.empty(elements, dtype=np_dtype) for _ in range(narrays)]
+        for array in self.arrays:
+            rng.random(out=array) if np_dtype in (np.float32, np.float64) else array.fill(1)
+            array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
+        self.tmp = np.empty(elements, dtype=np_dtype) if kernel == "triad" else None
+        self.sums = None
+
+
+def _rows(array: Any, rows: int) -> Any:
+    from numpy.lib.stride_tricks import as_strided
+
+    return as_strided(array, shape=(rows, array.size), strides=(0, array.itemsize), writeable=True)
+
+
+def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team: ThreadPoolExecutor) -> list[_Variant]:
+    """Implementations of ``kernel``; each variant's team call makes every thread do ``reps`` passes."""
+    import numpy as np
+    import torch
+
+    def team_call(per_thread_fns: list[Callable[[], Any]]) -> Callable[[], Any]:
+        if len(per_thread_fns) == 1:
+            return per_thread_fns[0]
+
+        def run() -> None:
+            for future in [team.submit(fn) for fn in per_thread_fns]:
+                future.result()
+
+        return run
+
+    def looped(body: Callable[[_ThreadArrays], Callable[[], Any]]) -> Callable[[], Any]:
+        fns = []
+        for arrays in per_thread:
+            one = body(arrays)
+
+            def fn(one: Callable[[], Any] = one) -> None:
+                for _ in range(reps):
+                    one()
+
+            fns.append(fn)
+        return team_call(fns)
+
+    def strided(body: Callable[[_ThreadArrays, int], Callable[[], Any]]) -> Callable[[], Any]:
+        return team_call([body(arrays, reps) for arrays in per_thread])
+
+    variants: list[_Variant] = []
+    if kernel == "copy":
+        variants.append(_Variant("numpy.copyto (memcpy), loop", looped(lambda t: lambda: np.copyto(t.arrays[1], t.arrays[0]))))
+        if reps > 1:
+            variants.append(_Variant("numpy.copyto, zero-stride rows", strided(lambda t, r: lambda: np.copyto(_rows(t.arrays[1], r), _rows(t.arrays[0], r)))))
+        variants.append(_Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a, c: c.copy_(a)))))
+    elif kernel == "scale":
+        variants.append(_Variant("numpy.multiply(out=), loop", looped(lambda t: lambda: np.multiply(t.arrays[1], SCALAR, out=t.arrays[0]))))
+        if reps > 1:
+            variants.append(_Variant("numpy.multiply(out=), zero-stride rows", strided(lambda t, r: lambda: np.multiply(_rows(t.arrays[1], r), SCALAR, out=_rows(t.arrays[0], r)))))
+        variants.append(_Variant("torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda c, b: torch.mul(c, SCALAR, out=b)))))
+    elif kernel == "add":
+        variants.append(_Variant("numpy.add(out=), loop", looped(lambda t: lambda: np.add(t.arrays[0], t.arrays[1], out=t.arrays[2]))))
+        if reps > 1:
+            variants.append(_Variant("numpy.add(out=), zero-stride rows", strided(lambda t, r: lambda: np.add(_rows(t.arrays[0], r), _rows(t.arrays[1], r), out=_rows(t.arrays[2], r)))))
+        variants.append(_Variant("torch.add(out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(a, b, out=c)))))
+    elif kernel == "triad":
+        # a = b + s*c: torch does it in one pass; numpy needs two (tmp = s*c; a = b + tmp), which
+        # moves more bytes than STREAM counts, so it only wins where dispatch cost dominates.
+        variants.append(_Variant("torch.add(alpha=s, out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(b, c, alpha=SCALAR, out=a)))))
+        variants.append(
+            _Variant(
+                "numpy two passes (tmp = s*c; a = b + tmp), loop",
+                looped(lambda t: lambda: (np.multiply(t.arrays[2], SCALAR, out=t.tmp), np.add(t.arrays[1], t.tmp, out=t.arrays[0]))),
+            )
+        )
+    elif kernel == "read":
+
+        def torch_rows(t: _ThreadArrays, r: int) -> Callable[[], Any]:
+            view = torch.from_numpy(t.arrays[0]).expand(r, t.arrays[0].size)
+            out = torch.empty(r, dtype=view.dtype)
+
+            def fn() -> None:
+                torch.sum(view, dim=1, out=out)
+                t.sums = out
+
+            return fn
+
+        variants.append(_Variant("torch.sum over zero-stride rows", strided(torch_rows)))
+
+        def numpy_sum(t: _ThreadArrays) -> Callable[[], Any]:
+            def fn() -> None:
+                t.sums = np.add.reduce(t.arrays[0])
+
+            return fn
+
+        variants.append(_Variant("numpy.add.reduce, loop", looped(numpy_sum)))
+    return variants
+
+
+def _torch_pair(t: _ThreadArrays, op: Callable[[Any, Any], Any]) -> Callable[[], Any]:
+    import torch
+
+    src, dst = (torch.from_numpy(x) for x in t.arrays[:2])
+    return lambda: op(src, dst)
+
+
+def _torch_triple(t: _ThreadArrays, op: Callable[[Any, Any, Any], Any]) -> Callable[[], Any]:
+    import torch
+
+    a, b, c = (torch.from_numpy(x) for x in t.arrays[:3])
+    return lambda: op(a, b, c)
+
+
+def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> tuple[float, float]:
+    import numpy as np
+
+    tolerance = elementwise_tolerance(dtype)
+    error = 0.0
+    for t in per_thread:
+        arrays = t.arrays
+        n = arrays[0].size
+        idx = np.unique(np.linspace(0, n - 1, num=min(n, 257)).astype(np.int64))
+        f = [a[idx].astype(np.float64) for a in arrays]
+        if kernel == "copy":
+            error = max(error, check_close(f[1], f[0], tolerance, "copy"))
+        elif kernel == "scale":
+            error = max(error, check_close(f[0], SCALAR * f[1], tolerance, "scale"))
+        elif kernel == "add":
+            error = max(error, check_close(f[2], f[0] + f[1], tolerance, "add"))
+        elif kernel == "triad":
+            error = max(error, check_close(f[0], f[1] + SCALAR * f[2], tolerance, "triad"))
+        elif kernel == "read":
+            expected = math.fsum(arrays[0].astype(np.float64))
+            sums = np.atleast_1d(np.asarray(t.sums, dtype=np.float64))
+            read_tolerance = 1e-10 if dtype == "fp64" else 1e-4
+            error = max(error, check_close(sums[-1:], np.array([expected]), read_tolerance, "read"))
+            tolerance = read_tolerance
+    return error, tolerance
+
+
+def _cpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    np_dtype = {"fp64": np.float64, "fp32": np.float32}.get(dtype)
+    if np_dtype is None:
+        raise ProbeSkipped(f"CPU memory probes run in fp64 or fp32, not {dtype}")
+    element_bytes = _DTYPE_BYTES[dtype]
+    narrays = KERNELS[ws.kernel][0]
+    elements = max(64, ws.footprint_bytes // (narrays * element_bytes * threads))
+    extra = elements * element_bytes * threads if ws.kernel == "triad" else 0
+    ctx.budget.check(ws.footprint_bytes + extra, f"memory {ws.kernel} working set")
+    with oom_guard(f"memory {ws.kernel} {ws.footprint_bytes} B", ctx.device):
+        futures = [team.submit(_ThreadArrays, ws.kernel, elements, np_dtype, 100 + i) for i in range(threads)]
+        per_thread = [future.result() for future in futures]
+    pass_bytes = stream_bytes(ws.kernel, elements, element_bytes)
+    # about 2 ms of work per thread per call at 100 GB/s, so team dispatch (~50 us) stays small
+    reps = max(1, math.ceil(200e6 / pass_bytes))
+    variants = _cpu_variants(ws.kernel, per_thread, reps, team)
+    trial: dict[str, float] = {}
+    for variant in variants:
+        ctx.check_cancel()
+        variant.run()
+        best = math.inf
+        for _ in range(3):
+            start = time.perf_counter()
+            variant.run()
+            best = min(best, time.perf_counter() - start)
+        trial[variant.name] = pass_bytes * reps * threads / best
+    chosen = max(variants, key=lambda v: trial[v.name])
+    record = dict(record)
+    record["bytes_"] = pass_bytes * reps * threads
+    record["parameters"] = {
+        **record["parameters"],
+        "elements_per_thread": elements,
+        "threads": threads,
+        "passes_per_call": reps,
+        "array_bytes": elements * element_bytes * threads,
+        "trial_bytes_per_s": trial,
+    }
+    record["implementation"] = chosen.name
+    return ctx.measure(chosen.run, statistic="best", validate=lambda: _validate_cpu(ws.kernel, per_thread, dtype), record=record)
+
+
+# --- GPU ------------------------------------------------------------------------------------
+
+
+def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    tdtype = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    element_bytes = _DTYPE_BYTES[dtype]
+    narrays = KERNELS[ws.kernel][0]
+    elements = max(1024, ws.footprint_bytes // (narrays * element_bytes))
+    ctx.budget.check(elements * element_bytes * narrays, f"memory {ws.kernel} working set")
+    device = ctx.device.torch_device
+    with oom_guard(f"memory {ws.kernel} {ws.footprint_bytes} B", ctx.device):
+        arrays = [torch.rand(elements, dtype=tdtype, device=device).add_(0.5) for _ in range(narrays)]
+        holder: dict[str, Any] = {}
+        kernel = ws.kernel
+        if kernel == "copy":
+            run = lambda: arrays[1].copy_(arrays[0])  # noqa: E731
+        elif kernel == "scale":
+            run = lambda: torch.mul(arrays[1], SCALAR, out=arrays[0])  # noqa: E731
+        elif kernel == "add":
+            run = lambda: torch.add(arrays[0], arrays[1], out=arrays[2])  # noqa: E731
+        elif kernel == "triad":
+            run = lambda: torch.add(arrays[1], arrays[2], alpha=SCALAR, out=arrays[0])  # noqa: E731
+        else:
+            sums = torch.empty((), dtype=torch.float32 if dtype != "fp64" else torch.float64, device=device)
+
+            def run() -> None:
+                torch.sum(arrays[0], dtype=sums.dtype, out=sums)
+                holder["sum"] = sums
+
+    def validate() -> tuple[float, float]:
+        import numpy as np
+
+        tolerance = elementwise_tolerance(dtype)
+        idx = torch.linspace(0, elements - 1, steps=min(elements, 257), device=device).long()
+        f = [a[idx].double().cpu().numpy() for a in arrays]
+        if kernel == "copy":
+            return check_close(f[1], f[0], tolerance, "copy"), tolerance
+        if kernel == "scale":
+            return check_close(f[0], SCALAR * f[1], tolerance, "scale"), tolerance
+        if kernel == "add":
+            return check_close(f[2], f[0] + f[1], tolerance, "add"), tolerance
+        if kernel == "triad":
+            return check_close(f[0], f[1] + SCALAR * f[2], tolerance, "triad"), tolerance
+        expected = float(arrays[0].double().sum().item())
+        read_tolerance = 1e-10 if dtype == "fp64" else 1e-3
+        return check_close(np.array([float(holder["sum"].item())]), np.array([expected]), read_tolerance, "read"), read_tolerance
+
+    record = dict(record)
+    record["bytes_"] = stream_bytes(kernel, elements, element_bytes)
+    record["parameters"] = {**record["parameters"], "elements": elements, "array_bytes": elements * element_bytes}
+    record["implementation"] = {"copy": "Tensor.copy_", "scale": "torch.mul(out=)", "add": "torch.add(out=)", "triad": "torch.add(alpha=s, out=)", "read": "torch.sum(out=)"}[kernel]
+    try:
+        return ctx.measure(run, statistic="best", validate=validate, record=record)
+    finally:
+        del arrays
+        torch.cuda.empty_cache()
+
+
+# --- probe ----------------------------------------------------------------------------------
+
+
+def memory_probe(
+    kernels: list[str],
+    sizes: str | list[int],
+    dtype: str,
+    ctx: ProbeContext,
+    emit: Callable[[dict[str, Any]], None],
+    dram_array_bytes: int | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Measure every kernel at every working set; ``emit`` each record; returns the records."""
+    caches = cache_sizes(ctx)
+    results: list[dict[str, Any]] = []
+    team: ThreadPoolExecutor | None = None
+    previous_threads = None
+    if not ctx.device.is_gpu:
+        import torch
+
+        previous_threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # each worker thread runs its own ops; no nested parallelism
+        team = ThreadPoolExecutor(max_workers=caches.threads, thread_name_prefix="gpuscope-stream")
+    try:
+        for kernel in kernels:
+            for ws in plan_working_sets(kernel, sizes, caches, dram_array_bytes):
+                ctx.check_cancel()
+                if on_step is not None:
+                    on_step(f"memory {kernel} {_human(ws.footprint_bytes)}")
+                record = {
+                    "kind": "memory",
+                    "name": f"memory {kernel} {_human(ws.footprint_bytes)}" + (f" ({ws.level})" if ws.level else ""),
+                    "device": ctx.device.name,
+                    "parameters": {"kernel": kernel, "dtype": dtype, "footprint_bytes": ws.footprint_bytes, "level": ws.level, "reads_writes": KERNELS[kernel][1:]},
+                    "flops": 0,
+                    "bytes_": 0,
+                    "counting_rule": {"bytes": BYTES_RULE},
+                    "level": ws.level,
+                }
+                try:
+                    if ctx.device.is_gpu:
+                        result = _gpu_measure(ws, dtype, ctx, record)
+                    else:
+                        assert team is not None
+                        result = _cpu_measure(ws, dtype, ctx, team, caches.threads, record)
+                except ProbeCancelled:
+                    raise
+                except ProbeSkipped as exc:
+                    result = ctx.skipped(record, str(exc))
+                emit(result)
+                results.append(result)
+    finally:
+        if team is not None:
+            team.shutdown(wait=True)
+        if previous_threads is not None:
+            import torch
+
+            torch.set_num_threads(previous_threads)
+    return results
+
+
+def _human(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            value = nbytes / scale
+            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else f"{value:.1f} {unit}"
+    return f"{nbytes} B"

@@ -1,0 +1,319 @@
+"""Runs a suite on one device and assembles the results document.
+
+API (used by ``gpuscope probe`` and the TUI)::
+
+    from gpuscope.probing import ProbeRunner, load_suite
+    runner = ProbeRunner(load_suite("quick"), "cpu",
+                         on_progress=lambda done, total, label: ...,   # before each step and at the end
+                         on_measurement=lambda record: ...)            # each finished measurement
+    results = runner.run(cancel_event)   # a threading.Event; set it to stop within about a second
+
+``run`` returns the results dict (``gpuscope.results`` schema; ``partial`` true when cancelled);
+``snapshot()`` returns a copy of the results so far from any thread. Callbacks run on the thread
+that called ``run`` (the TUI runs it in a worker thread and posts messages from the callbacks).
+Constructing a runner is cheap; torch is imported when ``run`` starts.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from gpuscope.probing.context import ProbeContext
+from gpuscope.probing.environment import DeviceSpec, MemoryBudget, device_info, parse_device, system_info, versions
+from gpuscope.probing.errors import ProbeCancelled
+from gpuscope.probing.suite import ProbeSpec, Suite
+from gpuscope.probing.telemetry import ProbeTelemetry
+from gpuscope.probing.timing import Clock, TimingPolicy
+
+__all__ = ["ProbeRunner", "derive_ceilings", "derive_workloads"]
+
+ProgressCallback = Callable[[int, int, str], None]
+MeasurementCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class _Step:
+    label: str
+    run: Callable[[ProbeContext, MeasurementCallback], None]
+
+
+class ProbeRunner:
+    """Plans the suite's probes for ``device`` and runs them (see the module docstring)."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        device: str | DeviceSpec = "cpu",
+        *,
+        memory_fraction: float = 0.5,
+        on_progress: ProgressCallback | None = None,
+        on_measurement: MeasurementCallback | None = None,
+        on_message: Callable[[str], None] | None = None,
+        telemetry: bool = True,
+        telemetry_factory: Callable[[], Any] | None = None,
+        free_bytes: Callable[[], int] | None = None,
+        clock_factory: Callable[[], Clock] | None = None,
+    ) -> None:
+        self.suite = suite
+        self.device = device if isinstance(device, DeviceSpec) else parse_device(device)
+        self.memory_fraction = memory_fraction
+        self.budget = MemoryBudget(self.device, memory_fraction, free_bytes)
+        self.on_progress = on_progress
+        self.on_measurement = on_measurement
+        self.on_message = on_message or (lambda message: None)
+        self._telemetry = ProbeTelemetry(self.device, enabled=telemetry, factory=telemetry_factory)
+        self._clock_factory = clock_factory
+        self._lock = threading.Lock()
+        self._results: dict[str, Any] | None = None
+        self.steps = self._plan()
+
+    # --- planning -----------------------------------------------------------------------
+
+    def _plan(self) -> list[_Step]:
+        steps: list[_Step] = []
+        for spec in self.suite.probes:
+            if not spec.runs_on(self.device.type):
+                continue
+            steps.extend(self._steps_for(spec))
+        return steps
+
+    def _steps_for(self, spec: ProbeSpec) -> list[_Step]:
+        from gpuscope.probing import collective, matmul, memory, transfer, transformer
+
+        o = spec.options
+        if spec.kind == "matmul":
+            if o["role"] == "ceiling":
+                libraries = o["libraries"] if not self.device.is_gpu else ["torch"]
+                return [
+                    _Step(f"matmul {dtype} ceiling", lambda ctx, emit, dtype=dtype, libraries=libraries: matmul.matmul_ceiling(dtype, o["shapes"], libraries, ctx, emit))
+                    for dtype in o["dtypes"]
+                ]
+            return [
+                _Step(f"matmul {dtype} {shape.describe()}", lambda ctx, emit, dtype=dtype, shape=shape: emit(matmul.matmul_workload(shape, dtype, ctx)))
+                for dtype in o["dtypes"]
+                for shape in o["shapes"]
+            ]
+        if spec.kind == "transformer":
+            model = o.get("model") or "transformer"
+            out = []
+            for dtype in o["dtypes"]:
+                for shape in transformer.transformer_shapes(o):
+
+                    def run(ctx: ProbeContext, emit: MeasurementCallback, dtype: str = dtype, shape: Any = shape) -> None:
+                        record = matmul.matmul_workload(shape, dtype, ctx)
+                        record["workload_name"] = f"{model} {shape.label} {dtype}"
+                        emit(record)
+
+                    out.append(_Step(f"{model} {shape.label} {dtype}", run))
+            return out
+        if spec.kind == "memory":
+            dtype = o["dtype"] or ("fp32" if self.device.is_gpu else "fp64")
+            return [
+                _Step(f"memory {kernel}", lambda ctx, emit, kernel=kernel: memory.memory_probe([kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"]))
+                for kernel in o["kernels"]
+            ]
+        if spec.kind == "transfer":
+            return [
+                _Step(f"transfer {direction}", lambda ctx, emit, direction=direction: transfer.transfer_probe([direction], o["host_memory"], o["sizes"], ctx, emit))
+                for direction in o["directions"]
+            ]
+        if spec.kind == "collective":
+            return [_Step(f"collective {', '.join(o['ops'])}", lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit))]
+        raise ValueError(f"unknown probe kind {spec.kind}")
+
+    # --- running ------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the results so far (safe from any thread)."""
+        with self._lock:
+            return copy.deepcopy(self._results) if self._results is not None else {}
+
+    def run(self, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """Run every step; stops within about a second of ``cancel`` being set."""
+        from gpuscope.results import new_results
+
+        cancel = cancel or threading.Event()
+        started = time.time()
+        self._telemetry.open()
+        driver = self._telemetry.driver_version() if self.device.is_gpu else None
+        version_info = versions(self.device, driver)
+        results = new_results(system=system_info(self.device, driver), suite=self.suite.to_json())
+        results.update(
+            partial=True,
+            partial_reason="in progress",
+            device=self.device.name,
+            devices=[device_info(self.device)],
+            memory_fraction=self.memory_fraction,
+            warnings=[],
+            telemetry={"available": self._telemetry.available, "reason": self._telemetry.reason, "gpu_unavailable": self._telemetry.gpu_unavailable},
+            settings=self.suite.settings.__dict__.copy(),
+        )
+        with self._lock:
+            self._results = results
+        for warning in self._preflight_warnings():
+            self._warn(warning)
+        settings = self.suite.settings
+        ctx = ProbeContext(
+            device=self.device,
+            budget=self.budget,
+            ceiling_policy=TimingPolicy(samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s),
+            workload_policy=TimingPolicy(samples=settings.workload_samples, target_sample_s=settings.workload_target_sample_s, warmup_max_s=settings.warmup_max_s),
+            cancel=cancel,
+            telemetry=self._telemetry,
+            versions=version_info,
+            max_call_s=settings.max_call_s,
+            log=self._warn,
+            clock_factory=self._clock_factory,
+        )
+        total = len(self.steps)
+        cancelled = False
+        try:
+            for done, step in enumerate(self.steps):
+                if cancel.is_set():
+                    cancelled = True
+                    break
+                if self.on_progress is not None:
+                    self.on_progress(done, total, step.label)
+                try:
+                    step.run(ctx, self._emit)
+                except ProbeCancelled:
+                    cancelled = True
+                    break
+            if cancel.is_set():
+                cancelled = True
+        finally:
+            self._telemetry.close()
+            with self._lock:
+                results["duration_s"] = time.time() - started
+                results["partial"] = cancelled
+                results["partial_reason"] = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
+                statuses = [m["status"] for m in results["measurements"]]
+                results["summary"] = {s: statuses.count(s) for s in ("ok", "failed", "skipped")}
+        if self.on_progress is not None and not cancelled:
+            self.on_progress(total, total, "done")
+        return self.snapshot()
+
+    def _emit(self, record: dict[str, Any]) -> None:
+        with self._lock:
+            assert self._results is not None
+            record["id"] = f"m{len(self._results['measurements']) + 1:04d}"
+            self._results["measurements"].append(record)
+            self._results["ceilings"] = derive_ceilings(self._results["measurements"])
+            self._results["workloads"] = derive_workloads(self._results["measurements"])
+        if self.on_measurement is not None:
+            self.on_measurement(record)
+
+    def _warn(self, message: str) -> None:
+        with self._lock:
+            if self._results is not None and message not in self._results["warnings"]:
+                self._results["warnings"].append(message)
+        self.on_message(message)
+
+    def _preflight_warnings(self) -> list[str]:
+        out: list[str] = []
+        if not self._telemetry.available:
+            out.append(f"telemetry unavailable: {self._telemetry.reason}")
+        snapshot = self._telemetry.snapshot() if self._telemetry.available else {}
+        others = snapshot.get("other_processes") or []
+        if others:
+            names = ", ".join(f"{p['pid']} ({p.get('name') or '?'})" for p in others[:5])
+            out.append(f"{len(others)} other process(es) use {self.device.name}: {names}; numbers may be low")
+        if not self.device.is_gpu:
+            busy = _cpu_busy_percent()
+            if busy is not None and busy > 25:
+                out.append(f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy")
+        return out
+
+
+def _cpu_busy_percent() -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.cpu_percent(interval=0.2))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _ceiling(record: dict[str, Any], kind: str, name: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "device": record["device"],
+        "kind": kind,
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "measurement_id": record["id"],
+        "statistic": record.get("statistic", "best"),
+        "n": record.get("n"),
+        "host": None,
+        "rank": 0,
+        **extra,
+    }
+
+
+def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The best ok measurement per ceiling name (see docs/results-schema.md for the names)."""
+    best: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+
+    def offer(kind: str, name: str, value: float | None, unit: str, record: dict[str, Any], **extra: Any) -> None:
+        if value is None or value <= 0:
+            return
+        key = (record["device"], name)
+        if key not in best or value > best[key][0]:
+            best[key] = (value, _ceiling(record, kind, name, value, unit, **extra))
+
+    for m in measurements:
+        if m.get("status") != "ok":
+            continue
+        p = m.get("parameters", {})
+        if m["kind"] == "matmul" and p.get("role") == "ceiling":
+            offer(
+                "compute", p["dtype"], m["flop_per_s"], "FLOP/s", m,
+                dtype=p["dtype"], library=m.get("library"), blas=m.get("implementation"), shape=m["name"],
+                note=f"{m.get('implementation')}, {m['name']}, best of {m.get('n')}",
+            )  # fmt: skip
+        elif m["kind"] == "memory" and m.get("level"):
+            offer(
+                "memory", f"{m['level']}.{p['kernel']}", m["bytes_per_s"], "B/s", m,
+                level=m["level"], kernel=p["kernel"], implementation=m.get("implementation"), footprint_bytes=p.get("footprint_bytes"),
+                note=f"STREAM byte count, {m.get('implementation')}, working set {p.get('footprint_bytes')} B",
+            )  # fmt: skip
+        elif m["kind"] == "transfer":
+            offer("transfer", m["ceiling_name"], m["bytes_per_s"], "B/s", m, size_bytes=p.get("size_bytes"))
+        elif m["kind"] == "collective":
+            offer("collective", f"{p['op']}.busbw", m.get("busbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
+            offer("collective", f"{p['op']}.algbw", m.get("algbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
+    order = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
+    return sorted((entry for _, entry in best.values()), key=lambda c: (order[c["kind"]], c["name"]))
+
+
+def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Roofline points: every ok workload-role GEMM (median time, p10/p90, N)."""
+    out = []
+    for m in measurements:
+        if m.get("status") != "ok" or m.get("parameters", {}).get("role") != "workload":
+            continue
+        out.append(
+            {
+                "name": m.get("workload_name") or m["name"],
+                "device": m["device"],
+                "flops": m["flops"],
+                "bytes": m["bytes"],
+                "bytes_rule": m["counting_rule"]["bytes"] if isinstance(m["counting_rule"], dict) else m["counting_rule"],
+                "time_s": m["time_median_s"],
+                "time_p10_s": m["time_p10_s"],
+                "time_p90_s": m["time_p90_s"],
+                "n": m["n"],
+                "flop_per_s": m["flops"] / m["time_median_s"],
+                "bytes_per_s": m["bytes"] / m["time_median_s"],
+                "intensity_flop_per_byte": m["flops"] / m["bytes"] if m["bytes"] else None,
+                "dtype": m["parameters"].get("dtype"),
+                "cache_state": "warm",
+                "source": "probe",
+                "measurement_id": m["id"],
+            }
+        )
+    return out

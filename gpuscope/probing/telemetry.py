@@ -1,0 +1,197 @@
+"""Telemetry next to each measurement, through :class:`gpuscope.telemetry.collector.TelemetryCollector`.
+
+The adapter tolerates the collector's absence or failure: telemetry is then recorded as
+``{"available": false, "reason": ...}``, never as zeros. ``before``/``after`` are one sample
+each; on a GPU a background thread samples every ``interval_s`` while the measurement runs and
+``during`` holds mean and max of each numeric field (on a CPU the sampler would steal the cores
+being measured, so there is no ``during``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable
+
+from gpuscope.probing.environment import DeviceSpec
+
+__all__ = ["ProbeTelemetry", "summarize_device", "GPU_FIELDS", "HOST_FIELDS"]
+
+#: GpuSample fields summarised per measurement (units in the names).
+GPU_FIELDS = (
+    "sm_clock_mhz",
+    "memory_clock_mhz",
+    "power_w",
+    "temperature_gpu_c",
+    "temperature_memory_c",
+    "utilization_percent",
+    "memory_used_bytes",
+    "dram_bandwidth_bytes_per_s",
+    "dram_bandwidth_percent_of_peak",
+    "sm_activity_percent",
+    "tensor_activity_percent",
+    "pcie_tx_bytes_per_s",
+    "pcie_rx_bytes_per_s",
+    "nvlink_tx_bytes_per_s",
+    "nvlink_rx_bytes_per_s",
+)
+HOST_FIELDS = ("cpu_utilization_percent", "memory_used_bytes", "load_average_1m")
+
+
+def _value(obj: Any, name: str) -> Any:
+    from gpuscope.telemetry.values import Unavailable
+
+    value = getattr(obj, name, None)
+    return None if isinstance(value, Unavailable) else value
+
+
+def summarize_device(sample: Any, device: DeviceSpec) -> dict[str, Any]:
+    """One telemetry sample reduced to the fields that matter for ``device`` (None = unavailable)."""
+    out: dict[str, Any] = {"timestamp": getattr(sample, "timestamp", None)}
+    host = getattr(sample, "host", None)
+    if host is not None:
+        for name in HOST_FIELDS:
+            out[f"host_{name}"] = _value(host, name)
+        cores = getattr(host, "cores", None) or []
+        clocks = [c for c in (_value(core, "frequency_mhz") for core in cores) if isinstance(c, (int, float))]
+        out["host_cpu_frequency_mhz"] = sum(clocks) / len(clocks) if clocks else None
+    if device.is_gpu:
+        gpu = next((g for g in getattr(sample, "gpus", []) if g.index == device.index and g.mig_parent_index is None), None)
+        if gpu is None:
+            out["gpu_unavailable"] = str(getattr(sample, "gpu_unavailable", None) or "GPU not in telemetry")
+        else:
+            for name in GPU_FIELDS:
+                out[name] = _value(gpu, name)
+            out["throttle_reasons"] = _value(gpu, "throttle_reasons")
+            processes = _value(gpu, "processes")
+            if isinstance(processes, list):
+                out["other_processes"] = [
+                    {"pid": p.pid, "name": _value(p, "name"), "gpu_memory_bytes": _value(p, "gpu_memory_bytes")}
+                    for p in processes
+                    if p.pid != os.getpid()
+                ]
+    return out
+
+
+def _aggregate(points: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(points)}
+    if not points:
+        return out
+    for key in points[0]:
+        values = [p.get(key) for p in points]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if key == "timestamp" or not numbers:
+            continue
+        out[f"{key}_mean"] = sum(numbers) / len(numbers)
+        out[f"{key}_max"] = max(numbers)
+    return out
+
+
+class ProbeTelemetry:
+    """Wraps the telemetry collector for the probe runner. Never raises from its methods."""
+
+    def __init__(
+        self,
+        device: DeviceSpec,
+        interval_s: float = 0.15,
+        enabled: bool = True,
+        factory: Callable[[], Any] | None = None,
+    ) -> None:
+        self.device = device
+        self.interval_s = interval_s
+        self.enabled = enabled
+        self._factory = factory
+        self._collector: Any = None
+        self._lock = threading.Lock()
+        self.reason: str | None = None if enabled else "telemetry turned off"
+        self.gpu_unavailable: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self._collector is not None
+
+    def open(self) -> None:
+        if not self.enabled:
+            return
+        try:
+            if self._factory is not None:
+                collector = self._factory()
+            else:
+                from gpuscope.telemetry.collector import TelemetryCollector
+
+                collector = TelemetryCollector(nvml=self.device.is_gpu)
+            why = collector.open()
+            if why is not None and self.device.is_gpu:
+                self.gpu_unavailable = str(why)
+            self._collector = collector
+        except ImportError as exc:
+            self.reason = f"telemetry collector not importable: {exc}"
+        except Exception as exc:  # noqa: BLE001 - telemetry must never break a probe
+            self.reason = f"telemetry collector failed to open: {exc}"
+
+    def close(self) -> None:
+        collector, self._collector = self._collector, None
+        if collector is not None:
+            try:
+                collector.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def raw_sample(self) -> Any:
+        """The collector's Sample, or None."""
+        if self._collector is None:
+            return None
+        try:
+            with self._lock:
+                return self._collector.sample()
+        except Exception as exc:  # noqa: BLE001
+            self.reason = f"telemetry sample failed: {exc}"
+            return None
+
+    def snapshot(self) -> dict[str, Any]:
+        """One summarised sample, or ``{"available": False, "reason": ...}``."""
+        sample = self.raw_sample()
+        if sample is None:
+            return {"available": False, "reason": self.reason or "no telemetry"}
+        return {"available": True, **summarize_device(sample, self.device)}
+
+    def driver_version(self) -> str | None:
+        sample = self.raw_sample()
+        value = getattr(sample, "driver_version", None) if sample is not None else None
+        return value if isinstance(value, str) else None
+
+    def start_during(self) -> "_DuringSampler | None":
+        """Start background sampling (GPU only); call ``stop()`` on the result for the summary."""
+        if self._collector is None or not self.device.is_gpu:
+            return None
+        sampler = _DuringSampler(self, self.interval_s)
+        sampler.start()
+        return sampler
+
+
+class _DuringSampler:
+    def __init__(self, owner: ProbeTelemetry, interval_s: float) -> None:
+        self._owner = owner
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._points: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._loop, name="gpuscope-probe-telemetry", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        import time
+
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            sample = self._owner.raw_sample()
+            if sample is not None:
+                self._points.append(summarize_device(sample, self._owner.device))
+            next_at += self._interval_s
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        return {"available": True, "interval_s": self._interval_s, **_aggregate(self._points)}

@@ -1,0 +1,262 @@
+"""``gpuscope compare``: the ceilings and workloads of two or more runs or machines side by side,
+with differences beyond the measured spread flagged.
+
+Columns are runs: one per results file, or one per host and rank in a multi-node file. Rows are
+a device's ceiling (``cuda:3 memory dram.triad``) or workload. Each value is held against its
+peers, every other (run, device) that measured the same thing on the same kind of device: the
+median of the peers is the reference, and a difference is flagged when it is larger than the
+value's own spread plus the peers' median spread (the best-of-N spread of a ceiling's timed
+samples, the p10-p90 half range of a workload), and never below :data:`MIN_NOISE_PERCENT`.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
+from gpuscope.report.model import ceiling_spread_percent, placement_of, workload_spread_percent
+from gpuscope.report.roofview import device_name, device_type
+
+__all__ = ["COMPARE_SCHEMA", "compare_results", "render_compare_text", "render_compare_markdown", "MIN_NOISE_PERCENT", "DEFAULT_NOISE_PERCENT"]
+
+COMPARE_SCHEMA = "gpuscope.compare"
+#: Differences smaller than this are never flagged (timer resolution, clock jitter).
+MIN_NOISE_PERCENT = 2.0
+#: The spread assumed for a value with fewer than two timed samples.
+DEFAULT_NOISE_PERCENT = 5.0
+_KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def _kind_word(kind: str, name: str, dev_type: str) -> str:
+    if kind == "memory" and name.split(".")[0].lower() in ("dram", "hbm"):
+        return "HBM" if dev_type == "gpu" else "DRAM"
+    return _KIND_WORDS.get(kind, kind)
+
+
+def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Compare validated results documents ``(label, document)``; JSON-ready output."""
+    runs: list[dict[str, Any]] = []
+    cells: list[dict[str, Any]] = []
+    multi_host_files = set()
+    for label, doc in inputs:
+        place = placement_of(doc)
+        places = {place(item) for item in (doc.get("ceilings") or []) + (doc.get("workloads") or [])}
+        if len(places) > 1:
+            multi_host_files.add(label)
+    for label, doc in inputs:
+        place = placement_of(doc)
+        system = doc.get("system") or {}
+        devices = doc.get("devices") or []
+        by_id = {m.get("id"): m for m in doc.get("measurements") or [] if m.get("id") is not None}
+
+        for ceiling in doc.get("ceilings") or []:
+            device = str(ceiling.get("device"))
+            host, _ = place(ceiling)
+            spread, count = ceiling_spread_percent(by_id.get(ceiling.get("measurement_id")))
+            dev_type = device_type(device, devices)
+            cells.append(
+                {
+                    "table": "ceilings",
+                    "run": _run_label(runs, label, place(ceiling), label in multi_host_files),
+                    "device": device,
+                    "device_type": dev_type,
+                    "device_name": device_name(device, devices, system, host),
+                    "kind": str(ceiling.get("kind")),
+                    "name": str(ceiling.get("name")),
+                    "unit": str(ceiling.get("unit")),
+                    "value": float(ceiling["value"]),
+                    "spread_percent": spread,
+                    "n": count,
+                    "higher_is_better": True,
+                }
+            )
+        for workload in doc.get("workloads") or []:
+            device = str(workload.get("device"))
+            time_s = float(workload["time_s"])
+            if time_s <= 0:
+                continue
+            cells.append(
+                {
+                    "table": "workloads",
+                    "run": _run_label(runs, label, place(workload), label in multi_host_files),
+                    "device": device,
+                    "device_type": device_type(device, devices),
+                    "device_name": device_name(device, devices, system, place(workload)[0]),
+                    "kind": "workload",
+                    "name": str(workload.get("name")),
+                    "unit": "s",
+                    "value": time_s,
+                    "spread_percent": workload_spread_percent(workload),
+                    "n": workload.get("n"),
+                    "higher_is_better": False,
+                }
+            )
+    flags = _flag(cells, len(runs))
+    tables = {}
+    for table in ("ceilings", "workloads"):
+        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for cell in cells:
+            if cell["table"] != table:
+                continue
+            key = (cell["device"], cell["kind"], cell["name"])
+            row = rows.setdefault(
+                key,
+                {"device": cell["device"], "device_type": cell["device_type"], "kind": cell["kind"], "name": cell["name"], "unit": cell["unit"], "values": {}},
+            )
+            row["values"][cell["run"]] = {key_: cell.get(key_) for key_ in ("value", "spread_percent", "n", "difference_percent", "flagged")}
+        ordered = sorted(rows.values(), key=lambda r: (r["device_type"] != "gpu", _natural(r["device"]), r["kind"], _natural(r["name"])))
+        tables[table] = ordered
+    return {
+        "schema": COMPARE_SCHEMA,
+        "schema_version": 1,
+        "runs": runs,
+        "ceilings": tables["ceilings"],
+        "workloads": tables["workloads"],
+        "flags": flags,
+        "rule": (
+            f"a value is flagged when it differs from the median of its peers (the same ceiling or workload on the same kind of device in every run) "
+            f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%"
+        ),
+    }
+
+
+def _run_label(runs: list[dict[str, Any]], label: str, where: tuple[Any, Any], per_host: bool) -> str:
+    """The column of an entry: the file's label, with host and rank for a multi-node file;
+    registers a new column in ``runs``."""
+    host, rank = where
+    run_label = label + ((f" {host or '?'}" + (f"/r{rank}" if rank is not None else "")) if per_host else "")
+    if run_label not in [run["label"] for run in runs]:
+        runs.append({"label": run_label, "source": label, "host": host, "rank": rank})
+    return run_label
+
+
+def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for cell in cells:
+        groups.setdefault((cell["table"], cell["device_type"], cell["kind"], cell["name"]), []).append(cell)
+    flags: list[dict[str, Any]] = []
+    for members in groups.values():
+        for cell in members:
+            cell["difference_percent"] = None
+            cell["flagged"] = False
+        if len(members) < 2:
+            continue
+        for cell in members:
+            others = [other for other in members if other is not cell]
+            reference = statistics.median(other["value"] for other in others)
+            if reference <= 0:
+                continue
+            if cell["higher_is_better"]:
+                difference = (cell["value"] / reference - 1.0) * 100.0
+            else:  # a time: positive means faster than the peers
+                difference = (reference / cell["value"] - 1.0) * 100.0
+            own = cell["spread_percent"] if cell["spread_percent"] is not None else DEFAULT_NOISE_PERCENT
+            peer_spreads = [o["spread_percent"] if o["spread_percent"] is not None else DEFAULT_NOISE_PERCENT for o in others]
+            noise = max(MIN_NOISE_PERCENT, own + statistics.median(peer_spreads))
+            cell["difference_percent"] = difference
+            if abs(difference) <= noise:
+                continue
+            cell["flagged"] = True
+            if len(others) == 1:
+                peer_text = f"{others[0]['run']}" + (f" {others[0]['device']}" if others[0]["device"] != cell["device"] else "")
+            else:
+                peer_text = "the others"
+            where = f"{cell['run']} {cell['device']}" if run_count > 1 else cell["device"]
+            if cell["table"] == "ceilings":
+                what = f"{_kind_word(cell['kind'], cell['name'], cell['device_type'])} ({cell['name']})"
+                direction = "above" if difference > 0 else "below"
+            else:
+                what = f"workload {cell['name']!r}"
+                direction = "faster than" if difference > 0 else "slower than"
+            flags.append(
+                {
+                    "run": cell["run"],
+                    "device": cell["device"],
+                    "table": cell["table"],
+                    "kind": cell["kind"],
+                    "name": cell["name"],
+                    "difference_percent": difference,
+                    "noise_percent": noise,
+                    "text": f"{where} {what} {abs(difference):.0f}% {direction} {peer_text} (spread ±{noise:.1f}%)",
+                }
+            )
+    flags.sort(key=lambda f: -abs(f["difference_percent"]))
+    return flags
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _cell_text(row: dict[str, Any], run: str) -> str:
+    entry = row["values"].get(run)
+    if entry is None:
+        return "–"
+    text = fmt_seconds(entry["value"]) if row["unit"] == "s" else fmt_quantity(entry["value"], row["unit"])
+    if entry.get("flagged") and entry.get("difference_percent") is not None:
+        difference = entry["difference_percent"]
+        text += f" {'▲' if difference > 0 else '▼'}{fmt_percent(abs(difference))}"
+    return text
+
+
+def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]]]:
+    runs = [run["label"] for run in result["runs"]]
+    headers = ["device", "kind" if table == "ceilings" else "", "name", *runs]
+    if table == "workloads":
+        headers = ["device", "workload (time)", *runs]
+    rows = []
+    for row in result[table]:
+        cells = [row["device"], row["kind"], row["name"]] if table == "ceilings" else [row["device"], row["name"]]
+        rows.append([clean_text(cell, 60) for cell in cells] + [_cell_text(row, run) for run in runs])
+    return headers, rows
+
+
+def render_compare_text(result: dict[str, Any]) -> str:
+    """Aligned plain-text tables and the flagged differences."""
+    out: list[str] = []
+    for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
+        if not result[table]:
+            continue
+        headers, rows = _grid(result, table)
+        headers = [clean_text(h, 60) for h in headers]
+        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+        out.append(title)
+        out.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
+        out.append("  ".join("-" * w for w in widths))
+        for row in rows:
+            out.append("  ".join(c.rjust(w) if i >= len(headers) - len(result["runs"]) else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        out.append("")
+    if result["flags"]:
+        out.append("Differences beyond the measured spread:")
+        out.extend(f"  {clean_text(flag['text'], 300)}" for flag in result["flags"])
+    else:
+        out.append("No difference beyond the measured spread.")
+    return "\n".join(out) + "\n"
+
+
+def render_compare_markdown(result: dict[str, Any]) -> str:
+    """Markdown tables and the flagged differences (cells escaped)."""
+    from gpuscope.report.markdown import md_escape
+
+    out: list[str] = ["# gpuscope compare\n"]
+    if result["flags"]:
+        out.append("\n**Differences beyond the measured spread**\n\n")
+        out.extend(f"- {md_escape(flag['text'])}\n" for flag in result["flags"])
+    else:
+        out.append("\nNo difference beyond the measured spread.\n")
+    for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
+        if not result[table]:
+            continue
+        headers, rows = _grid(result, table)
+        count = len(result["runs"])
+        out.append(f"\n## {title}\n\n")
+        out.append("| " + " | ".join(md_escape(h) or " " for h in headers) + " |\n")
+        out.append("|" + "|".join("---:" if i >= len(headers) - count else "---" for i in range(len(headers))) + "|\n")
+        out.extend("| " + " | ".join(md_escape(c) for c in row) + " |\n" for row in rows)
+    out.append(f"\n_{md_escape(result['rule'])}._\n")
+    return "".join(out)

@@ -1,0 +1,96 @@
+"""Number formatting shared by the report formats and ``gpuscope compare`` (GB = 1e9 bytes)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from typing import Any
+
+__all__ = ["fmt_quantity", "fmt_percent", "fmt_seconds", "fmt_number", "fmt_time_utc", "clean_text"]
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def fmt_quantity(value: Any, unit: str, digits: int = 3) -> str:
+    """``7.9e14, "FLOP/s"`` -> ``"790 TFLOP/s"``; ``4.3e12, "B/s"`` -> ``"4.30 TB/s"``; ``None`` -> ``"–"``."""
+    if not _finite(value):
+        return "–"
+    magnitude = abs(value)
+    for factor, prefix in _PREFIXES:
+        if magnitude >= factor:
+            return f"{_significant(value / factor, digits)} {prefix}{unit}"
+    return f"{_significant(value, digits)} {unit}"
+
+
+def _significant(value: float, digits: int) -> str:
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(value)))))
+    return f"{value:.{decimals}f}"
+
+
+def fmt_number(value: Any, digits: int = 3) -> str:
+    """A plain number with ``digits`` significant digits (no prefix); ``None`` -> ``"–"``."""
+    if not _finite(value):
+        return "–"
+    if abs(value) >= 10 ** digits:
+        return f"{value:,.0f}"
+    return _significant(float(value), digits)
+
+
+def fmt_percent(value: Any) -> str:
+    """``87.26`` -> ``"87%"``; below 10 one decimal; ``None`` -> ``"–"``."""
+    if not _finite(value):
+        return "–"
+    return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
+
+
+def fmt_seconds(value: Any) -> str:
+    """Durations: ``0.25`` -> ``"250 ms"``, ``75`` -> ``"1 min 15 s"``."""
+    if not _finite(value):
+        return "–"
+    if value < 1e-3:
+        return f"{value * 1e6:.3g} µs"
+    if value < 1:
+        return f"{value * 1e3:.3g} ms"
+    if value < 60:
+        return f"{value:.3g} s"
+    minutes, seconds = divmod(int(round(value)), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def fmt_time_utc(epoch_s: Any) -> str:
+    """An epoch time as ``2025-01-31 12:00:00 UTC`` (always UTC: reports must not depend on the reader's zone)."""
+    if not _finite(epoch_s):
+        return "–"
+    try:
+        return _dt.datetime.fromtimestamp(float(epoch_s), tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):
+        return "–"
+
+
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _unprintable(ch: str) -> bool:
+    """Control characters, lone surrogates (not encodable as UTF-8) and bidi overrides (spoofing)."""
+    return ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff" or ch in _BIDI_CONTROLS
+
+
+def clean_text(value: Any, limit: int = 200) -> str:
+    """Text for display: ``None`` -> ``"–"``, control characters replaced, at most ``limit`` characters.
+    Escaping for HTML or Markdown is the renderer's job; this only keeps the text printable."""
+    if value is None:
+        return "–"
+    text = str(value)
+    text = "".join("\ufffd" if _unprintable(ch) else ch for ch in text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text

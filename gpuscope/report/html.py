@@ -1,0 +1,156 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no external fetch, no
+web font), light and dark through ``prefers-color-scheme``. A Content-Security-Policy forbids
+every fetch and every script, so even a name that slipped through escaping could not run.
+
+Rendering is a pure function of the report document: the same ``report.json`` gives the same
+bytes.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from gpuscope.report.fmt import clean_text, fmt_time_utc
+from gpuscope.report.tables import Table, report_tables
+
+__all__ = ["render_html"]
+
+_CSS = """
+:root{color-scheme:light dark;--bg:#ffffff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--head:#f3f5f7;
+--low-bg:#ffe3e0;--low-fg:#b3261e;--warn-bg:#fff4d6;--chart-fg:#1b1f24;--chart-muted:#57606a;--chart-grid:#dde2e7;
+--chart-span-a:#e8ecf7;--chart-span-b:#f1f3f9;
+--c0:#1f5fbf;--c1:#d9480f;--c2:#2b8a3e;--c3:#c2255c;--c4:#7048e8;--c5:#0b7285;--c6:#a05a00;--c7:#5c940d;--c8:#862e9c;--c9:#495057}
+@media (prefers-color-scheme: dark){:root{--bg:#0f1115;--fg:#e6e8eb;--muted:#9aa4af;--line:#30363d;--head:#171b21;
+--low-bg:#4a1f1c;--low-fg:#ff9b91;--warn-bg:#3a3017;--chart-fg:#e6e8eb;--chart-muted:#9aa4af;--chart-grid:#2d333b;
+--chart-span-a:#1d2533;--chart-span-b:#181d26;
+--c0:#6ea8fe;--c1:#ff922b;--c2:#69db7c;--c3:#f783ac;--c4:#b197fc;--c5:#66d9e8;--c6:#ffd43b;--c7:#a9e34b;--c8:#e599f7;--c9:#ced4da}}
+*{box-sizing:border-box}
+body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+main{max-width:1200px;margin:0 auto;padding:16px 20px 40px}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+p.meta,p.note,ul.note,footer{color:var(--muted);font-size:12.5px}
+nav{font-size:13px;margin:8px 0}nav a{color:inherit;margin-right:12px}
+ul.summary{padding-left:20px}ul.summary li{margin:2px 0}
+div.warnings{background:var(--warn-bg);border:1px solid var(--line);padding:6px 10px;border-radius:4px;font-size:13px}
+div.scroll{overflow-x:auto}
+table{border-collapse:collapse;font-size:12.5px;margin:4px 0;min-width:40%}
+th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:var(--head);font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.low td{background:var(--low-bg)}tr.low td.flag{color:var(--low-fg);font-weight:700}
+svg.chart{width:100%;height:auto;display:block;margin:6px 0}
+figure{margin:0}figcaption{color:var(--muted);font-size:12.5px}
+.empty{color:var(--muted);font-style:italic}
+"""
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+
+
+def _e(value: Any) -> str:
+    return escape(clean_text(value, 2000), quote=True)
+
+
+def _table(table: Table) -> str:
+    if not table.rows:
+        return f'<p class="empty">No {escape(table.title.lower())}.</p>\n'
+    out = [f'<div class="scroll"><table id="table-{escape(table.id)}">\n<thead><tr>']
+    out.extend(f"<th>{escape(header)}</th>" for header in table.headers)
+    out.append("</tr></thead>\n<tbody>\n")
+    last = len(table.headers) - 1
+    for row, flag in zip(table.rows, table.flags):
+        out.append(f'<tr class="{escape(flag)}">' if flag else "<tr>")
+        for index, cell in enumerate(row):
+            classes = []
+            if index in table.numeric:
+                classes.append("num")
+            if index == last and table.headers[last] == "Flag":
+                classes.append("flag")
+            attr = f' class="{" ".join(classes)}"' if classes else ""
+            out.append(f"<td{attr}>{escape(cell, quote=True)}</td>")
+        out.append("</tr>\n")
+    out.append("</tbody></table></div>\n")
+    if table.note:
+        out.append(f'<p class="note">{escape(table.note)}</p>\n')
+    return "".join(out)
+
+
+def _section(section_id: str, title: str, body: str) -> str:
+    return f'<section id="{section_id}">\n<h2>{escape(title)}</h2>\n{body}</section>\n'
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """The report as one self-contained HTML page (a pure function of ``report``)."""
+    from gpuscope.report.charts import roofline_svg, telemetry_svg
+
+    tables = {table.id: table for table in report_tables(report)}
+    title = clean_text(report.get("title") or "gpuscope report")
+    parts = [
+        "<!DOCTYPE html>\n",
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n',
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n<meta name="color-scheme" content="light dark">\n',
+        f'<meta name="generator" content="gpuscope {_e(report.get("gpuscope_version"))}">\n',
+        f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n",
+        f"<header>\n<h1>{escape(title)}</h1>\n",
+        f'<p class="meta">{_meta(report)}</p>\n</header>\n',
+    ]
+    telemetry = report.get("telemetry")
+    nav = [("summary", "Summary"), ("system", "System"), ("roofline", "Roofline"), ("ceilings", "Ceilings"), ("workloads", "Workloads")]
+    if telemetry:
+        nav += [("telemetry", "Telemetry"), ("telemetry-stats", "Telemetry per metric")]
+    if "runs" in tables:
+        nav.append(("runs", "Probe runs"))
+    parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
+
+    summary = "".join(f"<li>{_e(line)}</li>" for line in report.get("summary") or [])
+    body = f'<ul class="summary">{summary}</ul>\n'
+    if report.get("warnings"):
+        body += '<div class="warnings"><strong>Warnings</strong><ul>' + "".join(f"<li>{_e(w)}</li>" for w in report["warnings"]) + "</ul></div>\n"
+    parts.append(_section("summary", "Summary", body))
+    parts.append(_section("system", "System", _table(tables["system"])))
+
+    svg = roofline_svg(report.get("roofline") or {})
+    if svg is None:
+        roof_body = '<p class="empty">No roofs or workloads to draw.</p>\n'
+    else:
+        roof_body = f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log. CPU roofs and workloads (circles) and GPU roofs and workloads (triangles) in separate colours; measured roofs solid, datasheet roofs dashed.</figcaption>\n</figure>\n"
+    notes = (report.get("roofline") or {}).get("notes") or []
+    if notes:
+        roof_body += '<ul class="note">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>\n"
+    parts.append(_section("roofline", "Roofline", roof_body))
+    parts.append(_section("ceilings", tables["ceilings"].title, _table(tables["ceilings"])))
+    if "datasheet" in tables:
+        parts.append(_section("datasheet", tables["datasheet"].title, _table(tables["datasheet"])))
+    parts.append(_section("workloads", tables["workloads"].title, _table(tables["workloads"])))
+
+    if telemetry:
+        chart = telemetry_svg(telemetry, report.get("measurements") or [])
+        tel_body = f'<p class="meta">{_e(telemetry.get("source"))}: {_e(telemetry.get("samples"))} samples from {_e(fmt_time_utc(telemetry.get("start")))} to {_e(fmt_time_utc(telemetry.get("end")))}.</p>\n'
+        tel_body += f"<figure>\n{chart}</figure>\n" if chart else '<p class="empty">No telemetry metric had a value to draw.</p>\n'
+        parts.append(_section("telemetry", "Telemetry", tel_body))
+    if "runs" in tables:
+        parts.append(_section("runs", tables["runs"].title, _table(tables["runs"])))
+    if telemetry:
+        parts.append(_section("telemetry-stats", tables["telemetry"].title, _table(tables["telemetry"])))
+        for key in ("energy", "unavailable", "processes"):
+            if key in tables:
+                parts.append(_section(key, tables[key].title, _table(tables[key])))
+    parts.append(f'<footer>gpuscope {_e(report.get("gpuscope_version"))} · report schema {_e(report.get("schema"))} v{_e(report.get("schema_version"))}</footer>\n')
+    parts.append("</main>\n</body>\n</html>\n")
+    return "".join(parts)
+
+
+def _meta(report: dict[str, Any]) -> str:
+    items = []
+    for source in report.get("sources") or []:
+        kind = "results" if source.get("kind") == "results" else "telemetry log"
+        text = f"{kind} {clean_text(source.get('label'))}"
+        if source.get("created") is not None:
+            text += f" ({fmt_time_utc(source['created'])})"
+        if source.get("partial"):
+            text += " — partial"
+        items.append(escape(text))
+    if report.get("redacted"):
+        items.append("<strong>redacted</strong>: hostnames, usernames and command lines removed")
+    return " · ".join(items)

@@ -1,0 +1,159 @@
+"""Reading report inputs and writing report outputs.
+
+Inputs are results files (``gpuscope.results``) or report files (``gpuscope.report``), told
+apart by their ``schema`` field. Outputs are written atomically: a temporary file in the same
+folder, then a rename, so a reader never sees a half-written report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from gpuscope.errors import BadInputError, UsageError
+from gpuscope.results import MAX_RESULTS_BYTES, RESULTS_SCHEMA, validate_results, write_json_atomic
+
+__all__ = [
+    "REPORT_SCHEMA",
+    "REPORT_SCHEMA_VERSION",
+    "FORMATS",
+    "format_for",
+    "read_json_document",
+    "load_input",
+    "validate_report",
+    "write_text_atomic",
+    "write_json_atomic",
+]
+
+REPORT_SCHEMA = "gpuscope.report"
+REPORT_SCHEMA_VERSION = 1
+
+#: Output formats and the file extensions that select them.
+FORMATS: dict[str, tuple[str, ...]] = {
+    "html": (".html", ".htm"),
+    "md": (".md", ".markdown"),
+    "json": (".json",),
+}
+
+
+def format_for(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+    """The output format: ``fmt`` when given (``html``, ``md``/``markdown``, ``json``), else
+    from the file extension. Raises :class:`UsageError` when neither names a known format."""
+    if fmt:
+        name = fmt.lower().lstrip(".")
+        name = {"markdown": "md", "htm": "html"}.get(name, name)
+        if name not in FORMATS:
+            raise UsageError(f"unknown report format {fmt!r}; expected html, md or json")
+        return name
+    suffix = Path(path).suffix.lower()
+    for name, suffixes in FORMATS.items():
+        if suffix in suffixes:
+            return name
+    raise UsageError(f"{path}: cannot tell the report format from the extension {suffix or '(none)'!r}; use .html, .md or .json, or --format")
+
+
+def read_json_document(path: str | os.PathLike[str]) -> Any:
+    """Parse a JSON file; raise :class:`BadInputError` with one line naming the file and problem."""
+    source = str(path)
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_RESULTS_BYTES:
+            raise BadInputError(f"{source}: {size} bytes is too large for a results or report file (limit {MAX_RESULTS_BYTES})")
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise BadInputError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise BadInputError(f"{source}: is a directory, expected a results JSON file") from None
+    except PermissionError:
+        raise BadInputError(f"{source}: permission denied") from None
+    except OSError as exc:
+        raise BadInputError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    if not raw.strip():
+        raise BadInputError(f"{source}: file is empty")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{source}: not UTF-8 text (byte {exc.start}); is this a results JSON file?") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise BadInputError(f"{source}: JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        hint = " (truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
+        raise BadInputError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+
+
+def validate_report(data: Any, source: str) -> dict[str, Any]:
+    """Check ``data`` is a report document of a supported version; raise :class:`BadInputError`."""
+    if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
+        raise BadInputError(f"{source}: not a gpuscope report file (field 'schema' is not {REPORT_SCHEMA!r})")
+    if data.get("schema_version") != REPORT_SCHEMA_VERSION:
+        raise BadInputError(
+            f"{source}: report schema_version {data.get('schema_version')!r} is not supported (this gpuscope reads version {REPORT_SCHEMA_VERSION})"
+        )
+    for key, kind in (("systems", list), ("ceilings", list), ("workloads", list), ("measurements", list), ("roofline", dict), ("results", list)):
+        if not isinstance(data.get(key), kind):
+            raise BadInputError(f"{source}: field '{key}' must be {'a list' if kind is list else 'an object'}")
+    telemetry = data.get("telemetry")
+    if telemetry is not None and not isinstance(telemetry, dict):
+        raise BadInputError(f"{source}: field 'telemetry' must be an object or null")
+    return data
+
+
+def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0) -> tuple[str, str, dict[str, Any]]:
+    """Load one input: a path or an already-parsed dict, results or report.
+
+    Returns ``(kind, label, document)`` where kind is ``"results"`` or ``"report"`` and label is
+    the file name (``results[N]`` for a dict). Raises :class:`BadInputError`."""
+    if isinstance(item, dict):
+        label = str(item.get("_label") or f"results[{position}]")
+        data: Any = item
+    else:
+        label = Path(item).name or str(item)
+        data = read_json_document(item)
+        label_source = str(item)
+    source = label if isinstance(item, dict) else label_source
+    if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
+        return "report", label, validate_report(data, source)
+    if isinstance(data, dict) and data.get("schema") == RESULTS_SCHEMA:
+        return "results", label, validate_results(data, source)
+    schema = data.get("schema") if isinstance(data, dict) else None
+    raise BadInputError(
+        f"{source}: not a gpuscope results or report file (field 'schema' is {schema!r}, expected {RESULTS_SCHEMA!r} or {REPORT_SCHEMA!r})"
+    )
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 text through a temporary file in the same folder and a rename."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", errors="replace", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022

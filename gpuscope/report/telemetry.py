@@ -1,0 +1,376 @@
+"""Telemetry for reports: a log (or in-memory samples) reduced to per-metric statistics, energy,
+processes seen, and downsampled time series for the charts.
+
+Everything returned is plain JSON-ready data (the ``telemetry`` section of a report). Values
+that were never available stay absent (``None``), with the reason, never a zero.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuscope.errors import BadInputError
+from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.telemetry.values import Unavailable
+
+__all__ = ["GPU_METRICS", "HOST_METRICS", "PANELS", "read_samples", "summarize_samples", "MAX_POINTS_PER_LINE"]
+
+#: (field, label, display unit, scale from the field's unit to the display unit)
+GPU_METRICS: tuple[tuple[str, str, str, float], ...] = (
+    ("utilization_percent", "GPU utilization", "%", 1.0),
+    ("sm_activity_percent", "SM activity", "%", 1.0),
+    ("tensor_activity_percent", "Tensor activity", "%", 1.0),
+    ("dram_bandwidth_bytes_per_s", "DRAM bandwidth", "GB/s", 1e-9),
+    ("pcie_tx_bytes_per_s", "PCIe TX", "GB/s", 1e-9),
+    ("pcie_rx_bytes_per_s", "PCIe RX", "GB/s", 1e-9),
+    ("nvlink_tx_bytes_per_s", "NVLink TX", "GB/s", 1e-9),
+    ("nvlink_rx_bytes_per_s", "NVLink RX", "GB/s", 1e-9),
+    ("power_w", "Power", "W", 1.0),
+    ("temperature_gpu_c", "Temperature", "°C", 1.0),
+    ("sm_clock_mhz", "SM clock", "MHz", 1.0),
+    ("memory_clock_mhz", "Memory clock", "MHz", 1.0),
+    ("memory_used_bytes", "Memory used", "GB", 1e-9),
+)
+HOST_METRICS: tuple[tuple[str, str, str, float], ...] = (
+    ("cpu_utilization_percent", "CPU utilization", "%", 1.0),
+    ("memory_used_bytes", "Host memory used", "GB", 1e-9),
+)
+
+#: Chart panels: (id, title, display unit, [(scope, field, line style)]); scope "gpu" or "host".
+PANELS: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    ("util", "GPU utilization", "%", (("gpu", "utilization_percent", "-"),)),
+    ("activity", "SM activity (solid) and tensor activity (dashed)", "%", (("gpu", "sm_activity_percent", "-"), ("gpu", "tensor_activity_percent", "--"))),
+    ("dram", "DRAM bandwidth", "GB/s", (("gpu", "dram_bandwidth_bytes_per_s", "-"),)),
+    ("pcie", "PCIe TX (solid) and RX (dashed)", "GB/s", (("gpu", "pcie_tx_bytes_per_s", "-"), ("gpu", "pcie_rx_bytes_per_s", "--"))),
+    ("nvlink", "NVLink TX (solid) and RX (dashed)", "GB/s", (("gpu", "nvlink_tx_bytes_per_s", "-"), ("gpu", "nvlink_rx_bytes_per_s", "--"))),
+    ("power", "Power", "W", (("gpu", "power_w", "-"),)),
+    ("temperature", "GPU temperature", "°C", (("gpu", "temperature_gpu_c", "-"),)),
+    ("clocks", "SM clock (solid) and memory clock (dashed)", "MHz", (("gpu", "sm_clock_mhz", "-"), ("gpu", "memory_clock_mhz", "--"))),
+    ("cpu", "Host CPU utilization", "%", (("host", "cpu_utilization_percent", "-"),)),
+)
+
+#: Each chart line keeps at most this many points (min and max of each bucket, in time order).
+MAX_POINTS_PER_LINE = 1200
+#: At most this many processes are listed (largest GPU memory first).
+MAX_PROCESSES = 50
+_SCALE = {name: scale for name, _, _, scale in GPU_METRICS}
+_HOST_SCALE = {name: scale for name, _, _, scale in HOST_METRICS}
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+def read_samples(path: str | os.PathLike[str], warnings: list[str] | None = None) -> Iterator[Sample]:
+    """The samples of a ``gpuscope log`` file (JSON lines or CSV). Raises :class:`BadInputError`
+    for a missing, empty or corrupt log; an incomplete last line (a killed logger) is skipped
+    and noted in ``warnings``."""
+    from gpuscope.telemetry.logfile import read_log
+
+    notes = warnings if warnings is not None else []
+    if os.path.isdir(path):
+        raise BadInputError(f"{path}: is a directory, expected a telemetry log")
+    yield from read_log(path, on_warning=notes.append)
+
+
+# --- reduction -------------------------------------------------------------------------------
+
+
+@dataclass
+class _Series:
+    values: array = field(default_factory=lambda: array("d"))
+    reason: str | None = None  # why unavailable (first reason seen)
+
+
+@dataclass
+class _GpuTrack:
+    key: str
+    index: int
+    name: str
+    uuid: str
+    times: array = field(default_factory=lambda: array("d"))
+    series: dict[str, _Series] = field(default_factory=dict)
+    energy_first_j: float | None = None
+    energy_last_j: float | None = None
+    energy_ok: bool = True  # counter never went backwards
+
+
+def _gpu_key(gpu: GpuSample) -> tuple[str, str]:
+    if gpu.mig_parent_index is not None:
+        key = f"gpu{gpu.mig_parent_index}.mig{gpu.mig_gpu_instance_id}.{gpu.mig_compute_instance_id}"
+        label = f"GPU {gpu.mig_parent_index} MIG {gpu.mig_gpu_instance_id}/{gpu.mig_compute_instance_id}"
+    else:
+        key = f"gpu{gpu.index}"
+        label = f"GPU {gpu.index}"
+    return key, label
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value) if math.isfinite(value) else math.nan
+
+
+def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str] | None = None) -> dict[str, Any]:
+    """Reduce samples to the report's ``telemetry`` section (JSON-ready). ``source`` labels it."""
+    warnings = warnings if warnings is not None else []
+    host_times = array("d")
+    host_series: dict[str, _Series] = {name: _Series() for name, *_ in HOST_METRICS}
+    tracks: dict[str, _GpuTrack] = {}
+    labels: dict[str, str] = {}
+    processes: dict[tuple[str, int, str], dict[str, Any]] = {}
+    hostnames: list[str] = []
+    gpu_unavailable: str | None = None
+    driver: str | None = None
+    costs = array("d")
+    previous_time = -math.inf
+    out_of_order = 0
+    for sample in samples:
+        stamp = _number(sample.timestamp)
+        if math.isnan(stamp):
+            continue
+        if stamp < previous_time:
+            out_of_order += 1
+        previous_time = max(previous_time, stamp)
+        host_times.append(stamp)
+        costs.append(_number(sample.sample_cost_s))
+        host = sample.host
+        hostname = getattr(host, "hostname", None)
+        if isinstance(hostname, str) and hostname not in hostnames:
+            hostnames.append(hostname)
+        for name, *_ in HOST_METRICS:
+            _append(host_series[name], getattr(host, name, None))
+        if sample.gpu_unavailable is not None and gpu_unavailable is None:
+            gpu_unavailable = str(sample.gpu_unavailable.to_json() if isinstance(sample.gpu_unavailable, Unavailable) else sample.gpu_unavailable)
+        if driver is None and isinstance(sample.driver_version, str):
+            driver = sample.driver_version
+        for gpu in sample.gpus if isinstance(sample.gpus, list) else []:
+            if not isinstance(gpu, GpuSample):
+                continue
+            key, label = _gpu_key(gpu)
+            track = tracks.get(key)
+            if track is None:
+                track = tracks[key] = _GpuTrack(key, gpu.index, str(gpu.name), str(gpu.uuid))
+                track.series = {name: _Series() for name, *_ in GPU_METRICS}
+                labels[key] = label
+            track.times.append(stamp)
+            for name, *_ in GPU_METRICS:
+                _append(track.series[name], getattr(gpu, name, None))
+            energy = _number(gpu.energy_j)
+            if not math.isnan(energy):
+                if track.energy_first_j is None:
+                    track.energy_first_j = energy
+                elif track.energy_last_j is not None and energy < track.energy_last_j:
+                    track.energy_ok = False
+                track.energy_last_j = energy
+            if isinstance(gpu.processes, list):
+                for process in gpu.processes:
+                    _note_process(processes, key, process, stamp)
+    if len(host_times) == 0:
+        raise BadInputError(f"{source}: telemetry log holds no samples with a timestamp")
+    if out_of_order:
+        warnings.append(f"{source}: {out_of_order} samples were out of time order")
+    start = min(host_times)
+    end = max(host_times)
+    gpus = [
+        {"key": track.key, "label": labels[track.key], "index": track.index, "name": track.name, "uuid": track.uuid}
+        for track in sorted(tracks.values(), key=lambda t: _natural(t.key))
+    ]
+    stats: list[dict[str, Any]] = []
+    unavailable: list[dict[str, Any]] = []
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for name, label, unit, scale in HOST_METRICS:
+        series = host_series[name]
+        _collect(stats, unavailable, "host", "Host", name, label, unit, scale, series)
+        lines.setdefault(f"host:{name}", []).append(_line("host", "Host", series, host_times, start, scale))
+    for gpu in gpus:
+        track = tracks[gpu["key"]]
+        for name, label, unit, scale in GPU_METRICS:
+            series = track.series[name]
+            _collect(stats, unavailable, gpu["key"], gpu["label"], name, label, unit, scale, series)
+            lines.setdefault(f"gpu:{name}", []).append(_line(gpu["key"], gpu["label"], series, track.times, start, scale))
+    panels = []
+    for panel_id, title, unit, members in PANELS:
+        panel_lines = []
+        for scope, name, style in members:
+            for line in lines.get(f"{scope}:{name}", []):
+                if any(value is not None for value in line["v"]):
+                    panel_lines.append({**line, "metric": name, "style": style})
+        if panel_lines:
+            panels.append({"id": panel_id, "title": title, "unit": unit, "lines": panel_lines})
+    energy = [_energy(tracks[gpu["key"]], gpu["label"]) for gpu in gpus]
+    interval = _median_interval(host_times)
+    finite_costs = [cost for cost in costs if not math.isnan(cost)]
+    return {
+        "source": source,
+        "start": start,
+        "end": end,
+        "duration_s": end - start,
+        "samples": len(host_times),
+        "interval_s": interval,
+        "mean_sample_cost_s": (sum(finite_costs) / len(finite_costs)) if finite_costs else None,
+        "hostnames": hostnames,
+        "driver": driver,
+        "gpu_unavailable": gpu_unavailable,
+        "gpus": gpus,
+        "stats": stats,
+        "unavailable": unavailable,
+        "energy": energy,
+        "panels": panels,
+        "processes": _process_rows(processes, labels),
+    }
+
+
+def _append(series: _Series, value: Any) -> None:
+    if isinstance(value, Unavailable):
+        if series.reason is None:
+            series.reason = value.to_json()
+        series.values.append(math.nan)
+    else:
+        series.values.append(_number(value))
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [value for value in values if not math.isnan(value)]
+
+
+def _collect(
+    stats: list[dict[str, Any]],
+    unavailable: list[dict[str, Any]],
+    key: str,
+    subject: str,
+    name: str,
+    label: str,
+    unit: str,
+    scale: float,
+    series: _Series,
+) -> None:
+    import numpy as np
+
+    values = _finite(series.values)
+    if not values:
+        if series.reason is not None:
+            unavailable.append({"key": key, "subject": subject, "metric": name, "label": label, "reason": series.reason})
+        return
+    data = np.asarray(values, dtype=float) * scale
+    stats.append(
+        {
+            "key": key,
+            "subject": subject,
+            "metric": name,
+            "label": label,
+            "unit": unit,
+            "n": int(data.size),
+            "mean": float(data.mean()),
+            "p50": float(np.percentile(data, 50)),
+            "p95": float(np.percentile(data, 95)),
+            "max": float(data.max()),
+        }
+    )
+
+
+def _line(key: str, label: str, series: _Series, times: array, start: float, scale: float) -> dict[str, Any]:
+    """A chart line: times in seconds since the log's start, values in display units, gaps None,
+    downsampled to at most :data:`MAX_POINTS_PER_LINE` points keeping each bucket's min and max."""
+    count = len(times)
+    if count <= MAX_POINTS_PER_LINE:
+        indices = list(range(count))
+    else:
+        buckets = MAX_POINTS_PER_LINE // 2
+        indices = []
+        for bucket in range(buckets):
+            lo = bucket * count // buckets
+            hi = (bucket + 1) * count // buckets
+            chunk = [(series.values[i], i) for i in range(lo, hi) if not math.isnan(series.values[i])]
+            if not chunk:
+                indices.append(lo)
+                continue
+            low = min(chunk)[1]
+            high = max(chunk)[1]
+            indices.extend(sorted({low, high}))
+    t = [round(times[i] - start, 3) for i in indices]
+    v = [None if math.isnan(series.values[i]) else round(series.values[i] * scale, 6) for i in indices]
+    return {"key": key, "label": label, "t": t, "v": v}
+
+
+def _energy(track: _GpuTrack, label: str) -> dict[str, Any]:
+    """Energy over the log: the cumulative counter's difference when it is there and never went
+    backwards, else power integrated over time (trapezoids; gaps longer than 5 intervals skipped)."""
+    duration = (track.times[-1] - track.times[0]) if len(track.times) > 1 else 0.0
+    if track.energy_ok and track.energy_first_j is not None and track.energy_last_j is not None and duration > 0:
+        joules = track.energy_last_j - track.energy_first_j
+        method = "energy counter"
+    else:
+        joules, method = _integrate_power(track), "integrated power"
+    mean_power = (joules / duration) if (joules is not None and duration > 0) else None
+    return {"key": track.key, "subject": label, "energy_j": joules, "method": method if joules is not None else None, "duration_s": duration, "mean_power_w": mean_power}
+
+
+def _integrate_power(track: _GpuTrack) -> float | None:
+    power = track.series["power_w"].values
+    times = track.times
+    limit = 5 * (_median_interval(times) or math.inf)
+    total = 0.0
+    used = False
+    for i in range(1, len(times)):
+        a, b = power[i - 1], power[i]
+        step = times[i] - times[i - 1]
+        if math.isnan(a) or math.isnan(b) or step <= 0 or step > limit:
+            continue
+        total += 0.5 * (a + b) * step
+        used = True
+    return total if used else None
+
+
+def _median_interval(times: array) -> float | None:
+    if len(times) < 2:
+        return None
+    steps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    return steps[len(steps) // 2] if steps else None
+
+
+def _note_process(processes: dict[tuple[str, int, str], dict[str, Any]], key: str, process: Any, stamp: float) -> None:
+    pid = getattr(process, "pid", None)
+    if not isinstance(pid, int):
+        return
+    name = process.name if isinstance(process.name, str) else None
+    user = process.user if isinstance(process.user, str) else None
+    memory = _number(process.gpu_memory_bytes)
+    sm = _number(process.sm_percent)
+    entry = processes.get((key, pid, name or ""))
+    if entry is None:
+        if len(processes) >= 10_000:
+            return
+        entry = processes[(key, pid, name or "")] = {
+            "key": key,
+            "pid": pid,
+            "name": name,
+            "user": user,
+            "kind": str(getattr(process, "kind", "")),
+            "max_gpu_memory_bytes": None,
+            "max_sm_percent": None,
+            "first_seen": stamp,
+            "last_seen": stamp,
+        }
+    if not math.isnan(memory):
+        entry["max_gpu_memory_bytes"] = max(memory, entry["max_gpu_memory_bytes"] or 0.0)
+    if not math.isnan(sm):
+        entry["max_sm_percent"] = max(sm, entry["max_sm_percent"] or 0.0)
+    entry["first_seen"] = min(entry["first_seen"], stamp)
+    entry["last_seen"] = max(entry["last_seen"], stamp)
+
+
+def _process_rows(processes: dict[tuple[str, int, str], dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+    rows = sorted(processes.values(), key=lambda p: (-(p["max_gpu_memory_bytes"] or 0.0), _natural(p["key"]), p["pid"]))
+    return [{**row, "subject": labels.get(row["key"], row["key"])} for row in rows[:MAX_PROCESSES]]
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """Sort key that puts gpu2 before gpu10."""
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))

@@ -1,0 +1,241 @@
+"""Count the FLOPs and bound the bytes of one call of a torch function.
+
+FLOPs come from ``torch.utils.flop_counter.FlopCounterMode``. A second dispatch mode, below it,
+sees every op that actually runs and records:
+
+- ops that have no FLOP formula (reported by name: their FLOPs are missing from the count),
+  leaving out views, copies, allocation and indexing, which do no arithmetic;
+- the FLOPs of each counted op by dtype (so the point can be placed against its dtype's roof);
+- the bytes: distinct storage ranges that existed before the call and were read, plus distinct
+  storage ranges written that outlive the call (returned tensors, and pre-existing tensors
+  changed in place). Intermediates are left out: they may never leave the caches. This is a
+  lower bound on the memory traffic of the call.
+
+torch is imported only inside :func:`count_call`.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+__all__ = ["CountResult", "count_call", "torch_dtype_roof_name", "BYTES_RULE", "ZERO_FLOP_OPS"]
+
+BYTES_RULE = (
+    "lower bound: distinct storage bytes read that existed before the call (inputs, weights) + "
+    "distinct storage bytes written that outlive it (outputs, in-place updates), each counted once; "
+    "intermediates excluded"
+)
+
+#: aten ops that move, create, view or index data and do no floating-point arithmetic.
+ZERO_FLOP_OPS = frozenset(
+    """
+    _local_scalar_dense _reshape_alias _to_copy _unsafe_view alias arange as_strided bernoulli
+    bernoulli_ cat chunk clone constant_pad_nd contiguous copy copy_ detach detach_ diagonal empty
+    empty_like empty_strided equal expand fill fill_ flatten flip full full_like gather index
+    index_copy index_copy_ index_put index_put_ index_select item lift_fresh lift_fresh_copy
+    masked_fill masked_fill_ narrow new_empty new_empty_strided new_full new_ones new_zeros normal_
+    ones ones_like permute rand rand_like randint randn randn_like random_ repeat reshape resize_
+    roll scalar_tensor scatter scatter_ select set_ slice split split_with_sizes squeeze stack t
+    transpose unbind unfold uniform_ unsqueeze view where zero_ zeros zeros_like
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class CountResult:
+    """What one call computed and touched. FLOPs and bytes are per call."""
+
+    flops: int
+    flops_by_dtype: dict[str, int]
+    read_bytes: int
+    written_bytes: int
+    uncounted_ops: dict[str, int]  # op name -> calls, ops with no FLOP formula
+    ops_seen: int
+    bytes_rule: str = BYTES_RULE
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def bytes(self) -> int:
+        """Lower bound on bytes moved: read + written."""
+        return self.read_bytes + self.written_bytes
+
+    @property
+    def dtype(self) -> str | None:
+        """The dtype roof name carrying most FLOPs (``"bf16"``), or None without counted FLOPs."""
+        if not self.flops_by_dtype:
+            return None
+        return max(self.flops_by_dtype.items(), key=lambda item: item[1])[0]
+
+
+def torch_dtype_roof_name(dtype: Any, device_type: str = "cpu", op_kind: str = "matmul") -> str | None:
+    """Compute roof name for a torch dtype: float32 -> ``"fp32"`` (``"tf32"`` for CUDA matmuls and
+    convolutions when TF32 is allowed), bfloat16 -> ``"bf16"``, float8 -> ``"fp8"``, int8 -> ``"int8"``."""
+    import torch
+
+    if dtype == torch.float32:
+        if device_type == "cuda":
+            if op_kind == "conv" and torch.backends.cudnn.allow_tf32:
+                return "tf32"
+            if op_kind == "matmul" and (
+                torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
+            ):
+                return "tf32"
+        return "fp32"
+    names = {
+        torch.float64: "fp64",
+        torch.float16: "fp16",
+        torch.bfloat16: "bf16",
+        torch.int8: "int8",
+        torch.uint8: "int8",
+    }
+    if dtype in names:
+        return names[dtype]
+    if "float8" in str(dtype):
+        return "fp8"
+    if dtype in (torch.complex64,):
+        return "fp32"
+    if dtype in (torch.complex128,):
+        return "fp64"
+    return None
+
+
+def _merge_length(intervals: list[tuple[int, int]]) -> int:
+    """Total length of the union of half-open byte intervals."""
+    total = 0
+    current_start = current_end = None
+    for start, end in sorted(intervals):
+        if current_end is None or start > current_end:
+            if current_end is not None and current_start is not None:
+                total += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    if current_end is not None and current_start is not None:
+        total += current_end - current_start
+    return total
+
+
+def count_call(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    flop_formulas: dict[Any, Callable[..., int]] | None = None,
+) -> tuple[CountResult, Any]:
+    """Run ``fn(*args, **kwargs)`` once under the counters; returns the counts and fn's result.
+
+    ``flop_formulas`` adds FLOP formulas (aten op -> formula), passed to FlopCounterMode as its
+    ``custom_mapping``."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False, custom_mapping=flop_formulas or {})
+    registry = counter.flop_registry
+
+    def storage_key(tensor: Any) -> tuple[str, int] | None:
+        try:
+            if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
+                return None
+            pointer = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return None
+        return (str(tensor.device), pointer)
+
+    def byte_range(tensor: Any) -> tuple[int, int]:
+        item = tensor.element_size()
+        span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
+        start = tensor.storage_offset() * item
+        return (start, start + span * item)
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.created: set[tuple[str, int]] = set()
+            self.preexisting: set[tuple[str, int]] = set()
+            self.read: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
+            self.written: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
+            self.ops = 0
+            self.no_formula: collections.Counter[str] = collections.Counter()
+            self.flops_by_dtype: collections.Counter[str] = collections.Counter()
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            self.ops += 1
+            write_only: set[int] = set()
+            mutated: list[Any] = []
+            schema = getattr(func, "_schema", None)
+            if schema is not None:
+                for position, argument in enumerate(schema.arguments):
+                    if argument.alias_info is None or not argument.alias_info.is_write:
+                        continue
+                    value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+                    for leaf in tree_leaves(value):
+                        if isinstance(leaf, torch.Tensor):
+                            mutated.append(leaf)
+                            if argument.is_out:
+                                write_only.add(id(leaf))
+            for leaf in tree_leaves((args, kwargs)):
+                if not isinstance(leaf, torch.Tensor) or id(leaf) in write_only:
+                    continue
+                key = storage_key(leaf)
+                if key is not None and key not in self.created:
+                    self.preexisting.add(key)
+                    self.read[key].append(byte_range(leaf))
+            out = func(*args, **kwargs)
+            for leaf in mutated:
+                key = storage_key(leaf)
+                if key is not None and key not in self.created:
+                    self.preexisting.add(key)
+                    self.written[key].append(byte_range(leaf))
+            for leaf in tree_leaves(out):
+                if isinstance(leaf, torch.Tensor):
+                    key = storage_key(leaf)
+                    if key is not None and key not in self.preexisting:
+                        self.created.add(key)
+            packet = getattr(func, "_overloadpacket", func)
+            if packet in registry:
+                try:
+                    flops = int(registry[packet](*args, **kwargs, out_val=out))
+                except Exception:  # noqa: BLE001 - the dtype split is best effort; FlopCounterMode counts
+                    flops = 0
+                tensors = [leaf for leaf in tree_leaves(args) if isinstance(leaf, torch.Tensor)]
+                if tensors and flops:
+                    kind = "conv" if "conv" in str(packet) else "matmul"
+                    name = torch_dtype_roof_name(tensors[0].dtype, tensors[0].device.type, kind) or str(tensors[0].dtype)
+                    self.flops_by_dtype[name] += flops
+            else:
+                short = str(packet).split(".", 1)[-1]
+                if not getattr(func, "is_view", False) and short not in ZERO_FLOP_OPS and not short.startswith("_foreach_copy"):
+                    self.no_formula[str(packet)] += 1
+            return out
+
+    recorder = Recorder()
+    with recorder, counter:
+        result = fn(*args, **kwargs)
+    written = {key: list(ranges) for key, ranges in recorder.written.items()}
+    for leaf in tree_leaves(result):
+        if isinstance(leaf, torch.Tensor):
+            key = storage_key(leaf)
+            if key is not None and key in recorder.created:
+                written.setdefault(key, []).append(byte_range(leaf))
+    read_bytes = sum(_merge_length(ranges) for ranges in recorder.read.values())
+    written_bytes = sum(_merge_length(ranges) for ranges in written.values())
+    notes = []
+    if recorder.ops == 0:
+        notes.append("no torch ops ran: FLOPs and bytes cannot be counted (pass flops= and bytes_moved=)")
+    return (
+        CountResult(
+            flops=int(counter.get_total_flops()),
+            flops_by_dtype=dict(recorder.flops_by_dtype),
+            read_bytes=int(read_bytes),
+            written_bytes=int(written_bytes),
+            uncounted_ops=dict(sorted(recorder.no_formula.items())),
+            ops_seen=recorder.ops,
+            notes=tuple(notes),
+        ),
+        result,
+    )

@@ -1,0 +1,422 @@
+"""Built-in datasheet roofs for NVIDIA GPUs, matched by NVML device name, and the CPU datasheet
+roof from :func:`gpuscope.telemetry.cpuinfo.cpu_info`.
+
+Every compute number is **dense** (NVIDIA's "with sparsity" figures halved), per GPU, in FLOP/s.
+Bandwidths are bytes per second per direction (GB = 1e9 bytes); cache sizes in bytes (MiB as
+the vendors mean "MB" there). A datasheet roof is what the vendor promises, not what the machine
+reaches: measured ceilings from ``gpuscope probe`` are drawn solid, these dimmer.
+
+Sources (numbers checked against each; the URL is the vendor page of the datasheet):
+- H100 SXM / PCIe / NVL: NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100/),
+  same figures in the project's ANCHORS section 5 (SXM: BF16 989, TF32 495, FP8 1979, FP32 67,
+  FP64 34, FP64 tensor 67 TFLOP/s; HBM3 3.35 TB/s; L2 50 MB; NVLink 900 GB/s = 450 each way;
+  PCIe Gen5 128 GB/s = 64 each way; 700 W). FP16 non-tensor 133.8 TFLOP/s: Hopper whitepaper table.
+- H200 / H200 NVL: NVIDIA H200 datasheet (nvidia.com/en-us/data-center/h200/): SXM compute as
+  H100 SXM, 141 GB HBM3e at 4.8 TB/s, up to 700 W; NVL: FP64 30 / tensor 60, FP32 60, TF32 835*,
+  BF16/FP16 1671*, FP8 3341* (* sparse, halved here), up to 600 W.
+- A100 (SXM4 and PCIe, 40 and 80 GB): NVIDIA A100 datasheet (nvidia.com/en-us/data-center/a100/):
+  FP64 9.7, FP64 tensor 19.5, FP32 19.5, TF32 156, BF16/FP16 312 TFLOP/s; 1555 GB/s (40 GB),
+  2039 GB/s (80 GB SXM), 1935 GB/s (80 GB PCIe); L2 40 MB; NVLink 600 GB/s; PCIe Gen4 64 GB/s;
+  400 W SXM, 250 W PCIe 40 GB, 300 W PCIe 80 GB. FP16 non-tensor 78 TFLOP/s: Ampere whitepaper.
+- L40S: NVIDIA L40S datasheet: FP32 91.6, TF32 183, BF16/FP16 362.05, FP8 733 TFLOP/s (dense);
+  48 GB GDDR6 864 GB/s; PCIe Gen4 x16 64 GB/s bidirectional; 350 W. FP64 is not in the datasheet:
+  1/64 of FP32 (Ada). L2 96 MB (AD102, Ada whitepaper; cudaDeviceProp.l2CacheSize on L40S).
+- L4: NVIDIA L4 datasheet: FP32 30.3, TF32 120*, BF16/FP16 242*, FP8 485* (sparse, halved here);
+  24 GB GDDR6 300 GB/s; PCIe Gen4 x16; 72 W. L2 48 MB (AD104, Ada whitepaper). FP64 1/64 of FP32.
+- GeForce RTX 4090: NVIDIA Ada Lovelace architecture whitepaper, appendix table: FP32 82.6,
+  TF32 82.6, FP16/BF16 tensor with FP32 accumulate 165.2 (330.3 with FP16 accumulate; torch
+  accumulates in FP32, so 165.2 is the roof), FP8 with FP32 accumulate 330.3 TFLOP/s; 24 GB
+  GDDR6X 1008 GB/s; L2 72 MB; PCIe Gen4 x16; 450 W; FP64 1/64 of FP32.
+- B200 (HGX B200, 1000 W): NVIDIA HGX B200 datasheet, 8-GPU totals divided by 8: FP64 and FP64
+  tensor 37, FP32 75, TF32 1125, BF16/FP16 2250, FP8 4500 TFLOP/s dense; HBM3e 8 TB/s (later
+  revisions list 7.7 TB/s); NVLink 5 1.8 TB/s = 900 GB/s each way. L2 132644864 bytes is
+  cudaDeviceProp.l2CacheSize on a B200 (not in the datasheet). The host link in HGX/DGX B200 runs
+  PCIe Gen5 x16 (64 GB/s each way) although the GPU supports Gen6.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "GpuDatasheet",
+    "DATASHEETS",
+    "COMPUTE_DTYPES",
+    "match_gpu_datasheet",
+    "datasheet_by_key",
+    "cpu_datasheet_peaks",
+]
+
+_MIB = 1024 * 1024
+
+#: The compute roof names a datasheet entry can carry, in the order tables show them.
+COMPUTE_DTYPES = ("fp64", "fp64.tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+@dataclass(frozen=True)
+class GpuDatasheet:
+    """Vendor figures for one GPU model (dense; per direction for links)."""
+
+    key: str  # stable identifier, e.g. "h100-sxm"
+    label: str  # human name, e.g. "H100 SXM"
+    architecture: str  # "hopper", "ampere", "ada", "blackwell"
+    compute_flop_per_s: dict[str, float]  # roof name (COMPUTE_DTYPES) -> FLOP/s, dense
+    memory_bytes_per_s: float  # DRAM / HBM / GDDR
+    memory_kind: str  # "HBM3", "GDDR6", ...
+    memory_bytes: float
+    l2_bytes: int | None
+    nvlink_bytes_per_s_per_direction: float | None  # None: no NVLink
+    pcie_bytes_per_s_per_direction: float
+    tdp_w: float
+    fp16_vector_flop_per_s: float | None = None  # non-tensor FP16 (for activity-counter estimates)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def peak_flop_per_s(self, dtype: str) -> float | None:
+        """The highest dense roof for ``dtype`` (``fp64`` takes the FP64 tensor roof when higher)."""
+        if dtype == "fp64":
+            values = [self.compute_flop_per_s.get(name) for name in ("fp64", "fp64.tensor")]
+            present = [value for value in values if value]
+            return max(present) if present else None
+        return self.compute_flop_per_s.get(dtype)
+
+
+def _t(value_tflop_per_s: float) -> float:
+    return value_tflop_per_s * 1e12
+
+
+def _hopper_sxm_compute() -> dict[str, float]:
+    return {
+        "fp64": _t(34),
+        "fp64.tensor": _t(67),
+        "fp32": _t(67),
+        "tf32": _t(495),
+        "bf16": _t(989),
+        "fp16": _t(989),
+        "fp8": _t(1979),
+        "int8": _t(1979),
+    }
+
+
+def _hopper_nvl_compute() -> dict[str, float]:
+    return {
+        "fp64": _t(30),
+        "fp64.tensor": _t(60),
+        "fp32": _t(60),
+        "tf32": _t(835 / 2),
+        "bf16": _t(1671 / 2),
+        "fp16": _t(1671 / 2),
+        "fp8": _t(3341 / 2),
+        "int8": _t(3341 / 2),
+    }
+
+
+def _a100_compute() -> dict[str, float]:
+    return {
+        "fp64": _t(9.7),
+        "fp64.tensor": _t(19.5),
+        "fp32": _t(19.5),
+        "tf32": _t(156),
+        "bf16": _t(312),
+        "fp16": _t(312),
+        "int8": _t(624),
+    }
+
+
+_ADA_FP64_NOTE = "FP64 is not in the datasheet: 1/64 of FP32 on Ada"
+
+DATASHEETS: tuple[GpuDatasheet, ...] = (
+    GpuDatasheet(
+        key="h100-sxm",
+        label="H100 SXM",
+        architecture="hopper",
+        compute_flop_per_s=_hopper_sxm_compute(),
+        memory_bytes_per_s=3.35e12,
+        memory_kind="HBM3",
+        memory_bytes=80e9,
+        l2_bytes=50 * _MIB,
+        nvlink_bytes_per_s_per_direction=450e9,
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=700,
+        fp16_vector_flop_per_s=_t(133.8),
+    ),
+    GpuDatasheet(
+        key="h100-pcie",
+        label="H100 PCIe",
+        architecture="hopper",
+        compute_flop_per_s={
+            "fp64": _t(26),
+            "fp64.tensor": _t(51),
+            "fp32": _t(51),
+            "tf32": _t(756 / 2),
+            "bf16": _t(1513 / 2),
+            "fp16": _t(1513 / 2),
+            "fp8": _t(3026 / 2),
+            "int8": _t(3026 / 2),
+        },
+        memory_bytes_per_s=2.0e12,
+        memory_kind="HBM2e",
+        memory_bytes=80e9,
+        l2_bytes=50 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,  # NVLink bridge, 600 GB/s both ways
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=350,
+        fp16_vector_flop_per_s=_t(102),
+    ),
+    GpuDatasheet(
+        key="h100-nvl",
+        label="H100 NVL",
+        architecture="hopper",
+        compute_flop_per_s=_hopper_nvl_compute(),
+        memory_bytes_per_s=3.9e12,
+        memory_kind="HBM3",
+        memory_bytes=94e9,
+        l2_bytes=50 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=400,
+        fp16_vector_flop_per_s=_t(120),
+    ),
+    GpuDatasheet(
+        key="h200-sxm",
+        label="H200 SXM",
+        architecture="hopper",
+        compute_flop_per_s=_hopper_sxm_compute(),
+        memory_bytes_per_s=4.8e12,
+        memory_kind="HBM3e",
+        memory_bytes=141e9,
+        l2_bytes=50 * _MIB,
+        nvlink_bytes_per_s_per_direction=450e9,
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=700,
+        fp16_vector_flop_per_s=_t(133.8),
+    ),
+    GpuDatasheet(
+        key="h200-nvl",
+        label="H200 NVL",
+        architecture="hopper",
+        compute_flop_per_s=_hopper_nvl_compute(),
+        memory_bytes_per_s=4.8e12,
+        memory_kind="HBM3e",
+        memory_bytes=141e9,
+        l2_bytes=50 * _MIB,
+        nvlink_bytes_per_s_per_direction=450e9,  # 2- or 4-way NVLink bridge, 900 GB/s both ways
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=600,
+        fp16_vector_flop_per_s=_t(120),
+    ),
+    GpuDatasheet(
+        key="a100-sxm-40gb",
+        label="A100 SXM 40GB",
+        architecture="ampere",
+        compute_flop_per_s=_a100_compute(),
+        memory_bytes_per_s=1555e9,
+        memory_kind="HBM2",
+        memory_bytes=40e9,
+        l2_bytes=40 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=400,
+        fp16_vector_flop_per_s=_t(78),
+    ),
+    GpuDatasheet(
+        key="a100-sxm-80gb",
+        label="A100 SXM 80GB",
+        architecture="ampere",
+        compute_flop_per_s=_a100_compute(),
+        memory_bytes_per_s=2039e9,
+        memory_kind="HBM2e",
+        memory_bytes=80e9,
+        l2_bytes=40 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=400,
+        fp16_vector_flop_per_s=_t(78),
+    ),
+    GpuDatasheet(
+        key="a100-pcie-40gb",
+        label="A100 PCIe 40GB",
+        architecture="ampere",
+        compute_flop_per_s=_a100_compute(),
+        memory_bytes_per_s=1555e9,
+        memory_kind="HBM2",
+        memory_bytes=40e9,
+        l2_bytes=40 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,  # NVLink bridge for 2 GPUs
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=250,
+        fp16_vector_flop_per_s=_t(78),
+    ),
+    GpuDatasheet(
+        key="a100-pcie-80gb",
+        label="A100 PCIe 80GB",
+        architecture="ampere",
+        compute_flop_per_s=_a100_compute(),
+        memory_bytes_per_s=1935e9,
+        memory_kind="HBM2e",
+        memory_bytes=80e9,
+        l2_bytes=40 * _MIB,
+        nvlink_bytes_per_s_per_direction=300e9,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=300,
+        fp16_vector_flop_per_s=_t(78),
+    ),
+    GpuDatasheet(
+        key="l40s",
+        label="L40S",
+        architecture="ada",
+        compute_flop_per_s={
+            "fp64": _t(91.6 / 64),
+            "fp32": _t(91.6),
+            "tf32": _t(183),
+            "bf16": _t(362.05),
+            "fp16": _t(362.05),
+            "fp8": _t(733),
+            "int8": _t(733),
+        },
+        memory_bytes_per_s=864e9,
+        memory_kind="GDDR6",
+        memory_bytes=48e9,
+        l2_bytes=96 * _MIB,
+        nvlink_bytes_per_s_per_direction=None,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=350,
+        fp16_vector_flop_per_s=_t(91.6),
+        notes=(_ADA_FP64_NOTE,),
+    ),
+    GpuDatasheet(
+        key="l4",
+        label="L4",
+        architecture="ada",
+        compute_flop_per_s={
+            "fp64": _t(30.3 / 64),
+            "fp32": _t(30.3),
+            "tf32": _t(120 / 2),
+            "bf16": _t(242 / 2),
+            "fp16": _t(242 / 2),
+            "fp8": _t(485 / 2),
+            "int8": _t(485 / 2),
+        },
+        memory_bytes_per_s=300e9,
+        memory_kind="GDDR6",
+        memory_bytes=24e9,
+        l2_bytes=48 * _MIB,
+        nvlink_bytes_per_s_per_direction=None,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=72,
+        fp16_vector_flop_per_s=_t(30.3),
+        notes=(_ADA_FP64_NOTE,),
+    ),
+    GpuDatasheet(
+        key="rtx-4090",
+        label="GeForce RTX 4090",
+        architecture="ada",
+        compute_flop_per_s={
+            "fp64": _t(82.6 / 64),
+            "fp32": _t(82.6),
+            "tf32": _t(82.6),
+            "bf16": _t(165.2),
+            "fp16": _t(165.2),
+            "fp8": _t(330.3),
+            "int8": _t(660.6),
+        },
+        memory_bytes_per_s=1008e9,
+        memory_kind="GDDR6X",
+        memory_bytes=24e9,
+        l2_bytes=72 * _MIB,
+        nvlink_bytes_per_s_per_direction=None,
+        pcie_bytes_per_s_per_direction=32e9,
+        tdp_w=450,
+        fp16_vector_flop_per_s=_t(82.6),
+        notes=(_ADA_FP64_NOTE, "FP16/BF16/FP8 tensor roofs with FP32 accumulate (torch's default)"),
+    ),
+    GpuDatasheet(
+        key="b200",
+        label="B200",
+        architecture="blackwell",
+        compute_flop_per_s={
+            "fp64": _t(37),
+            "fp64.tensor": _t(37),
+            "fp32": _t(75),
+            "tf32": _t(1125),
+            "bf16": _t(2250),
+            "fp16": _t(2250),
+            "fp8": _t(4500),
+            "int8": _t(4500),
+        },
+        memory_bytes_per_s=8.0e12,
+        memory_kind="HBM3e",
+        memory_bytes=180e9,
+        l2_bytes=132644864,
+        nvlink_bytes_per_s_per_direction=900e9,
+        pcie_bytes_per_s_per_direction=64e9,
+        tdp_w=1000,
+        fp16_vector_flop_per_s=_t(150),
+        notes=("L2 size from cudaDeviceProp, not the datasheet", "host link PCIe Gen5 in HGX B200"),
+    ),
+)
+
+_BY_KEY = {sheet.key: sheet for sheet in DATASHEETS}
+
+
+def datasheet_by_key(key: str) -> GpuDatasheet | None:
+    """The entry with this ``key`` (``"h100-sxm"``), or None."""
+    return _BY_KEY.get(key)
+
+
+def _tokens(name: str) -> list[str]:
+    """``"NVIDIA A100-SXM4-80GB"`` -> ``["a100", "sxm4", "80gb"]`` (vendor words dropped)."""
+    words = re.split(r"[^a-z0-9]+", name.lower())
+    return [word for word in words if word and word not in ("nvidia", "geforce", "tesla", "tensor", "core", "gpu")]
+
+
+def match_gpu_datasheet(nvml_name: str) -> GpuDatasheet | None:
+    """The datasheet entry for an NVML device name, or None when the model is not in the table.
+
+    Matching works on whole words, so ``"NVIDIA L4"`` is not ``"NVIDIA L40S"``. Examples:
+    ``"NVIDIA H100 80GB HBM3"`` -> H100 SXM, ``"NVIDIA H100 PCIe"`` -> H100 PCIe,
+    ``"NVIDIA A100-SXM4-80GB"`` -> A100 SXM 80GB, ``"NVIDIA A100-PCIE-40GB"`` -> A100 PCIe 40GB.
+    A MIG instance (a name containing ``MIG``) gets no entry: it has a fraction of the roofs.
+    """
+    tokens = _tokens(nvml_name or "")
+    words = set(tokens)
+    if not words or "mig" in words:
+        return None
+    joined = " ".join(tokens)
+    if "h100" in words:
+        if "nvl" in words:
+            return _BY_KEY["h100-nvl"]
+        if "pcie" in words:
+            return _BY_KEY["h100-pcie"]
+        return _BY_KEY["h100-sxm"]  # "H100 80GB HBM3", "H100 SXM5 80GB"
+    if "h200" in words:
+        return _BY_KEY["h200-nvl"] if "nvl" in words else _BY_KEY["h200-sxm"]
+    if "a100" in words:
+        is_pcie = "pcie" in words
+        is_80gb = "80gb" in words or re.search(r"\b80\s*gb\b", joined) is not None
+        if is_pcie:
+            return _BY_KEY["a100-pcie-80gb" if is_80gb else "a100-pcie-40gb"]
+        return _BY_KEY["a100-sxm-80gb" if is_80gb else "a100-sxm-40gb"]
+    if "l40s" in words:
+        return _BY_KEY["l40s"]
+    if tokens == ["l4"]:
+        return _BY_KEY["l4"]
+    if "4090" in words and "rtx" in words and not words & {"d", "laptop", "mobile"}:
+        return _BY_KEY["rtx-4090"]
+    if "b200" in words:
+        return _BY_KEY["b200"]
+    return None
+
+
+def cpu_datasheet_peaks(info: object) -> dict[str, float]:
+    """Datasheet compute roofs of a CPU (``fp32``, ``fp64``) from a :class:`CpuInfo`:
+    physical cores x SIMD FLOP per cycle x max clock. Empty when the clock is unknown."""
+    peaks: dict[str, float] = {}
+    peak = getattr(info, "peak_flop_per_s", None)
+    if peak is None:
+        return peaks
+    for dtype in ("fp64", "fp32"):
+        value = peak(dtype)
+        if value:
+            peaks[dtype] = float(value)
+    return peaks

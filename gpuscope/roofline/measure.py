@@ -1,0 +1,478 @@
+"""``gpuscope.measure(fn, *args, ...)``: time a callable with the probe timing rules, count its
+FLOPs (torch's FlopCounterMode) and a lower bound on its bytes, record the DRAM bytes the GPU
+actually moved where GPM telemetry is available, and append it to a results file as a workload
+that ``gpuscope roofline`` draws as a point.
+
+torch is imported only when :func:`measure` runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import platform
+import socket
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuscope.errors import ResourceError, UsageError
+from gpuscope.roofline.counting import BYTES_RULE, CountResult, count_call
+from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
+from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
+from gpuscope.telemetry.values import Reason, Unavailable
+
+__all__ = ["measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload", "dram_bytes_per_call"]
+
+
+class UncountedOpsWarning(UserWarning):
+    """Ops ran that have no FLOP formula in torch.utils.flop_counter: their FLOPs are not counted."""
+
+
+@dataclass
+class MeasuredWorkload:
+    """The result of :func:`measure`: one call's FLOPs and bytes and the timing of many calls."""
+
+    name: str
+    device: str
+    host: str
+    counts: CountResult
+    timing: TimingResult
+    flops: float
+    bytes: float
+    bytes_rule: str
+    dtype: str | None
+    dram_bytes_measured: float | Unavailable
+    device_name: str | None = None
+    results_path: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def time_s(self) -> float:
+        """Median time of one call."""
+        return self.timing.median_s
+
+    @property
+    def flop_per_s(self) -> float | None:
+        return self.flops / self.time_s if self.time_s > 0 else None
+
+    @property
+    def intensity_flop_per_byte(self) -> float | None:
+        return self.flops / self.bytes if self.bytes > 0 else None
+
+    @property
+    def dram_intensity_flop_per_byte(self) -> float | None:
+        if isinstance(self.dram_bytes_measured, Unavailable) or self.dram_bytes_measured <= 0:
+            return None
+        return self.flops / self.dram_bytes_measured
+
+    def to_workload(self) -> dict[str, Any]:
+        """The ``workloads`` entry of a results file."""
+        dram = self.dram_bytes_measured
+        return {
+            "name": self.name,
+            "device": self.device,
+            "host": self.host,
+            "device_name": self.device_name,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "bytes_rule": self.bytes_rule,
+            "read_bytes": self.counts.read_bytes,
+            "written_bytes": self.counts.written_bytes,
+            "flop_counting_rule": "torch.utils.flop_counter.FlopCounterMode",
+            "flops_by_dtype": dict(self.counts.flops_by_dtype),
+            "uncounted_ops": dict(self.counts.uncounted_ops),
+            "dtype": self.dtype,
+            "time_s": self.timing.median_s,
+            "time_p10_s": self.timing.p10_s,
+            "time_p90_s": self.timing.p90_s,
+            "n": self.timing.n,
+            "statistic": self.timing.statistic,
+            "samples_s": list(self.timing.samples_s),
+            "reps_per_sample": self.timing.reps_per_sample,
+            "timer": self.timing.timer,
+            "timer_resolution_s": self.timing.timer_resolution_s,
+            "warmup_samples": self.timing.warmup_samples,
+            "cache_state": self.timing.cache_state,
+            "warm": self.timing.cache_state == "warm",
+            "flop_per_s": self.flop_per_s,
+            "bytes_per_s": self.bytes / self.time_s if self.time_s > 0 else None,
+            "intensity_flop_per_byte": self.intensity_flop_per_byte,
+            "dram_bytes_measured": None if isinstance(dram, Unavailable) else dram,
+            "dram_bytes_unavailable": dram.to_json() if isinstance(dram, Unavailable) else None,
+            "dram_intensity_flop_per_byte": self.dram_intensity_flop_per_byte,
+            "source": "measure",
+            "notes": list(self.notes) + list(self.timing.notes) + list(self.counts.notes),
+            "created": time.time(),
+        }
+
+    def summary_lines(self) -> list[str]:
+        """A short human summary (what ``gpuscope measure`` prints)."""
+        t = self.timing
+        dram = self.dram_bytes_measured
+        lines = [
+            f"{self.name} on {self.device}{f' ({self.device_name})' if self.device_name else ''}",
+            f"  time      {format_si(t.median_s, 's')} median  [p10 {format_si(t.p10_s, 's')}, p90 {format_si(t.p90_s, 's')}]"
+            f"  N={t.n} x {t.reps_per_sample} calls, {t.timer}, {t.cache_state}",
+            f"  FLOPs     {format_count(self.flops)}  ({self.dtype or 'dtype unknown'})  -> {format_si(self.flop_per_s, 'FLOP/s')}",
+            f"  bytes     {format_bytes(self.bytes)} lower bound (read {format_bytes(self.counts.read_bytes)},"
+            f" written {format_bytes(self.counts.written_bytes)})  -> {format_intensity(self.intensity_flop_per_byte)} FLOP/byte",
+        ]
+        if isinstance(dram, Unavailable):
+            lines.append(f"  DRAM      not measured: {dram.detail or dram.reason.value}")
+        else:
+            lines.append(
+                f"  DRAM      {format_bytes(dram)} moved per call (GPM)  -> {format_intensity(self.dram_intensity_flop_per_byte)} FLOP/DRAM byte"
+            )
+        for note in [*self.notes, *t.notes, *self.counts.notes]:
+            lines.append(f"  note: {note}")
+        if self.results_path:
+            lines.append(f"  appended to {self.results_path}")
+        return lines
+
+
+# --- devices -----------------------------------------------------------------------------------
+
+
+def _first_tensor_device(values: Any) -> Any:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    for leaf in tree_leaves(values):
+        if isinstance(leaf, torch.Tensor):
+            return leaf.device
+    return None
+
+
+def _resolve_device(device: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A torch.device with an index for CUDA; raises for an unusable request."""
+    import torch
+
+    if device is None:
+        found = _first_tensor_device((args, kwargs))
+        resolved = found if found is not None else torch.device("cpu")
+    else:
+        try:
+            resolved = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise UsageError(f"device {device!r} is not a torch device ({exc})") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ResourceError(f"device {device or resolved} requested but CUDA is not available to torch")
+        index = resolved.index if resolved.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ResourceError(f"device cuda:{index} does not exist ({torch.cuda.device_count()} CUDA devices)")
+        resolved = torch.device("cuda", index)
+    elif resolved.type != "cpu":
+        raise UsageError(f"device {resolved} is not supported (cpu or cuda[:N])")
+    return resolved
+
+
+def _device_name(device: Any) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    return cpu_info().model
+
+
+def _flush_function(device: Any) -> Callable[[], Any]:
+    """Evicts the caches: writes a buffer twice the last-level cache (GPU L2 or CPU LLC)."""
+    import torch
+
+    if device.type == "cuda":
+        l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20
+        buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
+    else:
+        from gpuscope.telemetry.cpuinfo import cpu_info
+
+        llc_bytes = cpu_info().last_level_cache_bytes or 64 * 2**20
+        buffer = torch.empty(min(2 * llc_bytes, 2**30), dtype=torch.uint8)
+    state = {"value": 0}
+
+    def flush() -> None:
+        state["value"] = (state["value"] + 1) % 255
+        buffer.fill_(state["value"])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # done before the timed stream records its start event
+
+    return flush
+
+
+# --- DRAM bytes from GPM telemetry -------------------------------------------------------------
+
+
+def dram_bytes_per_call(intervals: list[tuple[float, Any, int]]) -> float | Unavailable:
+    """DRAM bytes moved per call from telemetry intervals ``(seconds, dram_bytes_per_s, calls)``:
+    the integral of bandwidth over the intervals divided by the calls made in them. An interval
+    whose bandwidth is :class:`Unavailable` is skipped; when all are, the first reason is returned."""
+    total_bytes = 0.0
+    total_calls = 0
+    reason: Unavailable | None = None
+    for seconds, bandwidth, calls in intervals:
+        if isinstance(bandwidth, Unavailable):
+            reason = reason or bandwidth
+            continue
+        if bandwidth is None or seconds <= 0:
+            continue
+        total_bytes += float(bandwidth) * seconds
+        total_calls += calls
+    if total_calls == 0:
+        return reason or Unavailable(Reason.ERROR, "no telemetry interval covered the run")
+    return total_bytes / total_calls
+
+
+def _match_gpu(sample: Any, device: Any) -> Any:
+    """The GpuSample of ``device`` in a telemetry Sample (by UUID, else by index)."""
+    import torch
+
+    uuid = ""
+    try:
+        uuid = str(torch.cuda.get_device_properties(device).uuid).lower().removeprefix("gpu-")
+    except Exception:  # noqa: BLE001 - older torch has no uuid
+        uuid = ""
+    gpus = [gpu for gpu in getattr(sample, "gpus", []) if getattr(gpu, "mig_parent_index", None) is None]
+    if uuid:
+        for gpu in gpus:
+            if str(getattr(gpu, "uuid", "")).lower().removeprefix("gpu-") == uuid:
+                return gpu
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    index = device.index
+    if visible and all(part.strip().isdigit() for part in visible.split(",")):
+        mapping = [int(part) for part in visible.split(",")]
+        index = mapping[index] if index < len(mapping) else index
+    for gpu in gpus:
+        if getattr(gpu, "index", None) == index:
+            return gpu
+    return None
+
+
+def _default_collector() -> Any:
+    from gpuscope.telemetry.collector import TelemetryCollector
+
+    return TelemetryCollector(processes=False)
+
+
+def _measure_dram_bytes(
+    call: Callable[[], Any],
+    per_call_s: float,
+    window_s: float,
+    collector_factory: Callable[[], Any] | None,
+    synchronize: Callable[[], Any],
+    select_gpu: Callable[[Any], Any],
+    device_text: str,
+) -> float | Unavailable:
+    """Run ``call`` for about ``window_s`` seconds while GPM telemetry samples the GPU every
+    ~0.25 s (GPM needs more than 100 ms between samples); returns DRAM bytes per call.
+    ``synchronize`` waits for queued GPU work; ``select_gpu`` picks the GpuSample of a Sample."""
+    try:
+        collector = (collector_factory or _default_collector)()
+    except ImportError as exc:
+        return Unavailable(Reason.NOT_SUPPORTED, f"telemetry collector not available ({exc})")
+    except Exception as exc:  # noqa: BLE001 - telemetry is optional
+        return Unavailable(Reason.ERROR, f"telemetry collector failed to start: {exc}")
+    try:
+        missing = collector.open()
+        if missing is not None:
+            return missing
+        batch = max(1, math.ceil(0.25 / max(per_call_s, 1e-9)))
+        synchronize()
+        previous = collector.sample()
+        if select_gpu(previous) is None:
+            reason = getattr(previous, "gpu_unavailable", None)
+            return reason or Unavailable(Reason.NOT_APPLICABLE, f"telemetry does not list {device_text}")
+        intervals: list[tuple[float, Any, int]] = []
+        started = time.perf_counter()
+        while time.perf_counter() - started < window_s:
+            for _ in range(batch):
+                call()
+            synchronize()
+            current = collector.sample()
+            gpu = select_gpu(current)
+            bandwidth = gpu.dram_bandwidth_bytes_per_s if gpu is not None else Unavailable(Reason.GPU_LOST, "GPU left the sample")
+            intervals.append((current.timestamp - previous.timestamp, bandwidth, batch))
+            previous = current
+        return dram_bytes_per_call(intervals)
+    except Exception as exc:  # noqa: BLE001 - telemetry must never spoil a measurement
+        return Unavailable(Reason.ERROR, f"telemetry failed during the run: {exc}")
+    finally:
+        try:
+            collector.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# --- results file ------------------------------------------------------------------------------
+
+
+def _system_info() -> dict[str, Any]:
+    import torch
+
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    info = cpu_info()
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": info.model,
+        "logical_cores": info.logical_cores,
+        "physical_cores": info.physical_cores,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+
+
+def append_workload(path: str | os.PathLike[str], workload: dict[str, Any], device_entry: dict[str, Any], system: dict[str, Any]) -> None:
+    """Append ``workload`` to the results file at ``path`` (created when absent), adding the
+    device entry when the file does not list that device yet. Atomic: a reader never sees a
+    half-written file. Raises :class:`BadInputError` for an existing file that is not results."""
+    from gpuscope.results import load_results, new_results, write_json_atomic
+
+    target = Path(path)
+    if target.exists():
+        document = load_results(target)
+    else:
+        if target.parent and not target.parent.exists():
+            raise UsageError(f"{path}: folder {target.parent} does not exist")
+        document = new_results(system=system)
+    known = {(entry.get("device"), entry.get("host")) for entry in document["devices"]}
+    if (device_entry["device"], device_entry.get("host")) not in known:
+        document["devices"].append(device_entry)
+    document["workloads"].append(workload)
+    try:
+        write_json_atomic(target, document)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+# --- the public function -----------------------------------------------------------------------
+
+
+def measure(
+    fn: Callable[..., Any],
+    *args: Any,
+    name: str | None = None,
+    device: Any = None,
+    results: str | os.PathLike[str] | None = None,
+    warm: bool = True,
+    kwargs: dict[str, Any] | None = None,
+    flops: float | None = None,
+    bytes_moved: float | None = None,
+    flop_formulas: dict[Any, Callable[..., int]] | None = None,
+    target_sample_s: float = 0.02,
+    samples: int = 15,
+    max_time_s: float = 10.0,
+    warmup_max_s: float = 2.0,
+    telemetry: bool = True,
+    dram_window_s: float = 1.0,
+    collector_factory: Callable[[], Any] | None = None,
+) -> MeasuredWorkload:
+    """Time ``fn(*args, **kwargs)`` and place it on the roofline.
+
+    - ``name``: the point's label (default: the function's name); ``device``: ``"cpu"``,
+      ``"cuda"``, ``"cuda:1"`` (default: the device of the first tensor argument, else CPU).
+    - ``results``: a results file to append the workload to (created when absent); None keeps it
+      in memory only.
+    - ``warm=True`` times with warm caches and labels the result "warm"; ``warm=False`` flushes
+      the last-level cache before each sample.
+    - FLOPs: counted by torch's FlopCounterMode on one call; ops without a FLOP formula raise an
+      :class:`UncountedOpsWarning` naming them. ``flops`` overrides the count; ``flop_formulas``
+      adds formulas. Bytes: a lower bound (distinct tensors read and written, see
+      :data:`gpuscope.roofline.counting.BYTES_RULE`); ``bytes_moved`` overrides it.
+    - Timing (the probe harness, :mod:`gpuscope.probing.timing`): first call discarded, warm-up
+      until the rate stops rising (at most ``warmup_max_s``), then the median of ``samples``
+      samples (p10, p90, N), each at least 20 timer ticks and ``target_sample_s``; the number of
+      samples shrinks (to no fewer than 3) to fit ``max_time_s``.
+    - ``telemetry``: on a GPU with GPM (Hopper and newer), run for ``dram_window_s`` more while
+      sampling DRAM bandwidth and record the DRAM bytes moved per call.
+    """
+    import torch
+
+    kwargs = dict(kwargs or {})
+    label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    resolved = _resolve_device(device, args, kwargs)
+
+    def call() -> Any:
+        return fn(*args, **kwargs)
+
+    with contextlib.ExitStack() as stack:
+        if resolved.type == "cuda":
+            stack.enter_context(torch.cuda.device(resolved))  # the caller's current device is kept
+        started = time.perf_counter()
+        counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)  # also the first, discarded run
+        if resolved.type == "cuda":
+            torch.cuda.synchronize(resolved)
+        first_call_s = time.perf_counter() - started  # an over-estimate (counting overhead): sizes N
+        if counts.uncounted_ops and flops is None:
+            listed = ", ".join(f"{op} x{calls}" for op, calls in counts.uncounted_ops.items())
+            warnings.warn(
+                f"gpuscope.measure({label}): ops with no FLOP formula in torch.utils.flop_counter ran and "
+                f"their FLOPs are not counted: {listed} (pass flops= to give the total)",
+                UncountedOpsWarning,
+                stacklevel=3,
+            )
+        clock = cuda_clock(resolved) if resolved.type == "cuda" else cpu_clock()
+        flush = None if warm else _flush_function(resolved)
+        timing = time_callable(
+            call,
+            clock=clock,
+            flush=flush,
+            target_sample_s=target_sample_s,
+            samples=samples,
+            max_time_s=max_time_s,
+            per_call_estimate_s=first_call_s,
+            warmup_max_s=warmup_max_s,
+        )
+        notes: list[str] = []
+        dram: float | Unavailable
+        if resolved.type != "cuda":
+            dram = Unavailable(Reason.NOT_APPLICABLE, "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only")
+        elif not telemetry:
+            dram = Unavailable(Reason.NOT_APPLICABLE, "telemetry turned off")
+        else:
+            dram = _measure_dram_bytes(
+                call,
+                timing.median_s,
+                dram_window_s,
+                collector_factory,
+                synchronize=lambda: torch.cuda.synchronize(resolved),
+                select_gpu=lambda sample: _match_gpu(sample, resolved),
+                device_text=str(resolved),
+            )
+    total_flops = float(flops) if flops is not None else float(counts.flops)
+    total_bytes = float(bytes_moved) if bytes_moved is not None else float(counts.bytes)
+    if flops is not None:
+        notes.append("FLOPs given by the caller")
+    if bytes_moved is not None:
+        notes.append("bytes given by the caller")
+    device_text = str(resolved) if resolved.type == "cuda" else "cpu"
+    workload = MeasuredWorkload(
+        name=label,
+        device=device_text,
+        host=socket.gethostname(),
+        counts=counts,
+        timing=timing,
+        flops=total_flops,
+        bytes=total_bytes,
+        bytes_rule="given by the caller" if bytes_moved is not None else BYTES_RULE,
+        dtype=counts.dtype,
+        dram_bytes_measured=dram,
+        device_name=_device_name(resolved),
+        notes=notes,
+    )
+    if results is not None:
+        entry = {
+            "device": device_text,
+            "type": "gpu" if resolved.type == "cuda" else "cpu",
+            "name": workload.device_name,
+            "host": workload.host,
+        }
+        append_workload(results, workload.to_workload(), entry, _system_info())
+        workload.results_path = str(results)
+    return workload

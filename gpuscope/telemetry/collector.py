@@ -1,0 +1,150 @@
+"""One call, one :class:`Sample`: the host side and the NVIDIA side together.
+
+The TUI polls :class:`TelemetryCollector` from its own thread workers; ``gpuscope log`` drives it
+from :class:`gpuscope.telemetry.sampler.Sampler`. Imports neither Textual nor torch; pynvml is
+imported only by :meth:`TelemetryCollector.open` when the GPU side is wanted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from gpuscope.telemetry.host import HostCollector
+from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
+
+__all__ = ["TelemetryCollector", "GpuSource"]
+
+
+class GpuSource(Protocol):
+    """What :class:`TelemetryCollector` needs from the NVML collector (``gpuscope.telemetry.nvml``)."""
+
+    def open(self) -> Unavailable | None: ...
+
+    def sample(self) -> Any: ...  # a GpuSide
+
+    def close(self) -> None: ...
+
+
+class TelemetryCollector:
+    """Host plus GPUs. ``sample()`` is safe to call from any one thread at a time (it locks).
+
+    ``nvml=False`` skips the GPU side entirely (``gpu_unavailable`` says so); ``gpm`` and
+    ``processes`` are passed to the NVML collector. ``host`` and ``gpu_source`` replace the real
+    collectors (tests, replay).
+    """
+
+    def __init__(
+        self,
+        nvml: bool = True,
+        *,
+        gpm: bool = True,
+        processes: bool = True,
+        host: HostCollector | None = None,
+        gpu_source: GpuSource | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._want_nvml = nvml
+        self._gpm = gpm
+        self._processes = processes
+        self._host = host
+        self._gpu: GpuSource | None = gpu_source
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._opened = False
+        #: Why there is no GPU side at all (None while NVML works).
+        self.gpu_unavailable: Unavailable | None = None
+
+    def open(self) -> Unavailable | None:
+        """Start both sides. Never raises for a missing GPU side; returns why it is missing (or None)."""
+        with self._lock:
+            if self._opened:
+                return self.gpu_unavailable
+            if self._host is None:
+                self._host = HostCollector()
+            if not self._want_nvml:
+                self._gpu = None
+                self.gpu_unavailable = Unavailable(Reason.NOT_APPLICABLE, "GPU collection turned off")
+            else:
+                if self._gpu is None:
+                    self._gpu, self.gpu_unavailable = _make_nvml(self._gpm, self._processes)
+                if self._gpu is not None:
+                    try:
+                        self.gpu_unavailable = self._gpu.open()
+                    except Exception as exc:  # noqa: BLE001 - the contract says never raises; be sure
+                        self.gpu_unavailable = Unavailable(Reason.ERROR, f"NVML collector failed to open: {exc}")
+                    if self.gpu_unavailable is not None:
+                        self._close_gpu()
+            self._opened = True
+            return self.gpu_unavailable
+
+    def sample(self) -> Sample:
+        """One :class:`Sample` (opens on first use). ``sample_cost_s`` is the wall time it took."""
+        if not self._opened:
+            self.open()
+        with self._lock:
+            started = time.perf_counter()
+            timestamp = self._wall_clock()
+            assert self._host is not None
+            host = self._host.sample()
+            gpus: list[Any] = []
+            unavailable = self.gpu_unavailable
+            missing: Metric[str] = unavailable or Unavailable(Reason.ERROR, "no GPU side")
+            driver: Metric[str] = missing
+            nvml_version: Metric[str] = missing
+            cuda: Metric[str] = missing
+            if self._gpu is not None:
+                try:
+                    side = self._gpu.sample()
+                except Exception as exc:  # noqa: BLE001 - one failing side never spoils the sample
+                    unavailable = Unavailable(Reason.ERROR, f"NVML collector failed: {exc}")
+                    driver = nvml_version = cuda = unavailable
+                else:
+                    gpus = list(side.gpus)
+                    driver, nvml_version, cuda = side.driver_version, side.nvml_version, side.cuda_driver_version
+                    unavailable = side.unavailable
+            return Sample(
+                timestamp=timestamp,
+                host=host,
+                gpus=gpus,
+                driver_version=driver,
+                nvml_version=nvml_version,
+                cuda_driver_version=cuda,
+                gpu_unavailable=unavailable,
+                sample_cost_s=time.perf_counter() - started,
+            )
+
+    def close(self) -> None:
+        """Release NVML. Safe to call twice."""
+        with self._lock:
+            self._close_gpu()
+            self._opened = False
+
+    def _close_gpu(self) -> None:
+        if self._gpu is not None:
+            try:
+                self._gpu.close()
+            except Exception:  # noqa: BLE001 - closing must not hide the real outcome
+                pass
+        self._gpu = None
+
+    def __enter__(self) -> "TelemetryCollector":
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _make_nvml(gpm: bool, processes: bool) -> tuple[GpuSource | None, Unavailable | None]:
+    """The real NVML collector, or why it cannot be built (module or pynvml missing)."""
+    try:
+        from gpuscope.telemetry.nvml import NvmlCollector
+    except ImportError as exc:
+        if exc.name == "pynvml":
+            return None, Unavailable(Reason.NO_DRIVER, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)")
+        return None, Unavailable(Reason.ERROR, f"NVML support not importable: {exc}")
+    return NvmlCollector(gpm=gpm, processes=processes), None

@@ -1,0 +1,480 @@
+"""NvmlCollector: every NVIDIA GPU (and MIG device) as a GpuSample, one call per sample.
+
+Cost per GPU per sample: one batched field-values call, utilization, memory, two clocks,
+power, temperature, throttle reasons and (when supported) fan speed, plus two GPM calls on
+Hopper and newer. Power limit and PCIe link width/generation are re-read every
+``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S``. A metric the GPU does
+not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms) is
+never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
+``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
+When NVML cannot be opened at all, ``sample`` tries again every ``OPEN_RETRY_INTERVAL_S``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from gpuscope.telemetry.nvml import session
+from gpuscope.telemetry.nvml.device import DeviceInfo, MigInfo, read_device_info, read_mig_devices
+from gpuscope.telemetry.nvml.fields import FieldSet
+from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS, GpmReader
+from gpuscope.telemetry.nvml.processes import ProcessReader
+from gpuscope.telemetry.nvml.readings import MetricCalls, fill_missing, prefer, throttle_reason_names
+from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml
+from gpuscope.telemetry.records import GpuProcessSample, GpuSample, NvLinkLinkSample
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
+
+__all__ = ["NvmlCollector", "GpuSide", "DeviceStatus"]
+
+
+@dataclass
+class GpuSide:
+    """Everything NVML says at one instant."""
+
+    gpus: list[GpuSample]  # full GPUs first, then MIG devices
+    driver_version: Metric[str]
+    nvml_version: Metric[str]
+    cuda_driver_version: Metric[str]
+    unavailable: Unavailable | None = None  # set when there is no GPU side at all
+
+
+@dataclass
+class DeviceStatus:
+    """What the collector found out about one GPU (for ``gpuscope doctor`` and the TUI)."""
+
+    index: int
+    info: DeviceInfo | None  # None when the GPU was lost before it could be identified
+    lost: bool
+    problem: Unavailable | None  # the GPU cannot be opened at all (e.g. no permission)
+    gpm: Unavailable | None  # None: GPM works here (or at least is supported)
+    nvlink_scope_honoured: bool | None
+    process_utilization: Unavailable | None
+    mig_devices: int
+    static_unavailable: dict[str, Unavailable] = field(default_factory=dict)
+
+
+class _Mig:
+    def __init__(self, info: MigInfo) -> None:
+        self.info = info
+        self.processes = ProcessReader(info.handle, utilization=False)
+        self.last_processes: Metric[list[GpuProcessSample]] = Unavailable(Reason.WARMING_UP, "not read yet")
+        self.processes_at: float | None = None
+        self.memory = MetricCalls(info.handle)
+
+
+class _Gpu:
+    """Runtime state of one full GPU."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.handle: Any = None
+        self.info: DeviceInfo | None = None
+        self.problem: Unavailable | None = None
+        self.lost = False
+        self.next_retry_s = 0.0
+        self.calls: MetricCalls | None = None
+        self.fields: FieldSet | None = None
+        self.gpm: GpmReader | None = None
+        self.gpm_status: Unavailable | None = Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
+        self.gi_gpm: dict[int, GpmReader] = {}
+        self.gi_status: dict[int, Unavailable] = {}  # why a GPU instance has no GPM reader
+        self.migs: list[_Mig] = []
+        self.processes: ProcessReader | None = None
+        self.last_processes: Metric[list[GpuProcessSample]] = Unavailable(Reason.WARMING_UP, "not read yet")
+        self.processes_at: float | None = None
+        self.slow: dict[str, Metric[Any]] = {}
+        self.slow_at: float | None = None
+        #: a static read failed transiently at open: open again at this clock time
+        self.reopen_at_s: float | None = None
+        self.reopen_delay_s = 5.0
+
+    def close(self) -> None:
+        for reader in [self.gpm, *self.gi_gpm.values()]:
+            if reader is not None:
+                reader.close()
+        self.gpm = None
+        self.gi_gpm = {}
+
+
+def _identity(gpu: _Gpu, state: str) -> GpuSample:
+    info = gpu.info
+    if info is None:
+        return GpuSample(index=gpu.index, name="unknown", uuid="", pci_bus_id="unknown", architecture="unknown", state=state)
+    return GpuSample(index=info.index, name=info.name, uuid=info.uuid, pci_bus_id=info.pci_bus_id, architecture=info.architecture, state=state)
+
+
+def _mig_identity(gpu: _Gpu, mig: _Mig, state: str) -> GpuSample:
+    info = gpu.info
+    return GpuSample(
+        index=mig.info.slot,
+        name=mig.info.name,
+        uuid=mig.info.uuid,
+        pci_bus_id=info.pci_bus_id if info else "unknown",
+        architecture=info.architecture if info else "unknown",
+        state=state,
+        mig_parent_index=gpu.index,
+        mig_gpu_instance_id=None if isinstance(mig.info.gpu_instance_id, Unavailable) else mig.info.gpu_instance_id,
+        mig_compute_instance_id=None if isinstance(mig.info.compute_instance_id, Unavailable) else mig.info.compute_instance_id,
+    )
+
+
+class NvmlCollector:
+    """Samples every NVIDIA GPU through NVML. ``open``/``sample``/``close`` never raise.
+
+    ``clock`` (seconds, monotonic) paces GPM windows, slow re-reads and lost-GPU retries;
+    tests pass the fake NVML's clock.
+    """
+
+    LOST_RETRY_INTERVAL_S = 5.0
+    SLOW_INTERVAL_S = 5.0
+    PROCESS_INTERVAL_S = 1.0
+    MAX_REOPEN_DELAY_S = 300.0
+    OPEN_RETRY_INTERVAL_S = 30.0
+
+    def __init__(self, gpm: bool = True, processes: bool = True, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._gpm_enabled = gpm
+        self._processes_enabled = processes
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._opened = False
+        self._initialized = False
+        self._unavailable: Unavailable | None = None
+        self._opened_at = 0.0
+        self._versions: tuple[Metric[str], Metric[str], Metric[str]] = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
+        self._gpus: list[_Gpu] = []
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def open(self) -> Unavailable | None:
+        """Initialise NVML and read each GPU's static facts. None when NVML works; otherwise
+        why there is no GPU side (no driver, driver mismatch, no GPU, ...)."""
+        with self._lock:
+            if self._opened:
+                return self._unavailable
+            self._opened = True
+            self._opened_at = self._clock()
+            try:
+                self._unavailable = self._open()
+            except Exception as exc:  # noqa: BLE001 - never raise
+                self._unavailable = Unavailable(Reason.ERROR, f"opening NVML: {type(exc).__name__}: {exc}")
+            if self._unavailable is not None:
+                self._versions = (self._unavailable,) * 3
+            return self._unavailable
+
+    def _open(self) -> Unavailable | None:
+        failed = session.init()
+        if failed is not None:
+            return failed
+        self._initialized = True
+        self._versions = session.system_versions()
+        try:
+            count = call("nvmlDeviceGetCount", pynvml.nvmlDeviceGetCount)
+        except GpuLostError as exc:
+            return Unavailable(Reason.GPU_LOST, str(exc))
+        if isinstance(count, Unavailable):
+            return count
+        if count == 0:
+            return Unavailable(Reason.NOT_APPLICABLE, "NVML works but reports no NVIDIA GPU")
+        self._gpus = [self._open_gpu(index) for index in range(int(count))]
+        return None
+
+    def _open_gpu(self, index: int, reopen_delay_s: float | None = None) -> _Gpu:
+        gpu = _Gpu(index)
+        gpu.reopen_delay_s = reopen_delay_s or self.SLOW_INTERVAL_S
+        try:
+            handle = call("nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, index)
+            if isinstance(handle, Unavailable):
+                gpu.problem = handle
+                if handle.reason is Reason.ERROR:
+                    gpu.reopen_at_s = self._clock() + gpu.reopen_delay_s
+                return gpu
+            gpu.handle = handle
+            gpu.info = info = read_device_info(index, handle)
+            gpu.calls = MetricCalls(handle)
+            problems = list(info.problems)
+            if info.mig_mode is True:
+                gpu.migs = [_Mig(mig) for mig in read_mig_devices(handle, problems)]
+            gpu.fields = FieldSet(handle, info.nvlink_links)
+            gpu.fields.read()  # the first read: drops unsupported fields, starts the counters
+            if self._gpm_enabled:
+                gpu.gpm = GpmReader(handle, self._clock, links=info.nvlink_links)
+                gpu.gpm_status = gpu.gpm.open()
+                if gpu.gpm_status is not None:
+                    gpu.gpm = None
+                # per GPU instance, whether or not the whole GPU answers GPM in MIG mode
+                for gi in sorted({m.info.gpu_instance_id for m in gpu.migs if not isinstance(m.info.gpu_instance_id, Unavailable)}):
+                    reader = GpmReader(handle, self._clock, gpu_instance_id=gi)
+                    status = reader.open()
+                    if status is None:
+                        gpu.gi_gpm[gi] = reader
+                    else:
+                        gpu.gi_status[gi] = status
+            if self._processes_enabled:
+                gpu.processes = ProcessReader(handle)
+            if gpu.gpm_status is not None and gpu.gpm_status.reason is Reason.ERROR:
+                problems.append(gpu.gpm_status)
+            if problems:  # read them again later, backing off: a reopen restarts the rates
+                gpu.reopen_at_s = self._clock() + gpu.reopen_delay_s
+        except GpuLostError:
+            gpu.close()
+            gpu.lost = True
+            gpu.next_retry_s = self._clock() + self.LOST_RETRY_INTERVAL_S
+        except Exception as exc:  # noqa: BLE001 - one GPU that cannot be opened spoils only itself
+            gpu.close()
+            gpu.problem = Unavailable(Reason.ERROR, f"opening GPU {index}: {type(exc).__name__}: {exc}")
+            gpu.reopen_at_s = self._clock() + gpu.reopen_delay_s
+        return gpu
+
+    def close(self) -> None:
+        """Free GPM samples and shut NVML down. ``open`` may be called again."""
+        with self._lock:
+            for gpu in self._gpus:
+                try:
+                    gpu.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            self._gpus = []
+            if self._initialized:
+                session.shutdown()
+            self._initialized = False
+            self._opened = False
+            self._unavailable = None
+            self._versions = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
+
+    # --- sampling --------------------------------------------------------------------------
+
+    def sample(self) -> GpuSide:
+        """Every GPU, then every MIG device, now. Never raises."""
+        with self._lock:
+            if not self._opened:
+                self.open()
+            elif self._unavailable is not None and self._clock() - self._opened_at >= self.OPEN_RETRY_INTERVAL_S:
+                self.close()  # no GPU side yet: try again now and then (a driver may get loaded)
+                self.open()
+            driver, nvml, cuda = self._versions
+            if self._unavailable is not None:
+                return GpuSide([], driver, nvml, cuda, unavailable=self._unavailable)
+            now = self._clock()
+            gpus: list[GpuSample] = []
+            migs: list[GpuSample] = []
+            for position, gpu in enumerate(self._gpus):
+                try:
+                    if gpu.lost and now >= gpu.next_retry_s:
+                        gpu = self._gpus[position] = self._retry(gpu, now)
+                    elif gpu.reopen_at_s is not None and now >= gpu.reopen_at_s:
+                        gpu.close()  # static facts were incomplete: read them again
+                        delay = min(self.MAX_REOPEN_DELAY_S, gpu.reopen_delay_s * 2)
+                        gpu = self._gpus[position] = self._open_gpu(gpu.index, delay)
+                    full, parts = self._sample_gpu(gpu, now)
+                except Exception as exc:  # noqa: BLE001 - a bug in one GPU's sample spoils only that GPU
+                    full = _identity(gpu, "ok")
+                    fill_missing(full, Unavailable(Reason.ERROR, f"{type(exc).__name__}: {exc}"))
+                    parts = []
+                gpus.append(full)
+                migs.extend(parts)
+            return GpuSide(gpus + migs, driver, nvml, cuda)
+
+    def _retry(self, gpu: _Gpu, now: float) -> _Gpu:
+        """One cheap call to see whether a lost GPU answers again; if so, open it afresh."""
+        try:
+            handle = call("nvmlDeviceGetHandleByIndex", pynvml.nvmlDeviceGetHandleByIndex, gpu.index)
+            if not isinstance(handle, Unavailable):
+                call("nvmlDeviceGetUUID", pynvml.nvmlDeviceGetUUID, handle)
+                fresh = self._open_gpu(gpu.index)
+                if fresh.info is None and fresh.lost:
+                    fresh.info = gpu.info
+                return fresh
+        except GpuLostError:
+            pass
+        gpu.next_retry_s = now + self.LOST_RETRY_INTERVAL_S
+        return gpu
+
+    def _lost(self, gpu: _Gpu) -> tuple[GpuSample, list[GpuSample]]:
+        gone = Unavailable(Reason.GPU_LOST, f"GPU {gpu.index} fell off the bus or stopped answering; retried every {self.LOST_RETRY_INTERVAL_S:g} s")
+        full = _identity(gpu, "lost")
+        fill_missing(full, gone)
+        parts = []
+        for mig in gpu.migs:
+            part = _mig_identity(gpu, mig, "lost")
+            fill_missing(part, gone)
+            parts.append(part)
+        return full, parts
+
+    def _sample_gpu(self, gpu: _Gpu, now: float) -> tuple[GpuSample, list[GpuSample]]:
+        if gpu.lost:
+            return self._lost(gpu)
+        if gpu.problem is not None or gpu.info is None:
+            full = _identity(gpu, "ok")
+            fill_missing(full, gpu.problem or Unavailable(Reason.ERROR, "GPU not opened"))
+            return full, []
+        try:
+            full = self._read_gpu(gpu, now)
+            # several compute instances share one GPU instance: read its GPM once per sample
+            per_instance = {gi: reader.read() for gi, reader in gpu.gi_gpm.items()}
+            parts = [self._read_mig(gpu, mig, now, per_instance) for mig in gpu.migs]
+        except GpuLostError:
+            gpu.close()
+            gpu.lost = True
+            gpu.next_retry_s = now + self.LOST_RETRY_INTERVAL_S
+            return self._lost(gpu)
+        return full, parts
+
+    def _gpm(self, reader: GpmReader | None, status: Unavailable | None) -> dict[str, Metric[float]] | Unavailable:
+        if reader is None:
+            return status or Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
+        return reader.read()
+
+    def _read_gpu(self, gpu: _Gpu, now: float) -> GpuSample:
+        info, calls = gpu.info, gpu.calls
+        assert info is not None and calls is not None and gpu.fields is not None
+        sample = _identity(gpu, "ok")
+        sample.mig_mode = info.mig_mode
+        util = calls.get("utilization", pynvml.nvmlDeviceGetUtilizationRates)
+        memory = calls.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
+        sm_clock = calls.get("sm_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
+        mem_clock = calls.get("memory_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM)
+        power = calls.get("power", pynvml.nvmlDeviceGetPowerUsage)
+        fan = calls.get("fan", pynvml.nvmlDeviceGetFanSpeed)
+        temperature = calls.first("temperature")
+        throttle = calls.first("throttle")
+        if gpu.slow_at is None or now - gpu.slow_at >= self.SLOW_INTERVAL_S:
+            gpu.slow_at = now
+            gpu.slow = {
+                "power_limit": calls.get("power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit),
+                "pcie_generation": calls.get("pcie_generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
+                "pcie_width": calls.get("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth),
+            }
+        fields = gpu.fields.read()
+        gpm = self._gpm(gpu.gpm, gpu.gpm_status)
+
+        def metric(key: str) -> Metric[float]:
+            return gpm if isinstance(gpm, Unavailable) else gpm.get(key, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}"))
+
+        sample.utilization_percent = _attr(util, "gpu", float)
+        sample.memory_busy_percent = _attr(util, "memory", float)
+        if isinstance(sample.utilization_percent, Unavailable) and info.mig_mode is True:
+            sample.utilization_percent = prefer(metric("utilization_percent"), sample.utilization_percent)
+        sample.memory_used_bytes = _attr(memory, "used", int)
+        sample.memory_total_bytes = _attr(memory, "total", int)
+        _set_dram(sample, metric("dram_bandwidth_percent_of_peak"), info.dram_peak_bytes_per_s)
+        for name in ACTIVITY_METRICS:
+            if name not in ("dram_bandwidth_percent_of_peak", "utilization_percent"):
+                setattr(sample, name, metric(name))
+        sample.pcie_tx_bytes_per_s = prefer(metric("pcie_tx_bytes_per_s"), fields["pcie_tx_bytes_per_s"])
+        sample.pcie_rx_bytes_per_s = prefer(metric("pcie_rx_bytes_per_s"), fields["pcie_rx_bytes_per_s"])
+        sample.pcie_link_generation = _number(gpu.slow["pcie_generation"], int)
+        sample.pcie_link_width = _number(gpu.slow["pcie_width"], int)
+        sample.nvlink_active_links = info.nvlink_active_links
+        sample.nvlink_version = info.nvlink_version
+        sample.nvlink_link_peak_bytes_per_s = info.nvlink_link_peak_bytes_per_s
+        if info.nvlink_links:
+            sample.nvlink_tx_bytes_per_s = prefer(metric("nvlink_tx_bytes_per_s"), fields["nvlink_tx_bytes_per_s"])
+            sample.nvlink_rx_bytes_per_s = prefer(metric("nvlink_rx_bytes_per_s"), fields["nvlink_rx_bytes_per_s"])
+            sample.nvlink_links = [
+                NvLinkLinkSample(
+                    link=link,
+                    tx_bytes_per_s=prefer(metric(f"nvlink_tx_bytes_per_s:{link}"), fields[f"nvlink_tx_bytes_per_s:{link}"]),
+                    rx_bytes_per_s=prefer(metric(f"nvlink_rx_bytes_per_s:{link}"), fields[f"nvlink_rx_bytes_per_s:{link}"]),
+                )
+                for link in info.nvlink_links
+            ]
+        else:
+            sample.nvlink_tx_bytes_per_s = sample.nvlink_rx_bytes_per_s = info.nvlink_version
+        sample.sm_clock_mhz = _number(sm_clock, float)
+        sample.sm_clock_max_mhz = info.sm_clock_max_mhz
+        sample.memory_clock_mhz = _number(mem_clock, float)
+        sample.memory_clock_max_mhz = info.memory_clock_max_mhz
+        sample.power_w = _number(power, float, 1e-3)
+        sample.power_limit_w = _number(gpu.slow["power_limit"], float, 1e-3)
+        sample.energy_j = fields["energy_j"]
+        sample.temperature_gpu_c = _number(temperature, float)
+        sample.temperature_memory_c = fields["temperature_memory_c"]
+        sample.fan_speed_percent = _number(fan, float)
+        sample.throttle_reasons = throttle if isinstance(throttle, Unavailable) else throttle_reason_names(int(throttle))
+        sample.ecc_corrected_errors = _number(fields["ecc_corrected_errors"], int)
+        sample.ecc_uncorrected_errors = _number(fields["ecc_uncorrected_errors"], int)
+        sample.processes = self._processes(gpu.processes, gpu, now)
+        return sample
+
+    def _processes(self, reader: ProcessReader | None, holder: Any, now: float) -> Metric[list[GpuProcessSample]]:
+        if reader is None:
+            return Unavailable(Reason.NOT_APPLICABLE, "process collection is off")
+        if holder.processes_at is None or now - holder.processes_at >= self.PROCESS_INTERVAL_S:
+            holder.processes_at = now
+            holder.last_processes = reader.read()
+        return holder.last_processes
+
+    def _read_mig(self, gpu: _Gpu, mig: _Mig, now: float, per_instance: dict[int, Any]) -> GpuSample:
+        sample = _mig_identity(gpu, mig, "ok")
+        sample.mig_mode = True
+        memory = mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
+        sample.memory_used_bytes = _attr(memory, "used", int)
+        sample.memory_total_bytes = _attr(memory, "total", int)
+        gi = mig.info.gpu_instance_id
+        gpm: dict[str, Metric[float]] | Unavailable
+        if isinstance(gi, Unavailable):
+            gpm = gi
+        elif gi in per_instance:
+            gpm = per_instance[gi]
+        else:
+            gpm = gpu.gi_status.get(gi, Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off"))
+        for name in ACTIVITY_METRICS:
+            value = gpm if isinstance(gpm, Unavailable) else gpm.get(name, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {name}"))
+            setattr(sample, name, value)
+        no_peak = Unavailable(Reason.NOT_SUPPORTED, "NVML gives no peak DRAM bandwidth per MIG instance")
+        sample.dram_bandwidth_bytes_per_s = sample.dram_peak_bytes_per_s = no_peak
+        if self._processes_enabled:
+            sample.processes = self._processes(mig.processes, mig, now)
+        else:
+            sample.processes = Unavailable(Reason.NOT_APPLICABLE, "process collection is off")
+        fill_missing(sample, Unavailable(Reason.NOT_APPLICABLE, f"reported for the parent GPU {gpu.index}"))
+        return sample
+
+    # --- introspection -----------------------------------------------------------------------
+
+    def device_status(self) -> list[DeviceStatus]:
+        """What was found out about each GPU (for doctor and the TUI's capability view)."""
+        with self._lock:
+            return [
+                DeviceStatus(
+                    index=gpu.index,
+                    info=gpu.info,
+                    lost=gpu.lost,
+                    problem=gpu.problem,
+                    gpm=gpu.gpm_status,
+                    nvlink_scope_honoured=gpu.fields.scope_honoured if gpu.fields else None,
+                    process_utilization=gpu.processes.utilization_status if gpu.processes else None,
+                    mig_devices=len(gpu.migs),
+                    static_unavailable=dict(gpu.calls.static) if gpu.calls else {},
+                )
+                for gpu in self._gpus
+            ]
+
+
+NOT_OPEN = Unavailable(Reason.ERROR, "the NVML collector is not open")
+
+
+def _attr(value: Any, name: str, kind: Callable[[Any], Any]) -> Metric[Any]:
+    return value if isinstance(value, Unavailable) else kind(getattr(value, name))
+
+
+def _number(value: Metric[Any], kind: Callable[[Any], Any], scale: float = 1.0) -> Metric[Any]:
+    if isinstance(value, Unavailable):
+        return value
+    return kind(value * scale) if scale != 1.0 else kind(value)
+
+
+def _set_dram(sample: GpuSample, percent: Metric[float], peak: Metric[float]) -> None:
+    """DRAM % from GPM; bytes/s = percent x theoretical peak."""
+    sample.dram_bandwidth_percent_of_peak = percent
+    sample.dram_peak_bytes_per_s = peak
+    if isinstance(percent, Unavailable):
+        sample.dram_bandwidth_bytes_per_s = percent
+    elif isinstance(peak, Unavailable):
+        sample.dram_bandwidth_bytes_per_s = peak
+    else:
+        sample.dram_bandwidth_bytes_per_s = percent / 100.0 * peak
+

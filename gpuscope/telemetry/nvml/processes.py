@@ -1,0 +1,170 @@
+"""Processes on a GPU: compute and graphics contexts (v3, else v2, else v1 functions), GPU
+memory, SM % from ``nvmlDeviceGetProcessUtilization`` since the last read, and name and user
+from psutil. Inside a container NVML reports host PIDs that the container cannot see: their
+name and user are unavailable ("process in another PID namespace"), nothing crashes."""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Callable
+
+from gpuscope.telemetry.nvml.session import call, pynvml
+from gpuscope.telemetry.records import GpuProcessSample
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
+
+try:
+    import psutil
+except ImportError:  # pragma: no cover - psutil is a dependency
+    psutil = None  # type: ignore[assignment]
+
+__all__ = ["ProcessReader", "process_identity"]
+
+_NOT_AVAILABLE_ULL = (1 << 64) - 1
+_OTHER_NAMESPACE = Unavailable(Reason.NOT_APPLICABLE, "process in another PID namespace")
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvmlProcessInfo_v1_t, for drivers that have neither the _v2 nor the _v3 functions."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+def _running_v1(symbol: str, handle: Any) -> list[Any]:
+    """pynvml has no v1 wrapper any more: the same two-call protocol on the v1 symbol."""
+    fn = pynvml._nvmlGetFunctionPointer(symbol)
+    count = ctypes.c_uint(0)
+    ret = fn(handle, ctypes.byref(count), None)
+    if ret == pynvml.NVML_SUCCESS:
+        return []
+    if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
+        raise pynvml.NVMLError(ret)
+    count.value = count.value * 2 + 5
+    array = (_ProcessInfoV1 * count.value)()
+    ret = fn(handle, ctypes.byref(count), array)
+    if ret != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(ret)
+    return [array[i] for i in range(count.value)]
+
+
+_identity_cache: dict[int, tuple[float, Metric[str], Metric[str]]] = {}
+
+
+def process_identity(pid: int) -> tuple[Metric[str], Metric[str]]:
+    """(name, user) of ``pid`` through psutil, cached per process start time."""
+    if psutil is None:
+        missing = Unavailable(Reason.NOT_SUPPORTED, "psutil is not installed")
+        return missing, missing
+    try:
+        process = psutil.Process(pid)
+        started = process.create_time()
+    except psutil.NoSuchProcess:
+        return _OTHER_NAMESPACE, _OTHER_NAMESPACE
+    except psutil.AccessDenied:
+        denied = Unavailable(Reason.NO_PERMISSION, "cannot read this process")
+        return denied, denied
+    except Exception as exc:  # noqa: BLE001
+        failed = Unavailable(Reason.ERROR, f"psutil: {exc}")
+        return failed, failed
+    cached = _identity_cache.get(pid)
+    if cached is not None and cached[0] == started:
+        return cached[1], cached[2]
+    name: Metric[str]
+    user: Metric[str]
+    try:
+        name = process.name()
+    except Exception as exc:  # noqa: BLE001
+        name = Unavailable(Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "name")
+    try:
+        user = process.username()
+    except Exception as exc:  # noqa: BLE001 - e.g. a uid with no passwd entry
+        user = Unavailable(Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "user")
+    if len(_identity_cache) > 4096:
+        _identity_cache.clear()
+    _identity_cache[pid] = (started, name, user)
+    return name, user
+
+
+class ProcessReader:
+    """The processes of one GPU or MIG device."""
+
+    def __init__(self, handle: Any, *, utilization: bool = True) -> None:
+        self.handle = handle
+        self._utilization = utilization
+        self._versions: dict[str, list[tuple[str, Callable[..., list[Any]]]]] = {
+            kind: [
+                (f"nvmlDevice{prefix}_v3", getattr(pynvml, f"nvmlDevice{prefix}_v3")),
+                (f"nvmlDevice{prefix}_v2", getattr(pynvml, f"nvmlDevice{prefix}_v2")),
+                (f"nvmlDevice{prefix}", lambda h, _s=f"nvmlDevice{prefix}": _running_v1(_s, h)),
+            ]
+            for kind, prefix in (("compute", "GetComputeRunningProcesses"), ("graphics", "GetGraphicsRunningProcesses"))
+        }
+        self._last_seen_us = 0
+        #: how the last utilization call went: None (fine), or why SM % is missing
+        self.utilization_status: Unavailable | None = None
+        self._static_util: Unavailable | None = None
+
+    def _running(self, kind: str) -> Metric[list[Any]]:
+        versions = self._versions[kind]
+        while versions:
+            what, fn = versions[0]
+            result = call(what, fn, self.handle)
+            if isinstance(result, Unavailable) and result.reason is Reason.DRIVER_TOO_OLD and len(versions) > 1:
+                versions.pop(0)  # remembered: the next read starts at the version that exists
+                continue
+            return result
+        return Unavailable(Reason.DRIVER_TOO_OLD, "no running-process function in this driver")
+
+    def _sm_percent(self) -> dict[int, float] | Unavailable:
+        if not self._utilization:
+            return Unavailable(Reason.NOT_APPLICABLE, "not read for MIG devices")
+        if self._static_util is not None:
+            return self._static_util
+        samples = call(
+            "nvmlDeviceGetProcessUtilization",
+            pynvml.nvmlDeviceGetProcessUtilization,
+            self.handle,
+            self._last_seen_us,
+            not_found=[],  # NotFound: no sample since the last read
+        )
+        if isinstance(samples, Unavailable):
+            if samples.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
+                self._static_util = samples
+            self.utilization_status = samples
+            return samples
+        self.utilization_status = None
+        sums: dict[int, list[float]] = {}
+        for sample in samples:
+            sums.setdefault(int(sample.pid), []).append(float(sample.smUtil))
+            self._last_seen_us = max(self._last_seen_us, int(sample.timeStamp))
+        return {pid: sum(values) / len(values) for pid, values in sums.items()}
+
+    def read(self) -> Metric[list[GpuProcessSample]]:
+        """The processes now on this device. Raises GpuLostError."""
+        compute = self._running("compute")
+        if isinstance(compute, Unavailable):
+            return compute
+        graphics = self._running("graphics")
+        entries: list[tuple[Any, str]] = [(entry, "compute") for entry in compute]
+        if not isinstance(graphics, Unavailable):
+            seen = {int(entry.pid) for entry in compute}
+            entries += [(entry, "graphics") for entry in graphics if int(entry.pid) not in seen]
+        sm = self._sm_percent() if entries else {}
+        out: list[GpuProcessSample] = []
+        for entry, kind in entries:
+            pid = int(entry.pid)
+            used = getattr(entry, "usedGpuMemory", None)
+            memory: Metric[int] = (
+                Unavailable(Reason.NOT_SUPPORTED, "the driver does not report per-process memory here")
+                if used is None or used == _NOT_AVAILABLE_ULL
+                else int(used)
+            )
+            if isinstance(sm, Unavailable):
+                sm_percent: Metric[float] = sm
+            elif pid in sm:
+                sm_percent = sm[pid]
+            else:
+                sm_percent = Unavailable(Reason.NOT_APPLICABLE, "no utilization sample since the last read")
+            name, user = process_identity(pid)
+            out.append(GpuProcessSample(pid=pid, name=name, user=user, gpu_memory_bytes=memory, sm_percent=sm_percent, kind=kind))
+        return out
+

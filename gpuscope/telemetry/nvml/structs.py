@@ -1,0 +1,75 @@
+"""Plain ctypes views of pynvml's structures, for the hot path.
+
+pynvml's structures override ``__getattribute__``/``__setattr__`` in Python, so every field
+access costs a Python call; with dozens of field values and GPM metrics per GPU per sample
+that dominated the sample cost. These views share the same memory (``from_buffer``) and read
+at C speed. ``field_values_view`` / ``gpm_metrics_view`` fall back to pynvml's own objects when
+a pynvml release changed the layout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from gpuscope.telemetry.nvml.session import pynvml
+
+__all__ = ["FieldValueView", "GpmMetricView", "field_values_view", "gpm_metrics_view"]
+
+
+class _ValueView(ctypes.Union):
+    _fields_ = [
+        ("dVal", ctypes.c_double),
+        ("uiVal", ctypes.c_uint),
+        ("ulVal", ctypes.c_ulong),
+        ("ullVal", ctypes.c_ulonglong),
+        ("sllVal", ctypes.c_longlong),
+        ("siVal", ctypes.c_int),
+        ("usVal", ctypes.c_ushort),
+    ]
+
+
+class FieldValueView(ctypes.Structure):
+    """nvmlFieldValue_t."""
+
+    _fields_ = [
+        ("fieldId", ctypes.c_uint32),
+        ("scopeId", ctypes.c_uint32),
+        ("timestamp", ctypes.c_int64),
+        ("latencyUsec", ctypes.c_int64),
+        ("valueType", ctypes.c_uint),
+        ("nvmlReturn", ctypes.c_uint),
+        ("value", _ValueView),
+    ]
+
+
+class GpmMetricView(ctypes.Structure):
+    """nvmlGpmMetric_t."""
+
+    _fields_ = [
+        ("metricId", ctypes.c_uint),
+        ("nvmlReturn", ctypes.c_uint),
+        ("value", ctypes.c_double),
+        ("metricInfo", ctypes.c_char_p * 3),
+    ]
+
+
+def _same(ours: type, theirs: str) -> bool:
+    other = getattr(pynvml, theirs, None) if pynvml is not None else None
+    return other is not None and ctypes.sizeof(ours) == ctypes.sizeof(other)
+
+
+_FIELDS_OK = _same(FieldValueView, "c_nvmlFieldValue_t")
+_METRICS_OK = _same(GpmMetricView, "c_nvmlGpmMetric_t")
+
+
+def field_values_view(values: Any, count: int) -> Any:
+    """The first ``count`` entries of a c_nvmlFieldValue_t array."""
+    return (FieldValueView * count).from_buffer(values) if _FIELDS_OK else values
+
+
+def gpm_metrics_view(request: Any, count: int) -> Any:
+    """The first ``count`` metrics of a c_nvmlGpmMetricsGet_t."""
+    if not _METRICS_OK:
+        return request.metrics
+    return (GpmMetricView * count).from_buffer(request, type(request).metrics.offset)

@@ -1,0 +1,208 @@
+"""The sampling schedule and the history buffers.
+
+:class:`Sampler` calls a collect function on a drift-free schedule: tick ``k`` is due at
+``start + k * interval`` on the monotonic clock. A tick that comes late (collection took longer
+than the interval, the machine stalled) is not made up for: the missed ticks are skipped and
+counted, so the sampler never bursts. :class:`RingBuffer` keeps a fixed number of recent items.
+Neither imports Textual; the TUI uses :class:`RingBuffer` with its own thread workers.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar, overload
+
+from gpuscope.errors import UsageError
+
+__all__ = ["MIN_INTERVAL_S", "RingBuffer", "Sampler", "check_interval"]
+
+T = TypeVar("T")
+
+#: The shortest sampling interval, seconds. GPM needs more than 100 ms between its two samples.
+MIN_INTERVAL_S = 0.1
+
+
+def check_interval(interval_s: float) -> float:
+    """``interval_s`` if it is a usable sampling interval; else a one-line :class:`UsageError`."""
+    if not isinstance(interval_s, (int, float)) or isinstance(interval_s, bool) or not math.isfinite(interval_s):
+        raise UsageError(f"interval {interval_s!r} is not a finite number of seconds")
+    if interval_s <= 0:
+        raise UsageError(f"interval {interval_s:g} s must be positive (the minimum is {MIN_INTERVAL_S:g} s)")
+    if interval_s < MIN_INTERVAL_S - 1e-12:
+        raise UsageError(
+            f"interval {interval_s:g} s is below the minimum {MIN_INTERVAL_S:g} s (GPM needs >100 ms between samples)"
+        )
+    return float(interval_s)
+
+
+class RingBuffer(Generic[T]):
+    """The last ``capacity`` items: O(1) append, iteration oldest to newest, never grows."""
+
+    __slots__ = ("_items", "_capacity", "_start", "_size")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"RingBuffer capacity must be at least 1, got {capacity}")
+        self._capacity = capacity
+        self._items: list[T | None] = [None] * capacity
+        self._start = 0  # index of the oldest item
+        self._size = 0
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def append(self, item: T) -> None:
+        """Add ``item`` as the newest, dropping the oldest when full."""
+        if self._size < self._capacity:
+            self._items[(self._start + self._size) % self._capacity] = item
+            self._size += 1
+        else:
+            self._items[self._start] = item
+            self._start = (self._start + 1) % self._capacity
+
+    def clear(self) -> None:
+        self._items = [None] * self._capacity
+        self._start = 0
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def __iter__(self) -> Iterator[T]:
+        items, start, capacity = self._items, self._start, self._capacity
+        for offset in range(self._size):
+            yield items[(start + offset) % capacity]  # type: ignore[misc]
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        """``buffer[0]`` is the oldest, ``buffer[-1]`` the newest; slices return lists."""
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._size))]
+        if index < 0:
+            index += self._size
+        if not 0 <= index < self._size:
+            raise IndexError("RingBuffer index out of range")
+        return self._items[(self._start + index) % self._capacity]  # type: ignore[return-value]
+
+    def latest(self) -> T | None:
+        """The newest item, or None when empty."""
+        return self[-1] if self._size else None
+
+    def to_list(self) -> list[T]:
+        """A copy, oldest first."""
+        return list(self)
+
+    def __repr__(self) -> str:
+        return f"RingBuffer(capacity={self._capacity}, size={self._size})"
+
+
+class Sampler(Generic[T]):
+    """Calls ``collect()`` every ``interval_s`` seconds on a background thread (or in
+    :meth:`run`), hands each result to ``on_sample`` and keeps the last ``history`` results.
+
+    ``duration_s`` ends the run after the ticks due before ``start + duration_s`` (so 10 s at
+    1 s gives 10 samples). An exception from ``collect`` or ``on_sample`` stops the run; it is
+    kept in :attr:`error` and re-raised by :meth:`join`. ``clock`` and ``wait`` exist for tests:
+    ``wait(timeout_s)`` sleeps and returns True when the sampler should stop.
+    """
+
+    def __init__(
+        self,
+        collect: Callable[[], T],
+        interval_s: float,
+        *,
+        on_sample: Callable[[T], None] | None = None,
+        history: int | None = 600,
+        duration_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        self.interval_s = check_interval(interval_s)
+        if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
+            raise UsageError(f"duration {duration_s:g} s must be a positive number of seconds")
+        self._collect = collect
+        self._on_sample = on_sample
+        self.duration_s = duration_s
+        self.history: RingBuffer[T] | None = RingBuffer(history) if history else None
+        self._clock = clock
+        self._stop = threading.Event()
+        self._wait = wait or self._stop.wait
+        self._thread: threading.Thread | None = None
+        self.samples_taken = 0
+        #: Ticks skipped because an earlier tick ran late.
+        self.ticks_skipped = 0
+        self.error: BaseException | None = None
+
+    def start(self) -> None:
+        """Run :meth:`run` on a daemon thread."""
+        if self._thread is not None:
+            raise RuntimeError("Sampler already started")
+        self._thread = threading.Thread(target=self._run_catching, name="gpuscope-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the loop to end; the tick in progress finishes first. Safe from signal handlers."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for the thread; True when it ended. Re-raises what stopped it, if anything."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                return False
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return True
+
+    def _run_catching(self) -> None:
+        try:
+            self.run()
+        except BaseException as exc:  # noqa: BLE001 - handed to join() in the owning thread
+            self.error = exc
+
+    def run(self) -> None:
+        """The loop, in the calling thread, until :meth:`stop`, ``duration_s`` or an exception."""
+        interval = self.interval_s
+        start = self._clock()
+        deadline = None if self.duration_s is None else start + self.duration_s
+        tick = 0
+        while not self._stop.is_set():
+            result = self._collect()
+            self.samples_taken += 1
+            if self.history is not None:
+                self.history.append(result)
+            if self._on_sample is not None:
+                self._on_sample(result)
+            tick += 1
+            now = self._clock()
+            due = start + tick * interval
+            if now > due:  # late: skip the ticks already missed instead of bursting
+                behind = math.floor((now - start) / interval) + 1
+                self.ticks_skipped += behind - tick
+                tick = behind
+                due = start + tick * interval
+            if deadline is not None and due >= deadline - 1e-9:
+                break
+            if self._wait(max(0.0, due - now)):
+                break
+            if self._stop.is_set():
+                break

@@ -1,0 +1,268 @@
+"""Processes, MIG and GPM symbols of :class:`gpuscope.testing.fake_nvml.FakeNvml` (see
+``_fake_nvml_symbols`` for the conventions)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import pynvml
+
+from gpuscope.telemetry.nvml.structs import gpm_metrics_view
+from gpuscope.testing._fake_nvml_symbols import FakeReturn, as_int, handle_address, put, write_pointer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuscope.testing.fake_nvml import FakeGpu
+
+__all__ = ["GpmMigProcessSymbols"]
+
+MIB = 1 << 20
+_OK = pynvml.NVML_SUCCESS
+_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
+_INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
+_NOT_AVAILABLE_ULL = (1 << 64) - 1
+_GPM_SAMPLE_BASE = 0x7F000000
+
+# GPM metric id -> FakeLoad attribute averaged over the window.
+_GPM_ACTIVITY = {
+    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: "gpu_util_percent",
+    pynvml.NVML_GPM_METRIC_SM_UTIL: "sm_activity_percent",
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: "sm_occupancy_percent",
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: "tensor_activity_percent",
+    pynvml.NVML_GPM_METRIC_DFMA_TENSOR_UTIL: "dfma_tensor_activity_percent",
+    pynvml.NVML_GPM_METRIC_HMMA_TENSOR_UTIL: "hmma_tensor_activity_percent",
+    pynvml.NVML_GPM_METRIC_IMMA_TENSOR_UTIL: "imma_tensor_activity_percent",
+    pynvml.NVML_GPM_METRIC_FP64_UTIL: "fp64_activity_percent",
+    pynvml.NVML_GPM_METRIC_FP32_UTIL: "fp32_activity_percent",
+    pynvml.NVML_GPM_METRIC_FP16_UTIL: "fp16_activity_percent",
+}
+# GPM metric id -> ("tx"|"rx", link) for the per-link NVLink MiB/s metrics.
+_GPM_LINK: dict[int, tuple[str, int]] = {}
+for _name in dir(pynvml):
+    _match = re.fullmatch(r"NVML_GPM_METRIC_NVLINK_L(\d+)_(RX|TX)_PER_SEC", _name)
+    if _match:
+        _GPM_LINK[int(getattr(pynvml, _name))] = (_match.group(2).lower(), int(_match.group(1)))
+
+
+class GpmMigProcessSymbols:
+    """Process, MIG and GPM symbols (mixed into FakeNvml after SymbolsMixin)."""
+
+    gpus: list["FakeGpu"]
+    _gpm_samples: dict[int, Any]
+
+    # --- processes -----------------------------------------------------------------------------
+
+    def _processes(self, handle: Any, kind: str) -> list[tuple[Any, int, int]]:
+        """(process, gpu instance id, compute instance id) on this handle."""
+        _, gpu, mig = self._target(handle)
+        none = 0xFFFFFFFF
+        if mig is not None:
+            return [(p, mig.gpu_instance_id, mig.compute_instance_id) for p in mig.processes if p.kind == kind]
+        found = [(p, none, none) for p in gpu.processes if p.kind == kind]
+        for item in gpu.mig:
+            found += [(p, item.gpu_instance_id, item.compute_instance_id) for p in item.processes if p.kind == kind]
+        return found
+
+    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str) -> int:
+        found = self._processes(handle, kind)
+        count = ref_count._obj
+        if array is None:
+            count.value = len(found)
+            return pynvml.NVML_ERROR_INSUFFICIENT_SIZE if found else _OK
+        if count.value < len(found):
+            count.value = len(found)
+            return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+        for slot, (process, gi_id, ci_id) in enumerate(found):
+            entry = array[slot]
+            entry.pid = process.pid
+            entry.usedGpuMemory = _NOT_AVAILABLE_ULL if process.used_gpu_memory_bytes is None else process.used_gpu_memory_bytes
+            if hasattr(entry, "gpuInstanceId"):
+                entry.gpuInstanceId, entry.computeInstanceId = gi_id, ci_id
+        count.value = len(found)
+        return _OK
+
+    def _sym_nvmlDeviceGetComputeRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
+        return self._running(handle, count, array, "compute")
+
+    _sym_nvmlDeviceGetComputeRunningProcesses_v2 = _sym_nvmlDeviceGetComputeRunningProcesses
+    _sym_nvmlDeviceGetComputeRunningProcesses_v3 = _sym_nvmlDeviceGetComputeRunningProcesses
+
+    def _sym_nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
+        return self._running(handle, count, array, "graphics")
+
+    _sym_nvmlDeviceGetGraphicsRunningProcesses_v2 = _sym_nvmlDeviceGetGraphicsRunningProcesses
+    _sym_nvmlDeviceGetGraphicsRunningProcesses_v3 = _sym_nvmlDeviceGetGraphicsRunningProcesses
+
+    def _sym_nvmlDeviceGetProcessUtilization(self, handle: Any, samples: Any, ref_count: Any, last_seen: Any) -> int:
+        _, gpu, mig = self._target(handle)
+        if mig is not None or gpu.mig:
+            return _NOT_SUPPORTED
+        stamp = self._now_us()
+        found = [p for p in gpu.processes if p.sm_percent is not None] if stamp > as_int(last_seen) else []
+        if not found:
+            return pynvml.NVML_ERROR_NOT_FOUND
+        count = ref_count._obj
+        if samples is None or count.value < len(found):
+            count.value = len(found)
+            return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+        for slot, process in enumerate(found):
+            samples[slot].pid = process.pid
+            samples[slot].timeStamp = stamp
+            samples[slot].smUtil = int(process.sm_percent)
+            samples[slot].memUtil = samples[slot].encUtil = samples[slot].decUtil = 0
+        count.value = len(found)
+        return _OK
+
+    def _sym_nvmlDeviceGetAccountingMode(self, handle: Any, ref: Any) -> int:
+        return put(ref, int(self._gpu_only(handle)[1].accounting))
+
+    # --- MIG ---------------------------------------------------------------------------------------
+
+    def _sym_nvmlDeviceGetMigMode(self, handle: Any, current: Any, pending: Any) -> int:
+        gpu = self._gpu_only(handle)[1]
+        if not gpu.mig_capable:
+            return _NOT_SUPPORTED
+        put(current, int(bool(gpu.mig)))
+        return put(pending, int(bool(gpu.mig)))
+
+    def _sym_nvmlDeviceGetMaxMigDeviceCount(self, handle: Any, ref: Any) -> int:
+        gpu = self._gpu_only(handle)[1]
+        if not gpu.mig_capable:
+            return _NOT_SUPPORTED
+        return put(ref, 7)
+
+    def _sym_nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: Any, ref: Any) -> int:
+        gpu_index, gpu = self._gpu_only(handle)
+        if not gpu.mig_capable:
+            return _NOT_SUPPORTED
+        slot = as_int(index)
+        if not 0 <= slot < len(gpu.mig):
+            return pynvml.NVML_ERROR_NOT_FOUND
+        write_pointer(ref, ((gpu_index + 1) << 16) | ((slot + 1) << 8))
+        return _OK
+
+    def _sym_nvmlDeviceIsMigDeviceHandle(self, handle: Any, ref: Any) -> int:
+        return put(ref, int(self._target(handle)[2] is not None))
+
+    def _sym_nvmlDeviceGetGpuInstanceId(self, handle: Any, ref: Any) -> int:
+        mig = self._target(handle)[2]
+        if mig is None:
+            return _NOT_SUPPORTED
+        return put(ref, mig.gpu_instance_id)
+
+    def _sym_nvmlDeviceGetComputeInstanceId(self, handle: Any, ref: Any) -> int:
+        mig = self._target(handle)[2]
+        if mig is None:
+            return _NOT_SUPPORTED
+        return put(ref, mig.compute_instance_id)
+
+    def _sym_nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any, ref: Any) -> int:
+        index, _gpu, mig = self._target(handle)
+        if mig is None:
+            return _INVALID
+        write_pointer(ref, (index + 1) << 16)
+        return _OK
+
+    # --- GPM ---------------------------------------------------------------------------------------
+
+    def _sym_nvmlGpmQueryDeviceSupport(self, handle: Any, ref: Any) -> int:
+        gpu = self._target(handle)[1]
+        if ref._obj.version != pynvml.NVML_GPM_SUPPORT_VERSION:
+            return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+        ref._obj.isSupportedDevice = int(gpu.gpm)
+        return _OK
+
+    def _sym_nvmlGpmSampleAlloc(self, ref: Any) -> int:
+        address = _GPM_SAMPLE_BASE + 16 * self._next_gpm_sample  # type: ignore[attr-defined]
+        self._next_gpm_sample += 1  # type: ignore[attr-defined]
+        self._gpm_samples[address] = None
+        write_pointer(ref, address)
+        return _OK
+
+    def _sym_nvmlGpmSampleFree(self, sample: Any) -> int:
+        if self._gpm_samples.pop(handle_address(sample), "missing") == "missing":
+            return _INVALID
+        return _OK
+
+    def _gpm_check(self, gpu: "FakeGpu", sample: Any) -> int:
+        if not gpu.gpm:
+            raise FakeReturn(_NOT_SUPPORTED)
+        if gpu.gpm_no_permission:
+            raise FakeReturn(pynvml.NVML_ERROR_NO_PERMISSION)
+        address = handle_address(sample)
+        if address not in self._gpm_samples:
+            raise FakeReturn(_INVALID)
+        return address
+
+    def _sym_nvmlGpmSampleGet(self, handle: Any, sample: Any) -> int:
+        index, gpu, mig = self._target(handle)
+        if mig is not None:
+            return _NOT_SUPPORTED
+        address = self._gpm_check(gpu, sample)
+        meter = self._settle(gpu, gpu)  # type: ignore[attr-defined]
+        self._gpm_samples[address] = (self.now(), index, None, dict(meter.acc))  # type: ignore[attr-defined]
+        return _OK
+
+    def _sym_nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: Any, sample: Any) -> int:
+        index, gpu = self._gpu_only(handle)
+        if not gpu.mig:
+            return _NOT_SUPPORTED
+        address = self._gpm_check(gpu, sample)
+        wanted = as_int(gpu_instance_id)
+        mig = next((item for item in gpu.mig if item.gpu_instance_id == wanted), None)
+        if mig is None:
+            return pynvml.NVML_ERROR_NOT_FOUND
+        meter = self._settle(gpu, mig)  # type: ignore[attr-defined]
+        self._gpm_samples[address] = (self.now(), index, wanted, dict(meter.acc))  # type: ignore[attr-defined]
+        return _OK
+
+    def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:
+        request = ref._obj
+        if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+            return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+        first = self._gpm_samples.get(handle_address(request.sample1))
+        second = self._gpm_samples.get(handle_address(request.sample2))
+        if first is None or second is None or first[1:3] != second[1:3] or second[0] <= first[0]:
+            return _INVALID
+        gpu = self.gpus[first[1]]
+        is_mig = first[2] is not None
+        seconds = second[0] - first[0]
+
+        def delta(key: str) -> float:
+            return second[3].get(key, 0.0) - first[3].get(key, 0.0)
+
+        count = int(request.numMetrics)
+        metrics = gpm_metrics_view(request, count)
+        for slot in range(count):
+            metric = metrics[slot]
+            code, value = self._gpm_metric(gpu, is_mig, int(metric.metricId), delta, seconds)
+            metric.nvmlReturn = code
+            metric.value = value
+        return _OK
+
+    def _gpm_metric(self, gpu: "FakeGpu", is_mig: bool, metric_id: int, delta: Any, seconds: float) -> tuple[int, float]:
+        from gpuscope.testing._fake_nvml_model import error_code
+
+        if metric_id in gpu.gpm_metric_errors:
+            return error_code(gpu.gpm_metric_errors[metric_id]), 0.0
+        if metric_id in _GPM_ACTIVITY:
+            return _OK, delta("act:" + _GPM_ACTIVITY[metric_id]) / seconds
+        if metric_id == pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL:
+            return _OK, delta("dram_bytes") / seconds / gpu.dram_peak_bytes_per_s * 100.0
+        if is_mig:
+            return _NOT_SUPPORTED, 0.0
+        if metric_id == pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC:
+            return _OK, delta("pcie_tx_bytes") / seconds / MIB
+        if metric_id == pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC:
+            return _OK, delta("pcie_rx_bytes") / seconds / MIB
+        if metric_id in (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC):
+            if gpu.nvlink_links == 0:
+                return _NOT_SUPPORTED, 0.0
+            direction = "tx" if metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC else "rx"
+            return _OK, sum(delta(f"nvl_{direction}:{link}") for link in gpu.active_links) / seconds / MIB
+        if metric_id in _GPM_LINK:
+            direction, link = _GPM_LINK[metric_id]
+            if link >= gpu.nvlink_links:
+                return _NOT_SUPPORTED, 0.0
+            return _OK, delta(f"nvl_{direction}:{link}") / seconds / MIB
+        return _NOT_SUPPORTED, 0.0

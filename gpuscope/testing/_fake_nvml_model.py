@@ -1,0 +1,318 @@
+"""The scripted hardware behind :class:`gpuscope.testing.fake_nvml.FakeNvml`: GPUs, MIG
+devices, processes, loads and the clock. Import these from ``gpuscope.testing.fake_nvml``."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml
+
+__all__ = [
+    "GIB",
+    "MIB",
+    "OLD_DRIVER_MISSING_SYMBOLS",
+    "ACTIVITY_ATTRS",
+    "error_code",
+    "FakeClock",
+    "FakeLoad",
+    "FakeProcess",
+    "FakeMig",
+    "FakeGpu",
+]
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+#: Symbols an old (r470-era) driver lacks: GPM, v3 process lists, clocks-event reasons,
+#: versioned temperature, CUDA driver version v2.
+OLD_DRIVER_MISSING_SYMBOLS: frozenset[str] = frozenset(
+    {
+        "nvmlGpmQueryDeviceSupport",
+        "nvmlGpmSampleAlloc",
+        "nvmlGpmSampleFree",
+        "nvmlGpmSampleGet",
+        "nvmlGpmMigSampleGet",
+        "nvmlGpmMetricsGet",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetTemperatureV",
+        "nvmlSystemGetCudaDriverVersion_v2",
+        "nvmlDeviceGetMemoryInfo_v2",
+    }
+)
+
+#: FakeLoad attributes that GPM reports as averages over a window (percent).
+ACTIVITY_ATTRS: tuple[str, ...] = (
+    "gpu_util_percent",
+    "sm_activity_percent",
+    "sm_occupancy_percent",
+    "tensor_activity_percent",
+    "hmma_tensor_activity_percent",
+    "imma_tensor_activity_percent",
+    "dfma_tensor_activity_percent",
+    "fp64_activity_percent",
+    "fp32_activity_percent",
+    "fp16_activity_percent",
+)
+
+
+def error_code(error: int | str | type) -> int:
+    """An NVML return code from ``3``, ``"NotSupported"``, ``"GPU_IS_LOST"`` or ``NVMLError_GpuIsLost``."""
+    if isinstance(error, bool):
+        raise TypeError("an NVML error code, name or class is needed")
+    if isinstance(error, int):
+        return error
+    if isinstance(error, type) and issubclass(error, pynvml.NVMLError):
+        for code, cls in pynvml.NVMLError._valClassMapping.items():
+            if cls is error:
+                return int(code)
+        raise ValueError(f"unknown NVML error class {error!r}")
+    wanted = re.sub(r"[^a-z0-9]", "", str(error).lower().removeprefix("nvml_error_").removeprefix("nvmlerror_"))
+    for name in dir(pynvml):
+        if name.startswith("NVML_ERROR_") and re.sub(r"[^a-z0-9]", "", name[11:].lower()) == wanted:
+            return int(getattr(pynvml, name))
+    raise ValueError(f"unknown NVML error {error!r}")
+
+
+class FakeClock:
+    """Seconds for the fake. Manual by default (:meth:`advance`); ``real=True`` follows
+    ``time.monotonic``. Call it to read the time; pass it to ``NvmlCollector(clock=...)``."""
+
+    def __init__(self, start_s: float = 1000.0, *, real: bool = False) -> None:
+        self.real = real
+        self._t = float(start_s)
+        self._origin = time.monotonic() - float(start_s)
+
+    def __call__(self) -> float:
+        return time.monotonic() - self._origin if self.real else self._t
+
+    def advance(self, seconds: float) -> None:
+        """Move a manual clock forward by ``seconds``."""
+        if self.real:
+            raise RuntimeError("a real-time FakeClock cannot be advanced")
+        if seconds < 0:
+            raise ValueError("a clock does not go backwards")
+        self._t += seconds
+
+
+@dataclass
+class FakeLoad:
+    """What a GPU (or MIG instance) is doing. Rates in bytes/s, activities in percent.
+
+    ``nvlink_*_bytes_per_s`` is per active link: one number for every link, or a list indexed
+    by link. Change values with :meth:`FakeNvml.set_load` so counters settle first.
+    """
+
+    gpu_util_percent: float = 0.0
+    memory_busy_percent: float = 0.0
+    sm_activity_percent: float = 0.0
+    sm_occupancy_percent: float = 0.0
+    tensor_activity_percent: float = 0.0
+    hmma_tensor_activity_percent: float = 0.0
+    imma_tensor_activity_percent: float = 0.0
+    dfma_tensor_activity_percent: float = 0.0
+    fp64_activity_percent: float = 0.0
+    fp32_activity_percent: float = 0.0
+    fp16_activity_percent: float = 0.0
+    dram_bytes_per_s: float = 0.0
+    pcie_tx_bytes_per_s: float = 0.0
+    pcie_rx_bytes_per_s: float = 0.0
+    nvlink_tx_bytes_per_s: float | list[float] = 0.0
+    nvlink_rx_bytes_per_s: float | list[float] = 0.0
+    power_w: float = 70.0
+    sm_clock_mhz: float = 345.0
+    memory_clock_mhz: float = 1593.0
+    temperature_gpu_c: float = 33.0
+    temperature_memory_c: float = 41.0
+    fan_speed_percent: float = 30.0
+    throttle_reasons: int = 0x1  # GpuIdle
+    memory_used_bytes: int = 512 * MIB
+
+
+@dataclass
+class FakeProcess:
+    """A process with a context on the GPU. ``sm_percent=None``: no utilization sample."""
+
+    pid: int
+    used_gpu_memory_bytes: int | None = 1 * GIB
+    sm_percent: int | None = 0
+    kind: str = "compute"  # "compute" or "graphics"
+
+
+class _Meter:
+    """Integrals of a FakeLoad over the clock: bytes, mJ and percent-seconds."""
+
+    def __init__(self) -> None:
+        self.t: float | None = None
+        self.acc: dict[str, float] = defaultdict(float)
+
+
+def _per_link(value: float | list[float], link: int) -> float:
+    if isinstance(value, (list, tuple)):
+        return float(value[link]) if link < len(value) else 0.0
+    return float(value)
+
+
+@dataclass
+class FakeMig:
+    """One MIG device (GPU instance + compute instance), e.g. ``FakeMig("3g.40gb", 1)``."""
+
+    profile: str
+    gpu_instance_id: int
+    compute_instance_id: int = 0
+    memory_total_bytes: int | None = None  # default: from the profile name ("40gb")
+    load: FakeLoad = field(default_factory=FakeLoad)
+    processes: list[FakeProcess] = field(default_factory=list)
+    uuid: str | None = None
+    name: str | None = None
+    _meter: _Meter = field(default_factory=_Meter, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.memory_total_bytes is None:
+            match = re.search(r"(\d+)gb", self.profile)
+            self.memory_total_bytes = int(match.group(1)) * 1000 * MIB if match else 10 * GIB
+
+
+@dataclass
+class FakeGpu:
+    """One scripted GPU. Use the builders (:meth:`h100`, :meth:`h200`, :meth:`a100`, :meth:`l4`)
+    and override any field by keyword. ``uuid`` and ``pci_bus_id`` default from the index."""
+
+    name: str
+    architecture: int  # pynvml.NVML_DEVICE_ARCH_*
+    memory_total_bytes: int
+    memory_bus_width_bits: int
+    max_sm_clock_mhz: int
+    max_memory_clock_mhz: int
+    power_limit_w: float
+    compute_capability: tuple[int, int] = (9, 0)
+    pcie_generation: int = 5
+    pcie_width: int = 16
+    nvlink_links: int = 0  # links the GPU has (0: no NVLink)
+    nvlink_inactive: frozenset[int] = frozenset()  # present but down
+    nvlink_version: int = 0  # pynvml.NVML_NVLINK_VERSION_* enum, as nvmlDeviceGetNvLinkVersion returns
+    nvlink_scope_ignored: bool = False  # driver returns the GPU-wide counter for every link
+    gpm: bool = False
+    gpm_no_permission: bool = False  # nvmlGpmSampleGet -> NoPermission (RmProfilingAdminOnly=1)
+    pcie_counters: bool = True  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES supported
+    ecc: bool = True
+    ecc_corrected: int = 0
+    ecc_uncorrected: int = 0
+    mig_capable: bool = False
+    mig: list[FakeMig] = field(default_factory=list)  # non-empty: MIG mode on
+    accounting: bool = False
+    wobble: float = 0.0  # gauges vary by +-wobble (fraction), seeded and clock-driven
+    seed: int = 0
+    load: FakeLoad = field(default_factory=FakeLoad)
+    processes: list[FakeProcess] = field(default_factory=list)
+    errors: dict[str, Any] = field(default_factory=dict)  # symbol -> error (permanent)
+    field_errors: dict[int, Any] = field(default_factory=dict)  # field id -> error
+    gpm_metric_errors: dict[int, Any] = field(default_factory=dict)  # GPM metric id -> error
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    # runtime state
+    lost: bool = field(default=False, repr=False)
+    _lose_after_calls: int | None = field(default=None, repr=False)
+    _lose_at_s: float | None = field(default=None, repr=False)
+    _restore_at_s: float | None = field(default=None, repr=False)
+    _meter: _Meter = field(default_factory=_Meter, repr=False)
+
+    def __post_init__(self) -> None:
+        self.mig = [
+            item if isinstance(item, FakeMig) else FakeMig(str(item), gpu_instance_id=number + 1)
+            for number, item in enumerate(self.mig)
+        ]
+        if self.mig:
+            self.mig_capable = True
+
+    @property
+    def dram_peak_bytes_per_s(self) -> float:
+        """Bus width x max memory clock x 2 (DDR) / 8."""
+        return self.memory_bus_width_bits * self.max_memory_clock_mhz * 1e6 * 2 / 8
+
+    @property
+    def active_links(self) -> list[int]:
+        return [link for link in range(self.nvlink_links) if link not in self.nvlink_inactive]
+
+    # --- builders -------------------------------------------------------------------------
+
+    @classmethod
+    def h100(cls, **overrides: Any) -> "FakeGpu":
+        """H100 SXM 80 GB: Hopper, GPM, 18 NVLink 4 links, HBM3 5120-bit at 2619 MHz (3.35 TB/s)."""
+        values: dict[str, Any] = dict(
+            name="NVIDIA H100 80GB HBM3",
+            architecture=pynvml.NVML_DEVICE_ARCH_HOPPER,
+            memory_total_bytes=81559 * MIB,
+            memory_bus_width_bits=5120,
+            max_sm_clock_mhz=1980,
+            max_memory_clock_mhz=2619,
+            power_limit_w=700.0,
+            compute_capability=(9, 0),
+            pcie_generation=5,
+            nvlink_links=18,
+            nvlink_version=pynvml.NVML_NVLINK_VERSION_4_0,
+            gpm=True,
+            mig_capable=True,
+            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
+            load=FakeLoad(memory_clock_mhz=2619.0),
+        )
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def h200(cls, **overrides: Any) -> "FakeGpu":
+        """H200 SXM 141 GB: as H100 with HBM3e 6144-bit at 3201 MHz (4.9 TB/s)."""
+        values: dict[str, Any] = dict(
+            name="NVIDIA H200",
+            memory_total_bytes=143771 * MIB,
+            memory_bus_width_bits=6144,
+            max_memory_clock_mhz=3201,
+            load=FakeLoad(memory_clock_mhz=3201.0),
+        )
+        values.update(overrides)
+        return cls.h100(**values)
+
+    @classmethod
+    def a100(cls, **overrides: Any) -> "FakeGpu":
+        """A100 SXM4 80 GB: Ampere, no GPM, 12 NVLink 3 links, HBM2e 5120-bit at 1593 MHz."""
+        values: dict[str, Any] = dict(
+            name="NVIDIA A100-SXM4-80GB",
+            architecture=pynvml.NVML_DEVICE_ARCH_AMPERE,
+            memory_total_bytes=81920 * MIB,
+            memory_bus_width_bits=5120,
+            max_sm_clock_mhz=1410,
+            max_memory_clock_mhz=1593,
+            power_limit_w=400.0,
+            compute_capability=(8, 0),
+            pcie_generation=4,
+            nvlink_links=12,
+            nvlink_version=pynvml.NVML_NVLINK_VERSION_3_0,
+            gpm=False,
+            mig_capable=True,
+            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
+        )
+        values.update(overrides)
+        return cls(**values)
+
+    @classmethod
+    def l4(cls, **overrides: Any) -> "FakeGpu":
+        """L4: Ada PCIe card, no NVLink, no GPM, no MIG, 192-bit GDDR6."""
+        values: dict[str, Any] = dict(
+            name="NVIDIA L4",
+            architecture=pynvml.NVML_DEVICE_ARCH_ADA,
+            memory_total_bytes=23034 * MIB,
+            memory_bus_width_bits=192,
+            max_sm_clock_mhz=2040,
+            max_memory_clock_mhz=6251,
+            power_limit_w=72.0,
+            compute_capability=(8, 9),
+            pcie_generation=4,
+            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
+        )
+        values.update(overrides)
+        return cls(**values)

@@ -1,0 +1,366 @@
+"""The C symbols of :class:`gpuscope.testing.fake_nvml.FakeNvml`: system, identity, clocks,
+power, temperatures, PCIe, NVLink and field values (processes, MIG and GPM: ``_fake_nvml_gpm``).
+
+Each ``_sym_<name>`` receives exactly the ctypes arguments the real pynvml wrapper passes and
+returns an NVML return code (``nvmlErrorString`` returns bytes, as the C function does).
+Handles are fake addresses: GPU ``i`` is ``(i + 1) << 16``; its MIG device ``k`` adds
+``(k + 1) << 8``; GPM samples live at ``0x7F000000 + 16 n``. Nothing is ever dereferenced.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import TYPE_CHECKING, Any
+
+import pynvml
+
+from gpuscope.telemetry.nvml.structs import field_values_view
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuscope.testing.fake_nvml import FakeGpu, FakeMig, _Meter
+
+__all__ = ["SymbolsMixin", "handle_address", "FakeReturn", "write_pointer", "as_int", "put"]
+
+_OK = pynvml.NVML_SUCCESS
+_NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
+_INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
+_SCOPE_ALL = 0xFFFFFFFF
+
+class FakeReturn(Exception):
+    """Raised inside a symbol to return ``code`` at once."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def handle_address(handle: Any) -> int:
+    """The fake address inside a ctypes pointer (a device handle or a GPM sample)."""
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
+def write_pointer(ref: Any, address: int) -> None:
+    ctypes.c_void_p.from_buffer(ref._obj).value = address
+
+
+def as_int(value: Any) -> int:
+    return int(value.value) if hasattr(value, "value") else int(value)
+
+
+def put(ref: Any, value: Any) -> int:
+    ref._obj.value = value
+    return _OK
+
+
+def _put_text(buffer: Any, size: Any, text: str) -> int:
+    data = text.encode()
+    if len(data) + 1 > as_int(size):
+        return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+    buffer.value = data
+    return _OK
+
+
+def _set_value(field_value: Any, value_type: int, value: float) -> None:
+    field_value.valueType = value_type
+    if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE:
+        field_value.value.dVal = float(value)
+    elif value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
+        field_value.value.uiVal = int(value)
+    else:
+        field_value.value.ullVal = int(value)
+
+
+class SymbolsMixin:
+    """NVML C symbols over the scripted GPUs of a FakeNvml (``self``)."""
+
+    gpus: list["FakeGpu"]
+    _gpm_samples: dict[int, Any]
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _target(self, handle: Any) -> tuple[int, "FakeGpu", "FakeMig | None"]:
+        address = handle_address(handle)
+        index, slot = (address >> 16) - 1, ((address >> 8) & 0xFF) - 1
+        if not 0 <= index < len(self.gpus) or address & 0xFF:
+            raise FakeReturn(_INVALID)
+        gpu = self.gpus[index]
+        if slot < 0:
+            return index, gpu, None
+        if slot >= len(gpu.mig):
+            raise FakeReturn(_INVALID)
+        return index, gpu, gpu.mig[slot]
+
+    def _gpu_only(self, handle: Any) -> tuple[int, "FakeGpu"]:
+        """The GPU of a full-GPU handle; a MIG handle gets NotSupported."""
+        index, gpu, mig = self._target(handle)
+        if mig is not None:
+            raise FakeReturn(_NOT_SUPPORTED)
+        return index, gpu
+
+    def _now_us(self) -> int:
+        return int(round(self.now() * 1e6))  # type: ignore[attr-defined]
+
+    # --- system ------------------------------------------------------------------------------
+
+    def _sym_nvmlInitWithFlags(self, flags: Any) -> int:
+        if self.init_error is not None:  # type: ignore[attr-defined]
+            return self.init_error  # type: ignore[attr-defined]
+        self.initialized += 1  # type: ignore[attr-defined]
+        return _OK
+
+    def _sym_nvmlInit_v2(self) -> int:
+        return self._sym_nvmlInitWithFlags(0)
+
+    def _sym_nvmlShutdown(self) -> int:
+        self.initialized = max(0, self.initialized - 1)  # type: ignore[attr-defined]
+        return _OK
+
+    def _sym_nvmlErrorString(self, code: Any) -> bytes:
+        cls = pynvml.NVMLError._valClassMapping.get(as_int(code))
+        return (cls.__name__.removeprefix("NVMLError_") if cls else f"NVML error {as_int(code)}").encode()
+
+    def _sym_nvmlSystemGetDriverVersion(self, buffer: Any, size: Any) -> int:
+        return _put_text(buffer, size, self.driver_version)  # type: ignore[attr-defined]
+
+    def _sym_nvmlSystemGetNVMLVersion(self, buffer: Any, size: Any) -> int:
+        return _put_text(buffer, size, self.nvml_version)  # type: ignore[attr-defined]
+
+    def _sym_nvmlSystemGetCudaDriverVersion(self, ref: Any) -> int:
+        return put(ref, self.cuda_driver_version)  # type: ignore[attr-defined]
+
+    def _sym_nvmlSystemGetCudaDriverVersion_v2(self, ref: Any) -> int:
+        return put(ref, self.cuda_driver_version)  # type: ignore[attr-defined]
+
+    # --- identity --------------------------------------------------------------------------------
+
+    def _sym_nvmlDeviceGetCount_v2(self, ref: Any) -> int:
+        return put(ref, len(self.gpus))
+
+    def _sym_nvmlDeviceGetHandleByIndex_v2(self, index: Any, ref: Any) -> int:
+        number = as_int(index)
+        if not 0 <= number < len(self.gpus):
+            return _INVALID
+        write_pointer(ref, (number + 1) << 16)
+        return _OK
+
+    def _sym_nvmlDeviceGetIndex(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[0])
+
+    def _sym_nvmlDeviceGetName(self, handle: Any, buffer: Any, size: Any) -> int:
+        _, gpu, mig = self._target(handle)
+        return _put_text(buffer, size, mig.name if mig else gpu.name)
+
+    def _sym_nvmlDeviceGetUUID(self, handle: Any, buffer: Any, size: Any) -> int:
+        _, gpu, mig = self._target(handle)
+        return _put_text(buffer, size, mig.uuid if mig else gpu.uuid)
+
+    def _sym_nvmlDeviceGetPciInfo_v3(self, handle: Any, ref: Any) -> int:
+        _, gpu, _mig = self._target(handle)
+        info = ref._obj
+        bus_id = str(gpu.pci_bus_id)
+        domain, bus, rest = bus_id.split(":")
+        info.busId = bus_id.encode()
+        info.busIdLegacy = bus_id[4:].encode()
+        info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(rest.split(".")[0], 16)
+        info.pciDeviceId = 0x233010DE
+        return _OK
+
+    def _sym_nvmlDeviceGetArchitecture(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._target(handle)[1].architecture)
+
+    def _sym_nvmlDeviceGetCudaComputeCapability(self, handle: Any, major: Any, minor: Any) -> int:
+        gpu = self._target(handle)[1]
+        put(major, gpu.compute_capability[0])
+        return put(minor, gpu.compute_capability[1])
+
+    def _sym_nvmlDeviceGetMemoryBusWidth(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[1].memory_bus_width_bits)
+
+    # --- clocks, power, temperatures -------------------------------------------------------------
+
+    def _sym_nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: Any, ref: Any) -> int:
+        gpu = self._gpu_only(handle)[1]
+        kind = as_int(clock_type)
+        if kind in (pynvml.NVML_CLOCK_GRAPHICS, pynvml.NVML_CLOCK_SM):
+            return put(ref, gpu.max_sm_clock_mhz)
+        if kind == pynvml.NVML_CLOCK_MEM:
+            return put(ref, gpu.max_memory_clock_mhz)
+        return put(ref, 1755)
+
+    def _sym_nvmlDeviceGetClockInfo(self, handle: Any, clock_type: Any, ref: Any) -> int:
+        index, gpu = self._gpu_only(handle)
+        kind = as_int(clock_type)
+        if kind == pynvml.NVML_CLOCK_MEM:
+            return put(ref, int(round(min(gpu.max_memory_clock_mhz, self._gauge(index, gpu, "memory_clock_mhz")))))  # type: ignore[attr-defined]
+        value = min(gpu.max_sm_clock_mhz, self._gauge(index, gpu, "sm_clock_mhz"))  # type: ignore[attr-defined]
+        return put(ref, int(round(value)))
+
+    def _sym_nvmlDeviceGetUtilizationRates(self, handle: Any, ref: Any) -> int:
+        index, gpu, mig = self._target(handle)
+        if mig is not None or gpu.mig:
+            return _NOT_SUPPORTED  # as on real GPUs in MIG mode
+        ref._obj.gpu = int(round(self._gauge(index, gpu, "gpu_util_percent")))  # type: ignore[attr-defined]
+        ref._obj.memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))  # type: ignore[attr-defined]
+        return _OK
+
+    def _memory(self, handle: Any) -> tuple[int, int]:
+        _, gpu, mig = self._target(handle)
+        target = mig if mig is not None else gpu
+        total = int(target.memory_total_bytes)  # type: ignore[arg-type]
+        return total, min(total, int(target.load.memory_used_bytes))
+
+    def _sym_nvmlDeviceGetMemoryInfo(self, handle: Any, ref: Any) -> int:
+        total, used = self._memory(handle)
+        ref._obj.total, ref._obj.used, ref._obj.free = total, used, total - used
+        return _OK
+
+    def _sym_nvmlDeviceGetMemoryInfo_v2(self, handle: Any, ref: Any) -> int:
+        if ref._obj.version != pynvml.nvmlMemory_v2:
+            return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+        total, used = self._memory(handle)
+        ref._obj.total, ref._obj.used, ref._obj.free, ref._obj.reserved = total, used, total - used, 0
+        return _OK
+
+    def _sym_nvmlDeviceGetPowerUsage(self, handle: Any, ref: Any) -> int:
+        index, gpu = self._gpu_only(handle)
+        return put(ref, int(round(self._gauge(index, gpu, "power_w") * 1000)))  # type: ignore[attr-defined]
+
+    def _sym_nvmlDeviceGetEnforcedPowerLimit(self, handle: Any, ref: Any) -> int:
+        return put(ref, int(round(self._gpu_only(handle)[1].power_limit_w * 1000)))
+
+    def _sym_nvmlDeviceGetPowerManagementLimit(self, handle: Any, ref: Any) -> int:
+        return self._sym_nvmlDeviceGetEnforcedPowerLimit(handle, ref)
+
+    def _sym_nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, ref: Any) -> int:
+        _, gpu = self._gpu_only(handle)
+        return put(ref, int(self._settle(gpu, gpu).acc["energy_mj"]))  # type: ignore[attr-defined]
+
+    def _temperature(self, handle: Any, sensor: int) -> int:
+        index, gpu = self._gpu_only(handle)
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            raise FakeReturn(_NOT_SUPPORTED)
+        return int(round(self._gauge(index, gpu, "temperature_gpu_c")))  # type: ignore[attr-defined]
+
+    def _sym_nvmlDeviceGetTemperature(self, handle: Any, sensor: Any, ref: Any) -> int:
+        return put(ref, self._temperature(handle, as_int(sensor)))
+
+    def _sym_nvmlDeviceGetTemperatureV(self, handle: Any, ref: Any) -> int:
+        if ref._obj.version != pynvml.nvmlTemperature_v1:
+            return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+        ref._obj.temperature = self._temperature(handle, int(ref._obj.sensorType))
+        return _OK
+
+    def _sym_nvmlDeviceGetFanSpeed(self, handle: Any, ref: Any) -> int:
+        index, gpu = self._gpu_only(handle)
+        return put(ref, int(round(self._gauge(index, gpu, "fan_speed_percent"))))  # type: ignore[attr-defined]
+
+    def _sym_nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any, ref: Any) -> int:
+        return put(ref, int(self._gpu_only(handle)[1].load.throttle_reasons))
+
+    def _sym_nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any, ref: Any) -> int:
+        return self._sym_nvmlDeviceGetCurrentClocksEventReasons(handle, ref)
+
+    def _sym_nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: Any, counter: Any, ref: Any) -> int:
+        gpu = self._gpu_only(handle)[1]
+        if not gpu.ecc:
+            return _NOT_SUPPORTED
+        corrected = as_int(error_type) == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        return put(ref, gpu.ecc_corrected if corrected else gpu.ecc_uncorrected)
+
+    def _sym_nvmlDeviceGetEccMode(self, handle: Any, current: Any, pending: Any) -> int:
+        gpu = self._gpu_only(handle)[1]
+        put(current, int(gpu.ecc))
+        return put(pending, int(gpu.ecc))
+
+    # --- PCIe and NVLink ----------------------------------------------------------------------------
+
+    def _sym_nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[1].pcie_generation)
+
+    def _sym_nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[1].pcie_generation)
+
+    def _sym_nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[1].pcie_width)
+
+    def _sym_nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any, ref: Any) -> int:
+        return put(ref, self._gpu_only(handle)[1].pcie_width)
+
+    def _sym_nvmlDeviceGetPcieThroughput(self, handle: Any, counter: Any, ref: Any) -> int:
+        """The real call blocks ~20 ms; the fake answers at once (tests count the calls)."""
+        gpu = self._gpu_only(handle)[1]
+        rate = gpu.load.pcie_tx_bytes_per_s if as_int(counter) == pynvml.NVML_PCIE_UTIL_TX_BYTES else gpu.load.pcie_rx_bytes_per_s
+        return put(ref, int(rate / 1000))
+
+    def _link(self, handle: Any, link: Any) -> tuple["FakeGpu", int]:
+        gpu = self._gpu_only(handle)[1]
+        number = as_int(link)
+        if gpu.nvlink_links == 0:
+            raise FakeReturn(_NOT_SUPPORTED)
+        if not 0 <= number < gpu.nvlink_links:
+            raise FakeReturn(_INVALID)
+        return gpu, number
+
+    def _sym_nvmlDeviceGetNvLinkState(self, handle: Any, link: Any, ref: Any) -> int:
+        gpu, number = self._link(handle, link)
+        return put(ref, 0 if number in gpu.nvlink_inactive else 1)
+
+    def _sym_nvmlDeviceGetNvLinkVersion(self, handle: Any, link: Any, ref: Any) -> int:
+        gpu, _number = self._link(handle, link)
+        return put(ref, gpu.nvlink_version)
+
+    # --- field values ----------------------------------------------------------------------------
+
+    def _sym_nvmlDeviceGetFieldValues(self, handle: Any, count: Any, ref: Any) -> int:
+        index, gpu, mig = self._target(handle)
+        values = field_values_view(ref._obj, as_int(count))
+        meter = self._settle(gpu, gpu)  # type: ignore[attr-defined]
+        stamp = self._now_us()
+        for number in range(as_int(count)):
+            field_value = values[number]
+            field_value.timestamp = stamp
+            field_value.latencyUsec = 0
+            code, value_type, value = self._field(index, gpu, mig, int(field_value.fieldId), int(field_value.scopeId), meter)
+            field_value.nvmlReturn = code
+            if code == _OK:
+                _set_value(field_value, value_type, value)
+        return _OK
+
+    def _field(self, index: int, gpu: "FakeGpu", mig: "FakeMig | None", field_id: int, scope: int, meter: "_Meter") -> tuple[int, int, float]:
+        from gpuscope.testing._fake_nvml_model import error_code
+
+        uint, ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        if field_id in gpu.field_errors:
+            return error_code(gpu.field_errors[field_id]), 0, 0
+        if mig is not None:
+            return _NOT_SUPPORTED, 0, 0
+        acc = meter.acc
+        if field_id in (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL):
+            if not gpu.ecc:
+                return _NOT_SUPPORTED, 0, 0
+            return _OK, ull, gpu.ecc_corrected if field_id == pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL else gpu.ecc_uncorrected
+        if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+            return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))  # type: ignore[attr-defined]
+        if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+            return _OK, ull, int(acc["energy_mj"])
+        if field_id in (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE):
+            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)  # type: ignore[attr-defined]
+        if field_id == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
+            return (_OK, uint, gpu.nvlink_links) if gpu.nvlink_links else (_NOT_SUPPORTED, 0, 0)
+        if field_id in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):
+            if gpu.nvlink_links == 0:
+                return _NOT_SUPPORTED, 0, 0
+            direction = "tx" if field_id == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX else "rx"
+            if scope == _SCOPE_ALL or gpu.nvlink_scope_ignored:
+                total = sum(acc[f"nvl_{direction}:{link}"] for link in gpu.active_links)
+            elif scope < gpu.nvlink_links:
+                total = acc[f"nvl_{direction}:{scope}"]
+            else:
+                return _INVALID, 0, 0
+            return _OK, ull, int(total // 1024)  # KiB
+        if field_id in (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES):
+            if not gpu.pcie_counters:
+                return _NOT_SUPPORTED, 0, 0
+            key = "pcie_tx_bytes" if field_id == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES else "pcie_rx_bytes"
+            return _OK, ull, int(acc[key])
+        return _NOT_SUPPORTED, 0, 0

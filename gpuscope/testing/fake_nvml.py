@@ -1,0 +1,411 @@
+"""A fake NVML library at the C-symbol level, so the real ``pynvml`` bindings run unchanged.
+
+``pynvml`` calls C functions through ``pynvml.nvmlLib`` (``getattr(nvmlLib, "nvmlDeviceGetName")``).
+:class:`FakeNvml` provides those symbols: each receives the ctypes arguments the real wrapper
+passes (``byref(...)`` objects, string buffers, structures) and returns an NVML return code.
+A symbol the fake does not offer (or one removed with :meth:`FakeNvml.remove_symbols`) raises
+``AttributeError``, which pynvml turns into ``NVMLError_FunctionNotFound``, as with an old driver.
+
+Typical use::
+
+    clock = FakeClock()                                   # manual; advance() moves it
+    fake = FakeNvml.with_gpus([FakeGpu.h200(), FakeGpu.h200()], clock=clock)
+    fake.set_load(0, dram_bytes_per_s=2.4e12, nvlink_tx_bytes_per_s=10 * 2**30)
+    with install_fake_nvml(fake):
+        collector = NvmlCollector(clock=clock)
+        collector.open()
+        clock.advance(1.0)
+        side = collector.sample()
+
+Clocks: without ``clock=`` the fake follows real time (``FakeClock(real=True)``), which suits
+benchmarks and demos with a default ``NvmlCollector()``. For exact values use a manual
+``FakeClock()`` and give the same clock to the collector (GPM windows, retries and slow
+re-reads follow it).
+
+GPUs: ``FakeGpu.h100()``/``h200()`` (Hopper, GPM, 18 NVLink 4 links), ``a100()`` (Ampere, no
+GPM, 12 NVLink 3 links), ``l4()`` (PCIe, no NVLink); any field by keyword, e.g.
+``FakeGpu.h100(nvlink_links=4, mig=["3g.40gb", "4g.40gb"], processes=[FakeProcess(pid)])``.
+An old driver: ``FakeNvml(..., missing_symbols=OLD_DRIVER_MISSING_SYMBOLS)``.
+
+Values move with the clock: counters (energy, PCIe, NVLink, DRAM bytes, GPM activity
+integrals) integrate the scripted :class:`FakeLoad` rates exactly, so a rate read over any
+window equals the scripted rate. Gauges (utilization, power, clocks, temperatures) read the
+scripted value, optionally wobbled by ``FakeGpu.wobble`` with a seeded, clock-driven generator.
+Change loads with :meth:`FakeNvml.set_load` (it settles the counters first).
+
+Faults: :meth:`FakeNvml.inject` (one symbol, after N calls, for M calls, optionally one GPU),
+:meth:`FakeNvml.inject_random` (seeded), :meth:`FakeNvml.lose_gpu` / :meth:`FakeNvml.restore_gpu`
+(``GpuIsLost`` on every call that targets that GPU, from a call count or a clock time),
+``FakeGpu.errors`` (symbol -> code, permanent), ``FakeGpu.field_errors`` and
+``FakeGpu.gpm_metric_errors`` (one field or GPM metric), ``FakeGpu.gpm_no_permission``
+(``nvmlGpmSampleGet`` answers NoPermission, as with RmProfilingAdminOnly=1),
+``FakeNvml(init_error=...)`` (DriverNotLoaded, LibRmVersionMismatch) and
+:func:`no_nvml_library` (LibraryNotFound: no libnvidia-ml on the host).
+
+Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import pynvml
+
+from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols
+from gpuscope.testing._fake_nvml_model import (
+    ACTIVITY_ATTRS,
+    GIB,
+    MIB,
+    OLD_DRIVER_MISSING_SYMBOLS,
+    FakeClock,
+    FakeGpu,
+    FakeLoad,
+    FakeMig,
+    FakeProcess,
+    _Meter,
+    _per_link,
+    error_code,
+)
+from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, handle_address
+
+__all__ = [
+    "FakeClock",
+    "FakeLoad",
+    "FakeProcess",
+    "FakeMig",
+    "FakeGpu",
+    "FakeNvml",
+    "install_fake_nvml",
+    "no_nvml_library",
+    "error_code",
+    "OLD_DRIVER_MISSING_SYMBOLS",
+    "GIB",
+    "MIB",
+]
+
+@dataclass
+class _Injection:
+    symbol: str
+    code: int
+    gpu: int | None
+    skip: int
+    remaining: int | None  # None: forever
+
+
+class _Symbol:
+    """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it."""
+
+    def __init__(self, fake: "FakeNvml", name: str, impl: Callable[..., int]) -> None:
+        self.fake = fake
+        self.name = name
+        self.impl = impl
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fake._dispatch(self.name, self.impl, args)
+
+
+_NO_INIT_NEEDED = frozenset({"nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit", "nvmlErrorString"})
+
+
+class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
+    """The fake library: scripted GPUs behind NVML's C symbols. Thread-safe."""
+
+    def __init__(
+        self,
+        gpus: Iterable[FakeGpu] = (),
+        *,
+        clock: Callable[[], float] | None = None,
+        driver_version: str = "560.35.03",
+        nvml_version: str = "12.560.35.03",
+        cuda_driver_version: int = 12060,
+        init_error: int | str | type | None = None,
+        missing_symbols: Iterable[str] = (),
+    ) -> None:
+        self.gpus: list[FakeGpu] = list(gpus)
+        self.clock: Callable[[], float] = clock if clock is not None else FakeClock(real=True)
+        self.driver_version = driver_version
+        self.nvml_version = nvml_version
+        self.cuda_driver_version = cuda_driver_version
+        self.init_error = None if init_error is None else error_code(init_error)
+        self.missing_symbols: set[str] = set(missing_symbols)
+        self.calls: Counter[str] = Counter()
+        self.device_calls: Counter[tuple[str, int | None]] = Counter()
+        self.initialized = 0
+        self._lock = threading.RLock()
+        self._injections: list[_Injection] = []
+        self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
+        self._symbols: dict[str, _Symbol] = {}
+        self._gpm_samples: dict[int, Any] = {}
+        self._next_gpm_sample = 0
+        for index, gpu in enumerate(self.gpus):
+            if gpu.uuid is None:
+                gpu.uuid = f"GPU-{index:08x}-fake-4e56-8d4f-{zlib.crc32(gpu.name.encode()):012x}"
+            if gpu.pci_bus_id is None:
+                gpu.pci_bus_id = f"00000000:{0x18 + 0x10 * index:02X}:00.0"
+            for mig in gpu.mig:
+                if mig.uuid is None:
+                    mig.uuid = f"MIG-{index:04x}{mig.gpu_instance_id:04x}-fake-{mig.compute_instance_id:04x}"
+                if mig.name is None:
+                    mig.name = f"{gpu.name} MIG {mig.profile}"
+
+    @classmethod
+    def with_gpus(cls, gpus: Sequence[FakeGpu], **options: Any) -> "FakeNvml":
+        """A fake with these GPUs (index = position). Options as for the constructor."""
+        return cls(gpus, **options)
+
+    # --- time and load ----------------------------------------------------------------------
+
+    def now(self) -> float:
+        """The fake's clock, in seconds."""
+        return float(self.clock())
+
+    def advance(self, seconds: float) -> None:
+        """Advance a manual :class:`FakeClock`."""
+        advance = getattr(self.clock, "advance", None)
+        if advance is None:
+            raise RuntimeError("this fake's clock cannot be advanced")
+        advance(seconds)
+
+    def set_load(self, gpu: int, mig: int | None = None, **values: Any) -> None:
+        """Change what GPU ``gpu`` (or its MIG device number ``mig``) does, from now on."""
+        with self._lock:
+            target = self.gpus[gpu] if mig is None else self.gpus[gpu].mig[mig]
+            self._settle(self.gpus[gpu], target)
+            for name, value in values.items():
+                if not hasattr(target.load, name):
+                    raise AttributeError(f"FakeLoad has no field {name!r}")
+                setattr(target.load, name, value)
+
+    def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter:
+        """Integrate ``target``'s load up to now."""
+        meter = target._meter
+        now = self.now()
+        if meter.t is None:
+            meter.t = now
+            return meter
+        dt = now - meter.t
+        if dt <= 0:
+            return meter
+        load = target.load
+        acc = meter.acc
+        acc["dram_bytes"] += load.dram_bytes_per_s * dt
+        for attr in ACTIVITY_ATTRS:
+            acc["act:" + attr] += getattr(load, attr) * dt
+        if target is gpu:
+            acc["energy_mj"] += load.power_w * 1000.0 * dt
+            acc["pcie_tx_bytes"] += load.pcie_tx_bytes_per_s * dt
+            acc["pcie_rx_bytes"] += load.pcie_rx_bytes_per_s * dt
+            for link in gpu.active_links:
+                acc[f"nvl_tx:{link}"] += _per_link(load.nvlink_tx_bytes_per_s, link) * dt
+                acc[f"nvl_rx:{link}"] += _per_link(load.nvlink_rx_bytes_per_s, link) * dt
+        meter.t = now
+        return meter
+
+    def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str) -> float:
+        """A load value as a gauge reads it: wobbled by the GPU's seeded generator."""
+        value = float(getattr(target.load, name))
+        gpu = self.gpus[gpu_index]
+        if gpu.wobble:
+            bucket = int(self.now() * 10)  # a new draw every 0.1 s of fake time
+            key = f"{gpu.seed}:{gpu_index}:{name}:{bucket}".encode()
+            unit = zlib.crc32(key) / 0xFFFFFFFF * 2.0 - 1.0
+            value *= 1.0 + gpu.wobble * unit
+            if name.endswith("_percent"):
+                value = min(100.0, max(0.0, value))
+        return value
+
+    # --- faults --------------------------------------------------------------------------------
+
+    def inject(
+        self, symbol: str, error: int | str | type, *, gpu: int | None = None, after_calls: int = 0, count: int | None = 1
+    ) -> None:
+        """Make ``symbol`` return ``error``: skip ``after_calls`` matching calls, then fail
+        ``count`` calls (``None``: every call). ``gpu`` limits it to calls on that GPU."""
+        with self._lock:
+            self._injections.append(_Injection(symbol, error_code(error), gpu, after_calls, count))
+
+    def inject_random(
+        self,
+        probability: float,
+        *,
+        seed: int = 0,
+        errors: Sequence[int | str | type] = ("Unknown", "Timeout"),
+        symbols: Iterable[str] | None = None,
+    ) -> None:
+        """Fail each call (init, shutdown and error strings excepted) with ``probability``,
+        with an error drawn from ``errors``; deterministic for a given seed and call order."""
+        with self._lock:
+            codes = tuple(error_code(error) for error in errors)
+            self._random = (probability, random.Random(seed), codes, None if symbols is None else frozenset(symbols))
+
+    def clear_injections(self) -> None:
+        with self._lock:
+            self._injections.clear()
+            self._random = None
+
+    def lose_gpu(self, index: int, *, after_calls: int | None = None, at_time_s: float | None = None) -> None:
+        """GPU ``index`` falls off the bus: now, after ``after_calls`` more calls on it, or when
+        the clock reaches ``at_time_s``. Every call on it (and its MIG devices) then answers
+        GpuIsLost."""
+        with self._lock:
+            gpu = self.gpus[index]
+            if after_calls is None and at_time_s is None:
+                gpu.lost = True
+            gpu._lose_after_calls = after_calls
+            gpu._lose_at_s = at_time_s
+
+    def restore_gpu(self, index: int, *, at_time_s: float | None = None) -> None:
+        """GPU ``index`` answers again (now, or when the clock reaches ``at_time_s``)."""
+        with self._lock:
+            gpu = self.gpus[index]
+            gpu._lose_after_calls = None
+            gpu._lose_at_s = None
+            if at_time_s is None:
+                gpu.lost = False
+                gpu._restore_at_s = None
+            else:
+                gpu._restore_at_s = at_time_s
+
+    def remove_symbols(self, *names: str) -> None:
+        """Remove C symbols (an older driver); the next lookup raises FunctionNotFound."""
+        with self._lock:
+            self.missing_symbols.update(names)
+            for name in names:
+                self._symbols.pop(name, None)
+                if pynvml.nvmlLib is self:
+                    pynvml._nvmlGetFunctionPointer_cache.pop(name, None)
+
+    def reset_calls(self) -> None:
+        with self._lock:
+            self.calls.clear()
+            self.device_calls.clear()
+
+    # --- symbol lookup and dispatch ------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> _Symbol:
+        if name.startswith("nvml") and name not in self.__dict__.get("missing_symbols", ()):
+            impl = getattr(type(self), "_sym_" + name, None)
+            if impl is not None:
+                symbols = self.__dict__["_symbols"]
+                symbol = symbols.get(name)
+                if symbol is None:
+                    symbol = symbols[name] = _Symbol(self, name, impl.__get__(self))
+                return symbol
+        raise AttributeError(name)
+
+    def _gpu_index_of(self, name: str, args: tuple[Any, ...]) -> int | None:
+        if not args:
+            return None
+        first = args[0]
+        if isinstance(first, pynvml.c_nvmlDevice_t):
+            address = handle_address(first)
+            index = (address >> 16) - 1
+            return index if 0 <= index < len(self.gpus) else None
+        if name == "nvmlDeviceGetHandleByIndex_v2":
+            index = int(getattr(first, "value", first))
+            return index if 0 <= index < len(self.gpus) else None
+        return None
+
+    def _update_lost(self, gpu: FakeGpu) -> None:
+        now = self.now()
+        if gpu._restore_at_s is not None and now >= gpu._restore_at_s:
+            gpu.lost = False
+            gpu._restore_at_s = None
+        if gpu._lose_at_s is not None and now >= gpu._lose_at_s:
+            gpu.lost = True
+            gpu._lose_at_s = None
+        if gpu._lose_after_calls is not None:
+            if gpu._lose_after_calls <= 0:
+                gpu.lost = True
+                gpu._lose_after_calls = None
+            else:
+                gpu._lose_after_calls -= 1
+
+    def _injected(self, name: str, gpu_index: int | None) -> int:
+        for injection in self._injections:
+            if injection.symbol != name or (injection.gpu is not None and injection.gpu != gpu_index):
+                continue
+            if injection.skip > 0:
+                injection.skip -= 1
+                continue
+            if injection.remaining is None:
+                return injection.code
+            if injection.remaining > 0:
+                injection.remaining -= 1
+                return injection.code
+        if self._random is not None and name not in _NO_INIT_NEEDED and name != "nvmlShutdown":
+            probability, rng, codes, symbols = self._random
+            if (symbols is None or name in symbols) and rng.random() < probability:
+                return rng.choice(codes)
+        return pynvml.NVML_SUCCESS
+
+    def _dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
+        with self._lock:
+            self.calls[name] += 1
+            gpu_index = self._gpu_index_of(name, args)
+            self.device_calls[(name, gpu_index)] += 1
+            if name not in _NO_INIT_NEEDED and self.initialized <= 0:
+                return pynvml.NVML_ERROR_UNINITIALIZED
+            if gpu_index is not None:
+                gpu = self.gpus[gpu_index]
+                self._update_lost(gpu)
+                if gpu.lost:
+                    return pynvml.NVML_ERROR_GPU_IS_LOST
+            code = self._injected(name, gpu_index)
+            if code != pynvml.NVML_SUCCESS:
+                return code
+            if gpu_index is not None and name in self.gpus[gpu_index].errors:
+                return error_code(self.gpus[gpu_index].errors[name])
+            try:
+                return impl(*args)
+            except FakeReturn as early:
+                return early.code
+
+
+@contextlib.contextmanager
+def install_fake_nvml(fake: FakeNvml) -> Iterator[FakeNvml]:
+    """Make pynvml talk to ``fake`` inside the ``with`` block; restores pynvml afterwards."""
+    with pynvml.libLoadLock:
+        saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), pynvml._nvmlLib_refcount)
+        pynvml.nvmlLib = fake
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+    try:
+        yield fake
+    finally:
+        with pynvml.libLoadLock:
+            pynvml.nvmlLib, cache, pynvml._nvmlLib_refcount = saved
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+            pynvml._nvmlGetFunctionPointer_cache.update(cache)
+
+
+@contextlib.contextmanager
+def no_nvml_library() -> Iterator[None]:
+    """Inside the block, loading libnvidia-ml fails: ``nvmlInit`` raises LibraryNotFound."""
+
+    def _not_found() -> None:
+        if pynvml.nvmlLib is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+
+    with pynvml.libLoadLock:
+        saved = (pynvml.nvmlLib, dict(pynvml._nvmlGetFunctionPointer_cache), pynvml._nvmlLib_refcount)
+        saved_loader = pynvml._LoadNvmlLibrary
+        pynvml.nvmlLib = None
+        pynvml._nvmlGetFunctionPointer_cache.clear()
+        pynvml._nvmlLib_refcount = 0
+        pynvml._LoadNvmlLibrary = _not_found
+    try:
+        yield None
+    finally:
+        with pynvml.libLoadLock:
+            pynvml._LoadNvmlLibrary = saved_loader
+            pynvml.nvmlLib, cache, pynvml._nvmlLib_refcount = saved
+            pynvml._nvmlGetFunctionPointer_cache.clear()
+            pynvml._nvmlGetFunctionPointer_cache.update(cache)
+

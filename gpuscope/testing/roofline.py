@@ -1,0 +1,105 @@
+"""Hand-made results documents for roofline tests and demos (no probe run needed).
+
+``h200_results()`` is one H200 host with measured GPU and CPU ceilings and three workloads;
+``cpu_results()`` a CPU-only run of another host; ``write_results(path, doc)`` saves one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["results_document", "ceiling", "workload", "h200_results", "cpu_results", "write_results"]
+
+
+def ceiling(device: str, kind: str, name: str, value: float, **extra: Any) -> dict[str, Any]:
+    """One ``ceilings`` entry (unit from the kind)."""
+    unit = "FLOP/s" if kind == "compute" else "B/s"
+    return {"device": device, "kind": kind, "name": name, "value": value, "unit": unit, **extra}
+
+
+def workload(name: str, device: str, flops: float, bytes_: float, time_s: float, **extra: Any) -> dict[str, Any]:
+    """One ``workloads`` entry."""
+    return {
+        "name": name,
+        "device": device,
+        "flops": flops,
+        "bytes": bytes_,
+        "time_s": time_s,
+        "flop_per_s": flops / time_s,
+        "intensity_flop_per_byte": flops / bytes_ if bytes_ else None,
+        "bytes_rule": "hand-made",
+        "source": "test",
+        **extra,
+    }
+
+
+def results_document(
+    hostname: str,
+    devices: list[dict[str, Any]],
+    ceilings: list[dict[str, Any]],
+    workloads: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A results document of schema version 1."""
+    return {
+        "schema": "gpuscope.results",
+        "schema_version": 1,
+        "gpuscope_version": "0.1.0",
+        "created": 1_700_000_000.0,
+        "partial": False,
+        "partial_reason": None,
+        "suite": None,
+        "system": {"hostname": hostname, "cpu_model": "Fake CPU 9000"},
+        "devices": devices,
+        "ceilings": ceilings,
+        "measurements": [],
+        "workloads": workloads or [],
+    }
+
+
+def h200_results(hostname: str = "gpu-node") -> dict[str, Any]:
+    """An H200 host: measured bf16/fp32 and DRAM/L2/PCIe GPU ceilings, CPU ceilings, three workloads."""
+    return results_document(
+        hostname,
+        devices=[
+            {"device": "cuda:0", "type": "gpu", "name": "NVIDIA H200", "host": hostname},
+            {"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": hostname},
+        ],
+        ceilings=[
+            ceiling("cuda:0", "compute", "bf16", 790e12),
+            ceiling("cuda:0", "compute", "fp32", 51e12),
+            ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
+            ceiling("cuda:0", "memory", "l2.triad", 11e12),
+            ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+            ceiling("cpu", "compute", "fp32", 2.0e12),
+            ceiling("cpu", "memory", "dram.triad", 150e9),
+        ],
+        workloads=[
+            workload("matmul 8192 bf16", "cuda:0", 1.1e12, 4.0e8, 0.0014, dtype="bf16"),
+            workload("softmax", "cuda:0", 5e8, 8e8, 0.0002),
+            workload("cpu gemm", "cpu", 2e9, 1.2e7, 0.002, dtype="fp32"),
+        ],
+    )
+
+
+def cpu_results(hostname: str = "laptop") -> dict[str, Any]:
+    """A CPU-only host with its own ceilings and one workload."""
+    return results_document(
+        hostname,
+        devices=[{"device": "cpu", "type": "cpu", "name": "Other CPU 42", "host": hostname}],
+        ceilings=[
+            ceiling("cpu", "compute", "fp32", 150e9),
+            ceiling("cpu", "compute", "fp64", 75e9),
+            ceiling("cpu", "memory", "dram.triad", 23e9),
+            ceiling("cpu", "memory", "llc.copy", 90e9),
+        ],
+        workloads=[workload("stencil", "cpu", 1e9, 4e9, 0.2, dtype="fp64")],
+    )
+
+
+def write_results(path: str | Path, document: dict[str, Any]) -> Path:
+    """Write ``document`` as JSON to ``path``; returns the path."""
+    target = Path(path)
+    target.write_text(json.dumps(document), encoding="utf-8")
+    return target

@@ -1,0 +1,368 @@
+"""The gpuscope Textual app: modes (screens), telemetry polling, replay, themes, screenshots.
+
+Polling: one thread worker per sample (group "telemetry"); the next poll is scheduled with
+``set_timer`` only when the previous one finished, at ``previous start + interval`` (no drift,
+no overlap); errors back off up to 30 s. Only screens on the current stack are updated.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.theme import BUILTIN_THEMES
+from textual.worker import Worker, WorkerState
+
+from gpuscope.resources import themes_dir
+from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.sampler import RingBuffer
+from gpuscope.tui import config
+from gpuscope.tui.history import History
+from gpuscope.tui.screens.base import GpuscopeScreen
+from gpuscope.tui.screens.dashboard import PANELS, DashboardScreen
+from gpuscope.tui.screens.processes import ProcessesScreen
+from gpuscope.tui.screens.probes import ProbesScreen
+from gpuscope.tui.screens.roofline import RooflineScreen
+from gpuscope.tui.sources import ReplayCursor, TelemetrySource
+from gpuscope.tui.themes import DEFAULT_THEME, ChartPalette, ThemeFile, discover_themes, fallback_theme
+from gpuscope.tui.widgets.topbar import SCREEN_TABS
+
+__all__ = ["GpuscopeApp", "MIN_INTERVAL_S", "DEFAULT_INTERVAL_S"]
+
+MIN_INTERVAL_S = 0.1
+DEFAULT_INTERVAL_S = 1.0
+MAX_BACKOFF_S = 30.0
+#: Textual's Timer divides by its interval when it runs late: never ask for 0.
+MIN_TIMER_S = 0.001
+
+
+class GpuscopeApp(App):
+    """The interactive monitor. Give it a live ``source`` or a ``replay`` cursor."""
+
+    TITLE = "gpuscope"
+    CSS_PATH = "styles/app.tcss"
+    MODES = {
+        "dashboard": DashboardScreen,
+        "roofline": RooflineScreen,
+        "probes": ProbesScreen,
+        "processes": ProcessesScreen,
+    }
+    DEFAULT_MODE = "dashboard"
+    BINDINGS = [
+        *(Binding(key, f"switch_mode('{mode}')", label, show=False) for mode, key, label in SCREEN_TABS),
+        Binding("s", "save_screenshot", "Screenshot"),
+        Binding("R", "save_report", "Report", show=False),
+        Binding("t", "change_theme", "Theme", show=False),
+        Binding("question_mark", "show_help_panel", "Keys", show=False),
+        Binding("q", "quit", "Quit"),
+        Binding("space", "replay_toggle", "Pause", show=False),
+        Binding("right", "replay_step(1)", "Step", show=False),
+        Binding("left", "replay_step(-1)", "Back", show=False),
+        Binding("right_square_bracket", "replay_seek(0.1)", "Seek+", show=False, priority=True),
+        Binding("left_square_bracket", "replay_seek(-0.1)", "Seek-", show=False, priority=True),
+        Binding("plus,equals_sign", "replay_speed(2)", "Faster", show=False, priority=True),
+        Binding("minus", "replay_speed(0.5)", "Slower", show=False, priority=True),
+        Binding("home", "replay_seek_fraction(0)", "Start", show=False, priority=True),
+        Binding("end", "replay_seek_fraction(1)", "End", show=False, priority=True),
+    ]
+
+    def __init__(
+        self,
+        source: TelemetrySource | None = None,
+        *,
+        replay: ReplayCursor | None = None,
+        interval_s: float = DEFAULT_INTERVAL_S,
+        theme: str | None = None,
+        probe_results: Sequence[dict[str, Any]] = (),
+        theme_dirs: Sequence[Path] | None = None,
+        settings_path: Path | None = None,
+        history_size: int = 300,
+        persist_settings: bool = True,
+        extra_suites: Sequence[Path] = (),
+    ) -> None:
+        super().__init__()
+        if source is None and replay is None:
+            raise ValueError("GpuscopeApp needs a source or a replay")
+        self.source = source
+        self.replay = replay
+        self.interval_s = max(MIN_INTERVAL_S, interval_s)
+        self.history = History(history_size)
+        self.latest_sample: Sample | None = None
+        self.recent_samples: RingBuffer[Sample] = RingBuffer(max(history_size, 600))
+        self.probe_results: list[dict[str, Any]] = list(probe_results)
+        #: Bumped whenever probe_results changes (screens rebuild their roofline model then).
+        self.results_version = 0
+        #: CpuInfo for the CPU datasheet roof (None: this machine's; tests pin it).
+        self.local_cpu_info: Any = None
+        #: Suite files offered on the probes screen besides the shipped ones.
+        self.extra_suites: list[Path] = [Path(p) for p in extra_suites]
+        self.source_label = source.label if source is not None else "replay"
+        self._settings_path = settings_path or config.config_path()
+        self._persist = persist_settings
+        self.settings, settings_problem = config.load_settings(self._settings_path)
+        self._startup_messages: list[tuple[str, str]] = []
+        if settings_problem:
+            self._startup_messages.append((settings_problem, "warning"))
+        self._poll_errors = 0
+        self._next_due = 0.0
+        self._poll_timer: Any = None
+        self._replay_timer: Any = None
+        self._source_open = False
+        self._install_themes(theme, theme_dirs)
+
+    # --- themes ------------------------------------------------------------------------------
+
+    def _install_themes(self, requested: str | None, theme_dirs: Sequence[Path] | None) -> None:
+        folders = list(theme_dirs) if theme_dirs is not None else [themes_dir(), config.user_themes_dir()]
+        found, problems = discover_themes(folders)
+        for problem in problems:
+            self._startup_messages.append((f"Theme file skipped: {problem}", "error"))
+        if DEFAULT_THEME not in found:
+            found[DEFAULT_THEME] = fallback_theme()
+        self.theme_files: dict[str, ThemeFile] = found
+        for loaded in found.values():
+            self.register_theme(loaded.theme)
+        wanted = requested or self.settings.theme or DEFAULT_THEME
+        if wanted not in found:
+            available = ", ".join(sorted(found))
+            self._startup_messages.append((f"No usable theme named {wanted!r}; using {DEFAULT_THEME} (available: {available})", "error"))
+            wanted = DEFAULT_THEME
+        self._persist_theme = False
+        self.theme = wanted
+        for name in list(BUILTIN_THEMES):  # only gpuscope themes (they carry chart colours) are offered
+            if name not in found:
+                self.unregister_theme(name)
+        self.chart_palette: ChartPalette = found[wanted].palette
+        self._requested_theme = requested
+
+    def _on_theme_changed(self, theme: Any) -> None:
+        loaded = self.theme_files.get(theme.name)
+        self.chart_palette = loaded.palette if loaded else ChartPalette()
+        for screen in self._gpuscope_screens():
+            if hasattr(screen, "palette_changed"):
+                screen.palette_changed()
+        if self._persist_theme and self.settings.theme != theme.name:
+            self.settings.theme = theme.name
+            self._save_settings()
+
+    def _save_settings(self) -> None:
+        if not self._persist:
+            return
+        try:
+            config.save_settings(self.settings, self._settings_path)
+        except OSError as exc:
+            self.notify(f"Could not save settings to {self._settings_path}: {exc.strerror or exc}", severity="warning", markup=False)
+
+    def set_panel_hidden(self, name: str, hidden: bool) -> None:
+        """Remember that dashboard panel ``name`` is hidden (or shown) across runs."""
+        panels = [p for p in self.settings.hidden_panels if p != name]
+        if hidden:
+            panels.append(name)
+        self.settings.hidden_panels = panels
+        self._save_settings()
+
+    # --- start and stop ----------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._on_theme_changed)
+        self.switch_mode(self.DEFAULT_MODE)
+        for message, severity in self._startup_messages:
+            self.notify(message, severity=severity, timeout=8, markup=False)  # type: ignore[arg-type]
+        # --theme NAME is a choice: remember it. A theme picked from the palette later is too.
+        self._persist_theme = True
+        if self._requested_theme and self._requested_theme == self.theme and self.settings.theme != self.theme:
+            self.settings.theme = self.theme
+            self._save_settings()
+        if self.replay is not None:
+            self._deliver(self.replay.current)
+            self._schedule_replay()
+        else:
+            self._next_due = time.monotonic()
+            self._start_poll()
+
+    def on_unmount(self) -> None:
+        from gpuscope.tui.probe_job import kill_all
+
+        kill_all()
+        if self.source is not None and self._source_open:
+            self.source.close()
+
+    def set_results(self, index: int | None, document: dict[str, Any]) -> int:
+        """Add (``index`` None) or replace a probe results document; returns its index. Screens
+        showing the roofline rebuild it."""
+        if index is None or not 0 <= index < len(self.probe_results):
+            self.probe_results.append(document)
+            index = len(self.probe_results) - 1
+        else:
+            self.probe_results[index] = document
+        self.results_version += 1
+        if self.latest_sample is not None:
+            for screen in self._gpuscope_screens():
+                screen.receive_sample(self.latest_sample)
+        return index
+
+    def history_samples(self) -> list[Sample]:
+        """The most recent samples seen (oldest first), for reports."""
+        return self.recent_samples.to_list()
+
+    def _gpuscope_screens(self) -> Iterable[GpuscopeScreen]:
+        for screen in self.screen_stack:
+            if isinstance(screen, GpuscopeScreen) and screen.is_mounted:
+                yield screen
+
+    # --- live polling ------------------------------------------------------------------------
+
+    def _start_poll(self) -> None:
+        self._poll_timer = None
+        self._poll_worker()
+
+    @work(thread=True, group="telemetry", exit_on_error=False, name="poll")
+    def _poll_worker(self) -> Sample:
+        assert self.source is not None
+        if not self._source_open:
+            self.source.open()
+            self._source_open = True
+        return self.source.sample()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.name != "poll":
+            return
+        if event.state == WorkerState.SUCCESS:
+            self._poll_errors = 0
+            self._deliver(worker.result)
+            self._next_due += self.interval_s
+            now = time.monotonic()
+            if self._next_due < now:  # fell behind (slow sample, suspended): do not burst
+                self._next_due = now
+            self._poll_timer = self.set_timer(max(MIN_TIMER_S, self._next_due - now), self._start_poll, name="poll")
+        elif event.state == WorkerState.ERROR:
+            self._poll_errors += 1
+            delay = min(MAX_BACKOFF_S, self.interval_s * 2**self._poll_errors)
+            if self._poll_errors in (1, 4) or delay >= MAX_BACKOFF_S and self._poll_errors % 10 == 0:
+                self.notify(f"Telemetry failed: {worker.error}; retrying in {delay:.0f} s", severity="error", markup=False)
+            self._next_due = time.monotonic() + delay
+            self._poll_timer = self.set_timer(delay, self._start_poll, name="poll")
+
+    def _deliver(self, sample: Sample, push_history: bool = True) -> None:
+        self.latest_sample = sample
+        if push_history:
+            self.history.push(sample)
+            self.recent_samples.append(sample)
+        for screen in self._gpuscope_screens():
+            screen.receive_sample(sample)
+
+    # --- replay ------------------------------------------------------------------------------
+
+    def _schedule_replay(self) -> None:
+        if self._replay_timer is not None:
+            self._replay_timer.stop()
+            self._replay_timer = None
+        assert self.replay is not None
+        delay = self.replay.delay_to_next_s()
+        if delay is not None:
+            self._replay_timer = self.set_timer(max(MIN_TIMER_S, delay), self._replay_tick, name="replay")
+
+    def _replay_tick(self) -> None:
+        assert self.replay is not None
+        self._replay_timer = None
+        self._deliver(self.replay.step(1))
+        self._schedule_replay()
+
+    def _replay_jumped(self) -> None:
+        """After a seek or a backward step: rebuild the charts' history up to the new position."""
+        assert self.replay is not None
+        self.history.clear()
+        self.history.extend(self.replay.window(self.history.capacity - 1)[:-1])
+        self._deliver(self.replay.current)
+        self._schedule_replay()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action.startswith("replay_"):
+            return self.replay is not None
+        return True
+
+    def action_replay_toggle(self) -> None:
+        assert self.replay is not None
+        self.replay.paused = not self.replay.paused
+        if self.replay.at_end and not self.replay.paused:
+            self.replay.seek_fraction(0)
+            self._replay_jumped()
+            return
+        self._deliver(self.replay.current, push_history=False)
+        self._schedule_replay()
+
+    def action_replay_step(self, count: int) -> None:
+        assert self.replay is not None
+        self.replay.paused = True
+        if count == 1 and not self.replay.at_end:
+            self._deliver(self.replay.step(1))
+            self._schedule_replay()
+        else:
+            self.replay.step(count)
+            self._replay_jumped()
+
+    def action_replay_seek(self, fraction_delta: float) -> None:
+        assert self.replay is not None
+        duration = self.replay.end_s - self.replay.start_s
+        self.replay.seek_s(self.replay.elapsed_s + fraction_delta * duration)
+        self._replay_jumped()
+
+    def action_replay_seek_fraction(self, fraction: float) -> None:
+        assert self.replay is not None
+        self.replay.seek_fraction(float(fraction))
+        self._replay_jumped()
+
+    def action_replay_speed(self, factor: float) -> None:
+        assert self.replay is not None
+        self.replay.speed = min(64.0, max(1 / 16, self.replay.speed * float(factor)))
+        self._deliver(self.replay.current, push_history=False)
+        self._schedule_replay()
+
+    # --- screenshots, reports, commands ------------------------------------------------------
+
+    def action_save_screenshot(self) -> None:
+        """Save an SVG of the current screen into :func:`config.screenshots_dir`."""
+        folder = config.screenshots_dir()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            name = f"gpuscope-{self.current_mode}-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+            path = self.save_screenshot(filename=name, path=str(folder))
+        except OSError as exc:
+            self.notify(f"Could not save screenshot in {folder}: {exc.strerror or exc}", severity="error", markup=False)
+            return
+        self.notify(f"Screenshot saved: {path}", markup=False)
+
+    def action_save_report(self) -> None:
+        """Write a snapshot report (gpuscope.report) from what the app has seen."""
+        from gpuscope.tui.report_hook import save_report
+
+        save_report(self)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        for mode, key, label in SCREEN_TABS:
+            yield SystemCommand(f"Screen: {label}", f"Show the {label.lower()} screen (key {key})", lambda m=mode: self.switch_mode(m))
+        yield SystemCommand("Save screenshot (SVG)", f"Save the current screen as SVG in {config.screenshots_dir()} (key s)", self.action_save_screenshot)
+        yield SystemCommand("Save snapshot report", f"Write a report of this session in {config.screenshots_dir()} (key R)", self.action_save_report)
+        for name in PANELS:
+            yield SystemCommand(
+                f"Toggle {name} panel",
+                f"Hide or show the dashboard's {name} panel (key {name[0]} on the dashboard)",
+                lambda n=name: self._toggle_panel(n),
+            )
+        if self.replay is not None:
+            yield SystemCommand("Replay: pause/resume", "Pause or resume the replay (space)", self.action_replay_toggle)
+            yield SystemCommand("Replay: to start", "Seek to the first sample (home)", lambda: self.action_replay_seek_fraction(0))
+            yield SystemCommand("Replay: to end", "Seek to the last sample (end)", lambda: self.action_replay_seek_fraction(1))
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":  # ours saves to the documented folder
+                yield command
+
+    def _toggle_panel(self, name: str) -> None:
+        self.switch_mode("dashboard")
+        self.call_after_refresh(lambda: self.screen.run_action(f"toggle_panel('{name}')"))

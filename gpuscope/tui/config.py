@@ -1,0 +1,135 @@
+"""Where the TUI keeps its settings, user themes and screenshots; read and write the settings.
+
+No Textual import here. Paths:
+
+- config dir: ``$GPUSCOPE_CONFIG_DIR`` if set, else ``$XDG_CONFIG_HOME/gpuscope``
+  (default ``~/.config/gpuscope``). It holds ``config.toml`` (the remembered theme and
+  hidden panels) and ``themes/*.toml`` (user themes).
+- screenshots and reports saved from the TUI: ``$GPUSCOPE_SCREENSHOT_DIR`` if set, else
+  ``$GPUSCOPE_DATA_DIR/screenshots``, else ``$XDG_DATA_HOME/gpuscope/screenshots`` (default
+  ``~/.local/share/gpuscope/screenshots``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = [
+    "Settings",
+    "config_dir",
+    "config_path",
+    "user_themes_dir",
+    "screenshots_dir",
+    "load_settings",
+    "save_settings",
+]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def config_dir() -> Path:
+    """The gpuscope config folder (it may not exist yet)."""
+    override = os.environ.get("GPUSCOPE_CONFIG_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "gpuscope"
+
+
+def config_path() -> Path:
+    """The settings file, ``<config dir>/config.toml``."""
+    return config_dir() / "config.toml"
+
+
+def user_themes_dir() -> Path:
+    """The folder for user theme files, ``<config dir>/themes``."""
+    return config_dir() / "themes"
+
+
+def screenshots_dir() -> Path:
+    """Where the TUI saves SVG screenshots and snapshot reports (created on first save)."""
+    override = os.environ.get("GPUSCOPE_SCREENSHOT_DIR")
+    if override:
+        return Path(override).expanduser()
+    data = os.environ.get("GPUSCOPE_DATA_DIR")
+    if data:
+        return Path(data).expanduser() / "screenshots"
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gpuscope" / "screenshots"
+
+
+@dataclass
+class Settings:
+    """What the TUI remembers across runs."""
+
+    theme: str | None = None
+    """Name of the theme chosen last (``--theme`` or the command palette)."""
+    hidden_panels: list[str] = field(default_factory=list)
+    """Dashboard panels the user hid (``gpus``, ``cpu``, ``memory``, ``network``)."""
+
+
+def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
+    """Read the settings file. Returns the settings and a one-line problem (or None).
+
+    A missing file gives defaults silently; an unreadable or invalid one gives defaults and a
+    message naming the file and the field, so the UI can show it."""
+    path = path or config_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings(), None
+    except OSError as exc:
+        return Settings(), f"{path}: cannot read ({exc.strerror or exc}); using defaults"
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return Settings(), f"{path}: not valid TOML ({exc}); using defaults"
+    settings = Settings()
+    problem = None
+    theme = data.get("theme")
+    if theme is not None:
+        if isinstance(theme, str) and _NAME_RE.match(theme):
+            settings.theme = theme
+        else:
+            problem = f"{path}: field 'theme' must be a theme name, got {theme!r}; ignored"
+    hidden = data.get("hidden_panels", [])
+    if isinstance(hidden, list) and all(isinstance(item, str) for item in hidden):
+        settings.hidden_panels = [item for item in hidden if _NAME_RE.match(item)]
+    else:
+        problem = f"{path}: field 'hidden_panels' must be a list of strings; ignored"
+    return settings, problem
+
+
+def _toml_string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
+
+
+def save_settings(settings: Settings, path: Path | None = None) -> None:
+    """Write the settings file atomically (temporary file + rename). Raises OSError."""
+    path = path or config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["# gpuscope TUI settings (written by gpuscope; safe to edit)"]
+    if settings.theme:
+        lines.append(f"theme = {_toml_string(settings.theme)}")
+    lines.append("hidden_panels = [" + ", ".join(_toml_string(p) for p in settings.hidden_panels) + "]")
+    descriptor, temporary = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

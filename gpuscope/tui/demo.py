@@ -1,0 +1,109 @@
+"""``gpuscope --demo``: the real collector against the fake NVML (an H200 with GPM and NVLink,
+an A100 without GPM) whose load moves in slow waves, plus this machine's real CPU side.
+For trying the UI on a machine without GPUs; the top bar says "demo"."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any
+
+from gpuscope.telemetry.records import Sample
+from gpuscope.tui.sources import TelemetrySource
+
+__all__ = ["DemoSource", "demo_fake_nvml"]
+
+
+def demo_fake_nvml(clock: Any = None) -> Any:
+    """The demo's fake NVML: GPU 0 an H200 (GPM, 18 NVLinks), GPU 1 an A100 (no GPM); this
+    process and its parent show as GPU processes."""
+    from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, FakeProcess
+
+    gpus = [
+        FakeGpu.h200(wobble=0.03, seed=1, processes=[FakeProcess(os.getpid(), 61 * GIB, 72)]),
+        FakeGpu.a100(wobble=0.03, seed=2, processes=[FakeProcess(os.getppid(), 18 * GIB, None)]),
+    ]
+    return FakeNvml.with_gpus(gpus, clock=clock or FakeClock(real=True))
+
+
+def demo_load(t_s: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Scripted loads of the two demo GPUs at ``t_s`` seconds: a training-like cycle."""
+    phase = 0.5 + 0.5 * math.sin(t_s / 7.0)
+    burst = 0.5 + 0.5 * math.sin(t_s / 2.3)
+    h200 = dict(
+        gpu_util_percent=60 + 38 * phase,
+        memory_busy_percent=30 + 40 * phase,
+        sm_activity_percent=45 + 45 * phase,
+        sm_occupancy_percent=25 + 20 * phase,
+        tensor_activity_percent=20 + 55 * phase,
+        hmma_tensor_activity_percent=20 + 55 * phase,
+        fp32_activity_percent=5 + 10 * burst,
+        dram_bytes_per_s=1.2e12 + 2.6e12 * phase,
+        pcie_tx_bytes_per_s=0.4e9 + 2e9 * burst,
+        pcie_rx_bytes_per_s=1e9 + 6e9 * burst,
+        nvlink_tx_bytes_per_s=2e9 + 5e9 * burst,
+        nvlink_rx_bytes_per_s=2e9 + 5e9 * burst,
+        power_w=280 + 380 * phase,
+        sm_clock_mhz=1755 + 225 * phase,
+        temperature_gpu_c=48 + 20 * phase,
+        temperature_memory_c=55 + 18 * phase,
+        memory_used_bytes=int(70e9 + 8e9 * phase),
+        throttle_reasons=0,
+    )
+    a100 = dict(
+        gpu_util_percent=20 + 30 * burst,
+        memory_busy_percent=10 + 15 * burst,
+        pcie_tx_bytes_per_s=2e8 + 5e8 * burst,
+        pcie_rx_bytes_per_s=5e8 + 1.5e9 * burst,
+        power_w=120 + 150 * burst,
+        sm_clock_mhz=1410,
+        memory_clock_mhz=1593,
+        temperature_gpu_c=40 + 10 * burst,
+        temperature_memory_c=45 + 8 * burst,
+        memory_used_bytes=int(18e9 + 2e9 * burst),
+        throttle_reasons=0x4 if burst > 0.8 else 0,  # SW power cap at the peaks
+    )
+    return h200, a100
+
+
+class DemoSource(TelemetrySource):
+    """Live collector + fake NVML with moving loads."""
+
+    label = "demo (fake NVML)"
+
+    def __init__(self) -> None:
+        self._fake: Any = None
+        self._installed: Any = None
+        self._collector: Any = None
+        self._t0 = time.monotonic()
+
+    def open(self) -> None:
+        from gpuscope.telemetry.collector import TelemetryCollector
+        from gpuscope.testing.fake_nvml import install_fake_nvml
+
+        self._fake = demo_fake_nvml()
+        self._installed = install_fake_nvml(self._fake)
+        self._installed.__enter__()
+        self._set_load()
+        self._collector = TelemetryCollector(nvml=True)
+        self._collector.open()
+
+    def _set_load(self) -> None:
+        h200, a100 = demo_load(time.monotonic() - self._t0)
+        self._fake.set_load(0, **h200)
+        self._fake.set_load(1, **a100)
+
+    def sample(self) -> Sample:
+        if self._collector is None:
+            self.open()
+        self._set_load()
+        return self._collector.sample()
+
+    def close(self) -> None:
+        collector, self._collector = self._collector, None
+        if collector is not None:
+            collector.close()
+        installed, self._installed = self._installed, None
+        if installed is not None:
+            installed.__exit__(None, None, None)

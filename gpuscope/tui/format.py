@@ -1,0 +1,121 @@
+"""Text for metric values: units, SI prefixes, and "n/a" for unavailable metrics (never 0).
+
+No Textual import. GB means 1e9 bytes (as everywhere in gpuscope).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+from gpuscope.telemetry.values import Reason, Unavailable
+
+__all__ = [
+    "NA",
+    "si",
+    "fmt_bytes",
+    "fmt_rate",
+    "fmt_percent",
+    "fmt_mhz",
+    "fmt_watts",
+    "fmt_celsius",
+    "fmt_flops",
+    "fmt_metric",
+    "reason_text",
+    "bar",
+]
+
+#: What an unavailable metric reads as.
+NA = "n/a"
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+_REASON_WORDS = {
+    Reason.NOT_SUPPORTED: "not supported by this GPU or driver",
+    Reason.NO_PERMISSION: "no permission",
+    Reason.GPU_LOST: "GPU lost",
+    Reason.NO_DRIVER: "no NVIDIA driver",
+    Reason.DRIVER_TOO_OLD: "driver too old",
+    Reason.DRIVER_MISMATCH: "driver/library version mismatch",
+    Reason.WARMING_UP: "warming up (a rate needs two samples)",
+    Reason.NOT_APPLICABLE: "not applicable",
+    Reason.ERROR: "error",
+}
+
+
+def si(value: float, unit: str = "", digits: int = 3) -> str:
+    """``value`` with an SI prefix and ``digits`` significant digits: ``si(3.2e12, "B/s")`` -> ``3.20 TB/s``."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return NA
+    magnitude = abs(value)
+    for scale, prefix in _PREFIXES:
+        if magnitude >= scale * 0.9995:
+            return f"{_sig(value / scale, digits)} {prefix}{unit}".rstrip()
+    return f"{_sig(value, digits)} {unit}".rstrip()
+
+
+def _sig(value: float, digits: int) -> str:
+    magnitude = abs(value)
+    if magnitude >= 100 or magnitude == 0:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.{max(0, digits - 2)}f}"
+    return f"{value:.{max(0, digits - 1)}f}"
+
+
+def fmt_bytes(value: float) -> str:
+    """Bytes with a decimal prefix: ``80.1 GB``."""
+    return si(float(value), "B")
+
+
+def fmt_rate(value: float) -> str:
+    """Bytes per second: ``3.21 TB/s``."""
+    return si(float(value), "B/s")
+
+
+def fmt_flops(value: float) -> str:
+    """FLOP per second: ``989 TFLOP/s``."""
+    return si(float(value), "FLOP/s")
+
+
+def fmt_percent(value: float) -> str:
+    return f"{value:.0f}%"
+
+
+def fmt_mhz(value: float) -> str:
+    return f"{value:.0f} MHz"
+
+
+def fmt_watts(value: float) -> str:
+    return f"{value:.0f} W"
+
+
+def fmt_celsius(value: float) -> str:
+    return f"{value:.0f}°C"
+
+
+def fmt_metric(value: Any, formatter: Callable[[Any], str] = str) -> str:
+    """``formatter(value)``, or ``n/a`` for an :class:`Unavailable` (never a zero)."""
+    if isinstance(value, Unavailable) or value is None:
+        return NA
+    return formatter(value)
+
+
+def reason_text(value: Unavailable) -> str:
+    """One human line for why a metric is unavailable: ``not supported by this GPU or driver: GPM needs Hopper``."""
+    words = _REASON_WORDS.get(value.reason, value.reason.value)
+    return f"{words}: {value.detail}" if value.detail else words
+
+
+_EIGHTHS = " ▏▎▍▌▋▊▉█"
+
+
+def bar(fraction: float, width: int) -> str:
+    """A horizontal bar ``width`` cells wide filled to ``fraction`` (0..1), in eighths."""
+    if width <= 0:
+        return ""
+    fraction = min(1.0, max(0.0, fraction if math.isfinite(fraction) else 0.0))
+    eighths = round(fraction * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (_EIGHTHS[part] if part else "")
+    return text.ljust(width)

@@ -1,0 +1,158 @@
+"""What the roofline screen draws: the model of the loaded results plus the devices this machine
+has (their datasheet roofs), probe measurements as points, and live estimated GPU positions.
+
+No Textual import. Building the model is pure and cheap (tens of points); the screen calls it
+when results change, not every tick.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Sequence
+
+from gpuscope.telemetry.records import GpuSample, Sample
+
+__all__ = ["live_document", "measurement_points", "build_screen_model", "live_placements", "LIVE_LABEL"]
+
+#: How a live position is labelled everywhere it appears.
+LIVE_LABEL = "estimated from activity counters"
+
+
+def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+    """A results-shaped document naming this machine's devices (no ceilings), so their datasheet
+    roofs appear before any probe has run. Devices that ``results`` from this host already name
+    are left out, and the rank those results use is reused, so both land on one device. None
+    without a sample."""
+    if sample is None:
+        return None
+    hostname = sample.host.hostname
+    present: set[str] = set()
+    rank: int | None = None
+    for document in results:
+        system = document.get("system") if isinstance(document.get("system"), dict) else {}
+        doc_host = system.get("hostname")
+        for entry in list(document.get("devices", []) or []) + list(document.get("ceilings", []) or []):
+            if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
+                continue
+            if (entry.get("host") or doc_host) in (hostname, None):
+                present.add(entry["device"])
+                if isinstance(entry.get("rank"), int) and rank is None:
+                    rank = entry["rank"]
+    devices: list[dict[str, Any]] = []
+    if "cpu" not in present:
+        devices.append({"device": "cpu", "type": "cpu", "name": sample.host.cpu_model, "rank": rank})
+    for gpu in sample.gpus:
+        name = f"cuda:{gpu.index}"
+        if gpu.mig_parent_index is None and name not in present:
+            devices.append({"device": name, "type": "gpu", "name": gpu.name, "rank": rank})
+    return {
+        "schema": "gpuscope.results",
+        "schema_version": 1,
+        "system": {"hostname": hostname},
+        "devices": devices,
+        "ceilings": [],
+        "measurements": [],
+        "workloads": [],
+    }
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
+
+
+def measurement_points(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Probe measurements that can sit on the chart (FLOPs, bytes and a time, status ok) as
+    ``workloads`` entries, named after the measurement."""
+    points = []
+    for measurement in document.get("measurements", []) or []:
+        if not isinstance(measurement, dict):
+            continue
+        status = str(measurement.get("status", "ok")).lower()
+        if status not in ("ok", "passed", "valid", "success"):
+            continue
+        parameters = measurement.get("parameters") if isinstance(measurement.get("parameters"), dict) else {}
+        if parameters.get("role") == "workload":
+            continue  # already a point through the document's "workloads"
+        flops, nbytes = _number(measurement.get("flops")), _number(measurement.get("bytes"))
+        time_s = _number(measurement.get("time_s"))
+        device = measurement.get("device")
+        if not (flops and nbytes and time_s and isinstance(device, str)) or flops <= 0 or nbytes <= 0 or time_s <= 0:
+            continue
+        dtype = parameters.get("dtype") if isinstance(parameters.get("dtype"), str) else measurement.get("dtype")
+        entry = {
+            "name": str(measurement.get("name") or measurement.get("id") or "probe"),
+            "device": device,
+            "flops": flops,
+            "bytes": nbytes,
+            "time_s": time_s,
+            "dtype": dtype if isinstance(dtype, str) else None,
+            "source": "probe",
+        }
+        for key in ("host", "rank"):
+            if key in measurement:
+                entry[key] = measurement[key]
+        points.append(entry)
+    return points
+
+
+def build_screen_model(
+    results: Sequence[dict[str, Any]], sample: Sample | None, include_measurements: bool = True, local_cpu: Any = None
+) -> Any:
+    """The :class:`gpuscope.roofline.model.RooflineModel` of ``results`` (probe results
+    documents) plus this machine's devices; probe measurements become points. ``local_cpu``
+    (a CpuInfo) gives the CPU datasheet roof; default: this machine's."""
+    from gpuscope.roofline.loading import build_model
+
+    documents: list[tuple[str, dict[str, Any]]] = []
+    for number, document in enumerate(results):
+        doc = dict(document)
+        if include_measurements:
+            doc["workloads"] = list(document.get("workloads", []) or []) + measurement_points(document)
+        source = str((document.get("suite") or {}).get("path") or f"results {number + 1}") if isinstance(document.get("suite"), dict) else f"results {number + 1}"
+        documents.append((source, doc))
+    live = live_document(sample, results)
+    if live is not None:
+        documents.append(("this machine", live))
+    hostname = sample.host.hostname if sample is not None else socket.gethostname()
+    return build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname)
+
+
+def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[str]]:
+    """Estimated current positions of the GPUs in ``sample`` (Hopper and newer: activity counters
+    and DRAM GB/s) placed against their devices' roofs, and one line per GPU that cannot be
+    estimated saying why."""
+    if sample is None or not sample.gpus:
+        return [], []
+    try:
+        from gpuscope.roofline.live import estimate_live_position
+    except ImportError:
+        return [], ["live positions need gpuscope.roofline.live"]
+    from dataclasses import replace
+
+    from gpuscope.roofline.model import place_point
+    from gpuscope.telemetry.values import Unavailable
+
+    placements, reasons = [], []
+    for gpu in sample.gpus:
+        if gpu.mig_parent_index is not None:
+            continue
+        estimate = estimate_live_position(gpu)
+        if isinstance(estimate, Unavailable):
+            reasons.append(f"cuda:{gpu.index} live: {estimate.detail or estimate.reason.value}")
+            continue
+        key = _device_key(model, gpu, sample)
+        point = replace(estimate.to_point(name=f"cuda:{gpu.index} now"), key=key)
+        placements.append(place_point(point, model.device(key)))
+    return placements, reasons
+
+
+def _device_key(model: Any, gpu: GpuSample, sample: Sample) -> Any:
+    from gpuscope.roofline.model import DeviceKey
+
+    wanted = f"cuda:{gpu.index}"
+    for device in model.devices:
+        if device.key.device == wanted and device.key.host in (sample.host.hostname, None):  # first match wins
+            return device.key
+    return DeviceKey(host=sample.host.hostname, rank=None, device=wanted)

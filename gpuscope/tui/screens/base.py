@@ -1,0 +1,60 @@
+"""What every gpuscope screen has: the top bar, a hint line and the footer, and a hook the
+app calls with each new sample while the screen is showing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.app import ComposeResult
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from gpuscope.telemetry.records import Sample
+from gpuscope.tui.widgets.metric import MetricCell
+from gpuscope.tui.widgets.topbar import TopBar
+
+if TYPE_CHECKING:
+    from gpuscope.tui.app import GpuscopeApp
+
+__all__ = ["GpuscopeScreen"]
+
+
+class GpuscopeScreen(Screen):
+    """Base class: subclasses implement :meth:`compose_body` and :meth:`show_sample`."""
+
+    MODE = "dashboard"
+    DEFAULT_HINT = ""
+
+    @property
+    def gpuscope(self) -> "GpuscopeApp":
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield TopBar(self.MODE)
+        yield from self.compose_body()
+        yield Static(self.DEFAULT_HINT, id="hint", markup=False)
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def on_screen_resume(self) -> None:
+        sample = self.gpuscope.latest_sample
+        if sample is not None:
+            self.receive_sample(sample)
+
+    def receive_sample(self, sample: Sample) -> None:
+        """Called by the app for each new sample while this screen is on the stack."""
+        app = self.gpuscope
+        self.query_one(TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
+        self.show_sample(sample)
+
+    def show_sample(self, sample: Sample) -> None:
+        """Redraw what depends on the sample. Override."""
+
+    def set_hint(self, text: str) -> None:
+        """Show ``text`` in the hint line above the footer (or the screen's default hint)."""
+        self.query_one("#hint", Static).update(text or self.DEFAULT_HINT, layout=False)
+
+    def on_metric_cell_explained(self, event: MetricCell.Explained) -> None:
+        self.set_hint(event.text)

@@ -1,0 +1,186 @@
+"""The roofline screen: the chart (roofs of every device, probe and workload points, live GPU
+positions) and a table of points; moving through the table highlights a point on the chart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Container, Vertical
+from textual.widgets import DataTable, Static
+
+from gpuscope.telemetry.records import Sample
+from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_placements
+from gpuscope.tui.screens.base import GpuscopeScreen
+from gpuscope.tui.widgets.chart import PlotextView
+
+__all__ = ["RooflineScreen", "WIDE_MIN_WIDTH"]
+
+#: At this width and above the table sits right of the chart, else below it.
+WIDE_MIN_WIDTH = 150
+
+_COLUMNS = (("name", "point"), ("device", "device"), ("intensity", "FLOP/B"), ("flops", "FLOP/s"), ("bound", "bound"), ("eff", "eff."), ("note", "note"))
+
+
+def _si(value: float | None, unit: str = "") -> str:
+    from gpuscope.roofline.units import format_si
+
+    return "-" if value is None else format_si(value, unit, 3)
+
+
+class RooflineScreen(GpuscopeScreen):
+    MODE = "roofline"
+    DEFAULT_HINT = "↑↓: select a point to highlight it · l: live positions on/off · 3: run probes"
+    BINDINGS = [Binding("l", "toggle_live", "Live")]
+
+    def compose_body(self) -> ComposeResult:
+        with Container(id="roof-main"):
+            yield PlotextView(self._draw_chart, id="roof-chart")
+            with Vertical(id="roof-side"):
+                yield Static("", id="roof-summary", markup=False)
+                yield DataTable(id="roof-points", cursor_type="row", zebra_stripes=True)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#roof-points", DataTable)
+        for key, title in _COLUMNS:
+            table.add_column(title, key=key)
+        self._model: Any = None
+        self._model_key: tuple = ()
+        self._live: list[Any] = []
+        self._live_reasons: list[str] = []
+        self._live_key: tuple = ()
+        self._highlight: int | None = None
+        self.show_live = True
+        self._rows_key: tuple = ()
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width >= WIDE_MIN_WIDTH, "-wide")
+
+    # --- data --------------------------------------------------------------------------------
+
+    def show_sample(self, sample: Sample) -> None:
+        app = self.gpuscope
+        key = (app.results_version, tuple((g.index, g.name) for g in sample.gpus), sample.host.hostname)
+        changed = False
+        if key != self._model_key or self._model is None:
+            self._model_key = key
+            try:
+                self._model = build_screen_model(app.probe_results, sample, local_cpu=app.local_cpu_info)
+            except Exception as exc:  # noqa: BLE001 - a bad document must not take the UI down
+                self._model = None
+                self.query_one("#roof-summary", Static).update(f"Cannot build the roofline: {exc}", layout=False)
+                return
+            changed = True
+        live, self._live_reasons = live_placements(self._model, sample) if self.show_live else ([], [])
+        live_key = (tuple((p.point.name, f"{p.point.flop_per_s or 0:.3g}", f"{p.intensity_flop_per_byte or 0:.3g}") for p in live), tuple(self._live_reasons))
+        if live_key != self._live_key:
+            self._live, self._live_key = live, live_key
+            changed = True
+        if changed:
+            self._refresh_table()
+            self.query_one(PlotextView).redraw()
+
+    def palette_changed(self) -> None:
+        self.query_one(PlotextView).redraw()
+
+    def action_toggle_live(self) -> None:
+        self.show_live = not self.show_live
+        self._live_key = ("changed",)
+        if self.gpuscope.latest_sample is not None:
+            self.show_sample(self.gpuscope.latest_sample)
+        self.notify(f"Live positions {'shown' if self.show_live else 'hidden'}", timeout=2)
+
+    # --- table -------------------------------------------------------------------------------
+
+    def _rows(self) -> list[tuple[str, ...]]:
+        model = self._model
+        rows = []
+        for placement in list(model.placements) + self._live:
+            point = placement.point
+            is_live = placement in self._live
+            note = LIVE_LABEL if is_live or point.estimated else ""
+            if placement.above_roof:
+                note = "ABOVE ROOF: counting error"
+            elif placement.bound == "unknown" and placement.note:
+                note = placement.note
+            roof = placement.bounding_roof
+            if roof is not None and not note:
+                note = f"vs {roof.name}{' (datasheet)' if roof.source == 'datasheet' else ''}"
+            rows.append(
+                (
+                    point.name,
+                    model.device_label(point.key),
+                    _si(placement.intensity_flop_per_byte),
+                    _si(point.flop_per_s),
+                    placement.bound,
+                    "-" if placement.efficiency is None else f"{placement.efficiency * 100:.0f}%",
+                    note,
+                )
+            )
+        return rows
+
+    def _refresh_table(self) -> None:
+        table = self.query_one("#roof-points", DataTable)
+        rows = self._rows() if self._model is not None else []
+        key = tuple(rows)
+        summary = self._summary()
+        self.query_one("#roof-summary", Static).update(summary, layout=False)
+        if key == self._rows_key:
+            return
+        self._rows_key = key
+        cursor = table.cursor_row
+        table.clear()
+        for number, row in enumerate(rows):
+            style = "italic" if number >= len(self._model.placements) else ""
+            table.add_row(*(Text(cell, style=style) for cell in row), key=str(number))
+        if rows:
+            table.move_cursor(row=min(max(0, cursor), len(rows) - 1), animate=False)
+
+    def _summary(self) -> str:
+        model = self._model
+        if model is None:
+            return ""
+        devices = len(model.devices)
+        measured = sum(1 for device in model.devices for roof in device.roofs if roof.source == "measured")
+        text = f"{devices} devices · {measured} measured roofs · {len(model.placements)} points"
+        if self._live:
+            text += f" · {len(self._live)} live ({LIVE_LABEL})"
+        if self._live_reasons:
+            text += " · " + "; ".join(self._live_reasons)
+        if not measured:
+            text += " · datasheet roofs only: run probes (3) or pass --probes results.json"
+        return text
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id != "roof-points":
+            return
+        index = event.cursor_row
+        highlight = index if self._model is not None and 0 <= index < len(self._model.placements) else None
+        if highlight != self._highlight:
+            self._highlight = highlight
+            self.query_one(PlotextView).redraw()
+
+    # --- chart -------------------------------------------------------------------------------
+
+    def _draw_chart(self, width: int, height: int) -> str:
+        model = self._model
+        if model is None or not model.devices:
+            return "No devices yet: waiting for the first sample, or pass --probes results.json"
+        from gpuscope.roofline.chart import MIN_CHART_WIDTH, legend_lines, render_roofline, select_chart_roofs, style_roofs
+
+        palette = self.gpuscope.chart_palette.roofline_palette()
+        if width < MIN_CHART_WIDTH:
+            return f"The roofline needs {MIN_CHART_WIDTH} columns; this pane has {width}. Widen the terminal."
+        legend = legend_lines(style_roofs(select_chart_roofs(model), palette), width, palette)
+        chart_height = max(8, height - len(legend))
+        return render_roofline(
+            model,
+            width,
+            chart_height,
+            palette=palette,
+            highlight=self._highlight,
+            extra_placements=self._live,
+            title=None,
+        )

@@ -1,0 +1,267 @@
+"""Theme files: TOML that defines a Textual theme and the chart colours. Nothing in them runs.
+
+A theme file (``themes/*.toml`` shipped with gpuscope, or ``<config dir>/themes/*.toml``)::
+
+    [theme]
+    name = "gpuscope-dark"          # letters, digits, '-', '_', '.'
+    dark = true
+    primary = "#4ea1ff"             # required; any colour Textual parses (#rgb, #rrggbb, rgb(...), names)
+    secondary = "#..."              # optional: secondary accent warning error success foreground
+    ...                             #           background surface panel boost
+    [theme.variables]               # optional Textual CSS variables, name = colour/value string
+    footer-key-foreground = "#..."
+
+    [chart]                         # all optional; missing keys come from the default palette
+    series = ["#...", "#..."]       # history charts, one colour per GPU (cycled)
+    gpu_roofs = ["#...", ...]       # measured GPU roofs on the roofline (cycled)
+    cpu_roofs = ["#...", ...]       # measured CPU roofs
+    gpu_datasheet = "#..."          # datasheet GPU roofs (dimmer)
+    cpu_datasheet = "#..."
+    point = "#..."                  # workload / probe points
+    highlight = "#..."              # the point selected in the table
+    live = "#..."                   # live positions estimated from activity counters
+    above_roof = "#..."             # a point above its roof (a counting error)
+    axes = "#..."
+    bar_low = "#..."  bar_mid = "#..."  bar_high = "#..."   # level bars (<50%, <85%, above)
+
+A user theme with the same name as a shipped one replaces it. Any problem (not TOML, unknown
+key, bad colour, missing primary) raises :class:`ThemeError` with one line naming the file and
+the field; the app shows it and falls back to the default theme.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from textual.color import Color, ColorParseError
+from textual.theme import Theme
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = [
+    "DEFAULT_THEME",
+    "ChartPalette",
+    "ThemeFile",
+    "ThemeError",
+    "load_theme_file",
+    "discover_themes",
+    "fallback_theme",
+]
+
+#: The theme used when none is chosen, or when the chosen one is broken or missing.
+DEFAULT_THEME = "gpuscope-dark"
+
+_MAX_THEME_BYTES = 256 * 1024
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_TUPLE_FIELDS = ("series", "gpu_roofs", "cpu_roofs")
+_THEME_COLOURS = (
+    "primary", "secondary", "accent", "warning", "error", "success",
+    "foreground", "background", "surface", "panel", "boost",
+)  # fmt: skip
+
+
+class ThemeError(Exception):
+    """A theme file is unreadable or invalid; the message is one line naming file and field."""
+
+
+@dataclass(frozen=True)
+class ChartPalette:
+    """Chart colours as ``#rrggbb`` strings (tuples cycle: one colour per device or roof)."""
+
+    series: tuple[str, ...] = ("#4ea1ff", "#ffb000", "#5ad17a", "#ff7eb6", "#b48cff", "#3fd0c9")
+    gpu_roofs: tuple[str, ...] = ("#5ad17a", "#3fd0c9", "#4ea1ff", "#b48cff")
+    cpu_roofs: tuple[str, ...] = ("#ffb000", "#ff8c42", "#ffd400")
+    gpu_datasheet: str = "#4f7a5a"
+    cpu_datasheet: str = "#8a7350"
+    point: str = "#f0f0f0"
+    highlight: str = "#ff4fd8"
+    live: str = "#b0b0b0"
+    above_roof: str = "#ff5f5f"
+    axes: str = "#9aa0ab"
+    bar_low: str = "#5ad17a"
+    bar_mid: str = "#ffb000"
+    bar_high: str = "#ff5f5f"
+
+    def rgb(self, name: str) -> tuple[int, int, int]:
+        """The colour ``name`` (a single-colour field) as an (r, g, b) tuple."""
+        return _rgb(getattr(self, name))
+
+    def bar_colour(self, percent: float) -> str:
+        """The bar colour for a 0-100 level."""
+        if percent >= 85:
+            return self.bar_high
+        if percent >= 50:
+            return self.bar_mid
+        return self.bar_low
+
+    def roofline_palette(self):  # noqa: ANN201 - gpuscope.roofline.chart.ChartPalette
+        """The roofline chart's palette in these colours (RGB tuples for plotext)."""
+        from gpuscope.roofline.chart import DEFAULT_PALETTE
+
+        return DEFAULT_PALETTE.with_colors(
+            gpu_roofs=tuple(_rgb(c) for c in self.gpu_roofs),
+            cpu_roofs=tuple(_rgb(c) for c in self.cpu_roofs),
+            gpu_datasheet=_rgb(self.gpu_datasheet),
+            cpu_datasheet=_rgb(self.cpu_datasheet),
+            points=_rgb(self.point),
+            highlight=_rgb(self.highlight),
+            estimated=_rgb(self.live),
+            above_roof=_rgb(self.above_roof),
+            axes=_rgb(self.axes),
+        )
+
+
+def _rgb(hex_colour: str) -> tuple[int, int, int]:
+    colour = Color.parse(hex_colour)
+    return (colour.r, colour.g, colour.b)
+
+
+@dataclass(frozen=True)
+class ThemeFile:
+    """A loaded theme: the Textual theme, its chart palette and where it came from."""
+
+    theme: Theme
+    palette: ChartPalette
+    source: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.theme.name
+
+
+def _colour(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ThemeError(f"{where} must be a colour string, got {type(value).__name__}")
+    try:
+        return Color.parse(value).hex
+    except ColorParseError:
+        raise ThemeError(f"{where}: {value!r} is not a colour (use #rrggbb)") from None
+
+
+def parse_theme(data: dict[str, Any], source: str) -> ThemeFile:
+    """Build a :class:`ThemeFile` from parsed TOML ``data``; ``source`` names it in errors."""
+    unknown = set(data) - {"theme", "chart"}
+    if unknown:
+        raise ThemeError(f"{source}: unknown table or key {sorted(unknown)[0]!r} (expected [theme] and [chart])")
+    table = data.get("theme")
+    if not isinstance(table, dict):
+        raise ThemeError(f"{source}: missing [theme] table")
+    name = table.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ThemeError(f"{source}: [theme] name must be letters, digits, '-', '_' or '.', got {name!r}")
+    kwargs: dict[str, Any] = {"name": name}
+    for key, value in table.items():
+        where = f"{source}: [theme] {key}"
+        if key == "name":
+            continue
+        if key == "dark":
+            if not isinstance(value, bool):
+                raise ThemeError(f"{where} must be true or false")
+            kwargs["dark"] = value
+        elif key in _THEME_COLOURS:
+            kwargs[key] = _colour(value, where)
+        elif key in ("luminosity_spread", "text_alpha"):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
+                raise ThemeError(f"{where} must be a number from 0 to 1")
+            kwargs[key] = float(value)
+        elif key == "variables":
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and re.fullmatch(r"[a-z0-9-]{1,64}", k) and isinstance(v, str) and len(v) < 100
+                for k, v in value.items()
+            ):
+                raise ThemeError(f"{where} must map CSS variable names to strings")
+            kwargs["variables"] = dict(value)
+        else:
+            raise ThemeError(f"{where}: unknown key")
+    if "primary" not in kwargs:
+        raise ThemeError(f"{source}: [theme] primary is required")
+    chart = data.get("chart", {})
+    if not isinstance(chart, dict):
+        raise ThemeError(f"{source}: [chart] must be a table")
+    palette_kwargs: dict[str, Any] = {}
+    known = {f.name for f in fields(ChartPalette)}
+    for key, value in chart.items():
+        where = f"{source}: [chart] {key}"
+        if key not in known:
+            raise ThemeError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
+        if key in _TUPLE_FIELDS:
+            if not isinstance(value, list) or not value or len(value) > 32:
+                raise ThemeError(f"{where} must be a list of 1 to 32 colours")
+            palette_kwargs[key] = tuple(_colour(item, f"{where}[{i}]") for i, item in enumerate(value))
+        else:
+            palette_kwargs[key] = _colour(value, where)
+    try:
+        theme = Theme(**kwargs)
+        theme.to_color_system()  # surfaces any remaining colour problem now, not at draw time
+    except Exception as exc:  # noqa: BLE001 - Textual's own validation; report it as one line
+        raise ThemeError(f"{source}: [theme] rejected by Textual ({exc})") from None
+    return ThemeFile(theme=theme, palette=ChartPalette(**palette_kwargs))
+
+
+def load_theme_file(path: Path) -> ThemeFile:
+    """Read and validate one theme file. Raises :class:`ThemeError`."""
+    try:
+        size = path.stat().st_size
+        if size > _MAX_THEME_BYTES:
+            raise ThemeError(f"{path}: {size} bytes is too large for a theme file")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ThemeError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ThemeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ThemeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ThemeError(f"{path}: not valid TOML ({exc})") from None
+    loaded = parse_theme(data, str(path))
+    return ThemeFile(theme=loaded.theme, palette=loaded.palette, source=path)
+
+
+def discover_themes(folders: list[Path]) -> tuple[dict[str, ThemeFile], list[str]]:
+    """Load every ``*.toml`` in ``folders`` (later folders override earlier ones by name).
+
+    Returns the themes by name and one message per file that failed to load."""
+    themes: dict[str, ThemeFile] = {}
+    problems: list[str] = []
+    for folder in folders:
+        try:
+            paths = sorted(folder.glob("*.toml"))
+        except OSError:
+            continue
+        for path in paths:
+            try:
+                loaded = load_theme_file(path)
+            except ThemeError as exc:
+                problems.append(str(exc))
+                continue
+            themes[loaded.name] = loaded
+    return themes, problems
+
+
+def fallback_theme() -> ThemeFile:
+    """The built-in default, used when even the shipped theme files cannot be read."""
+    return ThemeFile(
+        theme=Theme(
+            name=DEFAULT_THEME,
+            primary="#4ea1ff",
+            secondary="#2d6cb5",
+            accent="#ffb000",
+            warning="#ffb000",
+            error="#ff5555",
+            success="#5ad17a",
+            foreground="#e6e6e6",
+            background="#15171c",
+            surface="#1d2027",
+            panel="#252a33",
+            dark=True,
+        ),
+        palette=ChartPalette(),
+    )

@@ -1,0 +1,136 @@
+"""History charts: a fixed-scale block chart (cheap, one column per sample) with a title line,
+and a Static that shows plotext output."""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from rich.style import Style
+from rich.text import Text
+from textual.widgets import Static
+
+from gpuscope.tui.widgets.lines import LineWidget, Run
+
+__all__ = ["HistoryChart", "PlotextView", "downsample_minmax"]
+
+_LEVELS = " ▁▂▃▄▅▆▇█"
+
+
+def downsample_minmax(values: Sequence[float | None], buckets: int) -> list[float | None]:
+    """Reduce ``values`` to at most ``buckets`` points keeping each bucket's max (peaks stay
+    visible); a bucket with only gaps stays a gap."""
+    if len(values) <= buckets or buckets <= 0:
+        return list(values)
+    out: list[float | None] = []
+    size = len(values) / buckets
+    for bucket in range(buckets):
+        chunk = [v for v in values[int(bucket * size) : int((bucket + 1) * size)] if v is not None]
+        out.append(max(chunk) if chunk else None)
+    return out
+
+
+class HistoryChart(LineWidget):
+    """``title  current`` on the first line, then a bar chart of the history below it.
+
+    The scale is fixed (``maximum``, e.g. 100 for percentages or the peak bandwidth) when given,
+    otherwise the largest value seen in the window. Gaps (unavailable) are blank columns."""
+
+    DEFAULT_CSS = """
+    HistoryChart { height: 4; width: 1fr; min-width: 10; }
+    HistoryChart > .chart--title { color: $text-muted; }
+    HistoryChart > .chart--bar { color: $primary; }
+    HistoryChart > .chart--empty { color: $text-disabled; }
+    """
+    COMPONENT_CLASSES = {"chart--title", "chart--bar", "chart--empty"}
+
+    def __init__(
+        self,
+        title: str,
+        formatter: Callable[[float], str] = lambda v: f"{v:.0f}",
+        maximum: float | None = None,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.title = title
+        self.formatter = formatter
+        self.maximum = maximum
+        self._values: tuple[float | None, ...] = ()
+        self._current = ""
+        self._colour: str | None = None
+
+    def set_data(self, values: Sequence[float | None], current: str, maximum: float | None = None, colour: str | None = None) -> None:
+        """Replace the history (oldest first) and the current-value text; redraws if changed."""
+        data = tuple(values[-512:])
+        if data == self._values and current == self._current and maximum == self.maximum and colour == self._colour:
+            return
+        self._values, self._current, self._colour = data, current, colour
+        if maximum is not None:
+            self.maximum = maximum
+        self.invalidate()
+
+    @property
+    def values(self) -> tuple[float | None, ...]:
+        return self._values
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        rows = max(1, height - 1)
+        head = f"{self.title} "
+        room = max(0, width - 1)  # keep a gap before the next chart's title
+        lines: list[list[Run]] = [[(head[:room], self.component_style("chart--title")), (self._current[: max(0, room - len(head))], None)]]
+        values = downsample_minmax(self._values, width)[-width:]
+        present = [v for v in values if v is not None and math.isfinite(v)]
+        if not present:
+            if self._values and not self._current.startswith("n/a"):
+                lines.append([("no data", self.component_style("chart--empty"))])
+            return lines
+        top = self.maximum if self.maximum else max(present)
+        top = top if top and top > 0 else 1.0
+        bar_style = Style(color=self._colour) if self._colour else self.component_style("chart--bar")
+        pad = " " * (width - len(values))
+        heights = [None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in values]
+        for row in range(rows - 1, -1, -1):
+            cells = []
+            for h in heights:
+                if h is None:
+                    cells.append(" ")
+                    continue
+                level = min(8, max(0, h - row * 8))
+                if row == 0:
+                    level = max(1, level)  # a real reading, even zero, is visible; a gap is blank
+                cells.append(_LEVELS[level])
+            lines.append([(pad + "".join(cells), bar_style)])
+        return lines
+
+
+class PlotextView(Static):
+    """Shows plotext output (ANSI text) at the widget's size; ``draw`` is called with
+    (width, height) and returns the chart text. Redraws on resize and on :meth:`redraw`."""
+
+    DEFAULT_CSS = """
+    PlotextView { width: 1fr; height: 1fr; min-height: 8; }
+    """
+
+    def __init__(self, draw: Callable[[int, int], str], *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__("", id=id, classes=classes)
+        self._draw = draw
+        self._drawn_for: tuple[int, int] | None = None
+
+    def redraw(self) -> None:
+        """Draw again at the current size (call when the data or palette changed)."""
+        width, height = self.size.width, self.size.height
+        if width < 10 or height < 4:
+            return
+        self._drawn_for = (width, height)
+        try:
+            chart = self._draw(width, height)
+        except Exception as exc:  # noqa: BLE001 - a chart bug must not take the UI down
+            self.update(Text(f"chart failed: {exc}", style="italic"), layout=False)
+            return
+        self.update(Text.from_ansi(chart, no_wrap=True, overflow="crop"), layout=False)
+
+    def on_resize(self) -> None:
+        if self._drawn_for != (self.size.width, self.size.height):
+            self.redraw()

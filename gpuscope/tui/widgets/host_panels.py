@@ -1,0 +1,249 @@
+"""The host side of the dashboard: CPU (per-core bars), memory, network and InfiniBand."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Grid, Vertical
+from textual.widget import Widget
+
+from gpuscope.telemetry.records import HostSample
+from gpuscope.telemetry.values import Unavailable
+from gpuscope.tui.format import NA, bar, fmt_bytes, fmt_percent, fmt_rate, reason_text
+from gpuscope.tui.history import History
+from gpuscope.tui.widgets.chart import HistoryChart
+from gpuscope.tui.widgets.metric import MetricCell
+
+if TYPE_CHECKING:
+    from gpuscope.tui.themes import ChartPalette
+
+__all__ = ["CoreBars", "CpuPanel", "MemoryPanel", "NetworkPanel"]
+
+
+def _palette(widget: Widget) -> "ChartPalette":
+    from gpuscope.tui.themes import ChartPalette
+
+    return getattr(widget.app, "chart_palette", None) or ChartPalette()
+
+
+class CoreBars(Widget):
+    """Per-core utilization bars in as many columns as fit; height follows the core count."""
+
+    DEFAULT_CSS = """
+    CoreBars { height: auto; width: 1fr; }
+    """
+    ENTRY_WIDTH = 22
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._levels: tuple[float | None, ...] = ()
+        self._reasons: dict[int, str] = {}
+
+    def set_levels(self, host: HostSample) -> None:
+        levels = tuple(
+            None if isinstance(core.utilization_percent, Unavailable) else float(core.utilization_percent) for core in host.cores
+        )
+        self._reasons = {
+            core.core: reason_text(core.utilization_percent) for core in host.cores if isinstance(core.utilization_percent, Unavailable)
+        }
+        if levels == self._levels:
+            return
+        relayout = len(levels) != len(self._levels)
+        self._levels = levels
+        self.tooltip = "\n".join(f"core {core}: {why}" for core, why in sorted(self._reasons.items())[:8]) or None
+        self.refresh(layout=relayout)
+
+    def _columns(self, width: int) -> int:
+        return max(1, width // self.ENTRY_WIDTH)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+        return max(1, math.ceil(len(self._levels) / self._columns(width)))
+
+    def render(self) -> Text:
+        width = self.size.width
+        columns = self._columns(width)
+        entry = width // columns
+        bar_width = max(3, entry - 11)
+        palette = _palette(self)
+        rows = max(1, math.ceil(len(self._levels) / columns))
+        text = Text(no_wrap=True, overflow="crop")
+        if not self._levels:
+            return Text("no per-core data", style="italic")
+        for row in range(rows):
+            if row:
+                text.append("\n")
+            for column in range(columns):
+                index = column * rows + row  # fill down the columns, like htop
+                if index >= len(self._levels):
+                    break
+                level = self._levels[index]
+                text.append(f"{index:>3} ", style="dim")
+                if level is None:
+                    text.append(NA.ljust(bar_width + 6), style="dim italic")
+                else:
+                    text.append(bar(level / 100, bar_width), style=palette.bar_colour(level))
+                    text.append(f"{level:>4.0f}% ")
+                text.append(" " * max(0, entry - (bar_width + 10)))
+        return text
+
+
+class CpuPanel(Vertical):
+    """CPU model, total utilization, load, a history chart and per-core bars."""
+
+    DEFAULT_CSS = """
+    CpuPanel { height: auto; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    CpuPanel > .cells { grid-size: 3; grid-gutter: 0 2; height: auto; grid-rows: 1; }
+    CpuPanel > HistoryChart { height: 3; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Grid(classes="cells"):
+            yield MetricCell("CPU", label_width=5, id="cpu-total")
+            yield MetricCell("load", label_width=5, id="cpu-load")
+            yield MetricCell("freq", label_width=5, id="cpu-freq")
+        yield HistoryChart("CPU %", maximum=100, id="cpu-chart")
+        yield CoreBars(id="cpu-cores")
+
+    def on_resize(self) -> None:
+        columns = max(1, min(3, (self.size.width + 2) // 26))
+        grid = self.query_one(".cells", Grid)
+        if grid.styles.grid_size_columns != columns:
+            grid.styles.grid_size_columns = columns
+
+    def show(self, host: HostSample, history: History) -> None:
+        physical = "" if isinstance(host.physical_cores, Unavailable) else f" ({host.physical_cores} physical)"
+        self.border_title = f"CPU · {host.cpu_model} · {host.logical_cores} cores{physical}"
+        self.query_one("#cpu-total", MetricCell).set_value(host.cpu_utilization_percent, fmt_percent)
+        loads = (host.load_average_1m, host.load_average_5m, host.load_average_15m)
+        load_cell = self.query_one("#cpu-load", MetricCell)
+        if isinstance(loads[0], Unavailable):
+            load_cell.set_value(loads[0])
+        else:
+            load_cell.set_text(" ".join(NA if isinstance(v, Unavailable) else f"{v:.2f}" for v in loads))
+        freqs = [c.frequency_mhz for c in host.cores if not isinstance(c.frequency_mhz, Unavailable)]
+        freq_cell = self.query_one("#cpu-freq", MetricCell)
+        if freqs:
+            freq_cell.set_text(f"{sum(freqs) / len(freqs):.0f} MHz")
+        elif host.cores and isinstance(host.cores[0].frequency_mhz, Unavailable):
+            freq_cell.set_value(host.cores[0].frequency_mhz)
+        else:
+            freq_cell.set_text(NA, reason="no per-core data")
+        values = history.series("host", "cpu")
+        current = NA if not values or values[-1] is None else f"{values[-1]:.0f}%"
+        self.query_one("#cpu-chart", HistoryChart).set_data(values, current, colour=_palette(self).series[0])
+        self.query_one("#cpu-cores", CoreBars).set_levels(host)
+
+
+class MemoryPanel(Vertical):
+    """Host memory and swap, as bars."""
+
+    DEFAULT_CSS = """
+    MemoryPanel { height: auto; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    MemoryPanel > MetricCell { width: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield MetricCell("used", label_width=5, id="mem-used")
+        yield MetricCell("swap", label_width=5, id="mem-swap")
+
+    def show(self, host: HostSample) -> None:
+        self.border_title = "Memory"
+        palette = _palette(self)
+        width = max(6, self.size.width - 34)
+        total = host.memory_total_bytes
+        if total:
+            percent = 100 * host.memory_used_bytes / total
+            suffix = (bar(percent / 100, width), palette.bar_colour(percent))
+            text = f"{fmt_bytes(host.memory_used_bytes):>8}/{fmt_bytes(total):<8} {percent:3.0f}%"
+            self.query_one("#mem-used", MetricCell).set_text(text, suffix=suffix)
+        else:
+            self.query_one("#mem-used", MetricCell).set_text(NA, reason="memory total not reported")
+        swap_cell = self.query_one("#mem-swap", MetricCell)
+        if isinstance(host.swap_total_bytes, Unavailable):
+            swap_cell.set_value(host.swap_total_bytes)
+        elif host.swap_total_bytes == 0:
+            swap_cell.set_text("none configured")
+        elif isinstance(host.swap_used_bytes, Unavailable):
+            swap_cell.set_value(host.swap_used_bytes)
+        else:
+            percent = 100 * host.swap_used_bytes / host.swap_total_bytes
+            suffix = (bar(percent / 100, width), palette.bar_colour(percent))
+            swap_cell.set_text(f"{fmt_bytes(host.swap_used_bytes):>8}/{fmt_bytes(host.swap_total_bytes):<8} {percent:3.0f}%", suffix=suffix)
+
+
+def _rate_text(value: object) -> str:
+    return NA if isinstance(value, Unavailable) else fmt_rate(float(value))  # type: ignore[arg-type]
+
+
+class NetworkLines(Widget):
+    """One line per network interface and InfiniBand port; unavailable rates read n/a with the
+    reasons in the tooltip."""
+
+    DEFAULT_CSS = """
+    NetworkLines { height: auto; width: 1fr; }
+    """
+    MAX_LINES = 8
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: tuple[str, ...] = ()
+        self.down_count = 0
+
+    def set_host(self, host: HostSample) -> None:
+        lines: list[str] = []
+        reasons: list[str] = []
+        nics = [nic for nic in host.nics if nic.name != "lo" and nic.is_up is not False]
+        self.down_count = sum(1 for nic in host.nics if nic.is_up is False)
+        for nic in nics:
+            state = "" if isinstance(nic.is_up, Unavailable) else ("" if nic.is_up else " (down)")
+            speed = "" if isinstance(nic.speed_mbit_per_s, Unavailable) or not nic.speed_mbit_per_s else f" {nic.speed_mbit_per_s / 1000:g} Gbit/s"
+            lines.append(f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}")
+            for label, value in (("rx", nic.rx_bytes_per_s), ("tx", nic.tx_bytes_per_s)):
+                if isinstance(value, Unavailable):
+                    reasons.append(f"{nic.name} {label}: {reason_text(value)}")
+        for port in host.infiniband_ports:
+            rate = "" if isinstance(port.rate_gbit_per_s, Unavailable) else f" {port.rate_gbit_per_s:g} Gbit/s"
+            name = f"{port.device}/{port.port}"
+            kind = "IB" if port.link_layer == "InfiniBand" else "RoCE"
+            lines.append(f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}")
+            for label, value in (("rx", port.rx_bytes_per_s), ("tx", port.tx_bytes_per_s)):
+                if isinstance(value, Unavailable):
+                    reasons.append(f"{name} {label}: {reason_text(value)}")
+        if not lines:
+            lines = ["no network interfaces besides loopback"]
+        if len(lines) > self.MAX_LINES:
+            hidden = len(lines) - self.MAX_LINES + 1
+            lines = lines[: self.MAX_LINES - 1] + [f"… {hidden} more (see `gpuscope log`)"]
+        self.tooltip = "\n".join(reasons[:10]) or None
+        new = tuple(lines)
+        if new != self._lines:
+            relayout = len(new) != len(self._lines)
+            self._lines = new
+            self.refresh(layout=relayout)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+        return max(1, len(self._lines))
+
+    def render(self) -> Text:
+        return Text("\n".join(self._lines), no_wrap=True, overflow="ellipsis")
+
+
+class NetworkPanel(Vertical):
+    """Network interfaces and InfiniBand/RoCE ports with receive/transmit rates."""
+
+    DEFAULT_CSS = """
+    NetworkPanel { height: auto; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield NetworkLines(id="net-lines")
+
+    def show(self, host: HostSample) -> None:
+        lines = self.query_one("#net-lines", NetworkLines)
+        lines.set_host(host)
+        ib = f" · {len(host.infiniband_ports)} IB/RoCE ports" if host.infiniband_ports else ""
+        down = f" · {lines.down_count} down, not shown" if lines.down_count else ""
+        self.border_title = f"Network{ib}{down}"

@@ -1,0 +1,65 @@
+"""The top line of every screen: screen tabs (clickable), the host, the data source and the
+time of the sample shown."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widget import Widget
+
+__all__ = ["TopBar", "SCREEN_TABS"]
+
+#: (mode name, key, label) in display order.
+SCREEN_TABS = (
+    ("dashboard", "1", "Dashboard"),
+    ("roofline", "2", "Roofline"),
+    ("probes", "3", "Probes"),
+    ("processes", "4", "Processes"),
+)
+
+
+class TopBar(Widget):
+    """One line; redraws only when its text changes."""
+
+    DEFAULT_CSS = """
+    TopBar { height: 1; width: 1fr; background: $panel; color: $text; }
+    TopBar > .topbar--active { background: $primary; color: $text; text-style: bold; }
+    TopBar > .topbar--tab { color: $text-muted; }
+    TopBar > .topbar--brand { color: $accent; text-style: bold; }
+    """
+    COMPONENT_CLASSES = {"topbar--active", "topbar--tab", "topbar--brand"}
+
+    def __init__(self, active: str) -> None:
+        super().__init__()
+        self.active = active
+        self._right = ""
+
+    def set_status(self, host: str, source: str, timestamp: float | None) -> None:
+        clock = time.strftime("%H:%M:%S", time.localtime(timestamp)) if timestamp else "--:--:--"
+        right = f"{host} · {source} · {clock}"
+        if right != self._right:
+            self._right = right
+            self.refresh()
+
+    def render(self) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(" gpuscope ", style=self.get_component_rich_style("topbar--brand", partial=True))
+        narrow = self.size.width < 100
+        for mode, key, label in SCREEN_TABS:
+            style = "topbar--active" if mode == self.active else "topbar--tab"
+            shown = label[:4] if narrow and mode != self.active else label
+            text.append(f" {key} {shown} ", style=self.get_component_rich_style(style, partial=True) + _click(mode))
+        room = self.size.width - text.cell_len - 1
+        right = self._right
+        while room < len(right) and " · " in right:
+            right = right.split(" · ", 1)[-1]  # drop the host, then the source; keep the clock
+        if room >= len(right):
+            text.append(" " * (room - len(right)) + right + " ")
+        return text
+
+
+def _click(mode: str):  # noqa: ANN202 - a rich Style
+    from rich.style import Style
+
+    return Style.from_meta({"@click": f"app.switch_mode('{mode}')"})

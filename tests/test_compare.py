@@ -1,0 +1,114 @@
+"""``gpuscope compare``: side by side, with differences beyond the measured spread flagged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuscope.cli import main
+from gpuscope.errors import EXIT_BAD_INPUT, EXIT_USAGE
+from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
+from gpuscope.testing.reports import HOSTILE, make_results, write_results
+
+
+def test_slow_gpu_flagged_against_the_others():
+    a = make_results(hostname="node-a", gpus=4, hbm_bytes_per_s=[3.0e12, 3.01e12, 2.99e12, 2.67e12])
+    b = make_results(hostname="node-b", gpus=4, hbm_bytes_per_s=[3.0e12, 3.02e12, 2.98e12, 3.0e12])
+    result = compare_results([("a.json", a), ("b.json", b)])
+    assert [run["label"] for run in result["runs"]] == ["a.json", "b.json"]
+    texts = [flag["text"] for flag in result["flags"]]
+    assert len(texts) == 1, texts
+    assert texts[0].startswith("a.json cuda:3 HBM (dram.triad) 11% below the others")
+    row = next(r for r in result["ceilings"] if r["device"] == "cuda:3" and r["name"] == "dram.triad")
+    assert row["values"]["a.json"]["flagged"] is True and row["values"]["b.json"]["flagged"] is False
+    text = render_compare_text(result)
+    assert "▼11%" in text and "a.json cuda:3 HBM (dram.triad) 11% below the others" in text
+
+
+def test_differences_within_the_spread_are_not_flagged():
+    # a 3% difference with samples spread by 4% each: noise
+    a = make_results(gpus=1, hbm_bytes_per_s=[3.0e12], spread=0.02)
+    b = make_results(gpus=1, hbm_bytes_per_s=[2.91e12], spread=0.02)
+    assert compare_results([("a", a), ("b", b)])["flags"] == []
+    # the same 3% with tight samples (0.2% spread) is beyond the noise
+    a = make_results(gpus=1, hbm_bytes_per_s=[3.0e12], spread=0.001)
+    b = make_results(gpus=1, hbm_bytes_per_s=[2.91e12], spread=0.001)
+    flags = compare_results([("a", a), ("b", b)])["flags"]
+    assert {flag["run"] for flag in flags} == {"a", "b"}
+    assert "b cuda:0 HBM (dram.triad) 3% below a (spread ±2.0%)" in [flag["text"] for flag in flags]
+
+
+def test_workload_slower_is_flagged():
+    a = make_results(gpus=1)
+    b = make_results(gpus=1)
+    for workload in b["workloads"]:
+        if workload["name"].startswith("gemm"):
+            for key in ("time_s", "time_p10_s", "time_p90_s"):
+                workload[key] *= 1.25
+    flags = compare_results([("a", a), ("b", b)])["flags"]
+    texts = [flag["text"] for flag in flags if flag["table"] == "workloads"]
+    assert any(text.startswith("b cuda:0 workload 'gemm 8192 bf16' 20% slower than a") for text in texts), texts
+
+
+def test_multi_rank_results_compare_per_host_and_rank():
+    doc = make_results(hostname="node-1", gpus=1, rank=0)
+    other = make_results(hostname="node-2", gpus=1, rank=1, hbm_bytes_per_s=[2.4e12])
+    doc["devices"] += other["devices"]
+    doc["ceilings"] += other["ceilings"]
+    for item in other["measurements"]:
+        item["id"] = "r1-" + item["id"]
+    for ceiling in other["ceilings"]:
+        ceiling["measurement_id"] = "r1-" + ceiling["measurement_id"]
+    doc["measurements"] += other["measurements"]
+    result = compare_results([("multi.json", doc)])
+    assert [run["label"] for run in result["runs"]] == ["multi.json node-1/r0", "multi.json node-2/r1"]
+    assert any(flag["text"].startswith("multi.json node-2/r1 cuda:0 HBM (dram.triad) 20% below multi.json node-1/r0") for flag in result["flags"])
+
+
+def test_cli_formats_and_errors(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_results(a, make_results(gpus=2, hbm_bytes_per_s=[3.0e12, 3.0e12]))
+    write_results(b, make_results(gpus=2, hbm_bytes_per_s=[3.0e12, 2.4e12], hostile=True))
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "Ceilings" in out and "b.json cuda:1 HBM (dram.triad) 20% below the others" in out
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == "gpuscope.compare" and data["flags"]
+    assert main(["compare", str(a), str(b), "--format", "md"]) == 0
+    markdown = capsys.readouterr().out
+    assert "| device | kind | name | a.json | b.json |" in markdown
+    assert "<script" not in markdown and "&lt;script&gt;" in markdown
+    target = tmp_path / "cmp.md"
+    assert main(["compare", str(a), str(b), "--format", "md", "-o", str(target)]) == 0
+    assert target.read_text() == markdown
+    single = tmp_path / "single.json"
+    write_results(single, make_results(gpus=0))
+    assert main(["compare", str(single)]) == EXIT_USAGE
+    assert "nothing to compare" in capsys.readouterr().err
+    assert main(["compare", str(a), str(tmp_path / "missing.json")]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err
+    assert "missing.json: no such file" in err and "\n" not in err.strip()
+
+
+def test_markdown_escapes_hostile_names():
+    text = render_compare_markdown(compare_results([("a", make_results(hostile=True)), ("b", make_results())]))
+    assert HOSTILE not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_report_json_is_accepted(tmp_path, capsys, count):
+    from gpuscope.report import write_report
+
+    paths = []
+    for index in range(count):
+        results = tmp_path / f"r{index}.json"
+        write_results(results, make_results(gpus=1, hbm_bytes_per_s=[3.0e12 * (1 - 0.1 * index)]))
+        report = tmp_path / f"report{index}.json"
+        write_report(report, [results])
+        paths.append(str(report))
+    assert main(["compare", *paths, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["runs"]) == count and data["flags"]

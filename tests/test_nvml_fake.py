@@ -1,0 +1,170 @@
+"""The fake NVML library itself, driven through the real pynvml wrappers."""
+
+from __future__ import annotations
+
+import pynvml
+import pytest
+
+from gpuscope.testing.fake_nvml import (
+    FakeClock,
+    FakeGpu,
+    FakeNvml,
+    FakeProcess,
+    error_code,
+    install_fake_nvml,
+    no_nvml_library,
+)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def test_identity_through_real_wrappers(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.h200(), FakeGpu.a100()], clock=clock)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        try:
+            assert pynvml.nvmlDeviceGetCount() == 2
+            handle = pynvml.nvmlDeviceGetHandleByIndex(1)
+            assert pynvml.nvmlDeviceGetName(handle) == "NVIDIA A100-SXM4-80GB"
+            assert pynvml.nvmlDeviceGetArchitecture(handle) == pynvml.NVML_DEVICE_ARCH_AMPERE
+            assert pynvml.nvmlDeviceGetPciInfo(handle).busId == "00000000:28:00.0"
+            assert pynvml.nvmlDeviceGetMemoryBusWidth(handle) == 5120
+            assert pynvml.nvmlSystemGetDriverVersion() == "560.35.03"
+        finally:
+            pynvml.nvmlShutdown()
+
+
+def test_pynvml_is_restored_after_the_block(clock: FakeClock) -> None:
+    before = pynvml.nvmlLib
+    with install_fake_nvml(FakeNvml(clock=clock)):
+        assert pynvml.nvmlLib is not before
+    assert pynvml.nvmlLib is before
+
+
+def test_calls_before_init_are_uninitialized(clock: FakeClock) -> None:
+    with install_fake_nvml(FakeNvml.with_gpus([FakeGpu.l4()], clock=clock)):
+        with pytest.raises(pynvml.NVMLError_Uninitialized):
+            pynvml.nvmlDeviceGetCount()
+
+
+def test_removed_symbol_is_function_not_found(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock, missing_symbols={"nvmlGpmSampleAlloc"})
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+            pynvml.nvmlGpmSampleAlloc()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        assert pynvml.nvmlDeviceGetTemperatureV(handle, 0) == 33
+        fake.remove_symbols("nvmlDeviceGetTemperatureV")  # even after it was looked up once
+        with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+            pynvml.nvmlDeviceGetTemperatureV(handle, 0)
+
+
+def test_library_not_found_and_init_errors(clock: FakeClock) -> None:
+    with no_nvml_library():
+        with pytest.raises(pynvml.NVMLError_LibraryNotFound):
+            pynvml.nvmlInit()
+    with install_fake_nvml(FakeNvml(clock=clock, init_error="DriverNotLoaded")):
+        with pytest.raises(pynvml.NVMLError_DriverNotLoaded):
+            pynvml.nvmlInit()
+
+
+def test_error_code_accepts_names_codes_and_classes() -> None:
+    assert error_code("NotSupported") == pynvml.NVML_ERROR_NOT_SUPPORTED
+    assert error_code("GPU_IS_LOST") == pynvml.NVML_ERROR_GPU_IS_LOST
+    assert error_code(pynvml.NVMLError_NoPermission) == pynvml.NVML_ERROR_NO_PERMISSION
+    assert error_code(15) == 15
+    with pytest.raises(ValueError):
+        error_code("NoSuchError")
+
+
+def test_inject_skips_then_fails_count_calls(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.l4(), FakeGpu.l4()], clock=clock)
+    fake.inject("nvmlDeviceGetPowerUsage", "Timeout", gpu=1, after_calls=1, count=2)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        first, second = (pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(2))
+        outcomes = []
+        for _ in range(4):
+            pynvml.nvmlDeviceGetPowerUsage(first)  # GPU 0 is never affected
+            try:
+                outcomes.append(pynvml.nvmlDeviceGetPowerUsage(second))
+            except pynvml.NVMLError_Timeout:
+                outcomes.append("timeout")
+        assert outcomes == [70000, "timeout", "timeout", 70000]
+        assert fake.device_calls[("nvmlDeviceGetPowerUsage", 1)] == 4
+
+
+def test_lost_gpu_after_calls_and_restore(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.h100()], clock=clock)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        other = pynvml.nvmlDeviceGetHandleByIndex(1)
+        fake.lose_gpu(0, after_calls=2)
+        pynvml.nvmlDeviceGetName(handle)
+        pynvml.nvmlDeviceGetName(handle)
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            pynvml.nvmlDeviceGetName(handle)
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            pynvml.nvmlDeviceGetHandleByIndex(0)
+        assert pynvml.nvmlDeviceGetName(other) == "NVIDIA H100 80GB HBM3"
+        fake.restore_gpu(0, at_time_s=clock() + 1.0)
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            pynvml.nvmlDeviceGetName(handle)
+        clock.advance(1.0)
+        assert pynvml.nvmlDeviceGetName(handle) == "NVIDIA H100 80GB HBM3"
+
+
+def test_counters_integrate_the_scripted_rates_exactly(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.a100()], clock=clock)
+    fields = [pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 2)]
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        before = pynvml.nvmlDeviceGetFieldValues(handle, fields)
+        fake.set_load(0, power_w=250.0, pcie_tx_bytes_per_s=3 * 2**30, nvlink_tx_bytes_per_s=[0, 0, 2**30])
+        clock.advance(2.0)
+        after = pynvml.nvmlDeviceGetFieldValues(handle, fields)
+        assert after[0].value.ullVal - before[0].value.ullVal == 500_000  # mJ
+        assert after[1].value.ullVal - before[1].value.ullVal == 6 * 2**30
+        assert after[2].value.ullVal - before[2].value.ullVal == 2 * 2**20  # KiB
+        assert after[0].timestamp - before[0].timestamp == 2_000_000
+
+
+def test_wobble_is_seeded_and_moves_with_the_clock() -> None:
+    def readings(seed: int) -> list[int]:
+        clock = FakeClock()
+        fake = FakeNvml.with_gpus([FakeGpu.h100(wobble=0.3, seed=seed)], clock=clock)
+        fake.gpus[0].load.gpu_util_percent = 50.0
+        values = []
+        with install_fake_nvml(fake):
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            for _ in range(6):
+                values.append(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+                clock.advance(0.5)
+        return values
+
+    first = readings(1)
+    assert first == readings(1)
+    assert first != readings(2)
+    assert len(set(first)) > 1 and all(35 <= value <= 65 for value in first)
+
+
+def test_process_lists_use_the_two_call_protocol(clock: FakeClock) -> None:
+    gpu = FakeGpu.l4(processes=[FakeProcess(11, sm_percent=20), FakeProcess(12, kind="graphics", used_gpu_memory_bytes=None, sm_percent=None)])
+    with install_fake_nvml(FakeNvml.with_gpus([gpu], clock=clock)):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        compute = pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle)
+        graphics = pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2(handle)
+        assert [p.pid for p in compute] == [11] and compute[0].usedGpuMemory == 2**30
+        assert [p.pid for p in graphics] == [12] and graphics[0].usedGpuMemory is None
+        samples = pynvml.nvmlDeviceGetProcessUtilization(handle, 0)
+        assert [(s.pid, s.smUtil) for s in samples] == [(11, 20)]
+        with pytest.raises(pynvml.NVMLError_NotFound):  # nothing newer than the last seen stamp
+            pynvml.nvmlDeviceGetProcessUtilization(handle, samples[0].timeStamp)

@@ -1,0 +1,42 @@
+"""Collectives: nccl-tests bus-bandwidth factors, and gloo between two local processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscope.probing.collective import bus_factor, collective_probe
+from gpuscope.probing.context import ProbeContext
+from gpuscope.probing.environment import MemoryBudget, parse_device
+from gpuscope.probing.timing import TimingPolicy
+
+
+def test_bus_factors_match_nccl_tests() -> None:
+    assert bus_factor("allreduce", 2) == 1.0
+    assert bus_factor("allreduce", 8) == pytest.approx(2 * 7 / 8)
+    assert bus_factor("allgather", 8) == pytest.approx(7 / 8)
+    with pytest.raises(ValueError):
+        bus_factor("broadcast", 2)
+
+
+@pytest.mark.slow
+def test_gloo_allreduce_and_allgather_between_two_processes() -> None:
+    device = parse_device("cpu")
+    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.005))
+    records: list[dict] = []
+    collective_probe(["allreduce", "allgather"], [65536], 2, ctx, records.append, timeout_s=120)
+    assert [r["parameters"]["op"] for r in records] == ["allreduce", "allgather"]
+    for record in records:
+        assert record["status"] == "ok", record["error"]
+        assert record["validation_error"] == 0.0
+        assert record["parameters"]["backend"] == "gloo" and record["parameters"]["world_size"] == 2
+        assert record["algbw_bytes_per_s"] == pytest.approx(record["bytes"] / record["time_s"])
+        assert record["busbw_bytes_per_s"] == pytest.approx(record["algbw_bytes_per_s"] * bus_factor(record["parameters"]["op"], 2))
+        assert len(record["samples_s"]) == 2
+
+
+def test_one_rank_is_skipped_with_a_reason() -> None:
+    device = parse_device("cpu")
+    ctx = ProbeContext(device=device, budget=MemoryBudget(device))
+    records: list[dict] = []
+    collective_probe(["allreduce"], [1024], 1, ctx, records.append)
+    assert records[0]["status"] == "skipped" and "two or more" in records[0]["error"]

@@ -1,0 +1,99 @@
+"""Memory probes: STREAM byte counting, cache-level classification, real tiny kernels, safety."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuscope.probing import memory
+from gpuscope.probing.context import ProbeContext
+from gpuscope.probing.environment import MemoryBudget, parse_device
+from gpuscope.probing.memory import CacheSizes, WorkingSet, classify, memory_probe, plan_working_sets, stream_bytes
+from gpuscope.probing.timing import TimingPolicy
+
+FAST = TimingPolicy(samples=3, target_sample_s=0.001, warmup_max_s=0.2)
+CACHES = CacheSizes(l1_bytes=48 * 1024, l2_bytes=1024 * 1024, llc_bytes=32 * 1024 * 1024, threads=2)
+
+
+def cpu_context(free_bytes: int = 1 << 34, fraction: float = 0.5) -> ProbeContext:
+    device = parse_device("cpu")
+    return ProbeContext(device=device, budget=MemoryBudget(device, fraction, lambda: free_bytes), ceiling_policy=FAST)
+
+
+@pytest.mark.parametrize("kernel,arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3), ("read", 1)])
+def test_stream_counts_each_named_array_once(kernel: str, arrays: int) -> None:
+    assert stream_bytes(kernel, 1000, 8) == arrays * 1000 * 8
+    assert memory.KERNELS[kernel][0] == arrays
+
+
+def test_write_allocate_is_not_counted() -> None:
+    # STREAM: copy moves 16 bytes per element (8 read + 8 written), not 24 with the write-allocate read
+    assert stream_bytes("copy", 1, 8) == 16
+    assert "write-allocate traffic is not counted" in memory.BYTES_RULE
+
+
+def test_levels_by_footprint() -> None:
+    assert classify(WorkingSet("copy", 48 * 1024, None), CACHES) == "l1"  # 24 KiB per core
+    assert classify(WorkingSet("copy", 1024 * 1024, None), CACHES) == "l2"  # 512 KiB per core
+    assert classify(WorkingSet("copy", 16 * 1024 * 1024, None), CACHES) == "llc"
+    assert classify(WorkingSet("triad", 3 * 128 * 1024 * 1024, None), CACHES) == "dram"
+    assert classify(WorkingSet("copy", 40 * 1024 * 1024, None), CACHES) is None  # between LLC and DRAM
+
+
+def test_auto_plan_has_one_size_per_level_and_dram_arrays_four_times_the_llc() -> None:
+    plan = plan_working_sets("triad", "auto", CACHES)
+    assert [ws.level for ws in plan] == ["l1", "l2", "llc", "dram"]
+    assert plan[-1].array_bytes >= 4 * CACHES.llc_bytes
+    sweep = plan_working_sets("copy", "sweep", CACHES)
+    sizes = [ws.footprint_bytes for ws in sweep]
+    assert sizes == sorted(sizes) and sweep[0].level == "l1" and sweep[-1].level == "dram"
+
+
+@pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad", "read"])
+def test_tiny_kernels_run_validate_and_count_bytes(kernel: str) -> None:
+    records: list[dict] = []
+    memory_probe([kernel], [64 * 1024], "fp64", cpu_context(), records.append)
+    (record,) = records
+    assert record["status"] == "ok", record["error"]
+    p = record["parameters"]
+    per_pass = stream_bytes(kernel, p["elements_per_thread"], 8)
+    assert record["bytes"] == per_pass * p["passes_per_call"] * p["threads"]
+    assert record["bytes_per_s"] == pytest.approx(record["bytes"] / record["time_s"])
+    assert record["statistic"] == "best" and record["n"] == 3
+    assert record["implementation"]
+
+
+def test_memory_fraction_caps_the_working_set() -> None:
+    records: list[dict] = []
+    # 10 MB free at fraction 0.5: a 64 MiB working set is refused before any allocation
+    memory_probe(["copy"], [64 * 1024 * 1024], "fp64", cpu_context(free_bytes=10_000_000), records.append)
+    assert records[0]["status"] == "skipped"
+    assert "budget" in records[0]["error"]
+
+
+def test_out_of_memory_at_one_size_is_skipped_and_the_next_size_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = memory._ThreadArrays
+
+    def allocate(kernel: str, elements: int, np_dtype: object, seed: int) -> object:
+        if elements > 100_000:
+            raise MemoryError()
+        return real(kernel, elements, np_dtype, seed)
+
+    monkeypatch.setattr(memory, "_ThreadArrays", allocate)
+    records: list[dict] = []
+    memory_probe(["copy"], [8 * 1024 * 1024, 32 * 1024], "fp64", cpu_context(), records.append)
+    assert [r["status"] for r in records] == ["skipped", "ok"]
+    assert "out of memory" in records[0]["error"]
+
+
+def test_wrong_memory_kernel_fails_validation(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(kernel: str, per_thread: list, reps: int, team: object) -> list:
+        def run() -> None:
+            for t in per_thread:
+                t.arrays[1][:] = 0.0  # "copy" that writes zeros
+
+        return [memory._Variant("broken copy", run)]
+
+    monkeypatch.setattr(memory, "_cpu_variants", broken)
+    records: list[dict] = []
+    memory_probe(["copy"], [32 * 1024], "fp64", cpu_context(), records.append)
+    assert records[0]["status"] == "failed" and records[0]["bytes_per_s"] is None

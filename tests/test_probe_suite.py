@@ -1,0 +1,97 @@
+"""Suite files: shipped suites parse; every error names the file, the line and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuscope.errors import BadInputError
+from gpuscope.probing.suite import load_suite, parse_size, parse_suite, shipped_suites
+
+GOOD = """\
+[suite]
+name = "tiny"
+samples = 3
+
+[[probe]]
+kind = "matmul"
+dtypes = ["fp32"]
+shapes = [[64, 64, 64], {m = 8, n = 16, k = 32, batch = 2, transpose = "nt", label = "x"}]
+
+[[probe]]
+kind = "memory"
+kernels = ["copy", "triad"]
+working_sets = ["32KiB", 65536]
+"""
+
+
+def test_shipped_suites_parse() -> None:
+    names = set(shipped_suites())
+    assert {"quick", "full", "transformer"} <= names
+    for name in names:
+        suite = load_suite(name)
+        assert suite.probes, name
+
+
+def test_a_good_suite() -> None:
+    suite = parse_suite(GOOD, "tiny.toml")
+    assert suite.name == "tiny" and suite.settings.samples == 3
+    shapes = suite.probes[0].options["shapes"]
+    assert (shapes[1].batch, shapes[1].transpose, shapes[1].label) == (2, "nt", "x")
+    assert suite.probes[1].options["working_sets"] == [32 * 1024, 65536]
+    assert suite.probes[1].line == 10
+
+
+def test_sizes() -> None:
+    assert parse_size("64KiB") == 65536
+    assert parse_size("1.5 GB") == 1_500_000_000
+    assert parse_size(12) == 12
+    assert parse_size("lots") is None and parse_size(True) is None and parse_size(0) is None
+
+
+@pytest.mark.parametrize(
+    "replace,expected",
+    [
+        ('dtypes = ["fp32"]', ("tiny.toml:7:", "probe[0] field 'dtypes'", "fp12")),
+        ('kernels = ["copy", "triad"]', ("tiny.toml:12:", "probe[1] field 'kernels'", "stream")),
+        ('samples = 3', ("tiny.toml:3:", "suite field 'samples'", "positive integer")),
+        ('kind = "memory"', ("tiny.toml:11:", "probe[1] field 'kind'", "expected one of")),
+        ('working_sets = ["32KiB", 65536]', ("tiny.toml:13:", "probe[1] field 'working_sets'", "not a size")),
+    ],
+)
+def test_schema_errors_name_file_line_and_field(replace: str, expected: tuple[str, str, str]) -> None:
+    bad_values = {
+        'dtypes = ["fp32"]': 'dtypes = ["fp12"]',
+        'kernels = ["copy", "triad"]': 'kernels = ["copy", "stream"]',
+        "samples = 3": "samples = 0",
+        'kind = "memory"': 'kind = "nonsense"',
+        'working_sets = ["32KiB", 65536]': 'working_sets = ["32 parsecs"]',
+    }
+    text = GOOD.replace(replace, bad_values[replace])
+    with pytest.raises(BadInputError) as error:
+        parse_suite(text, "tiny.toml")
+    message = str(error.value)
+    assert "\n" not in message
+    for part in expected:
+        assert part in message, message
+
+
+def test_unknown_field_and_missing_field() -> None:
+    with pytest.raises(BadInputError, match=r"tiny.toml:8: probe\[0\] field 'shape'.*unknown field"):
+        parse_suite(GOOD.replace("shapes =", "shape ="), "tiny.toml")
+    with pytest.raises(BadInputError, match=r"tiny.toml:5: probe\[0\] field 'dtypes': is required"):
+        parse_suite(GOOD.replace('dtypes = ["fp32"]\n', ""), "tiny.toml")
+
+
+def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.toml"
+    path.write_text(GOOD.replace('kind = "memory"', 'kind = "memory'))
+    with pytest.raises(BadInputError) as error:
+        load_suite(str(path))
+    assert f"{path}:11: invalid TOML" in str(error.value)
+
+
+def test_missing_suite_file_lists_the_shipped_ones() -> None:
+    with pytest.raises(BadInputError, match="no such suite file or shipped suite.*quick"):
+        load_suite("does-not-exist")

@@ -1,0 +1,121 @@
+"""Live roofline position from GPM activity counters (Hopper and newer), and why not elsewhere."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuscope.roofline.live import LIVE_LABEL, estimate_live_position, live_placement
+from gpuscope.roofline.loading import build_model
+from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.testing.roofline import ceiling, results_document
+from gpuscope.testing.samples import make_gpu_sample
+
+H100_BF16 = 989e12
+NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED, "GPM metrics need Hopper or newer")
+
+
+def test_any_tensor_activity_counts_at_the_bf16_peak():
+    sample = make_gpu_sample()  # H100 SXM, 60 % tensor activity, 1.675 TB/s DRAM, max clock
+    estimate = estimate_live_position(sample)
+    assert not isinstance(estimate, Unavailable)
+    assert estimate.flop_per_s == pytest.approx(0.6 * H100_BF16)
+    assert estimate.dram_bytes_per_s == pytest.approx(1.675e12)
+    assert estimate.intensity_flop_per_byte == pytest.approx(0.6 * H100_BF16 / 1.675e12)
+    assert estimate.label == LIVE_LABEL == "estimated from activity counters"
+    assert estimate.peaks_source == "H100 SXM datasheet"
+    assert any("HMMA" in assumption for assumption in estimate.assumptions)
+
+
+def test_per_pipe_activity_sums_with_matching_peaks():
+    sample = replace(
+        make_gpu_sample(),
+        hmma_tensor_activity_percent=50.0,
+        dfma_tensor_activity_percent=10.0,
+        imma_tensor_activity_percent=0.0,
+        fp32_activity_percent=20.0,
+        fp64_activity_percent=0.0,
+        fp16_activity_percent=5.0,
+    )
+    estimate = estimate_live_position(sample)
+    expected = 0.5 * H100_BF16 + 0.1 * 67e12 + 0.2 * 67e12 + 0.05 * 133.8e12
+    assert estimate.flop_per_s == pytest.approx(expected)
+    assert set(estimate.contributions_flop_per_s) == {"hmma", "imma", "dfma", "fp64", "fp32", "fp16"}
+
+
+def test_clock_below_max_scales_the_estimate():
+    sample = replace(make_gpu_sample(), sm_clock_mhz=990.0, sm_clock_max_mhz=1980.0)
+    estimate = estimate_live_position(sample)
+    assert estimate.clock_scale == pytest.approx(0.5)
+    assert estimate.flop_per_s == pytest.approx(0.3 * H100_BF16)
+
+
+def test_dram_bandwidth_from_percent_of_peak():
+    sample = replace(make_gpu_sample(), dram_bandwidth_bytes_per_s=Unavailable(Reason.ERROR, "x"), dram_bandwidth_percent_of_peak=25.0)
+    assert estimate_live_position(sample).dram_bytes_per_s == pytest.approx(0.25 * 3.35e12)
+
+
+def test_ampere_without_gpm_is_unavailable_with_the_reason():
+    sample = replace(
+        make_gpu_sample(),
+        name="NVIDIA A100-SXM4-80GB",
+        architecture="ampere",
+        tensor_activity_percent=NOT_SUPPORTED,
+        hmma_tensor_activity_percent=NOT_SUPPORTED,
+        dfma_tensor_activity_percent=NOT_SUPPORTED,
+        imma_tensor_activity_percent=NOT_SUPPORTED,
+        fp16_activity_percent=NOT_SUPPORTED,
+        fp32_activity_percent=NOT_SUPPORTED,
+        fp64_activity_percent=NOT_SUPPORTED,
+        dram_bandwidth_bytes_per_s=NOT_SUPPORTED,
+    )
+    result = estimate_live_position(sample)
+    assert isinstance(result, Unavailable)
+    assert result.reason == Reason.NOT_SUPPORTED
+    assert "Hopper" in result.detail
+
+
+def test_no_permission_is_passed_through():
+    denied = Unavailable(Reason.NO_PERMISSION, "RmProfilingAdminOnly=1")
+    sample = replace(make_gpu_sample(), tensor_activity_percent=denied)
+    result = estimate_live_position(sample)
+    assert isinstance(result, Unavailable) and result.reason == Reason.NO_PERMISSION
+
+
+def test_unknown_gpu_lost_gpu_and_idle_gpu():
+    unknown = estimate_live_position(replace(make_gpu_sample(), name="NVIDIA Mystery 9"))
+    assert isinstance(unknown, Unavailable) and "no datasheet peaks" in unknown.detail
+    lost = estimate_live_position(make_gpu_sample(lost=True))
+    assert isinstance(lost, Unavailable) and lost.reason == Reason.GPU_LOST
+    idle = estimate_live_position(replace(make_gpu_sample(), tensor_activity_percent=0.0, dram_bandwidth_bytes_per_s=0.0))
+    assert isinstance(idle, Unavailable) and idle.reason == Reason.NOT_APPLICABLE
+
+
+def test_live_point_placed_against_the_device_roofs():
+    document = results_document(
+        "node-a",
+        [{"device": "cuda:0", "type": "gpu", "name": "NVIDIA H100 80GB HBM3"}],
+        [ceiling("cuda:0", "compute", "bf16", 750e12), ceiling("cuda:0", "memory", "dram.triad", 3.0e12)],
+    )
+    model = build_model([("r.json", document)])
+    placement = live_placement(estimate_live_position(make_gpu_sample()), model)
+    assert placement.point.estimated
+    assert placement.point.key.host == "node-a"
+    assert placement.bound == "compute"  # ~354 FLOP/byte, right of the 250 FLOP/byte ridge
+    assert placement.efficiency == pytest.approx(0.6 * H100_BF16 / 750e12)
+    assert LIVE_LABEL in placement.point.name
+    alone = live_placement(estimate_live_position(make_gpu_sample()))
+    assert alone.bound == "unknown"
+
+
+def test_estimate_point_for_the_tui():
+    from gpuscope.roofline.live import estimate_point
+    from gpuscope.roofline.model import DeviceKey
+
+    key = DeviceKey("node-a", None, "cuda:0")
+    point = estimate_point(make_gpu_sample(), key=key)
+    assert point is not None and point.estimated and point.key == key
+    assert point.flop_per_s == pytest.approx(0.6 * H100_BF16)
+    assert point.intensity_flop_per_byte == pytest.approx(0.6 * H100_BF16 / 1.675e12)
+    assert estimate_point(make_gpu_sample(lost=True)) is None

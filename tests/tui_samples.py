@@ -1,0 +1,322 @@
+"""Deterministic telemetry samples for the TUI tests (no NVML, no psutil, fixed clock)."""
+
+from __future__ import annotations
+
+import math
+
+from gpuscope.telemetry.records import (
+    CpuCoreSample,
+    GpuProcessSample,
+    GpuSample,
+    HostSample,
+    NicSample,
+    NvLinkLinkSample,
+    Sample,
+)
+from gpuscope.telemetry.values import Reason, Unavailable
+
+T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+
+
+def host_sample(step: int = 0, cores: int = 8) -> HostSample:
+    wave = lambda k: 50 + 40 * math.sin((step + 3 * k) / 4)  # noqa: E731
+    return HostSample(
+        hostname="node01",
+        cpu_model="AMD EPYC 7B13",
+        logical_cores=cores,
+        physical_cores=cores // 2,
+        cpu_utilization_percent=round(sum(wave(k) for k in range(cores)) / cores, 1),
+        cores=[CpuCoreSample(k, round(wave(k), 1), 2450.0) for k in range(cores)],
+        load_average_1m=1.5,
+        load_average_5m=1.25,
+        load_average_15m=1.0,
+        memory_total_bytes=256_000_000_000,
+        memory_used_bytes=96_000_000_000 + step * 1_000_000_000,
+        memory_available_bytes=150_000_000_000,
+        swap_total_bytes=0,
+        swap_used_bytes=0,
+        nics=[
+            NicSample("eth0", 1.25e8 + step * 1e6, 2.5e7, True, 25000.0),
+            NicSample("lo", 1e3, 1e3, True, Unavailable(Reason.NOT_APPLICABLE, "loopback")),
+        ],
+        infiniband_ports=[],
+    )
+
+
+def h200(step: int = 0, index: int = 0) -> GpuSample:
+    util = 60 + 30 * math.sin(step / 3)
+    return GpuSample(
+        index=index,
+        name="NVIDIA H200",
+        uuid=f"GPU-h200-{index}",
+        pci_bus_id=f"00000000:{index + 1:02x}:00.0",
+        architecture="Hopper",
+        state="ok",
+        mig_mode=False,
+        utilization_percent=round(util, 1),
+        memory_busy_percent=40.0,
+        memory_used_bytes=80_100_000_000,
+        memory_total_bytes=141_000_000_000,
+        dram_bandwidth_bytes_per_s=3.2e12 + step * 1e10,
+        dram_bandwidth_percent_of_peak=round(100 * (3.2e12 + step * 1e10) / 4.8e12, 1),
+        dram_peak_bytes_per_s=4.8e12,
+        sm_activity_percent=round(util - 10, 1),
+        sm_occupancy_percent=41.0,
+        tensor_activity_percent=55.0,
+        hmma_tensor_activity_percent=55.0,
+        imma_tensor_activity_percent=0.0,
+        dfma_tensor_activity_percent=0.0,
+        fp64_activity_percent=0.0,
+        fp32_activity_percent=12.0,
+        fp16_activity_percent=3.0,
+        pcie_tx_bytes_per_s=1.2e9,
+        pcie_rx_bytes_per_s=3.4e9,
+        pcie_link_generation=5,
+        pcie_link_width=16,
+        nvlink_tx_bytes_per_s=1.2e11,
+        nvlink_rx_bytes_per_s=1.18e11,
+        nvlink_active_links=18,
+        nvlink_version=4,
+        nvlink_link_peak_bytes_per_s=2.5e10,
+        nvlink_links=[NvLinkLinkSample(k, 6.6e9, 6.5e9) for k in range(18)],
+        sm_clock_mhz=1980.0,
+        sm_clock_max_mhz=1980.0,
+        memory_clock_mhz=2619.0,
+        memory_clock_max_mhz=2619.0,
+        power_w=512.0 + step,
+        power_limit_w=700.0,
+        energy_j=1.234e7,
+        temperature_gpu_c=62.0,
+        temperature_memory_c=70.0,
+        fan_speed_percent=Unavailable(Reason.NOT_SUPPORTED, "passively cooled board"),
+        throttle_reasons=[],
+        ecc_corrected_errors=0,
+        ecc_uncorrected_errors=0,
+        processes=[
+            GpuProcessSample(4242, "python train.py", "alice", 78_000_000_000, 71.0, "compute"),
+            GpuProcessSample(5151, "nccl-proxy", "alice", 2_100_000_000, Unavailable(Reason.NOT_SUPPORTED, "no accounting"), "compute"),
+        ],
+    )
+
+
+def a100(step: int = 0, index: int = 1) -> GpuSample:
+    gpm = Unavailable(Reason.NOT_SUPPORTED, "GPM needs Hopper or newer")
+    return GpuSample(
+        index=index,
+        name="NVIDIA A100-SXM4-80GB",
+        uuid=f"GPU-a100-{index}",
+        pci_bus_id=f"00000000:{index + 1:02x}:00.0",
+        architecture="Ampere",
+        state="ok",
+        mig_mode=False,
+        utilization_percent=35.0,
+        memory_busy_percent=12.0,
+        memory_used_bytes=20_000_000_000,
+        memory_total_bytes=80_000_000_000,
+        dram_bandwidth_bytes_per_s=gpm,
+        dram_bandwidth_percent_of_peak=gpm,
+        dram_peak_bytes_per_s=2.039e12,
+        sm_activity_percent=gpm,
+        sm_occupancy_percent=gpm,
+        tensor_activity_percent=gpm,
+        pcie_tx_bytes_per_s=5e8,
+        pcie_rx_bytes_per_s=Unavailable(Reason.WARMING_UP, "needs two reads") if step == 0 else 7e8,
+        pcie_link_generation=4,
+        pcie_link_width=16,
+        nvlink_tx_bytes_per_s=Unavailable(Reason.NOT_APPLICABLE, "no active NVLink"),
+        nvlink_rx_bytes_per_s=Unavailable(Reason.NOT_APPLICABLE, "no active NVLink"),
+        nvlink_active_links=0,
+        sm_clock_mhz=1410.0,
+        sm_clock_max_mhz=1410.0,
+        memory_clock_mhz=1593.0,
+        memory_clock_max_mhz=1593.0,
+        power_w=250.0,
+        power_limit_w=400.0,
+        energy_j=5.0e6,
+        temperature_gpu_c=48.0,
+        temperature_memory_c=Unavailable(Reason.NOT_SUPPORTED, "no memory sensor"),
+        fan_speed_percent=Unavailable(Reason.NOT_SUPPORTED, "passively cooled board"),
+        throttle_reasons=["sw_power_cap"],
+        ecc_corrected_errors=2,
+        ecc_uncorrected_errors=0,
+        processes=[GpuProcessSample(777, "vllm serve", "bob", 18_000_000_000, 30.0, "compute")],
+    )
+
+
+def sample(step: int = 0, gpus: bool = True) -> Sample:
+    no_driver = Unavailable(Reason.NO_DRIVER, "NVML library libnvidia-ml.so.1 not found (no driver)")
+    return Sample(
+        timestamp=T0 + step,
+        host=host_sample(step),
+        gpus=[h200(step), a100(step)] if gpus else [],
+        driver_version="550.54.15" if gpus else no_driver,
+        nvml_version="12.550.54.15" if gpus else no_driver,
+        cuda_driver_version="12.4" if gpus else no_driver,
+        gpu_unavailable=None if gpus else no_driver,
+    )
+
+
+def samples(count: int, gpus: bool = True) -> list[Sample]:
+    return [sample(step, gpus) for step in range(count)]
+
+
+# --- shared fixtures for the TUI tests (imported by each tests/test_tui_*.py) ----------------
+
+import time as _time
+from pathlib import Path as _Path
+
+import pytest as _pytest
+
+
+@_pytest.fixture
+def tui_env(tmp_path: _Path, monkeypatch: _pytest.MonkeyPatch) -> _Path:
+    """Config and screenshots in tmp_path, UTC clock, no user themes from the real home."""
+    config = tmp_path / "config"
+    monkeypatch.setenv("GPUSCOPE_CONFIG_DIR", str(config))
+    monkeypatch.setenv("GPUSCOPE_SCREENSHOT_DIR", str(tmp_path / "shots"))
+    monkeypatch.setenv("TZ", "UTC")
+    _time.tzset()
+    yield config
+    monkeypatch.undo()
+    _time.tzset()
+
+
+def make_app(count: int = 30, gpus: bool = True, interval_s: float = 3600.0, **kwargs):
+    """An app fed hand-made samples: history prefilled with ``count - 1`` samples, then the source
+    returns the last one (one poll at start; the long interval keeps it from polling again)."""
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.sources import ScriptedSource
+
+    series = samples(count, gpus)
+    app = GpuscopeApp(ScriptedSource(series[-1:]), interval_s=interval_s, **kwargs)
+    app.history.extend(series[:-1])
+    return app
+
+
+async def wait_for_sample(pilot, app) -> None:
+    """Pause until the first sample reached the screens."""
+    for _ in range(200):
+        if app.latest_sample is not None:
+            break
+        await pilot.pause(0.02)
+    await pilot.pause()
+
+
+def run_async(test):
+    """Run an ``async def`` test with asyncio.run (no pytest-asyncio plugin needed)."""
+    import asyncio
+    import functools
+
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return wrapper
+
+
+# --- samples from the real collector against the fake NVML (snapshot tests) -----------------
+
+_PROCESS_NAMES = {910001: ("python train.py", "alice"), 910002: ("python serve.py", "bob"), 910003: ("nccl-proxy", "alice")}
+
+
+class _FixedHost:
+    """Stands in for HostCollector: the hand-made host of step ``n`` (deterministic)."""
+
+    def __init__(self) -> None:
+        self.step = 0
+
+    def sample(self) -> HostSample:
+        return host_sample(self.step)
+
+
+def fake_nvml_samples(count: int = 30) -> list[Sample]:
+    """``count`` samples, one per fake second, from TelemetryCollector + NvmlCollector against
+    the fake NVML (an H200 with GPM and NVLink, an A100 without GPM) under a manual clock. Loads
+    follow the demo's script; process names are fixed (their pids do not exist)."""
+    from gpuscope.telemetry.collector import TelemetryCollector
+    from gpuscope.telemetry.nvml.collector import NvmlCollector
+    from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, FakeProcess, install_fake_nvml
+    from gpuscope.tui.demo import demo_load
+
+    clock = FakeClock(start_s=1000.0)
+    fake = FakeNvml.with_gpus(
+        [
+            FakeGpu.h200(processes=[FakeProcess(910001, 61 * GIB, 72), FakeProcess(910003, 2 * GIB, None)]),
+            FakeGpu.a100(processes=[FakeProcess(910002, 18 * GIB, 35)]),
+        ],
+        clock=clock,
+    )
+    host = _FixedHost()
+    out: list[Sample] = []
+    with install_fake_nvml(fake):
+        collector = TelemetryCollector(host=host, gpu_source=NvmlCollector(clock=clock), wall_clock=lambda: T0 + host.step)
+        collector.open()
+        try:
+            for step in range(count):
+                host.step = step
+                h200_load, a100_load = demo_load(float(step))
+                fake.set_load(0, **h200_load)
+                fake.set_load(1, **a100_load)
+                clock.advance(1.0)
+                out.append(collector.sample())
+        finally:
+            collector.close()
+    for sample in out:
+        sample.sample_cost_s = 0.0
+        for gpu in sample.gpus:
+            if not isinstance(gpu.processes, Unavailable):
+                for proc in gpu.processes:
+                    proc.name, proc.user = _PROCESS_NAMES.get(proc.pid, ("?", "?"))
+    return out
+
+
+def make_fake_nvml_app(count: int = 30, **kwargs):
+    """Like :func:`make_app`, with samples from the fake NVML."""
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.sources import ScriptedSource
+
+    series = fake_nvml_samples(count)
+    app = GpuscopeApp(ScriptedSource(series[-1:], label="fake NVML"), interval_s=3600.0, **kwargs)
+    app.history.extend(series[:-1])
+    return app
+
+
+def fixed_cpu_info():
+    """A CpuInfo matching host_sample()'s CPU, so the CPU datasheet roof does not depend on the test machine."""
+    from gpuscope.telemetry.cpuinfo import CpuInfo
+
+    return CpuInfo(
+        model="AMD EPYC 7B13",
+        vendor="AuthenticAMD",
+        architecture="x86_64",
+        logical_cores=8,
+        physical_cores=4,
+        base_frequency_mhz=2450.0,
+        max_frequency_mhz=2450.0,
+        simd="avx2",
+        fp32_flop_per_cycle_per_core=32,
+    )
+
+
+def results_document() -> dict:
+    """A probe results file for node01: measured ceilings and three workloads."""
+    from gpuscope.results import new_results
+
+    doc = new_results(system={"hostname": "node01", "cpu_model": "AMD EPYC 7B13"}, suite={"name": "quick", "path": "quick.toml"})
+    doc["created"] = T0
+    doc["devices"] = [
+        {"device": "cuda:0", "type": "gpu", "name": "NVIDIA H200", "host": "node01"},
+        {"device": "cpu", "type": "cpu", "name": "AMD EPYC 7B13", "host": "node01"},
+    ]
+    doc["ceilings"] = [
+        {"device": "cuda:0", "kind": "compute", "name": "bf16", "value": 7.9e14, "unit": "FLOP/s"},
+        {"device": "cuda:0", "kind": "memory", "name": "dram", "value": 4.3e12, "unit": "B/s"},
+        {"device": "cpu", "kind": "compute", "name": "fp32", "value": 1.45e11, "unit": "FLOP/s"},
+        {"device": "cpu", "kind": "memory", "name": "dram", "value": 2.3e10, "unit": "B/s"},
+    ]
+    doc["workloads"] = [
+        {"name": "decode attn", "device": "cuda:0", "flops": 2.0e11, "bytes": 1.0e11, "time_s": 0.03, "dtype": "bf16"},
+        {"name": "prefill gemm", "device": "cuda:0", "flops": 1.1e12, "bytes": 4.0e8, "time_s": 1.8e-3, "dtype": "bf16"},
+        {"name": "numpy sgemm", "device": "cpu", "flops": 2.0e10, "bytes": 4.8e7, "time_s": 0.16, "dtype": "fp32"},
+    ]
+    return doc
