@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run gpuscope; returns the process exit code (see :mod:`gpuscope.errors`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if not argv or argv[0].startswith("--theme") or argv[0] in ("--demo",):
+    if not argv or argv[0].split("=", 1)[0] in ("--theme", "--demo", "--interval", "--probes", "--suite"):
         argv = ["tui", *argv]
     args = parser.parse_args(argv)
     if getattr(args, "_module", None) is None:

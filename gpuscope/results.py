@@ -74,8 +74,23 @@ def new_results(system: dict[str, Any] | None = None, suite: dict[str, Any] | No
     }
 
 
+#: Numbers a results file may hold for ceilings and workloads: zero (where allowed) or a
+#: magnitude in [MIN_MAGNITUDE, MAX_MAGNITUDE], so every rate, intensity and chart position
+#: derived from them stays a finite float (1e30 FLOP/s is far beyond any machine).
+MIN_MAGNITUDE = 1e-15
+MAX_MAGNITUDE = 1e30
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _in_range(value: Any, allow_zero: bool) -> bool:
+    if not _is_number(value):
+        return False
+    if value == 0:
+        return allow_zero
+    return MIN_MAGNITUDE <= value <= MAX_MAGNITUDE
 
 
 def validate_results(data: Any, source: str) -> dict[str, Any]:
@@ -86,7 +101,7 @@ def validate_results(data: Any, source: str) -> dict[str, Any]:
     if data.get("schema") != RESULTS_SCHEMA:
         raise BadInputError(f"{source}: not a gpuscope results file (field 'schema' is {data.get('schema')!r}, expected {RESULTS_SCHEMA!r})")
     version = data.get("schema_version")
-    if version != RESULTS_SCHEMA_VERSION:
+    if version != RESULTS_SCHEMA_VERSION or isinstance(version, bool):
         raise BadInputError(
             f"{source}: results schema_version {version!r} is not supported (this gpuscope reads version {RESULTS_SCHEMA_VERSION})"
         )
@@ -100,21 +115,27 @@ def validate_results(data: Any, source: str) -> dict[str, Any]:
     for position, ceiling in enumerate(data["ceilings"]):
         where = f"{source}: ceilings[{position}]"
         for key in ("device", "kind", "name", "unit"):
-            if not isinstance(ceiling.get(key), str):
-                raise BadInputError(f"{where}: field '{key}' must be a string")
+            if not isinstance(ceiling.get(key), str) or not ceiling[key]:
+                raise BadInputError(f"{where}: field '{key}' must be a non-empty string")
         if ceiling["kind"] not in CEILING_KINDS:
             raise BadInputError(f"{where}: field 'kind' is {ceiling['kind']!r}, expected one of {', '.join(CEILING_KINDS)}")
         if ceiling["unit"] not in CEILING_UNITS:
             raise BadInputError(f"{where}: field 'unit' is {ceiling['unit']!r}, expected FLOP/s or B/s")
-        if not _is_number(ceiling.get("value")) or ceiling["value"] <= 0:
-            raise BadInputError(f"{where}: field 'value' must be a positive number, got {ceiling.get('value')!r}")
+        if not _in_range(ceiling.get("value"), allow_zero=False):
+            raise BadInputError(
+                f"{where}: field 'value' must be a positive number between {MIN_MAGNITUDE:g} and {MAX_MAGNITUDE:g}, "
+                f"got {ceiling.get('value')!r}"
+            )
     for position, workload in enumerate(data["workloads"]):
         where = f"{source}: workloads[{position}]"
         if not isinstance(workload.get("name"), str):
             raise BadInputError(f"{where}: field 'name' must be a string")
         for key in ("flops", "bytes", "time_s"):
-            if not _is_number(workload.get(key)) or workload[key] < 0:
-                raise BadInputError(f"{where}: field '{key}' must be a non-negative number, got {workload.get(key)!r}")
+            if not _in_range(workload.get(key), allow_zero=True):
+                raise BadInputError(
+                    f"{where}: field '{key}' must be 0 or a positive number between {MIN_MAGNITUDE:g} and {MAX_MAGNITUDE:g}, "
+                    f"got {workload.get(key)!r}"
+                )
     if not isinstance(data.get("system", {}), dict):
         raise BadInputError(f"{source}: field 'system' must be an object")
     return data
@@ -161,6 +182,10 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, indent: int | Non
     folder = target.parent if str(target.parent) else Path(".")
     descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
+        # mkstemp makes the file 0600; give it the permissions a plain open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(descriptor, 0o666 & ~umask)
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump(_finite(data), handle, indent=indent, allow_nan=False, default=_json_default)
             handle.write("\n")

@@ -22,6 +22,7 @@ name = "tiny"
 samples = 3
 target_sample_s = 0.002
 warmup_max_s = 0.2
+contention_retries = 0
 
 [[probe]]
 kind = "matmul"
@@ -94,7 +95,7 @@ def test_bad_suite_and_bad_device_are_one_line(tmp_path: Path) -> None:
     done = gpuscope("probe", "--suite", str(bad), "--output", str(tmp_path / "r.json"))
     assert done.returncode == 3
     assert done.stderr.strip().count("\n") == 0
-    assert f"{bad}:9: probe[0] field 'dtypes'" in done.stderr
+    assert f"{bad}:10: probe[0] field 'dtypes'" in done.stderr
     done = gpuscope("probe", "--device", "tpu", "--output", str(tmp_path / "r.json"))
     assert done.returncode == 2 and "expected cpu, cuda or cuda:N" in done.stderr
     done = gpuscope("probe", "--memory-fraction", "1.5", "--output", str(tmp_path / "r.json"))
@@ -111,7 +112,7 @@ def test_the_command_module_does_not_import_torch() -> None:
 def test_ctrl_c_keeps_partial_results(tmp_path: Path) -> None:
     suite = tmp_path / "long.toml"
     suite.write_text(
-        "[suite]\nname = \"long\"\nsamples = 50\ntarget_sample_s = 0.05\n\n"
+        "[suite]\nname = \"long\"\nsamples = 20\ntarget_sample_s = 0.02\ncontention_retries = 0\n\n"
         "[[probe]]\nkind = \"matmul\"\nlibraries = [\"numpy\"]\ndtypes = [\"fp32\", \"fp64\"]\n"
         "shapes = [[64, 64, 64], [96, 96, 96], [128, 128, 128], [160, 160, 160], [192, 192, 192]]\n"
     )

@@ -16,7 +16,7 @@ FAST = TimingPolicy(samples=3, target_sample_s=0.001, warmup_max_s=0.2)
 
 def cpu_context(free_bytes: int = 1 << 34) -> ProbeContext:
     device = parse_device("cpu")
-    return ProbeContext(device=device, budget=MemoryBudget(device, 0.5, lambda: free_bytes), ceiling_policy=FAST, workload_policy=FAST)
+    return ProbeContext(device=device, budget=MemoryBudget(device, 0.5, lambda: free_bytes), ceiling_policy=FAST, workload_policy=FAST, contention_retries=0)
 
 
 def test_flops_are_two_b_m_n_k() -> None:

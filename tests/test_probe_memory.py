@@ -16,7 +16,7 @@ CACHES = CacheSizes(l1_bytes=48 * 1024, l2_bytes=1024 * 1024, llc_bytes=32 * 102
 
 def cpu_context(free_bytes: int = 1 << 34, fraction: float = 0.5) -> ProbeContext:
     device = parse_device("cpu")
-    return ProbeContext(device=device, budget=MemoryBudget(device, fraction, lambda: free_bytes), ceiling_policy=FAST)
+    return ProbeContext(device=device, budget=MemoryBudget(device, fraction, lambda: free_bytes), ceiling_policy=FAST, contention_retries=0)
 
 
 @pytest.mark.parametrize("kernel,arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3), ("read", 1)])
@@ -97,3 +97,24 @@ def test_wrong_memory_kernel_fails_validation(monkeypatch: pytest.MonkeyPatch) -
     records: list[dict] = []
     memory_probe(["copy"], [32 * 1024], "fp64", cpu_context(), records.append)
     assert records[0]["status"] == "failed" and records[0]["bytes_per_s"] is None
+
+
+@pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad", "read"])
+@pytest.mark.parametrize("reps", [1, 3])
+def test_every_implementation_computes_the_kernel(kernel: str, reps: int) -> None:
+    import numpy as np
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as team:
+        per_thread = [memory._ThreadArrays(kernel, 1000, np.float64, seed) for seed in (1, 2)]
+        originals = [[a.copy() for a in t.arrays] for t in per_thread]
+        variants = memory._cpu_variants(kernel, per_thread, reps, team)
+        assert len(variants) >= 2
+        for variant in variants:
+            for t, arrays in zip(per_thread, originals):  # start each variant from fresh outputs
+                for target, source in zip(t.arrays, arrays):
+                    target[:] = source
+                t.sums = None
+            variant.run()
+            error, tolerance = memory._validate_cpu(kernel, per_thread, "fp64")
+            assert error <= tolerance, variant.name

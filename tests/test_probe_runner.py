@@ -18,6 +18,7 @@ name = "runner"
 samples = 2
 target_sample_s = 0.001
 warmup_max_s = 0.1
+contention_retries = 0
 
 [[probe]]
 kind = "matmul"
@@ -121,3 +122,19 @@ def test_ceilings_take_the_best_ok_measurement_per_name() -> None:
     ceilings = derive_ceilings([m(1, 10.0), m(2, 30.0), m(3, 99.0, "failed"), m(4, 20.0)])
     assert len(ceilings) == 1
     assert ceilings[0]["value"] == 30.0 and ceilings[0]["measurement_id"] == "m2" and ceilings[0]["kind"] == "compute"
+
+
+def test_contended_cpu_measurement_is_retried_and_labelled(monkeypatch: Any) -> None:
+    from gpuscope.probing import context as context_module
+    from gpuscope.probing.context import ProbeContext
+    from gpuscope.probing.environment import MemoryBudget
+    from gpuscope.probing.timing import TimingPolicy
+
+    contention = iter([80.0, 50.0, 5.0])
+    monkeypatch.setattr(context_module, "_contention_percent", lambda before, after: next(contention))
+    device = parse_device("cpu")
+    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.001, warmup_max_s=0.05), contention_retries=3)
+    record = ctx.measure(lambda: sum(range(100)), statistic="best", validate=None, record={"kind": "matmul", "name": "x", "device": "cpu", "parameters": {}, "flops": 100, "bytes_": 8, "counting_rule": {}})
+    assert [a["host_contention_percent"] for a in record["attempts"]] == [80.0, 50.0, 5.0]
+    assert record["status"] == "ok"
+    assert record["host_contention_percent"] in (80.0, 50.0, 5.0)

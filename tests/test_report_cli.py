@@ -159,3 +159,23 @@ def test_report_in_a_subprocess_imports_no_torch_or_textual(inputs, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert out.stat().st_size > 10_000
+
+
+def test_probe_report_option_checks_the_format_first(tmp_path, capsys):
+    results = tmp_path / "results.json"
+    assert main(["probe", "--device", "cpu", "--report", str(tmp_path / "r.pdf"), "-o", str(results)]) == EXIT_USAGE
+    assert "r.pdf" in _one_line_error(capsys)
+    assert not results.exists()
+
+
+@pytest.mark.slow
+def test_probe_writes_a_report(tmp_path):
+    suite = tmp_path / "tiny.toml"
+    suite.write_text(
+        '[suite]\nname = "tiny"\nsamples = 3\ntarget_sample_s = 0.005\nwarmup_max_s = 0.1\nmax_call_s = 1.0\n\n'
+        '[[probe]]\nkind = "matmul"\ndevices = ["cpu"]\ndtypes = ["fp32"]\nshapes = [[128, 128, 128]]\nlibraries = ["numpy"]\n'
+    )
+    results, report = tmp_path / "results.json", tmp_path / "report.md"
+    assert main(["probe", "--device", "cpu", "--suite", str(suite), "-o", str(results), "--report", str(report), "-q"]) == 0
+    text = report.read_text()
+    assert "## Ceilings: measured vs datasheet" in text and "| cpu |" in text

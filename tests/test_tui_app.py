@@ -13,7 +13,6 @@ from gpuscope.tui.screens.dashboard import DashboardScreen
 from gpuscope.tui.screens.processes import ProcessesScreen
 from gpuscope.tui.screens.roofline import RooflineScreen
 from gpuscope.tui.widgets.gpu_card import GpuCard
-from gpuscope.tui.widgets.metric import MetricCell
 from gpuscope.tui.widgets.topbar import TopBar
 from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401 - tui_env is a fixture
 
@@ -52,20 +51,28 @@ async def test_dashboard_shows_values_and_never_zero_for_unavailable(tui_env: Pa
         assert len(cards) == 2
         h200, a100 = cards
         assert "H200" in str(h200.border_title) and "A100" in str(a100.border_title)
-        assert h200.query_one("#cell-dram", MetricCell).value_text.startswith("3.")  # TB/s
-        dram = a100.query_one("#cell-dram", MetricCell)
+        assert h200.cells.cell("dram").value_text.startswith("3.")  # TB/s
+        dram = a100.cells.cell("dram")
         assert dram.value_text == "n/a"
         assert dram.reason is not None and "GPM needs Hopper" in dram.reason
-        assert dram.can_focus and "GPM needs Hopper" in str(dram.tooltip)
-        nvlink = a100.query_one("#cell-nvlink_tx", MetricCell)
+        nvlink = a100.cells.cell("nvlink_tx")
         assert nvlink.value_text == "n/a" and "no active NVLink" in (nvlink.reason or "")
-        # focusing an n/a cell explains it in the hint line
-        dram.focus()
-        await pilot.pause()
+        assert h200.cells.cell("fan").value_text == "n/a"  # the H200 sample's fan is unavailable too
+        # tab walks through the n/a values and explains each in the hint line
         hint = app.screen.query_one("#hint", Static)
-        assert "GPM needs Hopper" in str(hint.render())
-        # a value cell is not focusable (tab only visits the n/a ones)
-        assert not h200.query_one("#cell-dram", MetricCell).can_focus
+        seen = []
+        for _ in range(12):
+            await pilot.press("tab")
+            seen.append(str(hint.render()))
+        assert any(text.startswith("fan: ") and "passively cooled" in text for text in seen)
+        assert any(text.startswith("DRAM: ") and "GPM needs Hopper" in text for text in seen)
+        assert not any(text.startswith("util:") for text in seen)  # values are skipped
+        # the mouse over an n/a cell shows the reason as a tooltip
+        grid = a100.cells
+        columns, width = grid._geometry(grid.size.width)
+        index = grid.keys.index("dram")
+        await pilot.hover(grid, offset=((index % columns) * (width + grid.gap) + 1, index // columns))
+        assert "GPM needs Hopper" in str(grid.tooltip)
         assert "node01" in str(app.screen.query_one(TopBar).render())
         assert "22:13:49" in str(app.screen.query_one(TopBar).render())  # sample time, UTC
 
@@ -199,11 +206,73 @@ async def test_layout_fits_small_and_large_terminals(tui_env: Path, size: tuple[
         await pilot.pause(0.2)
         for card in app.screen.query(GpuCard):
             assert card.size.width <= size[0]
-            for cell in card.query(MetricCell):
-                assert cell.size.width >= 20, cell.id  # labels and values stay readable
+            grid = card.cells
+            columns, cell_width = grid._geometry(grid.size.width)
+            assert cell_width >= 22 and columns >= 3  # labels and values stay readable
+            lines = [strip.text for strip in grid.render_lines(grid.region.reset_offset)]
+            assert len(lines) == grid.size.height and any("util" in line for line in lines)
+            assert not any("…" in line for line in lines)  # no value cut short
         body = app.screen.query_one("#body")
         if size == (200, 60):
             assert body.max_scroll_y == 0  # everything visible at once
             assert all("-tall" in card.classes for card in app.screen.query(GpuCard))
         else:
             assert body.max_scroll_y > 0  # reachable by scrolling
+
+
+@run_async
+async def test_lost_gpu_and_mig_instances_get_their_own_cards(tui_env: Path) -> None:
+    import dataclasses
+
+    from gpuscope.telemetry.values import Reason, Unavailable
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.sources import ScriptedSource
+    from tui_samples import a100, h200, sample
+
+    lost_reason = Unavailable(Reason.GPU_LOST, "GPU 1 fell off the bus")
+    lost = dataclasses.replace(a100(3), state="lost", utilization_percent=lost_reason, power_w=lost_reason)
+    mig = dataclasses.replace(h200(3), name="NVIDIA H200 MIG 3g.71gb", uuid="MIG-1", mig_parent_index=0, mig_gpu_instance_id=1, mig_compute_instance_id=0)
+    record = dataclasses.replace(sample(3), gpus=[h200(3), mig, lost])
+    app = GpuscopeApp(ScriptedSource([record]), interval_s=3600)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_sample(pilot, app)
+        cards = list(app.screen.query(GpuCard))
+        assert [str(card.border_title) for card in cards] == [
+            "GPU 0 · NVIDIA H200 · Hopper",
+            "GPU 0 MIG 1.0 · NVIDIA H200 MIG 3g.71gb · Hopper",
+            "GPU 1 · NVIDIA A100-SXM4-80GB · Ampere · LOST",
+        ]
+        assert "-lost" in cards[2].classes and "-lost" not in cards[0].classes
+        util = cards[2].cells.cell("util")
+        assert util.value_text == "n/a" and "fell off the bus" in (util.reason or "")
+
+
+def test_tui_command_rejects_bad_options_in_one_line(tui_env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpuscope.cli import main
+
+    bad = tmp_path / "results.json"
+    bad.write_text("{not json")
+    assert main(["--probes", str(bad)]) == 3
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpuscope: error: ") and "results.json" in err and len(err.splitlines()) == 1
+    assert main(["tui", "--interval", "0.01"]) == 2
+    assert "minimum" in capsys.readouterr().err
+    assert main(["tui", "--suite", str(tmp_path / "nope.toml")]) == 3
+
+
+@run_async
+async def test_top_bar_tabs_and_key_bar_are_clickable(tui_env: Path, tmp_path: Path) -> None:
+    from gpuscope.tui.widgets.keybar import KeyBar
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_sample(pilot, app)
+        top = str(app.screen.query_one(TopBar).render())
+        await pilot.click(TopBar, offset=(top.index("Processes") + 1, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessesScreen)
+        keys = str(app.screen.query_one(KeyBar).render())
+        assert "o Sort col" in keys and "s Screenshot" in keys and "^p palette" in keys
+        await pilot.click(KeyBar, offset=(keys.index("Screenshot"), 0))
+        await pilot.pause()
+        assert list((tmp_path / "shots").glob("gpuscope-processes-*.svg"))

@@ -12,7 +12,6 @@ from gpuscope.telemetry.logfile import open_log_writer
 from gpuscope.tui.app import GpuscopeApp
 from gpuscope.tui.sources import ReplayCursor, ScriptedSource, load_replay
 from gpuscope.tui.widgets.gpu_card import GpuCard
-from gpuscope.tui.widgets.metric import MetricCell
 from gpuscope.tui.widgets.replay_bar import ReplayBar
 from gpuscope.tui.widgets.topbar import TopBar
 from tui_samples import T0, run_async, samples, tui_env  # noqa: F401 - tui_env is a fixture
@@ -54,11 +53,11 @@ def test_scripted_source_repeats_last() -> None:
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_load_replay_reads_log_writer_output(tmp_path: Path, fmt: str) -> None:
     path = write_log(tmp_path / f"run.{fmt}", 5, fmt)
-    loaded, truncated = load_replay(path)
-    assert not truncated and len(loaded) == 5
+    loaded, stride = load_replay(path)
+    assert stride == 1 and len(loaded) == 5
     assert loaded[0].gpus[1].dram_bandwidth_bytes_per_s.detail == "GPM needs Hopper or newer"
-    loaded, truncated = load_replay(path, limit=3)
-    assert truncated and len(loaded) == 3
+    loaded, stride = load_replay(path, limit=3)
+    assert stride == 2 and [s.timestamp - T0 for s in loaded] == [0, 2, 4]  # thinned evenly, end kept
 
 
 def test_replay_command_rejects_bad_file_in_one_line(tmp_path: Path) -> None:
@@ -107,10 +106,28 @@ async def test_replay_plays_pauses_steps_and_seeks(tui_env: Path, tmp_path: Path
         await pilot.pause()
         # the dashboard shows the recorded values of that instant
         card = app.screen.query(GpuCard).first()
-        assert card.query_one("#cell-power", MetricCell).value_text == f"{512 + 39}/700 W"
+        assert card.cells.cell("power").value_text == f"{512 + 39}/700 W"
         bar = str(app.screen.query_one(ReplayBar).render())
         assert "40/40" in bar and "0:00:39/0:00:39" in bar
         # history was rebuilt for the charts up to the seek position
         assert len(app.history.timestamps) == 40
         await pilot.press("minus")
         assert cursor.speed == 10.0
+
+
+@run_async
+async def test_clicking_the_replay_bar_seeks(tui_env: Path, tmp_path: Path) -> None:
+    path = write_log(tmp_path / "run.jsonl", 21)
+    loaded, _ = load_replay(path)
+    app = GpuscopeApp(replay=ReplayCursor(loaded, speed=1.0))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        await pilot.press("space")  # pause
+        bar = app.screen.query_one(ReplayBar)
+        start, width = bar._bar_span
+        await pilot.click(ReplayBar, offset=(start + width - 1, 0))
+        assert app.replay is not None and app.replay.at_end
+        await pilot.pause()
+        start, width = bar._bar_span  # the text before the bar changed length
+        await pilot.click(ReplayBar, offset=(start, 0))
+        assert app.replay.position == 0

@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from gpuscope.errors import GpuscopeError, UsageError
+from gpuscope.errors import GpuscopeError, ResourceError, UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -99,6 +99,8 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
         return (), {}
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise UsageError("--args-json is nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"--args-json is not valid JSON: {exc.msg} at column {exc.colno}") from None
     if isinstance(data, dict) and set(data) <= {"args", "kwargs"} and data:
@@ -109,7 +111,13 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
         raise UsageError('--args-json must be a JSON list or {"args": [...], "kwargs": {...}}')
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise UsageError('--args-json: "args" must be a list and "kwargs" an object')
-    return tuple(_materialise(arg, device) for arg in args), {key: _materialise(value, device) for key, value in kwargs.items()}
+    try:
+        return tuple(_materialise(arg, device) for arg in args), {key: _materialise(value, device) for key, value in kwargs.items()}
+    except RecursionError:
+        raise UsageError("--args-json is nested too deeply") from None
+    except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as exc:  # torch: out of memory, bad shape
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ResourceError(f"--args-json: cannot make the tensor arguments on {device}: {message}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,8 +126,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.samples < 1:
         raise UsageError(f"--samples {args.samples}: must be at least 1")
+    import math
+
+    if not all(math.isfinite(value) for value in (args.max_time, args.target_sample, args.warmup_max)):
+        raise UsageError("--max-time, --target-sample and --warmup-max must be finite numbers of seconds")
     if args.max_time <= 0 or args.target_sample <= 0 or args.warmup_max < 0:
         raise UsageError("--max-time and --target-sample must be positive, --warmup-max not negative")
+    for option, value in (("--flops", args.flops), ("--bytes", args.bytes_moved)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{option} {value:g}: must be a non-negative finite number")
     function = load_function(args.target)
     import torch
 

@@ -36,6 +36,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-telemetry", action="store_true", help="do not record telemetry around measurements")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
+    parser.add_argument(
+        "--distributed", action="store_true", help="run under torchrun: every rank probes its device, rank 0 writes one file (docs/cluster.md)"
+    )
+    parser.add_argument(
+        "--straggler-margin", type=float, default=0.10, metavar="F", help="with --distributed: flag ranks more than F below the median ceiling (default 0.10)"
+    )
+    parser.add_argument(
+        "--rank-timeout", type=float, default=900.0, metavar="S", help="with --distributed: how long rank 0 waits for the other ranks (default 900)"
+    )
+    parser.add_argument("--report", metavar="PATH", help="also write a snapshot report of the results (.html, .md or .json; see `gpuscope report`)")
 
 
 class _Writer:
@@ -140,7 +150,10 @@ def _format_value(value: float, unit: str) -> str:
 def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
     """Ceilings, workload count and the file, one line each."""
     for ceiling in results.get("ceilings", []):
-        extra = ceiling.get("library") or ceiling.get("implementation") or ""
+        extra = ceiling.get("implementation") or ceiling.get("blas") or ""
+        others = ceiling.get("libraries_flop_per_s") or {}
+        if len(others) > 1:
+            extra = f"{ceiling.get('library')} wins (" + ", ".join(f"{lib} {_format_value(rate, 'FLOP/s')}" for lib, rate in sorted(others.items())) + ")"
         print(f"{ceiling['kind']:<10} {ceiling['name']:<18} {_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}", file=stream)
     summary = results.get("summary", {})
     print(
@@ -156,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.memory_fraction <= 1.0:
         raise UsageError(f"--memory-fraction {args.memory_fraction:g}: expected a number in (0, 1]")
+    if getattr(args, "distributed", False):
+        from gpuscope.probing.distributed import run_distributed
+
+        return run_distributed(args)
     output = Path(args.output)
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
@@ -164,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--output {output}: folder {folder} is not writable")
     if output.is_dir():
         raise UsageError(f"--output {output}: is a directory")
+    if args.report:
+        from gpuscope.report.io import format_for
+
+        format_for(args.report, hint="")  # an unknown report format fails before the probes run
 
     from gpuscope.probing.environment import resolve_device
     from gpuscope.probing.runner import ProbeRunner
@@ -233,6 +254,10 @@ def run(args: argparse.Namespace) -> int:
 
         raise _Error(writer.error)
     print_summary(results, output, sys.stdout)
+    if args.report:
+        from gpuscope.report import write_report
+
+        print(f"gpuscope: wrote report {write_report(args.report, [output])}", file=sys.stderr)
     if results.get("partial"):
         return EXIT_INTERRUPTED
     return EXIT_FAILURE if results.get("summary", {}).get("failed") else EXIT_OK

@@ -30,13 +30,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.results import load_results
     from gpuscope.tui.sources import ReplayCursor, load_replay
 
-    samples, truncated = load_replay(args.file)  # BadInputError names the file and line
+    samples, stride = load_replay(args.file)  # BadInputError names the file and line
     results = [load_results(path) for path in args.probes]
 
     from gpuscope.tui.app import GpuscopeApp
 
     app = GpuscopeApp(replay=ReplayCursor(samples, speed=args.speed), theme=args.theme, probe_results=results)
-    if truncated:
-        app.call_later(lambda: app.notify(f"Replay shows only the first {len(samples)} samples of {args.file}", severity="warning", markup=False))
+    if stride > 1:
+        message = f"{args.file} is long: the replay shows every {stride}th sample ({len(samples)} of them)"
+        app.add_startup_message(message)
     app.run()
     return int(app.return_code or 0)

@@ -10,6 +10,9 @@ import sys
 from gpuscope.errors import UsageError
 
 MIN_WIDTH = 60
+#: Larger charts are refused: plotext's time and memory grow with the canvas.
+MAX_WIDTH = 1000
+MAX_HEIGHT = 500
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
     if args.height is not None and args.height < 12:
         raise UsageError(f"--height {args.height} is too short: the chart needs at least 12 rows")
+    if args.width is not None and args.width > MAX_WIDTH:
+        raise UsageError(f"--width {args.width} is too wide: at most {MAX_WIDTH} columns")
+    if args.height is not None and args.height > MAX_HEIGHT:
+        raise UsageError(f"--height {args.height} is too tall: at most {MAX_HEIGHT} rows")
     model = load_model(args.probes, datasheet=not args.no_datasheet)
     if args.json:
         print(json.dumps(model_to_json(model), indent=2, allow_nan=False, default=str))

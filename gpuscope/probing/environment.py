@@ -25,6 +25,7 @@ __all__ = [
     "MemoryBudget",
     "oom_guard",
     "is_out_of_memory",
+    "first_line",
     "versions",
     "system_info",
     "device_info",
@@ -158,7 +159,13 @@ def oom_guard(what: str, device: DeviceSpec | None = None) -> Iterator[None]:
                 import torch
 
                 torch.cuda.empty_cache()
-        raise ProbeSkipped(f"out of memory at {what}: {str(exc).splitlines()[0][:200]}") from None
+        raise ProbeSkipped(f"out of memory at {what}: {first_line(exc)}") from None
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else type(exc).__name__
 
 
 @functools.lru_cache(maxsize=1)

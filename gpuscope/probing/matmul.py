@@ -129,12 +129,21 @@ def _math_mode(dtype: str, ctx: ProbeContext) -> Iterator[None]:
         return
     import torch
 
-    previous = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    matmul_backend = torch.backends.cuda.matmul
+    if hasattr(matmul_backend, "fp32_precision"):  # torch 2.9+ API
+        previous = matmul_backend.fp32_precision
+        matmul_backend.fp32_precision = "tf32" if dtype == "tf32" else "ieee"
+        try:
+            yield
+        finally:
+            matmul_backend.fp32_precision = previous
+        return
+    previous_allow = matmul_backend.allow_tf32
+    matmul_backend.allow_tf32 = dtype == "tf32"
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.allow_tf32 = previous
+        matmul_backend.allow_tf32 = previous_allow
 
 
 def _random_operand_torch(shape: tuple[int, ...], dtype: Any, device: str, generator: Any) -> Any:
@@ -240,7 +249,7 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
         holder: dict[str, Any] = {}
 
         def run() -> Any:
-            out = torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=True)
+            out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
             if isinstance(out, tuple):  # torch < 2.4 returned (out, amax)
                 out = out[0]
             holder["c"] = out
@@ -268,8 +277,10 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
             a3 = a if shape.batch == 1 else a[bi]
             b3 = b if shape.batch == 1 else b[bi]
             c3 = result if shape.batch == 1 else result[bi]
-            a64 = a3[rows, :].to(torch.float32).to(torch.float64).cpu().numpy()
-            b64 = b3[:, cols].to(torch.float32).to(torch.float64).cpu().numpy()
+            if dtype == "fp8":  # index float8 through float32 (exact), not every op takes fp8
+                a3, b3 = a3.to(torch.float32), b3.to(torch.float32)
+            a64 = a3[rows, :].to(torch.float64).cpu().numpy()
+            b64 = b3[:, cols].to(torch.float64).cpu().numpy()
             got = c3[rows][:, cols].to(torch.float64).cpu().numpy()
             error = max(error, check_close(got, a64 @ b64, tolerance, f"matmul {dtype}"))
         return error, tolerance

@@ -39,6 +39,9 @@ __all__ = [
 ]
 
 SCALAR = 3.0
+#: CPU: each worker repeats passes over its arrays until a call moves about target_sample_s times
+#: this many bytes (1 GB for a 20 ms sample): one call then lasts about one sample
+PASS_BYTES_PER_S = 50e9
 
 #: kernel -> (arrays named in the kernel, arrays read, arrays written)
 KERNELS: dict[str, tuple[int, int, int]] = {
@@ -167,7 +170,7 @@ class _ThreadArrays:
         narrays = KERNELS[kernel][0]
         self.arrays = [np.empty(elements, dtype=np_dtype) for _ in range(narrays)]
         for array in self.arrays:
-            rng.random(out=array) if np_dtype in (np.float32, np.float64) else array.fill(1)
+            rng.random(out=array)
             array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
         self.tmp = np.empty(elements, dtype=np_dtype) if kernel == "triad" else None
         self.sums = None
@@ -214,12 +217,12 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
         variants.append(_Variant("numpy.copyto (memcpy), loop", looped(lambda t: lambda: np.copyto(t.arrays[1], t.arrays[0]))))
         if reps > 1:
             variants.append(_Variant("numpy.copyto, zero-stride rows", strided(lambda t, r: lambda: np.copyto(_rows(t.arrays[1], r), _rows(t.arrays[0], r)))))
-        variants.append(_Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a, c: c.copy_(a)))))
+        variants.append(_Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a0, a1: a1.copy_(a0)))))
     elif kernel == "scale":
         variants.append(_Variant("numpy.multiply(out=), loop", looped(lambda t: lambda: np.multiply(t.arrays[1], SCALAR, out=t.arrays[0]))))
         if reps > 1:
             variants.append(_Variant("numpy.multiply(out=), zero-stride rows", strided(lambda t, r: lambda: np.multiply(_rows(t.arrays[1], r), SCALAR, out=_rows(t.arrays[0], r)))))
-        variants.append(_Variant("torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda c, b: torch.mul(c, SCALAR, out=b)))))
+        variants.append(_Variant("torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda a0, a1: torch.mul(a1, SCALAR, out=a0)))))
     elif kernel == "add":
         variants.append(_Variant("numpy.add(out=), loop", looped(lambda t: lambda: np.add(t.arrays[0], t.arrays[1], out=t.arrays[2]))))
         if reps > 1:
@@ -260,10 +263,11 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
 
 
 def _torch_pair(t: _ThreadArrays, op: Callable[[Any, Any], Any]) -> Callable[[], Any]:
+    """``op(arrays[0], arrays[1])`` on torch views of the thread's arrays."""
     import torch
 
-    src, dst = (torch.from_numpy(x) for x in t.arrays[:2])
-    return lambda: op(src, dst)
+    first, second = (torch.from_numpy(x) for x in t.arrays[:2])
+    return lambda: op(first, second)
 
 
 def _torch_triple(t: _ThreadArrays, op: Callable[[Any, Any, Any], Any]) -> Callable[[], Any]:
@@ -315,8 +319,10 @@ def _cpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPool
         futures = [team.submit(_ThreadArrays, ws.kernel, elements, np_dtype, 100 + i) for i in range(threads)]
         per_thread = [future.result() for future in futures]
     pass_bytes = stream_bytes(ws.kernel, elements, element_bytes)
-    # about 2 ms of work per thread per call at 100 GB/s, so team dispatch (~50 us) stays small
-    reps = max(1, math.ceil(200e6 / pass_bytes))
+    # calls of about one sample (1 GB per thread for 20 ms samples): waking the team (~50 us) and
+    # the spread of the threads' start times stay well under 1 % of a call
+    per_call_bytes = max(50e6, ctx.ceiling_policy.target_sample_s * PASS_BYTES_PER_S)
+    reps = max(1, math.ceil(per_call_bytes / pass_bytes))
     variants = _cpu_variants(ws.kernel, per_thread, reps, team)
     trial: dict[str, float] = {}
     for variant in variants:
@@ -371,7 +377,7 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
             sums = torch.empty((), dtype=torch.float32 if dtype != "fp64" else torch.float64, device=device)
 
             def run() -> None:
-                torch.sum(arrays[0], dtype=sums.dtype, out=sums)
+                torch.sum(arrays[0], dim=0, dtype=sums.dtype, out=sums)
                 holder["sum"] = sums
 
     def validate() -> tuple[float, float]:

@@ -166,6 +166,9 @@ class ProbeRunner:
             telemetry=self._telemetry,
             versions=version_info,
             max_call_s=settings.max_call_s,
+            contention_retries=settings.contention_retries,
+            contention_threshold_percent=settings.contention_threshold_percent,
+            retry_budget_s=settings.contention_retry_budget_s,
             log=self._warn,
             clock_factory=self._clock_factory,
         )
@@ -191,6 +194,16 @@ class ProbeRunner:
                 results["duration_s"] = time.time() - started
                 results["partial"] = cancelled
                 results["partial_reason"] = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
+                threshold = settings.contention_threshold_percent
+                contended = [m for m in results["measurements"] if (m.get("host_contention_percent") or 0.0) > threshold]
+                if contended:
+                    worst = max(m["host_contention_percent"] for m in contended)
+                    message = (
+                        f"{len(contended)} measurement(s) ran while other processes used more than {threshold:g}% of the cores "
+                        f"(up to {worst:.0f}%; see host_contention_percent); their numbers may be low"
+                    )
+                    if message not in results["warnings"]:
+                        results["warnings"].append(message)
                 statuses = [m["status"] for m in results["measurements"]]
                 results["summary"] = {s: statuses.count(s) for s in ("ok", "failed", "skipped")}
         if self.on_progress is not None and not cancelled:
@@ -286,6 +299,16 @@ def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif m["kind"] == "collective":
             offer("collective", f"{p['op']}.busbw", m.get("busbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
             offer("collective", f"{p['op']}.algbw", m.get("algbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
+    # say how each GEMM library did, so a CPU ceiling says which BLAS won and by how much
+    libraries: dict[tuple[str, str], dict[str, float]] = {}
+    for m in measurements:
+        p = m.get("parameters", {})
+        if m.get("status") == "ok" and m["kind"] == "matmul" and p.get("role") == "ceiling" and m.get("library"):
+            per = libraries.setdefault((m["device"], p["dtype"]), {})
+            per[m["library"]] = max(per.get(m["library"], 0.0), m["flop_per_s"])
+    for (device, name), (_, entry) in best.items():
+        if entry["kind"] == "compute" and (device, name) in libraries:
+            entry["libraries_flop_per_s"] = libraries[(device, name)]
     order = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
     return sorted((entry for _, entry in best.values()), key=lambda c: (order[c["kind"]], c["name"]))
 

@@ -37,6 +37,9 @@ class SuiteSettings:
     workload_samples: int = 15
     workload_target_sample_s: float = 0.02
     max_call_s: float = 1.0
+    contention_retries: int = 2  # CPU: re-time a measurement while other processes took the cores
+    contention_threshold_percent: float = 10.0
+    contention_retry_budget_s: float = 30.0  # total seconds a run may spend on such retries
 
 
 @dataclass
@@ -175,10 +178,13 @@ def parse_suite(text: str, source: str) -> Suite:
             raise fail(locate.suite(key), f"suite field '{key}'", f"unknown field (allowed: {allowed})")
         default = SuiteSettings.__dataclass_fields__[key].default
         if isinstance(default, int) and not isinstance(default, bool):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise fail(locate.suite(key), f"suite field '{key}'", f"must be a positive integer, got {value!r}")
+            lowest = 0 if key == "contention_retries" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
+                kind = "a non-negative" if lowest == 0 else "a positive"
+                raise fail(locate.suite(key), f"suite field '{key}'", f"must be {kind} integer, got {value!r}")
         elif not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-            raise fail(locate.suite(key), f"suite field '{key}'", f"must be a positive number of seconds, got {value!r}")
+            unit = "seconds" if key.endswith("_s") else "percent"
+            raise fail(locate.suite(key), f"suite field '{key}'", f"must be a positive number of {unit}, got {value!r}")
         settings_kwargs[key] = value
     probes_data = data.get("probe", [])
     if not isinstance(probes_data, list):

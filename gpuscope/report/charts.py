@@ -119,7 +119,7 @@ def _merged_roofs(roofs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ones: a slow GPU) get their own line labelled with their device."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for roof in roofs:
-        groups.setdefault((*_hardware_key(roof), roof.get("kind"), roof.get("name"), roof.get("origin")), []).append(roof)
+        groups.setdefault((*_hardware_key(roof), roof.get("kind"), roof.get("name"), roof.get("origin"), roof.get("main", True)), []).append(roof)
     lines = []
     for members in groups.values():
         values = sorted(float(m["value"]) for m in members)
@@ -186,7 +186,7 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
         if str(item.get("device")) not in devices_of[_hardware_key(item)]:
             devices_of[_hardware_key(item)].append(str(item.get("device")))
     colour: dict[tuple[Any, ...], str] = {}
-    cpu_slots, gpu_slots = [0, 9], list(range(1, 9))
+    cpu_slots, gpu_slots = [0, 5, 9], [1, 2, 3, 4, 6, 7, 8]
     for key in hardware:
         slots = gpu_slots if key[2] == "gpu" else cpu_slots
         used = sum(1 for other in colour if (other[2] == "gpu") == (key[2] == "gpu"))
@@ -260,6 +260,7 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
         for (_, text, line_colour), y_new in zip(compute_labels, placed):
             y_data = float(from_px((0.0, y_new))[1])
             axes.annotate(text, (x_hi, y_data), xytext=(4, 0), textcoords="offset points", fontsize=7, va="center", ha="left", color=line_colour, annotation_clip=False)
+        extras = _secondary_labels(lines)
         anchors: list[tuple[float, float, Any]] = []
         for line in sorted((l for l in lines if l["kind"] != "compute"), key=lambda l: (-l["value"], l.get("origin") != "measured")):
             key = _hardware_key(line)
@@ -269,11 +270,13 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
             if x_end <= x_start:
                 continue
             axes.plot([x_start, x_end], [x_start * line["value"], x_end * line["value"]], **_roof_style(line, colour[key]))
+            if id(line) in extras.secondary:
+                continue  # named in its main roof's label
             x_label = x_start * 1.4
             y_label = line["value"] * x_label
             p0, p1 = to_px((x_label, y_label)), to_px((x_label * 10, y_label * 10))
             angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
-            text = text_of(line, "B/s")
+            text = text_of(line, "B/s") + extras.text(line)
             merged = False
             for ax_, ay_, artist in anchors:
                 if math.hypot(ax_ - p0[0], ay_ - p0[1]) < _LABEL_GAP_PX * 1.2 and len(artist.get_text()) < 110:
@@ -299,7 +302,11 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
                 markeredgewidth=1.5 if point.get("above_roof") else 1.0,
                 zorder=5,
             )
-            where = f" ({point.get('device')})" if len(devices_of.get(key, [])) > 1 else ""
+            where = ""
+            if multi_host:
+                where = f" ({point.get('host')}" + (f"/r{point.get('rank')}" if point.get("rank") is not None else "") + f" {point.get('device')})"
+            elif len(devices_of.get(key, [])) > 1:
+                where = f" ({point.get('device')})"
             name = _short(point.get("name"), 36) + where + (" — above its roof!" if point.get("above_roof") else "")
             dx, dy = offsets[number % len(offsets)]
             axes.annotate(name, (point["intensity_flop_per_byte"], point["flop_per_s"]), xytext=(dx, dy), textcoords="offset points", fontsize=7.5, ha="left" if dx > 0 else "right", color=_FG, zorder=6)
@@ -330,8 +337,46 @@ def _blank() -> Any:
 
 
 def _roof_style(roof: dict[str, Any], colour: str) -> dict[str, Any]:
+    """Measured roofs solid, datasheet dashed; secondary roofs (another kernel of a memory level
+    already drawn, another collective) thin and faint."""
     measured = roof.get("origin") != "datasheet"
+    if not roof.get("main", True) and measured:
+        return {"color": colour, "linewidth": 0.8, "linestyle": "-", "alpha": 0.45}
     return {"color": colour, "linewidth": 1.8 if measured else 1.1, "linestyle": "-" if measured else "--", "alpha": 1.0 if measured else 0.8}
+
+
+class _Secondary:
+    """Secondary bandwidth roofs and the short text each main roof's label gets for them."""
+
+    def __init__(self) -> None:
+        self.secondary: set[int] = set()
+        self.extra: dict[int, list[str]] = {}
+
+    def text(self, line: dict[str, Any]) -> str:
+        items = self.extra.get(id(line))
+        return f" (also {', '.join(items)})" if items else ""
+
+
+def _secondary_labels(lines: list[dict[str, Any]]) -> _Secondary:
+    """Attach each non-main bandwidth roof to the main roof of its device and level (memory
+    level, or kind for transfers and collectives), so every roof is named without a label per line."""
+    out = _Secondary()
+    mains = [l for l in lines if l["kind"] != "compute" and l.get("main", True)]
+    for line in lines:
+        if line["kind"] == "compute" or line.get("main", True):
+            continue
+        level = line.get("level") or line["kind"]
+        owner = next(
+            (m for m in mains if _hardware_key(m) == _hardware_key(line) and (m.get("level") or m["kind"]) == level and m.get("origin") == line.get("origin") and m["devices"] == line["devices"]),
+            None,
+        )
+        if owner is None:
+            continue
+        name = str(line.get("name"))
+        short = name.split(".", 1)[1] if line["kind"] == "memory" and "." in name else name
+        out.secondary.add(id(line))
+        out.extra.setdefault(id(owner), []).append(f"{_short(short, 20)} {fmt_quantity(line['value'], 'B/s')}")
+    return out
 
 
 # --- telemetry -------------------------------------------------------------------------------

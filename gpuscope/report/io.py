@@ -39,7 +39,7 @@ FORMATS: dict[str, tuple[str, ...]] = {
 }
 
 
-def format_for(path: str | os.PathLike[str], fmt: str | None = None) -> str:
+def format_for(path: str | os.PathLike[str], fmt: str | None = None, hint: str = ", or --format") -> str:
     """The output format: ``fmt`` when given (``html``, ``md``/``markdown``, ``json``), else
     from the file extension. Raises :class:`UsageError` when neither names a known format."""
     if fmt:
@@ -52,7 +52,7 @@ def format_for(path: str | os.PathLike[str], fmt: str | None = None) -> str:
     for name, suffixes in FORMATS.items():
         if suffix in suffixes:
             return name
-    raise UsageError(f"{path}: cannot tell the report format from the extension {suffix or '(none)'!r}; use .html, .md or .json, or --format")
+    raise UsageError(f"{path}: cannot tell the report format from the extension {suffix or '(none)'!r}; use .html, .md or .json{hint}")
 
 
 def read_json_document(path: str | os.PathLike[str]) -> Any:

@@ -51,7 +51,7 @@ def roofline_view(inputs: list[tuple[str, dict[str, Any]]], local_cpu: Any = Non
 def _from_model(model: Any) -> dict[str, Any]:
     """The roofline model's roofs and placements as the report's plain data."""
     from gpuscope.roofline.chart import roof_label, select_chart_roofs
-    from gpuscope.roofline.model import DATASHEET
+    from gpuscope.roofline.model import DATASHEET, memory_level
 
     main = {id(chart_roof.roof) for chart_roof in select_chart_roofs(model, "main")}
     roofs: list[dict[str, Any]] = []
@@ -78,6 +78,8 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "label": roof_label(roof, roof.note.split()[-1] if (roof.source == DATASHEET and roof.kind == "memory" and roof.note) else None),
                 "note": roof.note or None,
                 "chart": roof.source != DATASHEET or id(roof) in main,
+                "main": id(roof) in main,
+                "level": memory_level(roof.name) if roof.kind == "memory" else roof.kind,
             }
             roofs.append(entry)
             if roof.source == DATASHEET:

@@ -7,6 +7,7 @@ imported only by :meth:`TelemetryCollector.open` when the GPU side is wanted.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -141,6 +142,10 @@ class TelemetryCollector:
 
 def _make_nvml(gpm: bool, processes: bool) -> tuple[GpuSource | None, Unavailable | None]:
     """The real NVML collector, or why it cannot be built (module or pynvml missing)."""
+    if os.environ.get("GPUSCOPE_FAKE_NVML"):  # test-only: see gpuscope/testing/scenarios.py
+        from gpuscope.testing.scenarios import install_from_environment
+
+        install_from_environment()
     try:
         from gpuscope.telemetry.nvml import NvmlCollector
     except ImportError as exc:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpuscope.errors import BadInputError, GpuscopeError, UsageError
+from gpuscope.telemetry.logcheck import RecordTypeError, check_record
 from gpuscope.telemetry.flatten import ABSENT_PREFIX, column_converter, encode_cell, flatten_record, unflatten_row
 from gpuscope.telemetry.records import SCHEMA_VERSION, Sample, record_from_dict, record_to_dict
 
@@ -42,6 +43,9 @@ UNAVAILABLE_COLUMN = "unavailable"
 _LEADING = ("schema_version", "timestamp")
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _BLANK = " \t\r"  # a line of only these is skipped; anything else must be a record
+#: A line longer than this is not a record (a record of 8 GPUs with many processes is ~100 KB);
+#: the reader stops there instead of holding a huge line in memory.
+MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 class TruncatedLogWarning(UserWarning):
@@ -264,9 +268,13 @@ def _read_numbered(label: str, on_warning: Callable[[str], None] | None) -> Iter
         else:
             raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
         count = 0
-        for record in records:
+        for number, data in records:
+            try:
+                check_record(data)
+            except RecordTypeError as exc:
+                raise BadInputError(f"{label}:{number}: not a gpuscope telemetry record ({exc})") from None
             count += 1
-            yield record
+            yield number, data
         if count == 0:
             raise BadInputError(f"{label}: empty telemetry log (no complete records)")
 
@@ -275,7 +283,15 @@ def _lines_with_last_flag(handle: io.BufferedReader, label: str) -> Iterator[tup
     """(line number, text without newline, is the last line, ended with a newline)."""
     number = 0
     previous: bytes | None = None
-    for raw in handle:
+    while True:
+        raw = handle.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            break
+        if len(raw) > MAX_LINE_BYTES:
+            raise BadInputError(
+                f"{label}:{number + (previous is not None) + 1}: line longer than {MAX_LINE_BYTES} bytes; "
+                "not a gpuscope telemetry record"
+            )
         if previous is not None:
             number += 1
             yield number, _decode(previous, label, number), False, True
@@ -299,17 +315,25 @@ def _read_jsonl(
     for number, text, is_last, complete in _chain(head, rest):
         if not text.strip(_BLANK):
             continue
+        problem = "not a JSON object"
         try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
+            data = json.loads(text, parse_constant=_reject_constant)
+        except RecursionError:
+            data, problem = None, "not a JSON object (nested too deeply)"
+        except ValueError as exc:
+            data, problem = None, f"not a JSON object ({str(exc).splitlines()[0][:120]})"
         if not isinstance(data, dict):
             if is_last and not complete:
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
                 return
-            raise BadInputError(f"{label}:{number}: not a JSON object")
+            raise BadInputError(f"{label}:{number}: {problem}")
         _check_version(label, number, data.get("schema_version"))
         yield number, data
+
+
+def _reject_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON and never written by gpuscope: the line is not a record."""
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def _chain(head: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
@@ -343,7 +367,10 @@ def _read_csv(
             cells = next(csv.reader([text]))
         except csv.Error:
             cells = []
-        if len(cells) != len(columns):
+        cut_before_reasons = is_last and not complete and cells[-1:] == [""] and "" in cells[:-1]
+        if len(cells) != len(columns) or cut_before_reasons:
+            # (a last line cut just before its 'unavailable' cell has the right cell count but
+            # lost the reasons of its empty cells: skipped too)
             if is_last and not complete:
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
                 return
@@ -354,6 +381,8 @@ def _read_csv(
                 for column, convert, cell in zip(data_columns, converters, cells)
             }
             missing = json.loads(cells[-1]) if cells[-1] else {}
+        except RecursionError:
+            raise BadInputError(f"{label}:{number}: bad cell (JSON nested too deeply)") from None
         except ValueError as exc:
             if is_last and not complete:
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")

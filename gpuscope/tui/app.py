@@ -45,7 +45,7 @@ class GpuscopeApp(App):
     """The interactive monitor. Give it a live ``source`` or a ``replay`` cursor."""
 
     TITLE = "gpuscope"
-    CSS_PATH = "styles/app.tcss"
+    CSS_PATH = str(Path(__file__).resolve().parent / "styles" / "app.tcss")  # absolute: subclasses may live elsewhere
     MODES = {
         "dashboard": DashboardScreen,
         "roofline": RooflineScreen,
@@ -115,6 +115,10 @@ class GpuscopeApp(App):
         self._source_open = False
         self._install_themes(theme, theme_dirs)
 
+    def add_startup_message(self, message: str, severity: str = "warning") -> None:
+        """A notification to show once the app is up (used by the commands)."""
+        self._startup_messages.append((message, severity))
+
     # --- themes ------------------------------------------------------------------------------
 
     def _install_themes(self, requested: str | None, theme_dirs: Sequence[Path] | None) -> None:
@@ -146,6 +150,8 @@ class GpuscopeApp(App):
         for screen in self._gpuscope_screens():
             if hasattr(screen, "palette_changed"):
                 screen.palette_changed()
+        if self.latest_sample is not None:  # charts coloured from the palette redraw now
+            self._deliver(self.latest_sample, push_history=False)
         if self._persist_theme and self.settings.theme != theme.name:
             self.settings.theme = theme.name
             self._save_settings()
@@ -184,6 +190,12 @@ class GpuscopeApp(App):
         else:
             self._next_due = time.monotonic()
             self._start_poll()
+
+    async def action_quit(self) -> None:
+        from gpuscope.tui.probe_job import kill_all
+
+        kill_all()  # a running probe child goes first, so its reader thread ends at once
+        await super().action_quit()
 
     def on_unmount(self) -> None:
         from gpuscope.tui.probe_job import kill_all

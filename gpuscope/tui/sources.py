@@ -23,8 +23,9 @@ __all__ = [
     "MAX_REPLAY_SAMPLES",
 ]
 
-#: A replay keeps at most this many samples in memory (a day at 1 s is 86,400).
-MAX_REPLAY_SAMPLES = 200_000
+#: A replay keeps at most this many samples in memory (about 10 KB each with two GPUs); a longer
+#: log is thinned evenly (a day at 1 s is 86,400 samples).
+MAX_REPLAY_SAMPLES = 20_000
 
 
 class TelemetrySource(abc.ABC):
@@ -90,19 +91,23 @@ class ScriptedSource(TelemetrySource):
         return sample
 
 
-def load_replay(path: str | Path, limit: int = MAX_REPLAY_SAMPLES) -> tuple[list[Sample], bool]:
-    """Read a ``gpuscope log`` JSONL file. Returns the samples (oldest first) and whether it was
-    cut at ``limit``. Raises :class:`gpuscope.errors.BadInputError` for a bad file."""
+def load_replay(path: str | Path, limit: int = MAX_REPLAY_SAMPLES) -> tuple[list[Sample], int]:
+    """Read a ``gpuscope log`` file (JSONL or CSV). Returns the samples (oldest first) and the
+    stride kept: 1 when every sample fits in ``limit``, else every ``stride``-th sample (the log
+    is thinned evenly, so a day-long log still replays end to end). Raises
+    :class:`gpuscope.errors.BadInputError` for a bad file."""
     from gpuscope.telemetry.logfile import read_log
 
     samples: list[Sample] = []
-    truncated = False
-    for sample in read_log(path):
-        if len(samples) >= limit:
-            truncated = True
-            break
+    stride = 1
+    for number, sample in enumerate(read_log(path)):
+        if number % stride:
+            continue
         samples.append(sample)
-    return samples, truncated
+        if len(samples) > limit:
+            samples = samples[::2]
+            stride *= 2
+    return samples, stride
 
 
 class ReplayCursor:

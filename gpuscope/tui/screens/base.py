@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from gpuscope.telemetry.records import Sample
+from gpuscope.tui.widgets.cell_grid import CellGrid
+from gpuscope.tui.widgets.keybar import KeyBar
 from gpuscope.tui.widgets.metric import MetricCell
 from gpuscope.tui.widgets.topbar import TopBar
 
@@ -33,7 +35,7 @@ class GpuscopeScreen(Screen):
         yield TopBar(self.MODE)
         yield from self.compose_body()
         yield Static(self.DEFAULT_HINT, id="hint", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -57,4 +59,7 @@ class GpuscopeScreen(Screen):
         self.query_one("#hint", Static).update(text or self.DEFAULT_HINT, layout=False)
 
     def on_metric_cell_explained(self, event: MetricCell.Explained) -> None:
+        self.set_hint(event.text)
+
+    def on_cell_grid_explained(self, event: CellGrid.Explained) -> None:
         self.set_hint(event.text)

@@ -82,7 +82,7 @@ class DashboardScreen(GpuscopeScreen):
             gpus.styles.grid_size_columns = columns
         compact = self.size.height < 30
         for card in self._cards.values():
-            card.set_class(tall, "-tall")
+            card.set_tall(tall)
             card.set_class(compact and not tall, "-compact")
         host = self.query_one("#host", Grid)
         host_columns = 2 if width >= WIDE_HOST_MIN_WIDTH else 1

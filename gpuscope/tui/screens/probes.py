@@ -29,8 +29,8 @@ _COLUMNS = (
     ("name", "measurement"),
     ("device", "device"),
     ("result", "result"),
-    ("dram", "DRAM during"),
-    ("clock", "clock"),
+    ("dram", "DRAM"),
+    ("clock", "clock · CPU"),
     ("power", "power"),
     ("status", "status"),
 )
@@ -247,17 +247,21 @@ class ProbesScreen(GpuscopeScreen):
     @work(thread=True, group="probe", exclusive=True, exit_on_error=False)
     def _run_job(self, job: ProbeJob) -> None:
         worker = get_current_worker()
+
+        def post(event: ProbeEvent) -> None:
+            if worker.is_cancelled or not self.app.is_running:
+                job.kill()  # the app is leaving: do not wait on its event loop
+                return
+            self.app.call_from_thread(self._on_event, job, event)
+
         try:
             job.start()
         except OSError as exc:
-            self.app.call_from_thread(self._on_event, job, ProbeEvent("failed", {"message": f"cannot start the probe process: {exc}"}))
-            self.app.call_from_thread(self._on_event, job, ProbeEvent("exited", {"returncode": -1, "stderr": ""}))
+            post(ProbeEvent("failed", {"message": f"cannot start the probe process: {exc}"}))
+            post(ProbeEvent("exited", {"returncode": -1, "stderr": ""}))
             return
         for event in job.events():
-            if worker.is_cancelled:
-                job.kill()
-                return
-            self.app.call_from_thread(self._on_event, job, event)
+            post(event)
 
     def _on_event(self, job: ProbeJob, event: ProbeEvent) -> None:
         if job is not self.job:

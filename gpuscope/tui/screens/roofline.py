@@ -57,6 +57,7 @@ class RooflineScreen(GpuscopeScreen):
 
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_MIN_WIDTH, "-wide")
+        self.set_class(self.size.height < 30, "-short")
 
     # --- data --------------------------------------------------------------------------------
 
@@ -96,7 +97,7 @@ class RooflineScreen(GpuscopeScreen):
 
     def _rows(self) -> list[tuple[str, ...]]:
         model = self._model
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for placement in list(model.placements) + self._live:
             point = placement.point
             is_live = placement in self._live
@@ -119,6 +120,9 @@ class RooflineScreen(GpuscopeScreen):
                     note,
                 )
             )
+        for reason in self._live_reasons:
+            device, _, why = reason.partition(" live: ")
+            rows.append((f"{device} now", device, "n/a", "n/a", "-", "-", why))
         return rows
 
     def _refresh_table(self) -> None:
@@ -133,7 +137,7 @@ class RooflineScreen(GpuscopeScreen):
         cursor = table.cursor_row
         table.clear()
         for number, row in enumerate(rows):
-            style = "italic" if number >= len(self._model.placements) else ""
+            style = "italic" if number >= len(self._model.placements) else ""  # live rows
             table.add_row(*(Text(cell, style=style) for cell in row), key=str(number))
         if rows:
             table.move_cursor(row=min(max(0, cursor), len(rows) - 1), animate=False)
@@ -146,11 +150,9 @@ class RooflineScreen(GpuscopeScreen):
         measured = sum(1 for device in model.devices for roof in device.roofs if roof.source == "measured")
         text = f"{devices} devices · {measured} measured roofs · {len(model.placements)} points"
         if self._live:
-            text += f" · {len(self._live)} live ({LIVE_LABEL})"
-        if self._live_reasons:
-            text += " · " + "; ".join(self._live_reasons)
+            text += f" · {len(self._live)} live (est.)"
         if not measured:
-            text += " · datasheet roofs only: run probes (3) or pass --probes results.json"
+            text += " · datasheet roofs only: run probes (3)"
         return text
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
-__all__ = ["HistoryChart", "PlotextView", "downsample_minmax"]
+__all__ = ["HistoryChart", "PlotextView", "chart_lines", "downsample_minmax"]
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
 
@@ -76,33 +76,60 @@ class HistoryChart(LineWidget):
         return self._values
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
-        rows = max(1, height - 1)
-        head = f"{self.title} "
-        room = max(0, width - 1)  # keep a gap before the next chart's title
-        lines: list[list[Run]] = [[(head[:room], self.component_style("chart--title")), (self._current[: max(0, room - len(head))], None)]]
-        values = downsample_minmax(self._values, width)[-width:]
-        present = [v for v in values if v is not None and math.isfinite(v)]
-        if not present:
-            if self._values and not self._current.startswith("n/a"):
-                lines.append([("no data", self.component_style("chart--empty"))])
-            return lines
-        top = self.maximum if self.maximum else max(present)
-        top = top if top and top > 0 else 1.0
         bar_style = Style(color=self._colour) if self._colour else self.component_style("chart--bar")
-        pad = " " * (width - len(values))
-        heights = [None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in values]
-        for row in range(rows - 1, -1, -1):
-            cells = []
-            for h in heights:
-                if h is None:
-                    cells.append(" ")
-                    continue
-                level = min(8, max(0, h - row * 8))
-                if row == 0:
-                    level = max(1, level)  # a real reading, even zero, is visible; a gap is blank
-                cells.append(_LEVELS[level])
-            lines.append([(pad + "".join(cells), bar_style)])
+        return chart_lines(
+            self.title,
+            self._current,
+            self._values,
+            width,
+            max(1, height - 1),
+            self.maximum,
+            title_style=self.component_style("chart--title"),
+            bar_style=bar_style,
+            empty_style=self.component_style("chart--empty"),
+        )
+
+
+def chart_lines(
+    title: str,
+    current: str,
+    values: Sequence[float | None],
+    width: int,
+    rows: int,
+    maximum: float | None,
+    *,
+    title_style: Style | None,
+    bar_style: Style | None,
+    empty_style: Style | None,
+) -> list[list[Run]]:
+    """A title line (``title current``) and ``rows`` lines of bars, ``width`` cells wide: one
+    column per sample (downsampled keeping peaks), newest on the right, fixed scale ``maximum``
+    (or the window's largest value); unavailable samples are blank columns."""
+    head = f"{title} "
+    room = max(0, width - 1)  # keep a gap before the next chart's title
+    lines: list[list[Run]] = [[(head[:room], title_style), (current[: max(0, room - len(head))], None)]]
+    shown = downsample_minmax(values, width)[-width:] if width > 0 else []
+    present = [v for v in shown if v is not None and math.isfinite(v)]
+    if not present:
+        if values and not current.startswith("n/a"):
+            lines.append([("no data", empty_style)])
         return lines
+    top = maximum if maximum else max(present)
+    top = top if top and top > 0 else 1.0
+    pad = " " * (width - len(shown))
+    heights = [None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in shown]
+    for row in range(rows - 1, -1, -1):
+        cells = []
+        for h in heights:
+            if h is None:
+                cells.append(" ")
+                continue
+            level = min(8, max(0, h - row * 8))
+            if row == 0:
+                level = max(1, level)  # a real reading, even zero, is visible; a gap is blank
+            cells.append(_LEVELS[level])
+        lines.append([(pad + "".join(cells), bar_style)])
+    return lines
 
 
 class PlotextView(Static):

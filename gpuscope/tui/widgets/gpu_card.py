@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from textual.app import ComposeResult
-from textual.containers import Grid, Vertical
+from textual.containers import Vertical
 
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Reason, Unavailable
@@ -18,8 +18,8 @@ from gpuscope.tui.format import (
     si,
 )
 from gpuscope.tui.history import History, gpu_key
-from gpuscope.tui.widgets.chart import HistoryChart
-from gpuscope.tui.widgets.metric import MetricCell
+from gpuscope.tui.widgets.cell_grid import CellGrid
+from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
 
 __all__ = ["GpuCard", "GPU_CELLS", "gpu_title", "card_height"]
 
@@ -131,13 +131,12 @@ def card_height(width: int, tall: bool) -> int:
 
 
 class GpuCard(Vertical):
-    """Metric cells in a grid that reflows with the width, then history charts."""
+    """A :class:`CellGrid` of metrics that reflows with the width, then a :class:`ChartRow` of
+    history charts (taller with the ``-tall`` class)."""
 
     DEFAULT_CSS = """
     GpuCard { height: auto; border: round $primary 60%; border-title-color: $text; border-title-style: bold; padding: 0 0 0 1; }
-    GpuCard > .cells { grid-size: 3; grid-gutter: 0 2; height: auto; grid-rows: 1; }
-    GpuCard > .charts { grid-size: 5; grid-gutter: 0 1; height: auto; grid-rows: 3; margin-top: 1; }
-    GpuCard > .charts > HistoryChart { height: 3; }
+    GpuCard > ChartRow { margin-top: 1; }
     """
 
     def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
@@ -150,73 +149,106 @@ class GpuCard(Vertical):
         )
 
     def compose(self) -> ComposeResult:
-        with Grid(classes="cells"):
-            for cell_id, label, _ in GPU_CELLS:
-                yield MetricCell(label, label_width=_LABEL_WIDTH, id=f"cell-{cell_id}")
-        with Grid(classes="charts"):
-            yield HistoryChart("SM", maximum=100, id="chart-sm")
-            yield HistoryChart("DRAM", id="chart-dram")
-            yield HistoryChart("PCIe", id="chart-pcie")
-            if self._has_nvlink:
-                yield HistoryChart("NVL", id="chart-nvlink")
-            yield HistoryChart("power", id="chart-power")
+        yield CellGrid([(cell_id, label) for cell_id, label, _ in GPU_CELLS], cell_width=CELL_WIDTH, gap=2, id="cells")
+        titles = ["SM", "DRAM", "PCIe"] + (["NVL"] if self._has_nvlink else []) + ["power"]
+        yield ChartRow(titles, min_width=CHART_WIDTH, id="charts")
+
+    @property
+    def cells(self) -> CellGrid:
+        return self.query_one(CellGrid)
 
     def on_mount(self) -> None:
-        self._cells = {cell.id.removeprefix("cell-"): cell for cell in self.query(MetricCell) if cell.id}
-        self._charts = {chart.id.removeprefix("chart-"): chart for chart in self.query(HistoryChart) if chart.id}
+        self._grid = self.query_one(CellGrid)
+        self._charts = self.query_one(ChartRow)
+        self._charts.chart_height = 7 if self.has_class("-tall") else 3
         if self._pending is not None:
             self.show(*self._pending)
 
-    def on_resize(self) -> None:
-        inner = max(1, self.size.width)  # size is the content area (inside border and padding)
-        cells = self.query_one(".cells", Grid)
-        charts = self.query_one(".charts", Grid)
-        columns = max(1, min(len(GPU_CELLS), (inner + 2) // (CELL_WIDTH + 2)))
-        chart_count = len(self.query(HistoryChart))
-        chart_columns = max(1, min(chart_count, (inner + 1) // (CHART_WIDTH + 1)))
-        if cells.styles.grid_size_columns != columns:
-            cells.styles.grid_size_columns = columns
-        if charts.styles.grid_size_columns != chart_columns:
-            charts.styles.grid_size_columns = chart_columns
+    def set_tall(self, tall: bool) -> None:
+        """Taller charts when the terminal has the rows for them."""
+        self.set_class(tall, "-tall")
+        if hasattr(self, "_charts"):
+            self._charts.chart_height = 7 if tall else 3
 
     def show(self, gpu: GpuSample, history: History, series_colour: str | None = None) -> None:
-        """Update every cell and chart from ``gpu`` (only changed ones redraw)."""
-        if not hasattr(self, "_cells"):  # not mounted yet: show it once mounted
+        """Update the cells and charts from ``gpu`` (only what changed redraws)."""
+        if not hasattr(self, "_grid"):  # not mounted yet: show it once mounted
             self._pending = (gpu, history, series_colour)
             return
         self._pending = None
-        self.border_title = gpu_title(gpu)
+        title = gpu_title(gpu)
+        if self.border_title != title:
+            self.border_title = title
         self.set_class(gpu.state != "ok", "-lost")
+        values: dict[str, Any] = {}
         for cell_id, _, function in GPU_CELLS:
             try:
-                value = function(gpu)
+                values[cell_id] = function(gpu)
             except Exception as exc:  # noqa: BLE001 - a malformed record shows as n/a, not a crash
-                value = Unavailable(Reason.ERROR, f"cannot show: {exc}")
-            self._cells[cell_id].set_value(value)
-        key = gpu_key(gpu)
-        sm = history.series("gpu", key, "sm_activity_percent")
-        sm_title = "SM"
-        if not any(v is not None for v in sm):
-            sm, sm_title = history.series("gpu", key, "utilization_percent"), "util"
-        chart = self._charts["sm"]
-        chart.title = sm_title
-        current = next((v for v in reversed(sm) if v is not None), None)
-        chart.set_data(sm, "n/a" if current is None or (sm and sm[-1] is None) else f"{current:.0f}%", colour=series_colour)
-        peak = gpu.dram_peak_bytes_per_s if not isinstance(gpu.dram_peak_bytes_per_s, Unavailable) else None
-        dram = history.series("gpu", key, "dram_bandwidth_bytes_per_s")
-        self._charts["dram"].set_data(dram, _last_rate(dram), maximum=peak, colour=series_colour)
-        pcie = _pairwise_sum(history.series("gpu", key, "pcie_tx_bytes_per_s"), history.series("gpu", key, "pcie_rx_bytes_per_s"))
-        self._charts["pcie"].set_data(pcie, _last_rate(pcie), colour=series_colour)
-        power = history.series("gpu", key, "power_w")
-        limit = gpu.power_limit_w if not isinstance(gpu.power_limit_w, Unavailable) else None
-        self._charts["power"].set_data(power, "n/a" if not power or power[-1] is None else fmt_watts(power[-1]), maximum=limit, colour=series_colour)
-        if "nvlink" in self._charts:
-            nvlink = _pairwise_sum(history.series("gpu", key, "nvlink_tx_bytes_per_s"), history.series("gpu", key, "nvlink_rx_bytes_per_s"))
-            self._charts["nvlink"].set_data(nvlink, _last_rate(nvlink), colour=series_colour)
+                values[cell_id] = Unavailable(Reason.ERROR, f"cannot show: {exc}")
+        self._grid.set_values(values)
+        self._charts.set_charts(_charts(gpu, history, self._has_nvlink), colour=series_colour)
 
 
-def _last_rate(values: list[float | None]) -> str:
-    return "n/a" if not values or values[-1] is None else fmt_rate(values[-1])
+def _number(value: Any) -> float | None:
+    return None if isinstance(value, Unavailable) or value is None else float(value)
+
+
+#: PCIe GB/s per lane and direction by generation (after encoding overhead).
+_PCIE_LANE_BYTES_PER_S = {1: 0.25e9, 2: 0.5e9, 3: 0.985e9, 4: 1.969e9, 5: 3.938e9, 6: 7.563e9}
+
+
+def _pcie_peak(gpu: GpuSample) -> float | None:
+    """Both directions of the link at its current generation and width, bytes/s."""
+    generation, width = _number(gpu.pcie_link_generation), _number(gpu.pcie_link_width)
+    if generation is None or width is None or int(generation) not in _PCIE_LANE_BYTES_PER_S:
+        return None
+    return 2 * _PCIE_LANE_BYTES_PER_S[int(generation)] * width
+
+
+def _nvlink_peak(gpu: GpuSample) -> float | None:
+    link, links = _number(gpu.nvlink_link_peak_bytes_per_s), _number(gpu.nvlink_active_links)
+    return 2 * link * links if link and links else None
+
+
+def _charts(gpu: GpuSample, history: History, has_nvlink: bool) -> list[ChartData]:
+    key = gpu_key(gpu)
+    sm, sm_title = history.series("gpu", key, "sm_activity_percent"), "SM"
+    if not any(v is not None for v in sm):
+        sm, sm_title = history.series("gpu", key, "utilization_percent"), "util"
+    charts = [
+        ChartData(sm_title, _last(sm, lambda v: f"{v:.0f}%"), tuple(sm), 100.0),
+        _rate_chart("DRAM", history.series("gpu", key, "dram_bandwidth_bytes_per_s"), _number(gpu.dram_peak_bytes_per_s)),
+        _rate_chart(
+            "PCIe",
+            _pairwise_sum(history.series("gpu", key, "pcie_tx_bytes_per_s"), history.series("gpu", key, "pcie_rx_bytes_per_s")),
+            _pcie_peak(gpu),
+        ),
+    ]
+    if has_nvlink:
+        charts.append(
+            _rate_chart(
+                "NVL",
+                _pairwise_sum(history.series("gpu", key, "nvlink_tx_bytes_per_s"), history.series("gpu", key, "nvlink_rx_bytes_per_s")),
+                _nvlink_peak(gpu),
+            )
+        )
+    power = history.series("gpu", key, "power_w")
+    charts.append(ChartData("power", _last(power, fmt_watts), tuple(power), _number(gpu.power_limit_w)))
+    return charts
+
+
+def _compact_rate(value: float) -> str:
+    """``3.05TB/s``: a rate without the space, so chart titles fit 14 columns."""
+    return si(value, "B/s").replace(" ", "")
+
+
+def _rate_chart(title: str, values: list[float | None], peak: float | None) -> ChartData:
+    return ChartData(title, _last(values, _compact_rate), tuple(values), peak)
+
+
+def _last(values: list[float | None], fmt: Callable[[float], str]) -> str:
+    return "n/a" if not values or values[-1] is None else fmt(values[-1])
 
 
 def _pairwise_sum(a: list[float | None], b: list[float | None]) -> list[float | None]:

@@ -84,7 +84,9 @@ class CoreBars(Widget):
                 if level is None:
                     text.append(NA.ljust(bar_width + 6), style="dim italic")
                 else:
-                    text.append(bar(level / 100, bar_width), style=palette.bar_colour(level))
+                    filled = bar(level / 100, bar_width).rstrip()
+                    text.append(filled, style=palette.bar_colour(level))
+                    text.append("·" * (bar_width - len(filled)), style="dim")
                     text.append(f"{level:>4.0f}% ")
                 text.append(" " * max(0, entry - (bar_width + 10)))
         return text

@@ -37,7 +37,7 @@ class LineWidget(Widget):
         style = self._styles.get(name)
         if style is None:
             base = self.rich_style
-            style = self._styles[name] = base + self.get_component_rich_style(name, partial=True) if name else base
+            style = self._styles[name] = self.get_component_rich_style(name) if name else base
         return style
 
     def notify_style_update(self) -> None:

@@ -53,8 +53,8 @@ class ReplayBar(Widget):
         fraction = position / (count - 1) if count > 1 else 1.0
         done = round(fraction * bar_width)
         self._bar_span = (len(head), bar_width)
-        text.append("━" * done, style=self.get_component_rich_style("replay--done", partial=True))
-        text.append("─" * (bar_width - done), style=self.get_component_rich_style("replay--todo", partial=True))
+        text.append("━" * done, style=self.get_component_rich_style("replay--done"))
+        text.append("─" * (bar_width - done), style=self.get_component_rich_style("replay--todo"))
         text.append(keys, style=Style(dim=True))
         return text
 
@@ -62,4 +62,4 @@ class ReplayBar(Widget):
         start, width = self._bar_span
         if width and start <= event.x < start + width:
             fraction = (event.x - start) / max(1, width - 1)
-            self.app.run_action(f"replay_seek_fraction({fraction:.4f})")
+            self.app.action_replay_seek_fraction(fraction)  # type: ignore[attr-defined]

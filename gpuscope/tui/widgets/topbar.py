@@ -44,12 +44,12 @@ class TopBar(Widget):
 
     def render(self) -> Text:
         text = Text(no_wrap=True, overflow="ellipsis")
-        text.append(" gpuscope ", style=self.get_component_rich_style("topbar--brand", partial=True))
+        text.append(" gpuscope ", style=self.get_component_rich_style("topbar--brand"))
         narrow = self.size.width < 100
         for mode, key, label in SCREEN_TABS:
             style = "topbar--active" if mode == self.active else "topbar--tab"
             shown = label[:4] if narrow and mode != self.active else label
-            text.append(f" {key} {shown} ", style=self.get_component_rich_style(style, partial=True) + _click(mode))
+            text.append(f" {key} {shown} ", style=self.get_component_rich_style(style) + _click(mode))
         room = self.size.width - text.cell_len - 1
         right = self._right
         while room < len(right) and " · " in right:

@@ -1,0 +1,151 @@
+"""Collective bandwidth across the ranks of a torchrun job, one group size at a time.
+
+Every rank calls :func:`run_collectives` (``torch.distributed`` is already initialised). For each
+group size n from :func:`gpuscope.probing.cluster.group_sizes` the first n ranks form a group
+(``new_group`` is called by every rank, in the same order) and time each op and size as
+:mod:`gpuscope.probing.collective` does: a barrier, ``iters`` back-to-back collectives, the
+slowest rank's time per collective (``ReduceOp.MAX``), best of ``samples``. Rank 0 is in every
+group and returns the raw timings; the other ranks return an empty list.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+__all__ = ["run_collectives"]
+
+
+def run_collectives(
+    ops: list[str],
+    sizes_bytes: list[int],
+    *,
+    rank: int,
+    world_size: int,
+    device: Any,
+    backend: str,
+    samples: int,
+    target_sample_s: float,
+    warmup: int = 2,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Time ``ops`` (``allreduce``, ``allgather``) at ``sizes_bytes`` for every group size.
+
+    ``device`` is a torch device (``cpu`` with gloo, ``cuda:LOCAL_RANK`` with nccl). A stop
+    request on any rank (``should_stop``) ends the sweep on all ranks at the next size.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from gpuscope.probing.cluster import group_sizes
+
+    is_cuda = torch.device(device).type == "cuda"
+
+    def sync() -> None:
+        if is_cuda:
+            torch.cuda.synchronize(device)
+
+    results: list[dict[str, Any]] = []
+    has_into = hasattr(dist, "all_gather_into_tensor")
+    everyone = torch.zeros(1)  # the default group is gloo: a CPU tensor
+    for n in group_sizes(world_size):
+        everyone.fill_(1.0 if should_stop() else 0.0)
+        dist.all_reduce(everyone, op=dist.ReduceOp.MAX)  # all ranks agree before the next new_group
+        if everyone.item() > 0:
+            break
+        members = list(range(n))
+        group = dist.new_group(members, backend=backend)  # collective over the default group
+        if rank >= n:
+            continue
+        flag = torch.zeros(1, device=device)
+        timer = torch.zeros(1, dtype=torch.float64, device=device)
+        stopped = False
+        for op in ops:
+            for size in sizes_bytes:
+                flag.fill_(1.0 if should_stop() else 0.0)
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+                if flag.item() > 0:
+                    stopped = True
+                    break
+                elements = max(n, size // 4 // n * n)
+                run = _kernel(op, elements, n, device, group, has_into and is_cuda)
+                run()
+                sync()
+                dist.barrier(group=group)
+                start = time.perf_counter()
+                run()
+                sync()
+                timer.fill_(time.perf_counter() - start)
+                dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
+                iters = max(1, min(10_000, math.ceil(target_sample_s / max(float(timer.item()), 1e-6))))
+                warm: list[float] = []
+                timed: list[float] = []
+                for count, into in ((warmup, warm), (samples, timed)):
+                    for _ in range(count):
+                        dist.barrier(group=group)
+                        start = time.perf_counter()
+                        for _ in range(iters):
+                            run()
+                        sync()
+                        timer.fill_((time.perf_counter() - start) / iters)
+                        dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
+                        into.append(float(timer.item()))
+                error = _validate(op, elements, n, rank, device, group, has_into and is_cuda)
+                item = {
+                    "op": op,
+                    "group_size": n,
+                    "ranks": members,
+                    "size_bytes": elements * 4,
+                    "iters": iters,
+                    "samples_s": timed,
+                    "warmup_samples_s": warm,
+                    "validation_error": error,
+                }
+                if rank == 0:
+                    results.append(item)
+                    if on_result is not None:
+                        on_result(item)
+            if stopped:
+                break
+    return results
+
+
+def _kernel(op: str, elements: int, n: int, device: Any, group: Any, into: bool) -> Callable[[], None]:
+    import torch
+    import torch.distributed as dist
+
+    if op == "allreduce":
+        buffer = torch.rand(elements, device=device).add_(0.5)
+        return lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # MAX keeps values stable
+    if op == "allgather":
+        chunk = torch.rand(elements // n, device=device).add_(0.5)
+        gathered = torch.empty(elements, device=device)
+        pieces = list(gathered.chunk(n))
+        if into:
+            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group)
+        return lambda: dist.all_gather(pieces, chunk, group=group)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _validate(op: str, elements: int, n: int, rank: int, device: Any, group: Any, into: bool) -> float:
+    """One SUM all-reduce or one all-gather with known values; the relative error (0.0 exact)."""
+    import torch
+    import torch.distributed as dist
+
+    if op == "allreduce":
+        buffer = torch.full((elements,), float(rank + 1), device=device)
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
+        expected = n * (n + 1) / 2
+        return float((buffer - expected).abs().max().item()) / expected
+    chunk = torch.full((elements // n,), float(rank + 1), device=device)
+    if into:
+        gathered = torch.empty(elements, device=device)
+        dist.all_gather_into_tensor(gathered, chunk, group=group)
+    else:
+        pieces = [torch.empty_like(chunk) for _ in range(n)]
+        dist.all_gather(pieces, chunk, group=group)
+        gathered = torch.cat(pieces)
+    expected = torch.arange(1, n + 1, device=device, dtype=torch.float32).repeat_interleave(elements // n)
+    return float((gathered - expected).abs().max().item()) / n

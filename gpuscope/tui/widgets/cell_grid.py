@@ -1,0 +1,212 @@
+"""A grid of labelled metrics drawn as one widget (one widget per GPU card instead of twenty:
+the dashboard's redraw cost is per widget). Unavailable metrics read "n/a"; the mouse shows the
+reason as a tooltip, and ``tab`` walks through the n/a cells, explaining each in the hint line."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+
+from gpuscope.telemetry.values import Unavailable
+from gpuscope.tui.format import NA, reason_text
+from gpuscope.tui.widgets.lines import LineWidget, Run
+
+__all__ = ["CellGrid", "CellState"]
+
+
+@dataclass(frozen=True)
+class CellState:
+    """What one cell shows: the value text, or n/a with ``reason``."""
+
+    label: str
+    value_text: str = NA
+    reason: str | None = "not read yet"
+
+
+class CellGrid(LineWidget):
+    """Cells of ``label value`` in as many columns as fit (``cell_width`` each, ``gap`` apart),
+    filled row by row. Redraws only when a cell's text changes."""
+
+    DEFAULT_CSS = """
+    CellGrid { height: auto; width: 1fr; }
+    CellGrid > .cells--label { color: $text-muted; }
+    CellGrid > .cells--na { color: $text-disabled; text-style: italic; }
+    CellGrid > .cells--cursor { background: $accent 40%; }
+    """
+    COMPONENT_CLASSES = {"cells--label", "cells--na", "cells--cursor"}
+    BINDINGS = [
+        Binding("tab", "next_na", "next n/a", show=False),
+        Binding("shift+tab", "previous_na", "previous n/a", show=False),
+    ]
+
+    class Explained(Message):
+        """The n/a cell under the keyboard cursor changed: ``text`` is its reason ("" on leave)."""
+
+        def __init__(self, grid: "CellGrid", text: str) -> None:
+            super().__init__()
+            self.grid = grid
+            self.text = text
+
+    def __init__(self, labels: Sequence[tuple[str, str]], *, cell_width: int = 24, gap: int = 2, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.keys = [key for key, _ in labels]
+        self._cells = {key: CellState(label) for key, label in labels}
+        self.label_width = max((len(label) for _, label in labels), default=0)
+        self.cell_width = cell_width
+        self.gap = gap
+        self._cursor: int | None = None  # index into self.keys while focused
+        self._hover: str | None = None
+        self.can_focus = True
+
+    # --- data ------------------------------------------------------------------------------
+
+    def cell(self, key: str) -> CellState:
+        return self._cells[key]
+
+    def set_values(self, values: dict[str, Any]) -> None:
+        """``key -> str value or Unavailable``; redraws when anything changed."""
+        changed = False
+        for key, value in values.items():
+            old = self._cells[key]
+            if isinstance(value, Unavailable):
+                new = CellState(old.label, NA, reason_text(value))
+            elif value is None:
+                new = CellState(old.label, NA, "no reading")
+            else:
+                new = CellState(old.label, str(value), None)
+            if new != old:
+                self._cells[key] = new
+                changed = True
+        if changed:
+            self.can_focus = any(cell.reason for cell in self._cells.values())
+            if self._hover is not None:
+                self._set_tooltip(self._hover)
+            if self._cursor is not None and self._cells[self.keys[self._cursor]].reason is None:
+                self._move(+1, wrap=True)
+            self.invalidate()
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def columns(self, width: int) -> int:
+        return max(1, min(len(self.keys), (width + self.gap) // (self.cell_width + self.gap)))
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+        return max(1, math.ceil(len(self.keys) / self.columns(width)))
+
+    def _geometry(self, width: int) -> tuple[int, int]:
+        columns = self.columns(width)
+        return columns, max(1, (width - self.gap * (columns - 1)) // columns)
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        columns, cell_width = self._geometry(width)
+        label_style = self.component_style("cells--label")
+        na_style = self.component_style("cells--na")
+        cursor_style = self.component_style("cells--cursor")
+        cursor_key = self.keys[self._cursor] if self._cursor is not None and self.has_focus else None
+        lines: list[list[Run]] = []
+        for start in range(0, len(self.keys), columns):
+            runs: list[Run] = []
+            for position, key in enumerate(self.keys[start : start + columns]):
+                cell = self._cells[key]
+                label = cell.label.ljust(self.label_width) + " "
+                value = cell.value_text
+                room = cell_width - len(label)
+                if len(value) > room:
+                    value = value[: max(0, room - 1)] + "…"
+                text_runs: list[Run] = [(label, label_style), (value, na_style if cell.reason else None)]
+                if key == cursor_key:
+                    text_runs = [(text, cursor_style) for text, _ in text_runs]
+                runs.extend(text_runs)
+                used = len(label) + len(value)
+                if position < columns - 1:
+                    runs.append((" " * (cell_width - used + self.gap), None))
+            lines.append(runs)
+        return lines
+
+    def key_at(self, x: int, y: int) -> str | None:
+        """The cell key at content offset (x, y), or None."""
+        columns, cell_width = self._geometry(self.size.width)
+        column = x // (cell_width + self.gap)
+        if column >= columns or x - column * (cell_width + self.gap) >= cell_width:
+            return None
+        index = y * columns + column
+        return self.keys[index] if 0 <= index < len(self.keys) else None
+
+    # --- mouse and keyboard ----------------------------------------------------------------
+
+    def _set_tooltip(self, key: str | None) -> None:
+        cell = self._cells.get(key) if key else None
+        self.tooltip = f"{cell.label}: {cell.reason}" if cell is not None and cell.reason else None
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        key = self.key_at(event.x, event.y)
+        if key != self._hover:
+            self._hover = key
+            self._set_tooltip(key)
+
+    def on_leave(self) -> None:
+        self._hover = None
+        self.tooltip = None
+
+    def _na_indexes(self) -> list[int]:
+        return [index for index, key in enumerate(self.keys) if self._cells[key].reason]
+
+    def _explain(self) -> None:
+        if self._cursor is None:
+            self.post_message(self.Explained(self, ""))
+            return
+        cell = self._cells[self.keys[self._cursor]]
+        self.post_message(self.Explained(self, f"{cell.label}: {cell.reason}" if cell.reason else ""))
+
+    def _move(self, step: int, wrap: bool = False) -> bool:
+        """Move the cursor to the next (step +1) or previous n/a cell; False at the end."""
+        indexes = self._na_indexes()
+        if not indexes:
+            self._cursor = None
+            return False
+        if self._cursor is None:
+            self._cursor = indexes[0] if step > 0 else indexes[-1]
+        else:
+            later = [i for i in indexes if (i > self._cursor if step > 0 else i < self._cursor)]
+            if not later:
+                if not wrap:
+                    return False
+                later = indexes if step > 0 else indexes[::-1]
+            self._cursor = later[0] if step > 0 else later[-1]
+        self._explain()
+        self.invalidate()
+        return True
+
+    def on_focus(self, event: events.Focus) -> None:
+        indexes = self._na_indexes()
+        if not indexes:
+            self._cursor = None
+        elif self._cursor is None or self._cursor not in indexes:
+            self._cursor = indexes[0]
+        self._explain()
+        self.invalidate()
+
+    def on_blur(self) -> None:
+        self._cursor = None
+        self.post_message(self.Explained(self, ""))
+        self.invalidate()
+
+    def action_next_na(self) -> None:
+        if not self._move(+1):
+            self.screen.focus_next()
+
+    def action_previous_na(self) -> None:
+        if not self._move(-1):
+            self.screen.focus_previous()
+
+    def on_click(self, event: events.Click) -> None:
+        key = self.key_at(event.x, event.y)
+        if key is not None and self._cells[key].reason:
+            self._cursor = self.keys.index(key)
+            self._explain()
+            self.invalidate()

@@ -1,0 +1,101 @@
+"""Several history charts side by side in one widget (the charts of a GPU card), wrapping onto
+more rows when the width does not fit them all."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from rich.style import Style
+
+from gpuscope.tui.widgets.chart import chart_lines
+from gpuscope.tui.widgets.lines import LineWidget, Run
+
+__all__ = ["ChartRow", "ChartData"]
+
+
+@dataclass(frozen=True)
+class ChartData:
+    title: str
+    current: str = ""
+    values: tuple[float | None, ...] = field(default_factory=tuple)
+    maximum: float | None = None
+
+
+class ChartRow(LineWidget):
+    """``charts`` across the width, at least ``min_width`` cells each, ``chart_height`` rows each
+    (title line included; set by the ``-tall`` class of an ancestor through :attr:`chart_height`)."""
+
+    DEFAULT_CSS = """
+    ChartRow { height: auto; width: 1fr; }
+    ChartRow > .chart--title { color: $text-muted; }
+    ChartRow > .chart--bar { color: $primary; }
+    ChartRow > .chart--empty { color: $text-disabled; }
+    """
+    COMPONENT_CLASSES = {"chart--title", "chart--bar", "chart--empty"}
+
+    def __init__(self, titles: Sequence[str], *, min_width: int = 14, chart_height: int = 3, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.charts = [ChartData(title) for title in titles]
+        self.min_width = min_width
+        self._chart_height = chart_height
+        self.colour: str | None = None
+
+    @property
+    def chart_height(self) -> int:
+        return self._chart_height
+
+    @chart_height.setter
+    def chart_height(self, rows: int) -> None:
+        if rows != self._chart_height:
+            self._chart_height = rows
+            self.invalidate(layout=True)
+
+    def set_charts(self, charts: Sequence[ChartData], colour: str | None = None) -> None:
+        """Replace every chart's data; redraws when anything changed."""
+        charts = list(charts)
+        if charts == self.charts and colour == self.colour:
+            return
+        relayout = len(charts) != len(self.charts)
+        self.charts, self.colour = charts, colour
+        self.invalidate(layout=relayout)
+
+    def columns(self, width: int) -> int:
+        return max(1, min(len(self.charts), (width + 1) // (self.min_width + 1)))
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+        return max(1, math.ceil(len(self.charts) / self.columns(width))) * self._chart_height
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        columns = self.columns(width)
+        chart_width = max(1, (width - (columns - 1)) // columns)
+        title_style = self.component_style("chart--title")
+        empty_style = self.component_style("chart--empty")
+        bar_style = Style(color=self.colour) if self.colour else self.component_style("chart--bar")
+        lines: list[list[Run]] = []
+        for start in range(0, len(self.charts), columns):
+            blocks = [
+                chart_lines(
+                    chart.title,
+                    chart.current,
+                    chart.values,
+                    chart_width,
+                    self._chart_height - 1,
+                    chart.maximum,
+                    title_style=title_style,
+                    bar_style=bar_style,
+                    empty_style=empty_style,
+                )
+                for chart in self.charts[start : start + columns]
+            ]
+            for row in range(self._chart_height):
+                runs: list[Run] = []
+                for position, block in enumerate(blocks):
+                    line = block[row] if row < len(block) else []
+                    used = sum(len(text) for text, _ in line)
+                    runs.extend(line)
+                    if position < len(blocks) - 1:
+                        runs.append((" " * (chart_width - used + 1), None))
+                lines.append(runs)
+        return lines
