@@ -37,7 +37,7 @@ def build_stream(folder: Path) -> Path:
 
 def run_stream(binary: Path, elements: int, threads: int) -> dict[str, float]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="spread")
-    out = subprocess.run([str(binary), str(elements), "10"], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run([str(binary), str(elements), "6"], capture_output=True, text=True, check=True, env=env)
     data = json.loads(out.stdout)
     return {k: data[f"{k}_bytes_per_s"] for k in KERNELS}
 
@@ -65,7 +65,7 @@ def run_gpuscope(array_bytes: int) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--array-mib", type=int, default=None, help="bytes per array in MiB (default 4x LLC)")
     parser.add_argument("--json", default=None)
     parser.add_argument("--wait-quiet", type=float, default=60.0, metavar="S", help="before each round wait up to S seconds for an idle CPU")

@@ -138,3 +138,25 @@ def test_contended_cpu_measurement_is_retried_and_labelled(monkeypatch: Any) -> 
     assert [a["host_contention_percent"] for a in record["attempts"]] == [80.0, 50.0, 5.0]
     assert record["status"] == "ok"
     assert record["host_contention_percent"] in (80.0, 50.0, 5.0)
+
+
+def test_a_step_that_raises_is_a_failed_measurement_and_the_run_goes_on(monkeypatch: Any) -> None:
+    from gpuscope.probing import matmul
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("library exploded")
+
+    monkeypatch.setattr(matmul, "matmul_ceiling", broken)
+    results = ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False).run(threading.Event())
+    first = results["measurements"][0]
+    assert first["status"] == "failed" and "library exploded" in first["error"]
+    assert [m["status"] for m in results["measurements"][1:]] == ["ok", "ok"]  # the memory steps still ran
+    assert results["summary"]["failed"] == 1 and results["partial"] is False
+
+
+def test_torch_cpu_allocator_failure_counts_as_out_of_memory() -> None:
+    from gpuscope.probing.environment import is_out_of_memory
+
+    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 bytes"))
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("shape mismatch"))

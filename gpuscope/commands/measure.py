@@ -43,6 +43,9 @@ def load_function(target: str) -> Any:
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(f"{target!r}: expected MODULE:FUNCTION, e.g. torch:matmul or ./bench.py:step")
+    # Import the user's module without leaving __pycache__ folders next to their files.
+    saved_dont_write = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             if not os.path.isfile(module_name):
@@ -60,6 +63,8 @@ def load_function(target: str) -> Any:
         raise
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module
         raise UsageError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.dont_write_bytecode = saved_dont_write
     value: Any = module
     for part in attribute.split("."):
         if not hasattr(value, part):
@@ -120,6 +125,20 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
         raise ResourceError(f"--args-json: cannot make the tensor arguments on {device}: {message}") from None
 
 
+def _check_output(path: str) -> None:
+    """Raise now, with one line, when ``--output`` names a file that is not a results file or a
+    folder that does not exist (the same checks :func:`append_workload` makes at the end)."""
+    from pathlib import Path
+
+    from gpuscope.results import load_results
+
+    target = Path(path)
+    if target.exists():
+        load_results(target)
+    elif not target.parent.exists():
+        raise UsageError(f"{path}: folder {target.parent} does not exist")
+
+
 def run(args: argparse.Namespace) -> int:
     import json
     import warnings
@@ -135,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
     for option, value in (("--flops", args.flops), ("--bytes", args.bytes_moved)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{option} {value:g}: must be a non-negative finite number")
+    if args.output:
+        _check_output(args.output)  # a bad results file fails before torch loads and the timing runs
     function = load_function(args.target)
     import torch
 

@@ -258,8 +258,9 @@ class ProbeContext:
         kept = None
         kept_key = None
         kept_contention = None
+        last_attempt_s = 0.0
         for attempt in range(self.contention_retries + 1):
-            if attempt > 0 and self.retry_budget_s <= 0:
+            if attempt > 0 and (self.retry_budget_s <= 0 or last_attempt_s > self.retry_budget_s):
                 break
             started = time.monotonic()
             before = _cpu_counters()
@@ -267,8 +268,9 @@ class ProbeContext:
             contention = _contention_percent(before, _cpu_counters())
             time_s = min(timing.samples_s) if statistic == "best" else sorted(timing.samples_s)[len(timing.samples_s) // 2]
             attempts.append({"attempt": attempt + 1, "host_contention_percent": contention, "time_s": time_s})
+            last_attempt_s = time.monotonic() - started
             if attempt > 0:
-                self.retry_budget_s -= time.monotonic() - started
+                self.retry_budget_s -= last_attempt_s
             key = time_s if statistic == "best" else (contention if contention is not None else 0.0)
             if kept_key is None or key < kept_key:
                 kept, kept_key, kept_contention = timing, key, contention

@@ -135,14 +135,24 @@ class MemoryBudget:
         return {"fraction": self.fraction, "allowance_bytes_at_start": self.allowance_bytes()}
 
 
+#: Messages of allocation failures that arrive as RuntimeError (torch CPU and CUDA, cuBLAS).
+_OOM_MARKERS = (
+    "out of memory",
+    "can't allocate memory",  # torch DefaultCPUAllocator
+    "cannot allocate memory",  # ENOMEM
+    "cublas_status_alloc_failed",
+    "cudaerrormemoryallocation",
+)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """True for host ``MemoryError`` and torch's CUDA/CPU out-of-memory errors."""
     if isinstance(exc, MemoryError):
         return True
-    name = type(exc).__name__
-    if name in ("OutOfMemoryError",):
+    if type(exc).__name__ == "OutOfMemoryError":
         return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(marker in text for marker in _OOM_MARKERS)
 
 
 @contextlib.contextmanager

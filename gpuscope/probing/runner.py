@@ -186,6 +186,8 @@ class ProbeRunner:
                 except ProbeCancelled:
                     cancelled = True
                     break
+                except Exception as exc:  # noqa: BLE001 - one broken step must not end the run
+                    self._emit(_step_failure(step.label, exc, self.device.name, version_info))
             if cancel.is_set():
                 cancelled = True
         finally:
@@ -240,6 +242,22 @@ class ProbeRunner:
             if busy is not None and busy > 25:
                 out.append(f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy")
         return out
+
+
+def _step_failure(label: str, exc: Exception, device: str, version_info: dict[str, Any]) -> dict[str, Any]:
+    """A measurement record for a step that raised outside a measurement."""
+    from gpuscope.probing.context import measurement_record
+    from gpuscope.probing.environment import first_line, is_out_of_memory
+
+    kind = label.split()[0] if label.split()[0] in ("matmul", "memory", "transfer", "collective") else "matmul"
+    status = "skipped" if is_out_of_memory(exc) else "failed"
+    error = f"out of memory: {first_line(exc)}" if status == "skipped" else f"{label}: {type(exc).__name__}: {first_line(exc, 300)}"
+    record = measurement_record(
+        kind=kind, name=label, device=device, parameters={"step": label}, flops=0, bytes_=0,
+        counting_rule={}, statistic="best", status=status, error=error,
+    )  # fmt: skip
+    record["versions"] = version_info
+    return record
 
 
 def _cpu_busy_percent() -> float | None:

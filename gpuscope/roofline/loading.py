@@ -9,6 +9,7 @@ device entry's ``host``, else the file's ``system.hostname``.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from typing import Any, Callable, Sequence
 
@@ -45,6 +46,21 @@ def load_model(
     the model. ``datasheet=False`` leaves out the built-in datasheet roofs."""
     documents = [(str(path), load_results(path)) for path in paths]
     return build_model(documents, datasheet=datasheet, local_cpu=local_cpu, local_hostname=local_hostname)
+
+
+#: C0 and C1 control characters (ESC, BEL, CR, ...): a results file must not drive the terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _clean(value: Any) -> Any:
+    """``value`` with every control character in its strings (keys too) replaced by '?'."""
+    if isinstance(value, str):
+        return _CONTROL.sub("?", value)
+    if isinstance(value, dict):
+        return {_clean(key): _clean(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_clean(item) for item in value]
+    return value
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -145,6 +161,7 @@ def build_model(
     machine's, read only when a CPU device is present); it is applied only to a CPU whose model
     matches, since a results file may come from another machine."""
     builder = _Builder()
+    documents = [(_clean(source), _clean(document)) for source, document in documents]
     for source, document in documents:
         system = document.get("system") or {}
         default_host = _str_or_none(system.get("hostname"))

@@ -288,8 +288,12 @@ def _lines_with_last_flag(handle: io.BufferedReader, label: str) -> Iterator[tup
         if not raw:
             break
         if len(raw) > MAX_LINE_BYTES:
+            if previous is not None:  # what came before is still delivered
+                number += 1
+                yield number, _decode(previous, label, number), False, True
+                previous = None
             raise BadInputError(
-                f"{label}:{number + (previous is not None) + 1}: line longer than {MAX_LINE_BYTES} bytes; "
+                f"{label}:{number + 1}: line longer than {MAX_LINE_BYTES} bytes; "
                 "not a gpuscope telemetry record"
             )
         if previous is not None:
@@ -365,8 +369,11 @@ def _read_csv(
             continue
         try:
             cells = next(csv.reader([text]))
-        except csv.Error:
-            cells = []
+        except csv.Error as exc:
+            if is_last and not complete:
+                warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+                return
+            raise BadInputError(f"{label}:{number}: bad CSV row ({exc})") from None
         cut_before_reasons = is_last and not complete and cells[-1:] == [""] and "" in cells[:-1]
         if len(cells) != len(columns) or cut_before_reasons:
             # (a last line cut just before its 'unavailable' cell has the right cell count but

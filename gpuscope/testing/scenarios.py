@@ -124,11 +124,12 @@ def parse_scenario(text: str) -> Scenario:
     return scenario
 
 
-def build_fake(scenario: Scenario) -> Any:
-    """The :class:`FakeNvml` of ``scenario`` on a real-time clock; loss times count from now."""
+def build_fake(scenario: Scenario, clock: Any = None) -> Any:
+    """The :class:`FakeNvml` of ``scenario`` on ``clock`` (default: a real-time clock); loss
+    times count from the clock's time now."""
     from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, error_code
 
-    clock = FakeClock(real=True)
+    clock = clock if clock is not None else FakeClock(real=True)
     gpus = []
     for position, model in enumerate(scenario.gpus):
         options: dict[str, Any] = {"wobble": 0.02, "seed": position}
