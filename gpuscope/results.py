@@ -39,8 +39,10 @@ __all__ = [
     "CEILING_UNITS",
     "new_results",
     "load_results",
+    "read_json_file",
     "validate_results",
     "write_json_atomic",
+    "write_text_atomic",
 ]
 
 RESULTS_SCHEMA = "gpuscope.results"
@@ -141,20 +143,20 @@ def validate_results(data: Any, source: str) -> dict[str, Any]:
     return data
 
 
-def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and validate a results file. Raises :class:`BadInputError` with one line naming the
-    file and the problem (missing, empty, truncated, not JSON, wrong schema or version)."""
+def read_json_file(path: str | os.PathLike[str], expected: str = "a results JSON file") -> Any:
+    """Parse a JSON file. Raises :class:`BadInputError` with one line naming the file and the
+    problem (missing, empty, too large, not UTF-8, nested too deeply, truncated, not JSON)."""
     source = str(path)
     try:
         size = os.path.getsize(path)
         if size > MAX_RESULTS_BYTES:
-            raise BadInputError(f"{source}: {size} bytes is too large for a results file (limit {MAX_RESULTS_BYTES})")
+            raise BadInputError(f"{source}: {size} bytes is too large for {expected} (limit {MAX_RESULTS_BYTES})")
         with open(path, "rb") as handle:
             raw = handle.read()
     except FileNotFoundError:
         raise BadInputError(f"{source}: no such file") from None
     except IsADirectoryError:
-        raise BadInputError(f"{source}: is a directory, expected a results JSON file") from None
+        raise BadInputError(f"{source}: is a directory, expected {expected}") from None
     except PermissionError:
         raise BadInputError(f"{source}: permission denied") from None
     except OSError as exc:
@@ -164,31 +166,33 @@ def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadInputError(f"{source}: not UTF-8 text (byte {exc.start}); is this a results JSON file?") from None
+        raise BadInputError(f"{source}: not UTF-8 text (byte {exc.start}); is this {expected}?") from None
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except RecursionError:
         raise BadInputError(f"{source}: JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         hint = " (truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
         raise BadInputError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
-    return validate_results(data, source)
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any, indent: int | None = 2) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder and a rename, so a
-    reader never sees a half-written file and a crash leaves the previous file intact."""
+def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and validate a results file. Raises :class:`BadInputError` with one line naming the
+    file and the problem (missing, empty, truncated, not JSON, wrong schema or version)."""
+    return validate_results(read_json_file(path), str(path))
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 text to ``path`` through a temporary file in the same folder and a rename, so
+    a reader never sees a half-written file and a crash leaves the previous file intact."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
         # mkstemp makes the file 0600; give it the permissions a plain open() would have.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(descriptor, 0o666 & ~umask)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump(_finite(data), handle, indent=indent, allow_nan=False, default=_json_default)
-            handle.write("\n")
+        os.fchmod(descriptor, 0o666 & ~_umask())
+        with os.fdopen(descriptor, "w", encoding="utf-8", errors="replace", newline="\n") as handle:
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
@@ -198,6 +202,23 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, indent: int | Non
         except OSError:
             pass
         raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any, indent: int | None = 2) -> None:
+    """Write ``data`` as JSON atomically (see :func:`write_text_atomic`); NaN and infinity become null."""
+    write_text_atomic(path, json.dumps(_finite(data), indent=indent, allow_nan=False, default=_json_default) + "\n")
+
+
+def _umask() -> int:
+    """The process umask, read without changing it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
 
 
 def _finite(value: Any) -> Any:

@@ -588,3 +588,30 @@ def test_bad_config_file_gives_defaults_and_one_line(tmp_path: Path, content: by
     assert isinstance(settings, Settings)
     if problem is not None:
         one_line(problem, str(path))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_every_cut_point_reads_back_the_whole_records_before_it(tmp_path: Path, fmt: str) -> None:
+    """A writer killed at any byte (SIGKILL, power loss): the reader returns exactly the records
+    whose line is whole, and warns exactly when a line was cut. Every byte offset is tried."""
+    records = [make_sample(tick, gpus=1, cores=1) for tick in range(2)]
+    full = tmp_path / f"full.{fmt}"
+    write_samples(full, records, fmt)
+    data = full.read_bytes()
+    header_lines = 1 if fmt == "csv" else 0
+    cut_path = tmp_path / f"cut.{fmt}"
+    for keep in range(len(data) + 1):
+        body = data[:keep]
+        cut_path.write_bytes(body)
+        whole_lines = body.count(b"\n")
+        cut_mid_line = keep > 0 and not body.endswith(b"\n")
+        if cut_mid_line and data[keep:keep + 1] == b"\n":
+            whole_lines, cut_mid_line = whole_lines + 1, False  # only the newline is missing
+        expected = max(0, whole_lines - header_lines)
+        warned: list[str] = []
+        if expected == 0:
+            with pytest.raises(BadInputError, match="empty telemetry log"):
+                list(read_log(cut_path, on_warning=warned.append))
+        else:
+            assert list(read_log(cut_path, on_warning=warned.append)) == records[:expected], f"cut at byte {keep}"
+        assert bool(warned) == cut_mid_line, f"cut at byte {keep}: warnings {warned}"

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuscope.roofline.chart import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
     from gpuscope.roofline.loading import load_model, model_to_json
-    from gpuscope.roofline.tables import devices_lines, points_table, roofs_table
+    from gpuscope.roofline.tables import devices_lines, points_table, roofs_table, stragglers_lines
 
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
@@ -70,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuscope: warning: {warning}", file=sys.stderr)
     lines = devices_lines(model)
     lines.append("")
+    stragglers = stragglers_lines(model, width)
+    if stragglers:
+        lines.extend([*stragglers, ""])
     lines.append(render_roofline(model, width, height, palette=palette, detail="all" if args.all_roofs else "main"))
     lines.append("")
     lines.append("Workloads (efficiency against the roof that bounds each point):")

@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import BadInputError
+from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = ["Suite", "SuiteSettings", "ProbeSpec", "load_suite", "parse_suite", "parse_size", "shipped_suites", "PROBE_KINDS"]
 
@@ -143,13 +140,10 @@ class _Locator:
 def parse_suite(text: str, source: str) -> Suite:
     """Parse and check suite ``text``; ``source`` names it in errors."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        match = re.search(r"\(at line (\d+), column (\d+)\)", message)
-        where = f"{source}:{match.group(1)}" if match else source
-        message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message)
-        raise BadInputError(f"{where}: invalid TOML: {message}") from None
+        data = parse_toml(text)
+    except TomlSyntaxError as exc:
+        where = f"{source}:{exc.line}" if exc.line else source
+        raise BadInputError(f"{where}: invalid TOML: {exc.message}") from None
     locate = _Locator(text)
 
     def fail(line: int, where: str, message: str) -> BadInputError:

@@ -113,17 +113,6 @@ def render_report(report: dict[str, Any], fmt: str) -> str:
     return json.dumps(report, indent=2, allow_nan=False) + "\n"
 
 
-def _readable(path: Path) -> None:
-    """Reports are meant to be shared: give the JSON the permissions of a normal new file
-    (write_json_atomic's temporary file is private)."""
-    from gpuscope.report.io import _umask
-
-    try:
-        os.chmod(path, 0o666 & ~_umask())
-    except OSError:
-        pass
-
-
 def write_report(
     path: str | os.PathLike[str],
     results_paths_or_dicts: PathOrDoc | Sequence[PathOrDoc],
@@ -145,7 +134,6 @@ def write_report(
             from gpuscope.results import write_json_atomic
 
             write_json_atomic(target, report)
-            _readable(target)
         else:
             write_text_atomic(target, render_report(report, fmt))
     except OSError as exc:

@@ -119,7 +119,8 @@ def _merged_roofs(roofs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ones: a slow GPU) get their own line labelled with their device."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for roof in roofs:
-        groups.setdefault((*_hardware_key(roof), roof.get("kind"), roof.get("name"), roof.get("origin"), roof.get("main", True)), []).append(roof)
+        key = (*_hardware_key(roof), roof.get("kind"), roof.get("name"), roof.get("origin"), roof.get("main", True), roof.get("straggler") is True)
+        groups.setdefault(key, []).append(roof)
     lines = []
     for members in groups.values():
         values = sorted(float(m["value"]) for m in members)
@@ -245,6 +246,8 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
             if multi_host and not who:
                 who = f"{line.get('host')}" + (f"/r{line.get('rank')}" if line.get("rank") is not None else "") + " "
             suffix = " (datasheet)" if line.get("origin") == "datasheet" else ""
+            if line.get("straggler") is True:
+                suffix += " STRAGGLER"
             return _short(f"{who}{line.get('label') or line.get('name')} {fmt_quantity(line['value'], unit)}{suffix}", 56)
 
         compute_labels: list[tuple[float, str, str]] = []

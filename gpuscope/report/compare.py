@@ -18,14 +18,17 @@ from typing import Any
 from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
 from gpuscope.report.model import ceiling_spread_percent, placement_of, workload_spread_percent
 from gpuscope.report.roofview import device_name, device_type
+from gpuscope.roofline.stragglers import below_median_percent, below_text, ceiling_median, is_straggler
 
-__all__ = ["COMPARE_SCHEMA", "compare_results", "render_compare_text", "render_compare_markdown", "MIN_NOISE_PERCENT", "DEFAULT_NOISE_PERCENT"]
+__all__ = ["COMPARE_SCHEMA", "STRAGGLER_MARK", "compare_results", "render_compare_text", "render_compare_markdown", "MIN_NOISE_PERCENT", "DEFAULT_NOISE_PERCENT"]
 
 COMPARE_SCHEMA = "gpuscope.compare"
 #: Differences smaller than this are never flagged (timer resolution, clock jitter).
 MIN_NOISE_PERCENT = 2.0
 #: The spread assumed for a value with fewer than two timed samples.
 DEFAULT_NOISE_PERCENT = 5.0
+#: Marks a straggler rank's column and its straggler values (``gpuscope probe --distributed``).
+STRAGGLER_MARK = "[straggler]"
 _KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
 
 
@@ -43,6 +46,7 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """Compare validated results documents ``(label, document)``; JSON-ready output."""
     runs: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
+    stragglers: list[dict[str, Any]] = []
     multi_host_files = set()
     for label, doc in inputs:
         place = placement_of(doc)
@@ -60,10 +64,27 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             host, _ = place(ceiling)
             spread, count = ceiling_spread_percent(by_id.get(ceiling.get("measurement_id")))
             dev_type = device_type(device, devices)
+            run = _run_label(runs, label, place(ceiling), label in multi_host_files)
+            if is_straggler(ceiling):
+                median = ceiling_median(ceiling)
+                below = below_median_percent(ceiling["value"], median)
+                stragglers.append(
+                    {
+                        "run": run, "source": label, "host": host, "rank": place(ceiling)[1], "device": device,
+                        "kind": str(ceiling.get("kind")), "name": str(ceiling.get("name")), "unit": str(ceiling.get("unit")),
+                        "value": float(ceiling["value"]), "median": median, "below_median_percent": below,
+                        "text": f"{run} {device} {ceiling.get('name')} {fmt_quantity(float(ceiling['value']), str(ceiling.get('unit')))}, "
+                        f"{below_text(below)}" + (f" {fmt_quantity(median, str(ceiling.get('unit')))}" if median else "") + " of its ranks",
+                    }
+                )  # fmt: skip
+                for entry in runs:
+                    if entry["label"] == run:
+                        entry["straggler"] = True
             cells.append(
                 {
                     "table": "ceilings",
-                    "run": _run_label(runs, label, place(ceiling), label in multi_host_files),
+                    "run": run,
+                    "straggler": is_straggler(ceiling),
                     "device": device,
                     "device_type": dev_type,
                     "device_name": device_name(device, devices, system, host),
@@ -110,6 +131,8 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 {"device": cell["device"], "device_type": cell["device_type"], "kind": cell["kind"], "name": cell["name"], "unit": cell["unit"], "values": {}},
             )
             row["values"][cell["run"]] = {key_: cell.get(key_) for key_ in ("value", "spread_percent", "n", "difference_percent", "flagged")}
+            if cell.get("straggler"):
+                row["values"][cell["run"]]["straggler"] = True
         ordered = sorted(rows.values(), key=lambda r: (r["device_type"] != "gpu", _natural(r["device"]), r["kind"], _natural(r["name"])))
         tables[table] = ordered
     return {
@@ -119,6 +142,7 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "ceilings": tables["ceilings"],
         "workloads": tables["workloads"],
         "flags": flags,
+        "stragglers": stragglers,
         "rule": (
             f"a value is flagged when it differs from the median of its peers (the same ceiling or workload on the same kind of device in every run) "
             f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%"
@@ -132,7 +156,7 @@ def _run_label(runs: list[dict[str, Any]], label: str, where: tuple[Any, Any], p
     host, rank = where
     run_label = label + ((f" {host or '?'}" + (f"/r{rank}" if rank is not None else "")) if per_host else "")
     if run_label not in [run["label"] for run in runs]:
-        runs.append({"label": run_label, "source": label, "host": host, "rank": rank})
+        runs.append({"label": run_label, "source": label, "host": host, "rank": rank, "straggler": False})
     return run_label
 
 
@@ -201,14 +225,21 @@ def _cell_text(row: dict[str, Any], run: str) -> str:
     if entry.get("flagged") and entry.get("difference_percent") is not None:
         difference = entry["difference_percent"]
         text += f" {'▲' if difference > 0 else '▼'}{fmt_percent(abs(difference))}"
+    if entry.get("straggler"):
+        text += " " + STRAGGLER_MARK
     return text
+
+
+def _run_header(run: dict[str, Any]) -> str:
+    return run["label"] + (f" {STRAGGLER_MARK}" if run.get("straggler") else "")
 
 
 def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]]]:
     runs = [run["label"] for run in result["runs"]]
-    headers = ["device", "kind" if table == "ceilings" else "", "name", *runs]
+    titles = [_run_header(run) for run in result["runs"]]
+    headers = ["device", "kind" if table == "ceilings" else "", "name", *titles]
     if table == "workloads":
-        headers = ["device", "workload (time)", *runs]
+        headers = ["device", "workload (time)", *titles]
     rows = []
     for row in result[table]:
         cells = [row["device"], row["kind"], row["name"]] if table == "ceilings" else [row["device"], row["name"]]
@@ -231,6 +262,10 @@ def render_compare_text(result: dict[str, Any]) -> str:
         for row in rows:
             out.append("  ".join(c.rjust(w) if i >= len(headers) - len(result["runs"]) else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
         out.append("")
+    if result.get("stragglers"):
+        out.append(f"Stragglers ({STRAGGLER_MARK}), flagged by the multi-rank probe run:")
+        out.extend(f"  {clean_text(item['text'], 300)}" for item in result["stragglers"])
+        out.append("")
     if result["flags"]:
         out.append("Differences beyond the measured spread:")
         out.extend(f"  {clean_text(flag['text'], 300)}" for flag in result["flags"])
@@ -244,6 +279,9 @@ def render_compare_markdown(result: dict[str, Any]) -> str:
     from gpuscope.report.markdown import md_escape
 
     out: list[str] = ["# gpuscope compare\n"]
+    if result.get("stragglers"):
+        out.append(f"\n**Stragglers ({md_escape(STRAGGLER_MARK)}), flagged by the multi-rank probe run**\n\n")
+        out.extend(f"- {md_escape(item['text'])}\n" for item in result["stragglers"])
     if result["flags"]:
         out.append("\n**Differences beyond the measured spread**\n\n")
         out.extend(f"- {md_escape(flag['text'])}\n" for flag in result["flags"])

@@ -39,6 +39,7 @@ th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-alig
 th{background:var(--head);font-weight:600}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.low td{background:var(--low-bg)}tr.low td.flag{color:var(--low-fg);font-weight:700}
+tr.straggler td{background:var(--warn-bg)}tr.straggler td.flag{color:var(--low-fg);font-weight:700}
 svg.chart{width:100%;height:auto;display:block;margin:6px 0}
 figure{margin:0}figcaption{color:var(--muted);font-size:12.5px}
 .empty{color:var(--muted);font-style:italic}
@@ -97,6 +98,8 @@ def render_html(report: dict[str, Any]) -> str:
     ]
     telemetry = report.get("telemetry")
     nav = [("summary", "Summary"), ("system", "System"), ("roofline", "Roofline"), ("ceilings", "Ceilings"), ("workloads", "Workloads")]
+    if "stragglers" in tables:
+        nav.insert(1, ("stragglers", "Stragglers"))
     if telemetry:
         nav += [("telemetry", "Telemetry"), ("telemetry-stats", "Telemetry per metric")]
     if "runs" in tables:
@@ -108,6 +111,8 @@ def render_html(report: dict[str, Any]) -> str:
     if report.get("warnings"):
         body += '<div class="warnings"><strong>Warnings</strong><ul>' + "".join(f"<li>{_e(w)}</li>" for w in report["warnings"]) + "</ul></div>\n"
     parts.append(_section("summary", "Summary", body))
+    if "stragglers" in tables:
+        parts.append(_section("stragglers", tables["stragglers"].title, _table(tables["stragglers"])))
     parts.append(_section("system", "System", _table(tables["system"])))
 
     svg = roofline_svg(report.get("roofline") or {})

@@ -7,14 +7,12 @@ folder, then a rename, so a reader never sees a half-written report.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from gpuscope.errors import BadInputError, UsageError
-from gpuscope.results import MAX_RESULTS_BYTES, RESULTS_SCHEMA, validate_results, write_json_atomic
+from gpuscope.results import RESULTS_SCHEMA, read_json_file, validate_results, write_json_atomic, write_text_atomic
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -57,34 +55,7 @@ def format_for(path: str | os.PathLike[str], fmt: str | None = None, hint: str =
 
 def read_json_document(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file; raise :class:`BadInputError` with one line naming the file and problem."""
-    source = str(path)
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_RESULTS_BYTES:
-            raise BadInputError(f"{source}: {size} bytes is too large for a results or report file (limit {MAX_RESULTS_BYTES})")
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise BadInputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{source}: is a directory, expected a results JSON file") from None
-    except PermissionError:
-        raise BadInputError(f"{source}: permission denied") from None
-    except OSError as exc:
-        raise BadInputError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    if not raw.strip():
-        raise BadInputError(f"{source}: file is empty")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{source}: not UTF-8 text (byte {exc.start}); is this a results JSON file?") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise BadInputError(f"{source}: JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        hint = " (truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
-        raise BadInputError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+    return read_json_file(path, "a results or report JSON file")
 
 
 def validate_report(data: Any, source: str) -> dict[str, Any]:
@@ -125,35 +96,3 @@ def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0)
     raise BadInputError(
         f"{source}: not a gpuscope results or report file (field 'schema' is {schema!r}, expected {RESULTS_SCHEMA!r} or {REPORT_SCHEMA!r})"
     )
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write UTF-8 text through a temporary file in the same folder and a rename."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", errors="replace", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-
-
-def _umask() -> int:
-    """The process umask, read without changing it (os.umask would race other threads)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022

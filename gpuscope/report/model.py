@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 from gpuscope.report.roofview import datasheet_value, device_name, device_type, roofline_view
+from gpuscope.roofline.stragglers import below_median_percent, ceiling_median, is_straggler, straggler_margin
 
 __all__ = ["build_report", "LOW_PERCENT_OF_SPEC", "measurement_span", "ceiling_spread_percent", "workload_spread_percent", "placement_of"]
 
@@ -123,6 +124,7 @@ def build_report(
     ceilings: list[dict[str, Any]] = []
     measurements: list[dict[str, Any]] = []
     sources: list[dict[str, Any]] = []
+    margins: list[float] = []
     for label, doc in inputs:
         system = doc.get("system") or {}
         devices = doc.get("devices") or []
@@ -141,6 +143,9 @@ def build_report(
         )
         if doc.get("partial"):
             warnings.append(f"{label}: results are partial ({doc.get('partial_reason') or 'no reason given'})")
+        margin = straggler_margin(doc)
+        if margin is not None and margin not in margins:
+            margins.append(margin)
         systems.extend(_systems(label, system, devices))
         for ceiling in doc.get("ceilings") or []:
             device = str(ceiling.get("device"))
@@ -150,6 +155,7 @@ def build_report(
             spec = datasheet_value({**ceiling, "device": device, "host": host, "rank": rank}, datasheet)
             value = _num(ceiling.get("value"))
             percent = (value / spec * 100.0) if (value is not None and spec) else None
+            median = ceiling_median(ceiling)
             ceilings.append(
                 {
                     "source": label,
@@ -168,6 +174,9 @@ def build_report(
                     "n": count,
                     "statistic": (measurement or {}).get("statistic") or ceiling.get("statistic"),
                     "spread_percent": spread,
+                    "straggler": is_straggler(ceiling),
+                    "median_value": median,
+                    "below_median_percent": below_median_percent(value, median),
                 }
             )
         for measurement in doc.get("measurements") or []:
@@ -211,6 +220,8 @@ def build_report(
         "ceilings": ceilings,
         "workloads": workloads,
         "measurements": measurements,
+        "straggler_margin": margins[0] if len(margins) == 1 else None,
+        "stragglers": stragglers_of(ceilings),
         "roofline": roofline,
         "telemetry": telemetry,
         "warnings": warnings,
@@ -220,6 +231,14 @@ def build_report(
     report["summary"] = summary_lines(report)
     # Through JSON once, so a report rendered now and one rendered from report.json see the same data.
     return json.loads(json.dumps(_finite(report), allow_nan=False, default=str))
+
+
+def stragglers_of(ceilings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The report's ``stragglers``: every ceiling a multi-rank probe run flagged (more than its
+    margin below the median of the same ceiling across ranks), slowest first."""
+    keys = ("source", "host", "rank", "device", "device_name", "kind", "name", "value", "unit")
+    rows = [{**{key: c.get(key) for key in keys}, "median": c.get("median_value"), "below_median_percent": c.get("below_median_percent")} for c in ceilings if c.get("straggler")]
+    return sorted(rows, key=lambda r: (-(r["below_median_percent"] or 0.0), str(r["host"]), r["rank"] if isinstance(r["rank"], int) else -1))
 
 
 def _finite(value: Any) -> Any:
@@ -321,6 +340,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         parts.append(gpu_text)
         versions = [f"{key} {system[key]}" for key in ("driver", "cuda", "torch") if system.get(key)]
         lines.append(", ".join(parts) + (f" ({', '.join(versions)})" if versions else "") + ".")
+    stragglers = report.get("stragglers") or []
+    if stragglers:
+        margin = report.get("straggler_margin")
+        rule = f"more than {margin * 100:.0f}% below" if isinstance(margin, (int, float)) else "below"
+        ranks = _unique((s.get("host"), s.get("rank")) for s in stragglers)
+        listed = "; ".join(_straggler_text(s) for s in stragglers[:5]) + ("; ..." if len(stragglers) > 5 else "")
+        lines.append(
+            f"{len(stragglers)} straggler ceiling{'s' if len(stragglers) != 1 else ''} on {len(ranks)} rank{'s' if len(ranks) != 1 else ''} "
+            f"({rule} the median of the same ceiling across ranks): {listed}."
+        )
     ceilings = report["ceilings"]
     rated = [c for c in ceilings if c.get("percent_of_spec") is not None]
     low = [c for c in rated if c.get("low")]
@@ -373,3 +402,17 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             peaks.append(f"no GPU telemetry ({telemetry['gpu_unavailable']})")
         lines.append(text + (": " + ", ".join(peaks) if peaks else "") + ".")
     return lines
+
+
+def _straggler_text(straggler: dict[str, Any]) -> str:
+    """``"node-b/r2 cuda:0 bf16 626 TFLOP/s, 20% below the median 781 TFLOP/s"``."""
+    from gpuscope.report.fmt import fmt_quantity
+    from gpuscope.roofline.stragglers import below_text
+
+    where = f"{straggler.get('host') or '?'}" + (f"/r{straggler['rank']}" if straggler.get("rank") is not None else "")
+    unit = str(straggler.get("unit") or "")
+    text = f"{where} {straggler.get('device')} {straggler.get('name')} {fmt_quantity(straggler.get('value'), unit)}"
+    text += f", {below_text(straggler.get('below_median_percent'))}"
+    if straggler.get("median") is not None:
+        text += f" {fmt_quantity(straggler.get('median'), unit)}"
+    return text

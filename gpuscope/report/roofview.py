@@ -5,10 +5,10 @@ plain data stored in the report JSON, so a report re-rendered from JSON needs no
 
 ``{"available": bool, "note": str | None,
    "roofs":  [{"device", "device_type", "device_name", "host", "rank", "source", "kind", "name",
-               "value", "unit", "origin": "measured" | "datasheet", "label"}],
+               "value", "unit", "origin": "measured" | "datasheet", "label", "straggler"}],
    "points": [{"name", "device", "device_type", "host", "rank", "source", "intensity_flop_per_byte",
                "flop_per_s", "bound", "roof", "attainable_flop_per_s", "efficiency_percent",
-               "above_roof"}],
+               "above_roof", "straggler"}],
    "datasheet": [{"device", "host", "rank", "source", "kind", "name", "value", "unit"}]}``
 """
 
@@ -80,6 +80,7 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "chart": roof.source != DATASHEET or id(roof) in main,
                 "main": id(roof) in main,
                 "level": memory_level(roof.name) if roof.kind == "memory" else roof.kind,
+                "straggler": roof.straggler,
             }
             roofs.append(entry)
             if roof.source == DATASHEET:
@@ -108,6 +109,7 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "efficiency_percent": placement.efficiency * 100.0 if placement.efficiency is not None else None,
                 "above_roof": placement.above_roof,
                 "note": placement.note or None,
+                "straggler": point.straggler or bool(device and device.straggler),
             }
         )
     # A datasheet roof a measured ceiling is held against is drawn too, so the gap shows.

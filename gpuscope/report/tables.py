@@ -8,12 +8,13 @@ from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_number, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
 
-__all__ = ["Table", "report_tables", "system_table"]
+__all__ = ["Table", "report_tables", "system_table", "stragglers_table"]
 
 
 @dataclass
 class Table:
-    """``flags[i]`` marks row i: ``"low"`` (below spec, failed) or ``""``."""
+    """``flags[i]`` marks row i: ``"low"`` (below spec, failed), ``"straggler"`` (a rank more
+    than the margin below the median of a multi-rank run) or ``""``."""
 
     id: str
     title: str
@@ -83,19 +84,67 @@ def system_table(report: dict[str, Any]) -> Table:
     return table
 
 
+def stragglers_table(report: dict[str, Any]) -> Table:
+    """One row per straggler ceiling of a multi-rank run (empty for other reports)."""
+    margin = report.get("straggler_margin")
+    rule = f"more than {margin * 100:.0f}% below" if isinstance(margin, (int, float)) else "below"
+    items = [item for item in report.get("stragglers") or [] if isinstance(item, dict)]
+    sources = {item.get("source") for item in items}
+    table = Table(
+        "stragglers",
+        "Stragglers",
+        [*(["Source"] if len(sources) > 1 else []), "Host", "Rank", "Device", "Hardware", "Kind", "Ceiling", "Value", "Median", "% below median"],
+        note=f"Ranks whose ceiling is {rule} the median of the same ceiling on the same hardware across ranks, as flagged by `gpuscope probe --distributed`.",
+    )
+    first = 1 if len(sources) > 1 else 0
+    table.numeric = {first + i for i in (1, 6, 7, 8)}
+    for item in items:
+        unit = str(item.get("unit") or "")
+        table.add(
+            [
+                *([item.get("source")] if len(sources) > 1 else []),
+                item.get("host") or "–",
+                item.get("rank") if item.get("rank") is not None else "–",
+                item.get("device"),
+                item.get("device_name"),
+                item.get("kind"),
+                item.get("name"),
+                fmt_quantity(item.get("value"), unit),
+                fmt_quantity(item.get("median"), unit),
+                fmt_percent(item.get("below_median_percent")),
+            ],
+            "straggler",
+        )
+    return table
+
+
+def _ceiling_flag(c: dict[str, Any]) -> str:
+    """The Flag cell of a ceiling: ``LOW``, ``STRAGGLER -20%``, both, or empty."""
+    words = ["LOW"] if c.get("low") else []
+    if c.get("straggler"):
+        below = c.get("below_median_percent")
+        words.append("STRAGGLER" + (f" -{below:.0f}%" if isinstance(below, (int, float)) else ""))
+    return " · ".join(words)
+
+
 def report_tables(report: dict[str, Any]) -> list[Table]:
-    """Every table of the report, in the order both formats show them."""
+    """Every table of the report, in the order both formats show them (the stragglers of a
+    multi-rank run first, right below the summary)."""
     show_source, show_host = _scope(report)
     where = (["Source"] if show_source else []) + (["Host"] if show_host else [])
     from gpuscope.report.model import threshold_text
 
     tables = [system_table(report)]
+    stragglers = stragglers_table(report)
+    if stragglers.rows:
+        tables.insert(0, stragglers)
 
     ceilings = Table(
         "ceilings",
         "Ceilings: measured vs datasheet",
         [*where, "Device", "Hardware", "Kind", "Ceiling", "Measured", "Datasheet", "% of spec", "N", "Spread", "Flag"],
-        note=f"LOW: {threshold_text(report).replace('flagged ', '')} of the datasheet (dense figures). Spread: how far the median timed sample was from the best (best-of-N statistic).",
+        note=f"LOW: {threshold_text(report).replace('flagged ', '')} of the datasheet (dense figures). Spread: how far the median timed sample was from the best (best-of-N statistic)."
+        + (" STRAGGLER: below the median of the same ceiling across ranks (see Stragglers)." if stragglers.rows else ""),
     )
     ceilings.numeric = {len(where) + i for i in (4, 5, 6, 7, 8)}
     for c in report.get("ceilings") or []:
@@ -111,9 +160,9 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
                 fmt_percent(c.get("percent_of_spec")),
                 c.get("n") if c.get("n") is not None else "–",
                 fmt_percent(c.get("spread_percent")),
-                "LOW" if c.get("low") else "",
+                _ceiling_flag(c),
             ],
-            "low" if c.get("low") else "",
+            "low" if c.get("low") else ("straggler" if c.get("straggler") else ""),
         )
     tables.append(ceilings)
 

@@ -48,6 +48,7 @@ class ChartPalette:
     highlight: Color = 201  # magenta
     estimated: Color = 250  # light grey
     above_roof: Color = 196  # red
+    straggler: Color = 203  # light red: a roof a multi-rank run flagged as a straggler
     text: Color = "default"
     canvas: Color = "default"
     axes: Color = "default"
@@ -59,6 +60,7 @@ class ChartPalette:
     dram_point_marker: str = "○"
     highlight_marker: str = "◆"
     estimated_marker: str = "◇"
+    straggler_marker: str = "braille"  # monochrome: "!"
 
     def with_colors(self, **colors: Color) -> "ChartPalette":
         """A copy with some colours replaced (``"#rrggbb"`` strings are accepted)."""
@@ -73,6 +75,7 @@ MONOCHROME_PALETTE = ChartPalette(
     use_color=False,
     gpu_markers=("braille", "x", "*", "#", "@", "$", "&"),
     cpu_markers=("+", "o", "=", "%", "~", "^", "?"),
+    straggler_marker="!",
 )
 
 
@@ -143,6 +146,9 @@ def select_chart_roofs(model: RooflineModel, detail: Literal["main", "all"] = "m
             value = format_si(roof.value, "", 3)
             unit = "FLOP/s" if roof.kind == "compute" else "B/s"
             suffix = " (datasheet)" if roof.source == DATASHEET else ""
+            if roof.straggler:
+                below = roof.below_median_percent
+                suffix += " straggler" + (f" -{below:.0f}% vs median" if below is not None else "")
             chosen.append(ChartRoof(roof, device, f"{label} {text} {value}{unit}{suffix}"))
     return chosen
 
@@ -185,6 +191,8 @@ def _main_roofs(model: RooflineModel, device: DeviceRoofs) -> list[Roof]:
     for kind in ("transfer", "collective"):
         measured = device.of_kind(kind, MEASURED)
         add(measured[0] if measured else None)
+    for roof in device.stragglers:  # a straggler's slow roof is always drawn
+        add(roof)
     return sorted(picked, key=_roof_order)
 
 
@@ -199,7 +207,8 @@ def plotext_color(palette: ChartPalette, color: Color) -> Color | None:
 
 def style_roofs(roofs: Sequence[ChartRoof], palette: ChartPalette) -> list[ChartRoof]:
     """Give each roof its colour and marker: GPU and CPU roofs cycle through their own colours
-    (and, in monochrome, markers); datasheet roofs take the dim colour and the dotted marker."""
+    (and, in monochrome, markers); datasheet roofs take the dim colour and the dotted marker;
+    straggler roofs of a multi-rank run take the straggler colour and marker."""
     styled = []
     gpu_index = cpu_index = 0
     for chart_roof in roofs:
@@ -217,5 +226,7 @@ def style_roofs(roofs: Sequence[ChartRoof], palette: ChartPalette) -> list[Chart
                 cpu_index += 1
             else:
                 gpu_index += 1
+            if chart_roof.roof.straggler:
+                color, marker = palette.straggler, palette.straggler_marker
         styled.append(replace(chart_roof, color=color, marker=marker))
     return styled

@@ -26,6 +26,7 @@ from gpuscope.roofline.model import (
     place_point,
     ridge_points,
 )
+from gpuscope.roofline.stragglers import ceiling_median, is_straggler, straggler_margin
 
 __all__ = ["load_model", "build_model", "model_to_json", "point_from_workload", "MODEL_JSON_SCHEMA"]
 
@@ -144,6 +145,7 @@ def point_from_workload(workload: dict[str, Any], key: DeviceKey, origin: str | 
         source=_str_or_none(workload.get("source")) or "results",
         warm=warm,
         origin=origin,
+        straggler=is_straggler(workload),
     )
 
 
@@ -186,8 +188,11 @@ def build_model(
                 builder.warnings.append(f"{source}: ceilings[{position}] ({ceiling['name']}) has status {status!r}; ignored")
                 continue
             builder.add_roof(
-                Roof(key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED, _str_or_none(ceiling.get("note")) or "", source)
-            )
+                Roof(
+                    key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED, _str_or_none(ceiling.get("note")) or "", source,
+                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling),
+                )
+            )  # fmt: skip
         for workload in document.get("workloads", []):
             key = _key(workload, placement, default_host)
             if key is None:
@@ -198,7 +203,14 @@ def build_model(
     if datasheet:
         _add_datasheet_roofs(builder, local_cpu, local_hostname, cpu_info_factory)
     devices = sorted(builder.devices.values(), key=_device_order)
-    model = RooflineModel(devices=devices, points=builder.points, sources=[source for source, _ in documents], warnings=builder.warnings)
+    margins = [margin for margin in (straggler_margin(document) for _, document in documents) if margin is not None]
+    model = RooflineModel(
+        devices=devices,
+        points=builder.points,
+        sources=[source for source, _ in documents],
+        warnings=builder.warnings,
+        straggler_margin=margins[0] if margins else None,
+    )
     model.placements = [place_point(point, model.device(point.key)) for point in model.points]
     return model
 
@@ -284,6 +296,9 @@ def _roof_json(roof: Roof | None) -> dict[str, Any] | None:
         "source": roof.source,
         "note": roof.note or None,
         "origin": roof.origin,
+        "straggler": roof.straggler,
+        "median_value": roof.median_value,
+        "below_median_percent": roof.below_median_percent,
     }
 
 
@@ -300,6 +315,7 @@ def model_to_json(model: RooflineModel) -> dict[str, Any]:
                 "type": device.device_type,
                 "name": device.name,
                 "datasheet": device.datasheet,
+                "straggler": device.straggler,
                 "notes": list(device.notes),
                 "roofs": [_roof_json(roof) for roof in sorted(device.roofs, key=lambda r: (r.kind, r.source, -r.value))],
                 "ridge_points": [
@@ -346,13 +362,32 @@ def model_to_json(model: RooflineModel) -> dict[str, Any]:
                 "above_roof": placement.above_roof,
                 "note": placement.note or None,
                 "origin": point.origin,
+                "straggler": point.straggler,
             }
         )
+    stragglers = [
+        {
+            "host": device.key.host,
+            "rank": device.key.rank,
+            "device": device.key.device,
+            "label": model.device_label(device.key),
+            "name": device.name,
+            "kind": roof.kind,
+            "ceiling": roof.name,
+            "value": roof.value,
+            "unit": roof.unit,
+            "median_value": roof.median_value,
+            "below_median_percent": roof.below_median_percent,
+        }
+        for device, roof in model.stragglers
+    ]
     return {
         "schema": MODEL_JSON_SCHEMA,
         "schema_version": 1,
         "sources": list(model.sources),
         "warnings": list(model.warnings),
+        "straggler_margin": model.straggler_margin,
+        "stragglers": stragglers,
         "devices": devices,
         "points": points,
     }

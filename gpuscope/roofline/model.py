@@ -111,6 +111,15 @@ class Roof:
     source: str  # MEASURED | DATASHEET
     note: str = ""
     origin: str | None = None  # the results file a measured roof came from
+    straggler: bool = False  # a multi-rank run flagged it: more than the margin below the median
+    median_value: float | None = None  # median of this ceiling across ranks (same unit), when compared
+
+    @property
+    def below_median_percent(self) -> float | None:
+        """How far this roof is below the median across ranks, in percent; None if not compared."""
+        if self.median_value is None or self.median_value <= 0:
+            return None
+        return (1.0 - self.value / self.median_value) * 100.0
 
     @property
     def is_bandwidth(self) -> bool:
@@ -158,6 +167,16 @@ class DeviceRoofs:
     def collective(self) -> list[Roof]:
         return self.of_kind("collective")
 
+    @property
+    def stragglers(self) -> list[Roof]:
+        """Roofs a multi-rank run flagged as stragglers (more than the margin below the median)."""
+        return [roof for roof in self.roofs if roof.straggler]
+
+    @property
+    def straggler(self) -> bool:
+        """True when this device (rank) has a straggler roof."""
+        return any(roof.straggler for roof in self.roofs)
+
 
 @dataclass(frozen=True)
 class Point:
@@ -176,6 +195,7 @@ class Point:
     estimated: bool = False  # a live estimate from activity counters, not a measurement
     note: str = ""
     origin: str | None = None
+    straggler: bool = False  # the workload or probe measurement is a straggler's (multi-rank run)
 
     @property
     def flop_per_s(self) -> float | None:
@@ -238,6 +258,12 @@ class RooflineModel:
     placements: list[Placement] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    straggler_margin: float | None = None  # the margin a multi-rank run flagged stragglers with
+
+    @property
+    def stragglers(self) -> list[tuple[DeviceRoofs, Roof]]:
+        """Every straggler roof with its device, in device order."""
+        return [(device, roof) for device in self.devices for roof in sorted(device.stragglers, key=lambda r: (r.kind, r.name))]
 
     def device(self, key: DeviceKey) -> DeviceRoofs | None:
         for device in self.devices:
@@ -262,6 +288,7 @@ class RooflineModel:
             placements=[place_point(point, self.device(point.key)) for point in new_points],
             sources=list(self.sources),
             warnings=list(self.warnings),
+            straggler_margin=self.straggler_margin,
         )
 
 

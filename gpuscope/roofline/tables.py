@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from gpuscope.roofline.chart_style import roof_label
-from gpuscope.roofline.model import DATASHEET, RooflineModel, memory_roof_for
+from gpuscope.roofline.model import DATASHEET, Roof, RooflineModel, memory_roof_for
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
 
-__all__ = ["format_table", "points_table", "roofs_table", "devices_lines"]
+__all__ = ["format_table", "points_table", "roofs_table", "devices_lines", "stragglers_lines"]
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> list[str]:
@@ -66,6 +66,9 @@ def points_table(model: RooflineModel, width: int | None = None) -> list[str]:
             notes.append("estimated from activity counters")
         if placement.bound == "unknown" and placement.note:
             notes.append(placement.note)
+        device = model.device(point.key)
+        if point.straggler or (device is not None and device.straggler):
+            notes.append("STRAGGLER rank")
         row += [
             format_si(point.flop_per_s, "", 3),
             placement.bound,
@@ -79,7 +82,8 @@ def points_table(model: RooflineModel, width: int | None = None) -> list[str]:
 
 def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
     """One row per roof: device, kind, name, value, source, and for compute roofs the ridge
-    point against the device's DRAM roof."""
+    point against the device's DRAM roof; with stragglers (multi-rank runs) a flag column."""
+    with_stragglers = bool(model.stragglers)
     rows = []
     for device in model.devices:
         dram = memory_roof_for(device)
@@ -89,19 +93,62 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
             ridge = "-"
             if roof.kind == "compute" and dram is not None:
                 ridge = format_intensity(roof.value / dram.value)
-            rows.append(
-                [
-                    model.device_label(device.key),
-                    roof.kind,
-                    roof_label(roof),
-                    format_si(roof.value, unit, 3),
-                    roof.source,
-                    ridge,
-                ]
-            )
+            row = [
+                model.device_label(device.key),
+                roof.kind,
+                roof_label(roof),
+                format_si(roof.value, unit, 3),
+                roof.source,
+                ridge,
+            ]
+            if with_stragglers:
+                row.append(_straggler_flag(roof))
+            rows.append(row)
     if not rows:
         return ["no roofs (run `gpuscope probe`, or keep the datasheet roofs on)"]
-    return format_table(["device", "kind", "roof", "value", "source", "ridge FLOP/B (vs DRAM)"], rows, width)
+    headers = ["device", "kind", "roof", "value", "source", "ridge FLOP/B (vs DRAM)"]
+    return format_table(headers + (["flag"] if with_stragglers else []), rows, width)
+
+
+def _straggler_flag(roof: Roof) -> str:
+    if not roof.straggler:
+        return ""
+    below = roof.below_median_percent
+    return "STRAGGLER" + (f" -{below:.0f}%" if below is not None else "")
+
+
+def _below_short(roof: Roof) -> str:
+    below = roof.below_median_percent
+    return roof.name if below is None else f"{roof.name} -{below:.0f}% vs median"
+
+
+def stragglers_lines(model: RooflineModel, width: int | None = None) -> list[str]:
+    """The "Stragglers" section of a multi-rank model: a title and one row per straggler roof
+    (host, rank, device, ceiling, value, median, % below median); empty when there are none."""
+    stragglers = model.stragglers
+    if not stragglers:
+        return []
+    margin = f"more than {model.straggler_margin * 100:.0f}% " if model.straggler_margin else ""
+    rows = []
+    for device, roof in stragglers:
+        unit = "FLOP/s" if roof.kind == "compute" else "B/s"
+        below = roof.below_median_percent
+        rows.append(
+            [
+                device.key.host or "-",
+                "-" if device.key.rank is None else str(device.key.rank),
+                device.key.device,
+                device.name or "-",
+                roof.kind,
+                roof.name,
+                format_si(roof.value, unit, 3),
+                format_si(roof.median_value, unit, 3) if roof.median_value else "-",
+                "-" if below is None else f"{below:.1f}%",
+            ]
+        )
+    title = f"Stragglers ({len(stragglers)}: ceilings {margin}below the median of the same ceiling across ranks):"
+    headers = ["host", "rank", "device", "hardware", "kind", "ceiling", "value", "median", "below median"]
+    return [title, *format_table(headers, rows, width)]
 
 
 def devices_lines(model: RooflineModel) -> list[str]:
@@ -113,6 +160,8 @@ def devices_lines(model: RooflineModel) -> list[str]:
             parts.append(device.name)
         if device.datasheet:
             parts.append(f"datasheet: {device.datasheet}")
+        if device.straggler:
+            parts.append("STRAGGLER: " + ", ".join(_below_short(roof) for roof in device.stragglers))
         lines.append(" · ".join(parts))
         for note in device.notes:
             lines.append(f"    {note}")

@@ -335,6 +335,13 @@ def _read_jsonl(
         yield number, data
 
 
+def _csv_line(cells: list[str]) -> str:
+    """The line :class:`CsvWriter` writes for ``cells``, without its newline."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="").writerow(cells)
+    return buffer.getvalue()
+
+
 def _reject_constant(name: str) -> Any:
     """NaN and Infinity are not JSON and never written by gpuscope: the line is not a record."""
     raise ValueError(f"{name} is not valid JSON")
@@ -374,10 +381,14 @@ def _read_csv(
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
                 return
             raise BadInputError(f"{label}:{number}: bad CSV row ({exc})") from None
-        cut_before_reasons = is_last and not complete and cells[-1:] == [""] and "" in cells[:-1]
-        if len(cells) != len(columns) or cut_before_reasons:
-            # (a last line cut just before its 'unavailable' cell has the right cell count but
-            # lost the reasons of its empty cells: skipped too)
+        # A last line without its newline is whole only if it is exactly what the writer writes
+        # for those cells (csv.reader accepts a line cut inside a quoted cell); a line cut just
+        # before its 'unavailable' cell has the right cell count but lost the reasons of its
+        # empty cells: both are skipped as incomplete.
+        cut = is_last and not complete and (
+            _csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1])
+        )
+        if len(cells) != len(columns) or cut:
             if is_last and not complete:
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
                 return

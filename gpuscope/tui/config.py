@@ -18,10 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
     "Settings",
@@ -90,9 +87,12 @@ def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     except OSError as exc:
         return Settings(), f"{path}: cannot read ({exc.strerror or exc}); using defaults"
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        return Settings(), f"{path}: not valid TOML ({exc}); using defaults"
+        data = parse_toml(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return Settings(), f"{path}: not UTF-8 text (byte {exc.start}); using defaults"
+    except TomlSyntaxError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        return Settings(), f"{where}: not valid TOML ({exc.message}); using defaults"
     settings = Settings()
     problem = None
     theme = data.get("theme")

@@ -90,7 +90,7 @@ def measurement_points(document: dict[str, Any]) -> list[dict[str, Any]]:
             "dtype": dtype if isinstance(dtype, str) else None,
             "source": "probe",
         }
-        for key in ("host", "rank"):
+        for key in ("host", "rank", "straggler"):
             if key in measurement:
                 entry[key] = measurement[key]
         points.append(entry)

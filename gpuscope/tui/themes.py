@@ -39,10 +39,7 @@ from typing import Any
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
     "DEFAULT_THEME",
@@ -113,6 +110,7 @@ class ChartPalette:
             highlight=_rgb(self.highlight),
             estimated=_rgb(self.live),
             above_roof=_rgb(self.above_roof),
+            straggler=_rgb(self.above_roof),
             axes=_rgb(self.axes),
         )
 
@@ -216,11 +214,12 @@ def load_theme_file(path: Path) -> ThemeFile:
     except OSError as exc:
         raise ThemeError(f"{path}: cannot read ({exc.strerror or exc})") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = parse_toml(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ThemeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ThemeError(f"{path}: not valid TOML ({exc})") from None
+    except TomlSyntaxError as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ThemeError(f"{where}: not valid TOML ({exc.message})") from None
     loaded = parse_theme(data, str(path))
     return ThemeFile(theme=loaded.theme, palette=loaded.palette, source=path)
 

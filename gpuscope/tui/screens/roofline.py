@@ -16,10 +16,13 @@ from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_plac
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.widgets.chart import PlotextView
 
-__all__ = ["RooflineScreen", "WIDE_MIN_WIDTH"]
+__all__ = ["RooflineScreen", "WIDE_MIN_WIDTH", "STRAGGLER_MARK"]
 
 #: At this width and above the table sits right of the chart, else below it.
 WIDE_MIN_WIDTH = 150
+
+#: Prefixes the device cell of a row on a straggler rank (multi-rank results).
+STRAGGLER_MARK = "▼"
 
 _COLUMNS = (("name", "point"), ("device", "device"), ("intensity", "FLOP/B"), ("flops", "FLOP/s"), ("bound", "bound"), ("eff", "eff."), ("note", "note"))
 
@@ -28,6 +31,12 @@ def _si(value: float | None, unit: str = "") -> str:
     from gpuscope.roofline.units import format_si
 
     return "-" if value is None else format_si(value, unit, 3)
+
+
+def _below(roof: Any) -> str:
+    """``"bf16 -20% vs median"``: a straggler roof and how far below the median it is."""
+    below = roof.below_median_percent
+    return roof.name if below is None else f"{roof.name} -{below:.0f}% vs median"
 
 
 class RooflineScreen(GpuscopeScreen):
@@ -95,6 +104,13 @@ class RooflineScreen(GpuscopeScreen):
 
     # --- table -------------------------------------------------------------------------------
 
+    def _straggler_roofs(self, placement: Any) -> list[Any]:
+        """The straggler roofs of a point's device (rank), when the point is not a live one."""
+        if placement in self._live or placement.point.estimated:
+            return []
+        device = self._model.device(placement.point.key)
+        return device.stragglers if device is not None else []
+
     def _rows(self) -> list[tuple[str, ...]]:
         model = self._model
         rows: list[tuple[str, ...]] = []
@@ -106,13 +122,17 @@ class RooflineScreen(GpuscopeScreen):
                 note = "ABOVE ROOF: counting error"
             elif placement.bound == "unknown" and placement.note:
                 note = placement.note
+            stragglers = self._straggler_roofs(placement)
+            if stragglers and not placement.above_roof:
+                note = "straggler rank: " + ", ".join(_below(roof) for roof in stragglers)
             roof = placement.bounding_roof
             if roof is not None and not note:
                 note = f"vs {roof.name}{' (datasheet)' if roof.source == 'datasheet' else ''}"
+            device_label = model.device_label(point.key)
             rows.append(
                 (
                     point.name,
-                    model.device_label(point.key),
+                    f"{STRAGGLER_MARK} {device_label}" if stragglers else device_label,
                     _si(placement.intensity_flop_per_byte),
                     _si(point.flop_per_s),
                     placement.bound,
@@ -136,8 +156,12 @@ class RooflineScreen(GpuscopeScreen):
         self._rows_key = key
         cursor = table.cursor_row
         table.clear()
+        placements = self._model.placements
+        warning = getattr(self.app.current_theme, "warning", None) or "yellow"
         for number, row in enumerate(rows):
-            style = "italic" if number >= len(self._model.placements) else ""  # live rows
+            style = "italic" if number >= len(placements) else ""  # live rows
+            if number < len(placements) and self._straggler_roofs(placements[number]):
+                style = f"bold {warning}"  # a straggler rank's point: the theme's warning colour
             table.add_row(*(Text(cell, style=style) for cell in row), key=str(number))
         if rows:
             table.move_cursor(row=min(max(0, cursor), len(rows) - 1), animate=False)
@@ -153,6 +177,10 @@ class RooflineScreen(GpuscopeScreen):
             text += f" · {len(self._live)} live (est.)"
         if not measured:
             text += " · datasheet roofs only: run probes (3)"
+        stragglers = model.stragglers
+        if stragglers:
+            listed = ", ".join(f"{model.device_label(device.key)} {_below(roof)}" for device, roof in stragglers[:3])
+            text += f" · {STRAGGLER_MARK} {len(stragglers)} straggler{'s' if len(stragglers) != 1 else ''}: {listed}" + (", ..." if len(stragglers) > 3 else "")
         return text
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
