@@ -110,6 +110,9 @@ def test_a_bad_scenario_is_a_one_line_usage_error(tmp_path: Path) -> None:
 
 
 def test_random_nvml_errors_and_a_lost_gpu_during_a_headless_log(tmp_path: Path) -> None:
+    """A real `gpuscope log` (4 GPUs, 8% of NVML calls failing, GPU 1 lost from 0.8 s to 1.8 s):
+    exit 0, every line whole, GPU 1 shows gpu_lost on every metric then comes back, the others
+    keep updating, injected errors show as unavailable with a reason."""
     output = tmp_path / "faults.jsonl"
     scenario = "gpus=4xh200,random=0.08,seed=11,errors=Unknown+Timeout+Memory,lose=1@0.8:1.8,lost_retry_s=0.3"
     process = start_log(output, scenario, "--duration", "4")
@@ -171,8 +174,9 @@ def _simulated_log(tmp_path: Path, scenario_text: str, ticks: int, fmt: str = "j
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_simulated_minute_of_random_faults_every_record_complete(tmp_path: Path, seed: int) -> None:
-    """600 ticks (a minute at 0.1 s) of 3 GPUs with 15% of NVML calls failing, GpuIsLost among
-    them: the sampler never stops, every tick is a complete record, every gap has a reason."""
+    """600 ticks (a simulated minute at 0.1 s) of 3 GPUs with 4% of NVML calls failing at random,
+    GpuIsLost among them: the sampler never stops, every tick is a complete record, every gap has
+    a reason, and a GPU that answered GpuIsLost is retried and comes back, again and again."""
     path, sampler = _simulated_log(
         tmp_path, f"gpus=2xh200+a100,random=0.04,seed={seed},errors=Unknown+Timeout+NoPermission+GpuIsLost+InsufficientPower,lost_retry_s=0.5", 600
     )
@@ -212,6 +216,8 @@ def small_tmpfs(folder: Path, size: str = "96k") -> Iterator[Path]:
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv"])
 def test_disk_filling_up_mid_log_keeps_every_record_before_it(tmp_path: Path, fmt: str) -> None:
+    """A 96 KiB tmpfs fills while 8 GPUs are logged: exit 1 with one line saying how many records
+    were written, the file holds exactly those, whole (a partial record is cut back)."""
     with small_tmpfs(tmp_path / "small") as folder:
         output = folder / f"log.{fmt}"
         process = start_log(output, "gpus=8xh200,random=0.02,seed=5", "--format", fmt)
@@ -261,8 +267,10 @@ def test_write_error_other_than_a_full_disk_is_one_line(tmp_path: Path, monkeypa
 # --- signals during a log with faults ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_during_a_faulty_8_gpu_log_ends_cleanly(tmp_path: Path, signum: int) -> None:
+    """SIGINT/SIGTERM while 8 GPUs with 18 links each answer 5% of calls with errors: exit 0,
+    every line a whole record."""
     output = tmp_path / "signal.jsonl"
     process = start_log(output, "gpus=8xh200,random=0.05,seed=7")
     try:
@@ -281,6 +289,8 @@ def test_signal_during_a_faulty_8_gpu_log_ends_cleanly(tmp_path: Path, signum: i
 
 
 def test_sigkill_during_a_faulty_8_gpu_log_cuts_at_most_the_last_line(tmp_path: Path) -> None:
+    """SIGKILL mid-run: every newline-terminated line is a whole record; the reader skips a cut
+    last line with a warning."""
     output = tmp_path / "killed.jsonl"
     process = start_log(output, "gpus=8xh200,random=0.05,seed=8")
     try:

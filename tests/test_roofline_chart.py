@@ -20,7 +20,7 @@ from gpuscope.roofline.chart import (
 )
 from gpuscope.roofline.live import LiveEstimate, live_placement
 from gpuscope.roofline.loading import build_model
-from gpuscope.testing.roofline import cpu_results, h200_results
+from gpuscope.testing.roofline import ceiling, cpu_results, h200_results, results_document
 
 
 @dataclass
@@ -51,10 +51,15 @@ def test_chart_has_axes_ticks_legend_and_point_labels(model, width, palette):
         assert any(line.lstrip().startswith(tick + "┤") for line in lines), tick
     # Legend: measured and datasheet roofs of the GPU, roofs of the CPU.
     assert "cuda:0 bf16 790TFLOP/s" in plain
-    assert "cuda:0 bf16 989TFLOP/s (datasheet)" in plain
     assert "cuda:0 DRAM triad 4.3TB/s" in plain
-    assert "cuda:0 HBM3e 4.8TB/s (datasheet)" in plain
     assert "cpu fp32 2TFLOP/s" in plain
+    if width >= 100:
+        assert "cuda:0 bf16 989TFLOP/s (datasheet)" in plain
+        assert "cuda:0 HBM3e 4.8TB/s (datasheet)" in plain
+    else:  # the datasheet twins of measured roofs give way to the legend, and a footnote says so
+        assert "cuda:0 bf16 989TFLOP/s (datasheet)" not in plain
+        assert "datasheet roofs with a measured twin hidden below 100" in plain
+        assert "cuda:0 fp8 1.98PFLOP/s (datasheet)" in plain  # no measured fp8: its datasheet roof stays
     # Every workload is a labelled point.
     for label in ("matmul 8192 bf16", "softmax", "cpu gemm"):
         assert label in plain, label
@@ -169,3 +174,162 @@ def test_draw_roofline_on_a_plotext_like_object(model):
     texts = [call[1][0] for call in recorder.calls if call[0] == "text"]
     assert any("softmax" in text for text in texts)
     assert ("xscale", ("log",), {}) in recorder.calls and ("yscale", ("log",), {}) in recorder.calls
+
+
+# --- the default ("main") selection ---------------------------------------------------------------
+
+
+def _full_gpu_results() -> dict[str, Any]:
+    """An H200 run measuring every compute dtype, several kernels per memory level, transfers
+    both ways (pinned and pageable) and collectives with algbw and busbw, plus a CPU run of fp64,
+    fp32, bf16 and fp16 (like ``gpuscope probe --device cpu --suite quick``)."""
+    gpu = [
+        ceiling("cuda:0", "compute", name, value)
+        for name, value in (("fp64", 50e12), ("fp32", 55e12), ("tf32", 380e12), ("bf16", 760e12), ("fp16", 770e12), ("fp8", 1.5e15))
+    ]
+    gpu += [
+        ceiling("cuda:0", "memory", "l2.triad", 11e12),
+        ceiling("cuda:0", "memory", "l2.copy", 9e12),
+        ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
+        ceiling("cuda:0", "memory", "dram.copy", 4.1e12),
+        ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+        ceiling("cuda:0", "transfer", "h2d.pageable", 20e9),
+        ceiling("cuda:0", "transfer", "d2h.pinned", 52e9),
+        ceiling("cuda:0", "transfer", "d2d", 3.9e12),
+        ceiling("cuda:0", "collective", "allreduce.algbw", 300e9),
+        ceiling("cuda:0", "collective", "allreduce.busbw", 450e9),
+        ceiling("cuda:0", "collective", "allgather.algbw", 500e9),
+        ceiling("cuda:0", "collective", "allgather.busbw", 430e9),
+    ]
+    cpu = [
+        ceiling("cpu", "compute", "bf16", 861e9),
+        ceiling("cpu", "compute", "fp32", 230e9),
+        ceiling("cpu", "compute", "fp64", 109e9),
+        ceiling("cpu", "compute", "fp16", 2.5e9),
+        ceiling("cpu", "memory", "l1.read", 317e9),
+        ceiling("cpu", "memory", "l1.copy", 123e9),
+        ceiling("cpu", "memory", "l2.read", 310e9),
+        ceiling("cpu", "memory", "llc.add", 194e9),
+        ceiling("cpu", "memory", "dram.read", 79e9),
+        ceiling("cpu", "memory", "dram.triad", 65e9),
+    ]
+    return results_document(
+        "gpu-node",
+        devices=[
+            {"device": "cuda:0", "type": "gpu", "name": "NVIDIA H200", "host": "gpu-node"},
+            {"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": "gpu-node"},
+        ],
+        ceilings=gpu + cpu,
+    )
+
+
+@pytest.fixture(scope="module")
+def full_model():
+    return build_model([("full.json", _full_gpu_results())], local_cpu=FakeCpu())
+
+
+def _legends(model, width=None):
+    return [roof.legend for roof in select_chart_roofs(model, "main", width)]
+
+
+def test_default_draws_every_measured_compute_dtype(full_model):
+    legends = _legends(full_model)
+    for device in full_model.devices:
+        label = full_model.device_label(device.key)
+        for roof in device.of_kind("compute", "measured"):
+            assert any(text.startswith(f"{label} {roof.name} ") and "(datasheet)" not in text for text in legends), (label, roof.name)
+    # ... and in the rendered chart at both widths
+    for width in (60, 160):
+        plain = strip_ansi(render_roofline(full_model, width, 24))
+        for name in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8"):
+            assert f"cuda:0 {name} " in plain, (width, name)
+        for name in ("fp64", "fp32", "bf16", "fp16"):
+            assert f"cpu {name} " in plain, (width, name)
+
+
+def test_default_draws_datasheet_twins_marked_and_dotted(full_model):
+    roofs = select_chart_roofs(full_model, "main")
+    datasheet = {(r.device.key.device, r.roof.kind, r.roof.name) for r in roofs if r.roof.source == "datasheet"}
+    # the H200's datasheet roof of every measured dtype (fp64 against the higher fp64.tensor), HBM, PCIe
+    assert {("cuda:0", "compute", n) for n in ("fp64.tensor", "fp32", "tf32", "bf16", "fp16", "fp8")} <= datasheet
+    assert ("cuda:0", "memory", "dram") in datasheet
+    assert ("cuda:0", "transfer", "pcie.h2d") in datasheet and ("cuda:0", "transfer", "pcie.d2h") in datasheet
+    assert ("cpu", "compute", "fp32") in datasheet
+    assert ("cuda:0", "compute", "int8") not in datasheet  # not measured, not used by a workload
+    for roof in roofs:
+        assert (roof.roof.source == "datasheet") == roof.legend.endswith("(datasheet)"), roof.legend
+    plain = strip_ansi(render_roofline(full_model, 160, 30))
+    assert "cuda:0 bf16 989TFLOP/s (datasheet)" in plain
+    assert "cuda:0 HBM3e 4.8TB/s (datasheet)" in plain
+    assert "cpu fp32 4TFLOP/s (datasheet)" in plain
+
+
+def test_default_memory_is_the_best_kernel_per_level(full_model):
+    memory = [(r.device.key.device, r.roof.name) for r in select_chart_roofs(full_model, "main") if r.roof.kind == "memory" and r.roof.source == "measured"]
+    assert sorted(memory) == sorted(
+        [("cuda:0", "l2.triad"), ("cuda:0", "dram.triad"), ("cpu", "l1.read"), ("cpu", "l2.read"), ("cpu", "llc.add"), ("cpu", "dram.read")]
+    )
+    legends = _legends(full_model)
+    assert "cuda:0 DRAM triad 4.3TB/s" in legends and "cpu DRAM read 79GB/s" in legends
+
+
+def test_default_transfers_best_per_direction_and_busbw_not_algbw(full_model):
+    roofs = [r for r in select_chart_roofs(full_model, "main") if r.roof.source == "measured"]
+    transfers = sorted(r.roof.name for r in roofs if r.roof.kind == "transfer")
+    assert transfers == ["d2d", "d2h.pinned", "h2d.pinned"]
+    collectives = sorted(r.roof.name for r in roofs if r.roof.kind == "collective")
+    assert collectives == ["allgather.busbw", "allreduce.busbw"]  # allgather's algbw is higher, still not drawn
+    plain = strip_ansi(render_roofline(full_model, 160, 30))
+    assert "allreduce busbw" in plain and "algbw" not in plain
+    # --all-roofs keeps every roof, algbw included
+    assert {"allgather.algbw", "h2d.pageable", "dram.copy"} <= {r.roof.name for r in select_chart_roofs(full_model, "all")}
+
+
+def test_algbw_drawn_when_no_busbw():
+    document = results_document(
+        "box",
+        devices=[{"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": "box"}],
+        ceilings=[ceiling("cpu", "compute", "fp32", 1e11), ceiling("cpu", "memory", "dram.read", 5e10), ceiling("cpu", "collective", "broadcast.algbw", 2e9)],
+    )
+    model = build_model([("x.json", document)], local_cpu=FakeCpu())
+    legends = _legends(model)
+    assert "broadcast algbw 2GB/s" in legends
+    assert all(not text.startswith("cpu ") for text in legends)  # one device: no device prefix
+
+
+@pytest.mark.parametrize("width", [60, 100, 160])
+@pytest.mark.parametrize("palette", [DEFAULT_PALETTE, MONOCHROME_PALETTE], ids=["colour", "mono"])
+def test_full_default_chart_fits_and_keeps_labels(full_model, width, palette):
+    plain = strip_ansi(render_roofline(full_model, width, 24, palette=palette))
+    lines = plain.splitlines()
+    assert all(len(line) <= width for line in lines), max(len(line) for line in lines)
+    assert "arithmetic intensity (FLOP/byte)" in plain and "FLOP/s" in plain
+    narrow = width < 100
+    assert ("(datasheet)" in plain) == (not narrow)  # every datasheet roof here has a measured twin
+    assert ("with a measured twin hidden below 100" in plain.replace("\n", " ")) == narrow
+    legend = [line for line in lines if "TFLOP/s" in line or "GB/s" in line or "TB/s" in line]
+    assert len(legend) <= 16, legend  # still a legend one can read under the chart
+
+
+def test_narrow_selection_keeps_datasheet_roofs_without_a_twin():
+    model = build_model([("gpu.json", h200_results())], local_cpu=FakeCpu())
+    wide = {r.roof.name for r in select_chart_roofs(model, "main", 160) if r.roof.source == "datasheet"}
+    narrow = {r.roof.name for r in select_chart_roofs(model, "main", 60) if r.roof.source == "datasheet"}
+    assert "fp8" in narrow  # a workload's dtype with no measured roof: its only roof
+    assert {"bf16", "dram"} <= wide and not ({"bf16", "dram"} & narrow)
+
+
+def test_report_and_terminal_share_the_default_roofs(full_model):
+    """The HTML report's emphasised ("main") roofs are the terminal chart's default selection;
+    its datasheet roofs are drawn only when that selection draws them; algbw never with busbw."""
+    from gpuscope.report.roofview import _from_model
+
+    view = _from_model(full_model)
+    main = sorted((r["device"], r["kind"], r["name"], r["origin"]) for r in view["roofs"] if r["main"])
+    terminal = sorted((r.device.key.device, r.roof.kind, r.roof.name, r.roof.source) for r in select_chart_roofs(full_model, "main"))
+    assert main == terminal
+    for roof in view["roofs"]:
+        if roof["origin"] == "datasheet":
+            assert roof["chart"] == roof["main"], roof["name"]
+        if roof["name"].endswith(".algbw"):
+            assert roof["chart"] is False and roof["main"] is False

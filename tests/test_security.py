@@ -199,7 +199,9 @@ def test_serve_process_listens_on_loopback_only(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while not listening and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.1)
-            listening = [c for c in psutil.Process(process.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+            proc = psutil.Process(process.pid)
+            connections = getattr(proc, "net_connections", None) or proc.connections  # psutil < 6 has only connections()
+            listening = [c for c in connections(kind="inet") if c.status == psutil.CONN_LISTEN]
         assert listening, "serve never listened"
         assert {connection.laddr.ip for connection in listening} == {"127.0.0.1"}
     finally:

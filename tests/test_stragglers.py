@@ -68,10 +68,14 @@ def test_chart_legend_colour_and_marker_of_straggler_roofs() -> None:
 
 def test_straggler_roof_is_drawn_even_when_not_a_main_roof() -> None:
     document = multi_rank_results()
-    for ceiling in document["ceilings"]:  # make rank 2's fp32 (not a main roof) the straggler instead
-        ceiling["straggler"] = ceiling["rank"] == STRAGGLER_RANK and ceiling["name"] == "fp32"
-    drawn = [(r.device.key.rank, r.roof.name) for r in select_chart_roofs(_model(document)) if r.roof.kind == "compute" and r.roof.source == "measured"]
-    assert (STRAGGLER_RANK, "fp32") in drawn and (0, "fp32") not in drawn
+    # every rank also measured pageable host copies (not a main roof: pinned is the best h2d);
+    # make rank 2's pageable copy the straggler instead of its bf16
+    for ceiling in list(document["ceilings"]):
+        ceiling["straggler"] = False
+        if ceiling["name"] == "h2d.pinned":
+            document["ceilings"].append({**ceiling, "name": "h2d.pageable", "value": 20e9, "measurement_id": None, "straggler": ceiling["rank"] == STRAGGLER_RANK})
+    drawn = [(r.device.key.rank, r.roof.name) for r in select_chart_roofs(_model(document)) if r.roof.kind == "transfer" and r.roof.source == "measured"]
+    assert (STRAGGLER_RANK, "h2d.pageable") in drawn and (0, "h2d.pageable") not in drawn and (0, "h2d.pinned") in drawn
 
 
 def test_roofline_cli_text_has_a_stragglers_section(merged_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -83,7 +87,8 @@ def test_roofline_cli_text_has_a_stragglers_section(merged_path: Path, capsys: p
     assert row.split()[:3] == ["node-b", "2", "cuda:0"] and "bf16" in row and row.endswith("19.8%")
     assert "626 TFLOP/s" in row and "781 TFLOP/s" in row
     legend = [line for line in out.splitlines() if line.startswith(("──", "!!", "xx", "**", "##", "@@", "$$", "&&", "··"))]
-    assert [line for line in legend if "straggler" in line] == [f"!! {SLOW} bf16 626TFLOP/s straggler -20% vs median"]
+    entries = [entry for line in legend for entry in re.split(r"\s{2,}", line)]  # legend columns
+    assert [entry for entry in entries if "straggler" in entry] == [f"!! {SLOW} bf16 626TFLOP/s straggler -20% vs median"]
     flagged = [line for line in out.splitlines() if "STRAGGLER -20%" in line]
     assert len(flagged) == 1 and flagged[0].startswith(SLOW) and " bf16 " in flagged[0]
     device_lines = [line for line in out.splitlines() if re.match(r"node-[ab]/r\d:cuda:\d: gpu", line)]

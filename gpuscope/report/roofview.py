@@ -77,7 +77,9 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "origin": "datasheet" if roof.source == DATASHEET else "measured",
                 "label": roof_label(roof, roof.note.split()[-1] if (roof.source == DATASHEET and roof.kind == "memory" and roof.note) else None),
                 "note": roof.note or None,
-                "chart": roof.source != DATASHEET or id(roof) in main,
+                # Measured roofs outside the default selection are drawn thin and faint; a
+                # datasheet roof only when the default selection (terminal, TUI) draws it too.
+                "chart": (roof.source != DATASHEET and not _superseded(roof, device)) or id(roof) in main,
                 "main": id(roof) in main,
                 "level": memory_level(roof.name) if roof.kind == "memory" else roof.kind,
                 "straggler": roof.straggler,
@@ -112,18 +114,15 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "straggler": point.straggler or bool(device and device.straggler),
             }
         )
-    # A datasheet roof a measured ceiling is held against is drawn too, so the gap shows.
-    for entry in roofs:
-        if entry["origin"] == "measured":
-            spec = datasheet_entry(entry, datasheet)
-            for other in roofs:
-                if spec is not None and other["origin"] == "datasheet" and other["name"] == spec["name"] and other["kind"] == spec["kind"] and _same_device(other, entry):
-                    other["chart"] = True
     return {"available": True, "note": None, "notes": notes, "warnings": list(model.warnings), "roofs": roofs, "points": points, "datasheet": datasheet}
 
 
-def _same_device(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (a.get("host"), a.get("rank"), a.get("device")) == (b.get("host"), b.get("rank"), b.get("device"))
+def _superseded(roof: Any, device: Any) -> bool:
+    """An algbw collective roof of a collective whose busbw was measured (never drawn)."""
+    if roof.kind != "collective" or not roof.name.endswith(".algbw"):
+        return False
+    op = roof.name.split(".", 1)[0]
+    return any(other.kind == "collective" and other.name == f"{op}.busbw" for other in device.roofs)
 
 
 _KIND_ORDER = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}

@@ -24,8 +24,10 @@ from gpuscope.roofline.chart_style import (
     DEFAULT_PALETTE,
     MONOCHROME_PALETTE,
     ChartPalette,
+    NARROW_CHART_WIDTH,
     ChartRoof,
     Color,
+    chart_footnotes,
     plotext_color,
     roof_label,
     select_chart_roofs,
@@ -41,7 +43,9 @@ __all__ = [
     "MONOCHROME_PALETTE",
     "ChartRoof",
     "MIN_CHART_WIDTH",
+    "NARROW_CHART_WIDTH",
     "select_chart_roofs",
+    "chart_footnotes",
     "style_roofs",
     "draw_roofline",
     "render_roofline",
@@ -183,14 +187,15 @@ def draw_roofline(
     """Draw the roofline of ``model`` with the plotext-like ``plt`` (its figure must be clear).
 
     ``width`` and ``height`` (characters) place the point labels and ticks; they do not resize
-    the figure (:func:`render_roofline` does). ``highlight`` names a point (its name, or index in
+    the figure (:func:`render_roofline` does); below :data:`NARROW_CHART_WIDTH` the default
+    selection leaves out datasheet roofs whose measured twin is drawn. ``highlight`` names a point (its name, or index in
     ``model.placements``) drawn in the highlight colour. ``extra_placements`` are drawn as
     estimated points (live positions). ``legend_inside`` uses plotext's own legend; otherwise the
     caller shows :func:`legend_lines` (the returned roofs carry colour and marker).
     ``configure_canvas=False`` leaves canvas and axes colours to the caller (a Textual widget).
     Returns the roofs drawn, in legend order.
     """
-    roofs = style_roofs(select_chart_roofs(model, detail), palette)
+    roofs = style_roofs(select_chart_roofs(model, detail, width), palette)
     placements = list(model.placements)
     frame = _frame(roofs, placements + list(extra_placements))
     if palette.use_color:
@@ -292,20 +297,26 @@ def _point_marks(
 
 def legend_lines(roofs: Sequence[ChartRoof], width: int, palette: ChartPalette = DEFAULT_PALETTE) -> list[str]:
     """The legend as lines no wider than ``width``: ``"── cuda:0 bf16 790TFLOP/s"`` entries in
-    columns, the sample coloured like its line (ANSI) unless the palette is monochrome."""
+    as many columns as fit (each column as wide as its longest entry), the sample coloured like
+    its line (ANSI) unless the palette is monochrome."""
     entries = [(roof.legend_sample, roof.legend, roof.color) for roof in roofs]
     if not entries:
         return []
-    cell = min(width, max(len(text) for _, text, _ in entries) + 5)
-    columns = max(1, width // cell)
+    cells = [len(sample) + 1 + len(text) for sample, text, _ in entries]
+    columns, widths = 1, [min(width, max(cells))]
+    for count in range(len(entries), 1, -1):
+        trial = [max(cells[index::count]) for index in range(count)]
+        if sum(trial) + 2 * (count - 1) <= width:
+            columns, widths = count, trial
+            break
     lines = []
     for start in range(0, len(entries), columns):
         parts = []
-        for sample, text, color in entries[start : start + columns]:
-            if len(text) + 3 > width:
-                text = text[: width - 4] + "…"
+        for column, (sample, text, color) in enumerate(entries[start : start + columns]):
+            if len(sample) + 1 + len(text) > width:
+                text = text[: width - len(sample) - 2] + "…"
             painted = _paint(sample, color, palette)
-            parts.append(f"{painted} {text}".ljust(cell - 2 + len(painted) - len(sample)))
+            parts.append(f"{painted} {text}".ljust(widths[column] + len(painted) - len(sample)))
         lines.append("  ".join(parts).rstrip())
     return lines
 
@@ -361,4 +372,5 @@ def render_roofline(
     lines = [line.rstrip() for line in text.splitlines()]
     if legend:
         lines.extend(legend_lines(roofs, width, palette))
+        lines.extend(chart_footnotes(model, detail, width))
     return "\n".join(lines)

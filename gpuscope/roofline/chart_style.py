@@ -3,6 +3,7 @@ text, colour and marker. Shared by :mod:`gpuscope.roofline.chart` and the TUI.""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, replace
 from typing import Any, Literal, Sequence, Union
 
@@ -24,7 +25,9 @@ __all__ = [
     "MONOCHROME_PALETTE",
     "ChartRoof",
     "roof_label",
+    "NARROW_CHART_WIDTH",
     "select_chart_roofs",
+    "chart_footnotes",
     "style_roofs",
     "plotext_color",
 ]
@@ -40,8 +43,9 @@ class ChartPalette:
     Roofs of one device type cycle through their tuple; datasheet roofs use the dim colour of
     their device type and the dotted marker."""
 
-    gpu_roofs: tuple[Color, ...] = (46, 51, 39, 43, 34, 37)  # greens, cyans, blues (256 colours)
-    cpu_roofs: tuple[Color, ...] = (214, 220, 208, 178, 202)  # oranges and yellows
+    # greens, cyans, blues (256 colours); enough that a GPU's default roofs rarely share one
+    gpu_roofs: tuple[Color, ...] = (46, 51, 39, 43, 34, 37, 49, 45, 33, 121, 86, 27)
+    cpu_roofs: tuple[Color, ...] = (214, 220, 208, 178, 202, 226, 172, 215, 222, 166, 180)  # oranges and yellows
     gpu_datasheet: Color = 65  # dim green
     cpu_datasheet: Color = 137  # dim tan
     points: Color = "default"
@@ -73,8 +77,8 @@ DEFAULT_PALETTE = ChartPalette()
 #: ``x``, ``*``, ...; CPU roofs ``+``, ``o``, ``=``, ...; datasheet roofs ``·``).
 MONOCHROME_PALETTE = ChartPalette(
     use_color=False,
-    gpu_markers=("braille", "x", "*", "#", "@", "$", "&"),
-    cpu_markers=("+", "o", "=", "%", "~", "^", "?"),
+    gpu_markers=("braille", "x", "*", "#", "@", "$", "&", "s", "z", "v", "n", "k"),
+    cpu_markers=("+", "o", "=", "%", "~", "^", "?", "c", "u", "w", "m", "j"),
     straggler_marker="!",
 )
 
@@ -116,7 +120,7 @@ def roof_label(roof: Roof, memory_kind: str | None = None) -> str:
         nice = {"pcie": "PCIe", "nvlink": "NVLink", "h2d": "H2D", "d2h": "D2H", "d2d": "D2D"}.get(head, head)
         return f"{nice} {rest}".strip()
     if roof.kind == "collective":
-        return roof.name.replace(".busbw", " busbw")
+        return roof.name.replace(".", " ")
     return roof.name
 
 
@@ -127,20 +131,43 @@ def _memory_kind(device: DeviceRoofs, roof: Roof) -> str | None:
     return None
 
 
-def select_chart_roofs(model: RooflineModel, detail: Literal["main", "all"] = "main") -> list[ChartRoof]:
-    """The roofs worth drawing. ``"all"`` draws every roof. ``"main"`` keeps, per device: the
-    compute roofs of the dtypes its points use and of its highest measured roof (measured and
-    datasheet, so the gap between them shows), the best roof per memory level (DRAM measured and
-    datasheet), and the best measured transfer and collective roof."""
+#: Below this many columns the default chart leaves out the datasheet roofs whose measured twin
+#: is drawn (the legend would not fit); :func:`chart_footnotes` says so under the chart.
+NARROW_CHART_WIDTH = 100
+
+
+def select_chart_roofs(
+    model: RooflineModel, detail: Literal["main", "all"] = "main", width: int | None = None
+) -> list[ChartRoof]:
+    """The roofs worth drawing. ``"all"`` draws every roof. ``"main"`` (the default of the
+    terminal chart, the TUI and the HTML report) keeps, per device:
+
+    - compute: the best measured roof of every measured dtype, and the datasheet roof of the same
+      dtype (dimmer, so the gap shows); the roofs of the dtypes its workloads use; the highest
+      datasheet roof when nothing was measured;
+    - memory: the best measured kernel of every level (L1, L2, LLC, DRAM), and the datasheet
+      roof of each level that has one;
+    - transfer: the best measured roof per direction (h2d, d2h, d2d, peer, NVLink), and the
+      datasheet PCIe or NVLink roof it is held against;
+    - collective: one roof per collective, bus bandwidth (algbw only where no busbw exists);
+    - every straggler roof.
+
+    With ``width`` below :data:`NARROW_CHART_WIDTH` the datasheet roofs whose measured twin is
+    drawn are left out (``"main"`` only)."""
     chosen: list[ChartRoof] = []
+    # One device: the header above the chart names it, so the legend leaves it out (it fits
+    # in two columns at 60 characters).
+    single = sum(1 for device in model.devices if device.roofs) == 1
     for device in model.devices:
         if not device.roofs:
             continue
-        label = model.device_label(device.key)
+        label = "" if single else model.device_label(device.key) + " "
         if detail == "all":
             picked = sorted(device.roofs, key=_roof_order)
         else:
             picked = _main_roofs(model, device)
+            if width is not None and width < NARROW_CHART_WIDTH:
+                picked = [roof for roof in picked if not _has_measured_twin(roof, picked)]
         for roof in picked:
             text = roof_label(roof, _memory_kind(device, roof))
             value = format_si(roof.value, "", 3)
@@ -149,13 +176,74 @@ def select_chart_roofs(model: RooflineModel, detail: Literal["main", "all"] = "m
             if roof.straggler:
                 below = roof.below_median_percent
                 suffix += " straggler" + (f" -{below:.0f}% vs median" if below is not None else "")
-            chosen.append(ChartRoof(roof, device, f"{label} {text} {value}{unit}{suffix}"))
+            chosen.append(ChartRoof(roof, device, f"{label}{text} {value}{unit}{suffix}"))
     return chosen
+
+
+def chart_footnotes(model: RooflineModel, detail: Literal["main", "all"] = "main", width: int | None = None) -> list[str]:
+    """Lines (at most ``width`` wide) printed under the legend: what the default selection left
+    out at this width."""
+    if detail == "all" or width is None or width >= NARROW_CHART_WIDTH:
+        return []
+    hidden = len(select_chart_roofs(model, detail)) - len(select_chart_roofs(model, detail, width))
+    if hidden <= 0:
+        return []
+    roofs = "roof" if hidden == 1 else "roofs"
+    text = f"{hidden} datasheet {roofs} with a measured twin hidden below {NARROW_CHART_WIDTH} columns (--all-roofs shows every roof)"
+    return textwrap.wrap(text, max(20, width))
+
+
+def _has_measured_twin(roof: Roof, picked: Sequence[Roof]) -> bool:
+    """A datasheet roof whose measured counterpart (same dtype, or same memory level) is drawn."""
+    if roof.source != DATASHEET or roof.straggler:
+        return False
+    for other in picked:
+        if other.source != MEASURED or other.kind != roof.kind:
+            continue
+        if roof.kind == "compute" and roof_serves_dtype(roof.name, _dtype_of(other.name)):
+            return True
+        if roof.kind == "memory" and other.level == roof.level:
+            return True
+        if roof.kind == "transfer" and _transfer_datasheet_name(other.name) == roof.name:
+            return True
+    return False
+
+
+def _dtype_of(compute_roof_name: str) -> str:
+    """``"fp64.tensor"`` -> ``"fp64"``, ``"bf16"`` -> ``"bf16"``."""
+    return compute_roof_name.split(".", 1)[0]
 
 
 def _roof_order(roof: Roof) -> tuple[Any, ...]:
     kinds = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
     return (kinds.get(roof.kind, 9), 0 if roof.source == MEASURED else 1, -roof.value)
+
+
+def _best(roofs: Sequence[Roof]) -> Roof | None:
+    return max(roofs, key=lambda roof: roof.value) if roofs else None
+
+
+def _transfer_group(name: str) -> str:
+    """Transfer roofs of one direction share a group: ``"h2d.pinned"`` and ``"h2d.pageable"``
+    -> ``"h2d"``; ``"d2d.peer"`` stays apart from ``"d2d"``."""
+    head, _, rest = name.partition(".")
+    return head if rest in ("", "pinned", "pageable") else name
+
+
+def _transfer_datasheet_name(name: str) -> str | None:
+    """The datasheet transfer roof a measured one is held against (as the report's tables do):
+    pinned or plain host copies against PCIe each way, NVLink and peer copies against NVLink;
+    pageable copies and on-device copies have none."""
+    head = name.lower()
+    if "pageable" in head:
+        return None
+    if head.startswith(("h2d", "pcie.h2d")):
+        return "pcie.h2d"
+    if head.startswith(("d2h", "pcie.d2h")):
+        return "pcie.d2h"
+    if head.startswith(("nvlink", "p2p")):
+        return "nvlink"
+    return None
 
 
 def _main_roofs(model: RooflineModel, device: DeviceRoofs) -> list[Roof]:
@@ -165,32 +253,39 @@ def _main_roofs(model: RooflineModel, device: DeviceRoofs) -> list[Roof]:
         if roof is not None and roof not in picked:
             picked.append(roof)
 
-    dtypes = {point.dtype for point in model.points if point.key == device.key and point.dtype}
     measured_compute = device.of_kind("compute", MEASURED)
-    if measured_compute:
-        dtypes.add(measured_compute[0].name)
     datasheet_compute = device.of_kind("compute", DATASHEET)
+    dtypes = {_dtype_of(roof.name) for roof in measured_compute}
+    dtypes |= {point.dtype for point in model.points if point.key == device.key and point.dtype}
     if not measured_compute and datasheet_compute:
-        dtypes.add(datasheet_compute[0].name)
+        dtypes.add(_dtype_of(datasheet_compute[0].name))
     if not dtypes:
         add(compute_roof_for(device, None))
     for dtype in sorted(dtypes):
-        for source in (MEASURED, DATASHEET):
-            candidates = [roof for roof in device.compute if roof.source == source and roof_serves_dtype(roof.name, dtype)]
-            add(max(candidates, key=lambda roof: roof.value) if candidates else None)
+        # Every measured variant of the dtype ("fp64" and "fp64.tensor" are different roofs).
+        measured = [roof for roof in measured_compute if roof_serves_dtype(roof.name, dtype)]
+        for name in sorted({roof.name for roof in measured}):
+            add(_best([roof for roof in measured if roof.name == name]))
+        add(_best([roof for roof in datasheet_compute if roof_serves_dtype(roof.name, dtype)]))
     if any(point.key == device.key and not point.dtype for point in model.points):
         add(compute_roof_for(device, None))
-    levels = [roof.level for roof in device.memory]
-    for level in ("l1", "l2", "llc", "dram"):
-        if level not in levels:
-            continue
+    levels = {roof.level for roof in device.memory}
+    ordered_levels = [level for level in ("l1", "l2", "llc", "dram") if level in levels]
+    ordered_levels += sorted(level for level in levels if level not in ordered_levels and level is not None)
+    for level in ordered_levels:
         for source in (MEASURED, DATASHEET):
-            candidates = [roof for roof in device.memory if roof.level == level and roof.source == source]
-            if candidates and (source == MEASURED or level == "dram"):
-                add(max(candidates, key=lambda roof: roof.value))
-    for kind in ("transfer", "collective"):
-        measured = device.of_kind(kind, MEASURED)
-        add(measured[0] if measured else None)
+            add(_best([roof for roof in device.memory if roof.level == level and roof.source == source]))
+    transfers = device.of_kind("transfer", MEASURED)
+    for group in sorted({_transfer_group(roof.name) for roof in transfers}):
+        best = _best([roof for roof in transfers if _transfer_group(roof.name) == group])
+        add(best)
+        twin = _transfer_datasheet_name(best.name) if best is not None else None
+        add(_best([roof for roof in device.of_kind("transfer", DATASHEET) if roof.name == twin]))
+    collectives = device.of_kind("collective", MEASURED)
+    for op in sorted({roof.name.split(".", 1)[0] for roof in collectives}):
+        mine = [roof for roof in collectives if roof.name.split(".", 1)[0] == op]
+        busbw = [roof for roof in mine if roof.name.endswith(".busbw")]
+        add(_best(busbw or mine))
     for roof in device.stragglers:  # a straggler's slow roof is always drawn
         add(roof)
     return sorted(picked, key=_roof_order)

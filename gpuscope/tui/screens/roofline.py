@@ -198,12 +198,14 @@ class RooflineScreen(GpuscopeScreen):
         model = self._model
         if model is None or not model.devices:
             return "No devices yet: waiting for the first sample, or pass --probes results.json"
-        from gpuscope.roofline.chart import MIN_CHART_WIDTH, legend_lines, render_roofline, select_chart_roofs, style_roofs
+        from gpuscope.roofline.chart import MIN_CHART_WIDTH, chart_footnotes, legend_lines, render_roofline, select_chart_roofs, style_roofs
 
         palette = self.gpuscope.chart_palette.roofline_palette()
         if width < MIN_CHART_WIDTH:
             return f"The roofline needs {MIN_CHART_WIDTH} columns; this pane has {width}. Widen the terminal."
-        legend = legend_lines(style_roofs(select_chart_roofs(model), palette), width, palette)
+        # The same default roofs as `gpuscope roofline` and the HTML report (see select_chart_roofs).
+        legend = legend_lines(style_roofs(select_chart_roofs(model, "main", width), palette), width, palette)
+        legend += chart_footnotes(model, "main", width)
         chart_height = max(8, height - len(legend))
         return render_roofline(
             model,
