@@ -213,7 +213,6 @@ OPTION_CASES: dict[str, Case] = {
     "serve-interval-small": Case(["serve", "--interval", "0.01"], 2, "below the minimum"),
     "serve-duration-negative": Case(
         ["serve", "--duration", "-1", "--listen", "127.0.0.1:0", "--no-gpu"], 2, "duration -1",
-        xfail="commands/serve.py checks --duration only after binding the port and printing 'serving ...' (three lines on stderr)",
     ),
     "doctor-unknown-option": Case(["doctor", "--bogus"], 2, "--bogus"),
     "unknown-command": Case(["explode"], 2, "explode"),

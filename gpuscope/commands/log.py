@@ -8,7 +8,6 @@ can never cut a record in half. Never imports Textual or torch.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import signal
 import sys
@@ -45,13 +44,11 @@ def _warn(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Log until the duration ends or SIGINT/SIGTERM arrives; 0 on a clean stop."""
-    from gpuscope.errors import EXIT_INTERRUPTED, UsageError
-    from gpuscope.telemetry.sampler import check_interval
+    from gpuscope.errors import EXIT_INTERRUPTED
+    from gpuscope.telemetry.sampler import check_duration, check_interval
 
     interval_s = check_interval(args.interval)
-    duration_s = args.duration
-    if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
-        raise UsageError(f"duration {duration_s:g} s must be a positive number of seconds")
+    duration_s = check_duration(args.duration)
 
     from gpuscope.telemetry.collector import TelemetryCollector
     from gpuscope.telemetry.logfile import open_log_writer

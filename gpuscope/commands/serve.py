@@ -37,9 +37,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuscope.exporter import start_exporter
     from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.sampler import Sampler, check_interval
+    from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval
 
     interval_s = check_interval(args.interval)
+    duration_s = check_duration(args.duration)
     handle = start_exporter(args.listen)
     collector = TelemetryCollector(nvml=not args.no_gpu, processes=not args.no_processes)
     try:
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpuscope: serving Prometheus metrics on {handle.url} every {interval_s:g} s (Ctrl-C to stop)", file=sys.stderr, flush=True)
         if missing is not None and not args.no_gpu:
             print(f"gpuscope: no GPU metrics: {missing.reason.value}{': ' + missing.detail if missing.detail else ''}", file=sys.stderr, flush=True)
-        sampler = Sampler(collector.sample, interval_s, on_sample=handle.update, history=None, duration_s=args.duration)
+        sampler = Sampler(collector.sample, interval_s, on_sample=handle.update, history=None, duration_s=duration_s)
         run_until_stopped(sampler)
     finally:
         handle.close()

@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from gpuscope.paths import use_private_matplotlib_dir
 from gpuscope.report.fmt import clean_text, fmt_quantity
 
 __all__ = ["roofline_svg", "telemetry_svg", "PALETTE_SIZE", "CHART_RC"]
@@ -50,6 +51,7 @@ CHART_RC: dict[str, Any] = {
 
 
 def _figure(width_in: float, height_in: float) -> Any:
+    use_private_matplotlib_dir()  # before matplotlib's first import
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
@@ -86,6 +88,7 @@ def _postprocess(svg: str, prefix: str, label: str) -> str:
 
 
 def _rc() -> Any:
+    use_private_matplotlib_dir()  # before matplotlib's first import
     import matplotlib
 
     return matplotlib.rc_context(CHART_RC)

@@ -38,6 +38,14 @@ def check_interval(interval_s: float) -> float:
     return float(interval_s)
 
 
+def check_duration(duration_s: float | None) -> float | None:
+    """``duration_s`` if it is None (run until stopped) or a positive finite number of seconds;
+    else a one-line :class:`UsageError`."""
+    if duration_s is not None and not (math.isfinite(duration_s) and duration_s > 0):
+        raise UsageError(f"duration {duration_s:g} s must be a positive number of seconds")
+    return duration_s
+
+
 class RingBuffer(Generic[T]):
     """The last ``capacity`` items: O(1) append, iteration oldest to newest, never grows."""
 

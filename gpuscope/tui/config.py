@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscope.paths import config_dir, data_dir
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
@@ -31,15 +32,6 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-
-
-def config_dir() -> Path:
-    """The gpuscope config folder (it may not exist yet)."""
-    override = os.environ.get("GPUSCOPE_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "gpuscope"
 
 
 def config_path() -> Path:
@@ -57,11 +49,7 @@ def screenshots_dir() -> Path:
     override = os.environ.get("GPUSCOPE_SCREENSHOT_DIR")
     if override:
         return Path(override).expanduser()
-    data = os.environ.get("GPUSCOPE_DATA_DIR")
-    if data:
-        return Path(data).expanduser() / "screenshots"
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "gpuscope" / "screenshots"
+    return data_dir() / "screenshots"
 
 
 @dataclass
