@@ -132,12 +132,20 @@ def validate_results(data: Any, source: str) -> dict[str, Any]:
         where = f"{source}: workloads[{position}]"
         if not isinstance(workload.get("name"), str):
             raise BadInputError(f"{where}: field 'name' must be a string")
+        if not isinstance(workload.get("device", ""), str):
+            raise BadInputError(f"{where}: field 'device' must be a string")
         for key in ("flops", "bytes", "time_s"):
             if not _in_range(workload.get(key), allow_zero=True):
                 raise BadInputError(
                     f"{where}: field '{key}' must be 0 or a positive number between {MIN_MAGNITUDE:g} and {MAX_MAGNITUDE:g}, "
                     f"got {workload.get(key)!r}"
                 )
+    for position, measurement in enumerate(data["measurements"]):
+        identifier = measurement.get("id")
+        if identifier is not None and (not isinstance(identifier, (str, int)) or isinstance(identifier, bool)):
+            raise BadInputError(f"{source}: measurements[{position}]: field 'id' must be a string")
+        if not isinstance(measurement.get("device", ""), str):
+            raise BadInputError(f"{source}: measurements[{position}]: field 'device' must be a string")
     if not isinstance(data.get("system", {}), dict):
         raise BadInputError(f"{source}: field 'system' must be an object")
     return data
@@ -174,6 +182,8 @@ def read_json_file(path: str | os.PathLike[str], expected: str = "a results JSON
     except json.JSONDecodeError as exc:
         hint = " (truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
         raise BadInputError(f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}") from None
+    except ValueError as exc:  # e.g. an integer longer than Python's 4300-digit conversion limit
+        raise BadInputError(f"{source}: invalid JSON: {exc}") from None
 
 
 def load_results(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -500,12 +500,75 @@ def test_bad_report_json_is_one_line(tmp_path: Path, mutation: Callable[[dict[st
     one_line(str(caught.value), str(path), fragment)
 
 
-@pytest.mark.xfail(
-    reason="gpuscope/report: a report.json read back is checked only at the top level; wrong-typed inner fields "
-    "(systems[0], sources[0], ceilings[N], roofline.points[N], warnings, roofline.roofs[N].value) raise "
-    "AttributeError/TypeError/ValueError in report/tables.py, charts.py, markdown.py (see docs/robustness.md)",
-    strict=False,
+def _set_path(document: Any, path: tuple[Any, ...], value: Any) -> None:
+    for part in path[:-1]:
+        document = document[part]
+    document[path[-1]] = value
+
+
+@pytest.mark.parametrize(
+    "path, value, fragment",
+    [
+        (("warnings",), 1e308, "warnings must be a list or null"),
+        (("systems", 0), 5, "systems[0] must be an object"),
+        (("ceilings", 0), 2**70, "ceilings[0] must be an object"),
+        (("roofline", "points", 0), "", "roofline.points[0] must be an object"),
+        (("roofline", "roofs", 0, "value"), 1e-320, "roofline.roofs[0].value must be null, 0 or a number of magnitude between 1e-15 and 1e+30"),
+        (("low_percent_of_spec", "compute"), "70", "low_percent_of_spec.compute must be 0 or a number"),
+        (("results", 0, "document", "ceilings", 0, "value"), -1.0, "results[0].document: ceilings[0]: field 'value'"),
+    ],
+    ids=["warnings", "system", "ceiling", "point", "roof-value", "threshold", "embedded-results"],
 )
+def test_bad_inner_report_field_names_its_path(tmp_path: Path, path: tuple[Any, ...], value: Any, fragment: str) -> None:
+    """A report.json read back is checked in full (gpuscope/report/schema.py), not only at the top."""
+    from gpuscope.report.io import load_input
+
+    document = _report_document(tmp_path)
+    _set_path(document, path, value)
+    target = tmp_path / "rep.json"
+    target.write_text(json.dumps(document))
+    with pytest.raises(BadInputError) as caught:
+        load_input(target)
+    one_line(str(caught.value), f"{target}: {fragment}")
+
+
+def test_bad_telemetry_line_in_report_names_its_path(tmp_path: Path) -> None:
+    from gpuscope.report import make_report
+    from gpuscope.report.io import load_input
+    from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
+
+    write_results(tmp_path / "results.json", make_results())
+    write_log(tmp_path / "telemetry.jsonl", make_log_samples(count=20))
+    document = make_report([tmp_path / "results.json"], tmp_path / "telemetry.jsonl")
+    line = document["telemetry"]["panels"][0]["lines"][0]
+    target = tmp_path / "rep.json"
+    for change, fragment in (
+        (lambda: line["v"].pop(), "telemetry.panels[0].lines[0] has 20 times (t) but 19 values (v)"),
+        (lambda: line.update(style="x"), "telemetry.panels[0].lines[0].style must be one of"),
+    ):
+        saved = copy.deepcopy(line)
+        change()
+        target.write_text(json.dumps(document))
+        with pytest.raises(BadInputError) as caught:
+            load_input(target)
+        one_line(str(caught.value), f"{target}: {fragment}")
+        line.clear()
+        line.update(saved)
+
+
+def test_report_json_round_trip_passes_the_full_check(tmp_path: Path) -> None:
+    """Every report gpuscope writes (with telemetry, redacted or not) reads back and re-renders the same HTML."""
+    from gpuscope.report import make_report, render_report
+    from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
+
+    write_results(tmp_path / "results.json", make_results(hbm_bytes_per_s=[3.0e12, 2.2e12]))
+    write_log(tmp_path / "telemetry.jsonl", make_log_samples(count=30))
+    for redact in (False, True):
+        report = make_report([tmp_path / "results.json"], tmp_path / "telemetry.jsonl", redact=redact)
+        (tmp_path / "rep.json").write_text(json.dumps(report))
+        assert render_report(make_report([tmp_path / "rep.json"]), "html") == render_report(report, "html")
+
+
 @settings(max_examples=40, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 3))
 def test_mutated_report_json_renders_or_fails_in_one_line(tmp_path_factory: pytest.TempPathFactory, seed: int, count: int) -> None:

@@ -333,3 +333,83 @@ def test_report_and_terminal_share_the_default_roofs(full_model):
             assert roof["chart"] == roof["main"], roof["name"]
         if roof["name"].endswith(".algbw"):
             assert roof["chart"] is False and roof["main"] is False
+
+
+# --- point label placement ---------------------------------------------------------------------
+
+
+def _crowded_results() -> dict[str, Any]:
+    """A CPU run with 16 matmul points packed close together near the compute roofs (like the
+    quick suite's matmul measurements)."""
+    from gpuscope.testing.roofline import workload
+
+    ceilings = [
+        ceiling("cpu", "compute", "bf16", 861e9),
+        ceiling("cpu", "compute", "fp32", 230e9),
+        ceiling("cpu", "compute", "fp64", 109e9),
+        ceiling("cpu", "memory", "l2.read", 310e9),
+        ceiling("cpu", "memory", "dram.read", 79e9),
+    ]
+    workloads = []
+    for number in range(16):
+        dtype = ("fp64", "fp32", "bf16", "fp16")[number % 4]
+        size = (512, 1024, 2048, 4096)[number // 4]
+        flops = 2.0 * size**3
+        intensity = 40.0 * (1.15 ** number)
+        rate = 90e9 * (1.12 ** number)
+        workloads.append(workload(f"matmul {dtype} {size}x{size}x{size}", "cpu", flops, flops / intensity, flops / rate, dtype=dtype))
+    return results_document(
+        "laptop",
+        devices=[{"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": "laptop"}],
+        ceilings=ceilings,
+        workloads=workloads,
+    )
+
+
+@pytest.fixture(scope="module")
+def crowded_model():
+    return build_model([("crowded.json", _crowded_results())], local_cpu=FakeCpu())
+
+
+@pytest.mark.parametrize("width", [60, 160])
+@pytest.mark.parametrize("highlight", [None, 5])
+def test_crowded_labels_do_not_overlap_and_tags_match_the_table(crowded_model, width, highlight):
+    from gpuscope.roofline.chart import render_roofline_labelled
+    from gpuscope.roofline.tables import points_table
+
+    rendered = render_roofline_labelled(crowded_model, width, 24, palette=MONOCHROME_PALETTE, highlight=highlight)
+    lines = rendered.text.splitlines()
+    assert len(rendered.labels) == 16
+    assert rendered.text == render_roofline(crowded_model, width, 24, palette=MONOCHROME_PALETTE, highlight=highlight)
+    table_numbers = {line.split()[0] for line in points_table(crowded_model)[1:]}
+    cells: set[tuple[int, int]] = set()
+    shown_points = set()
+    for label in rendered.labels:
+        assert label.row is not None, label
+        # Intact in the rendered text: nothing overwrote it.
+        assert lines[label.row][label.column : label.column + len(label.text)] == label.text, (label, lines[label.row])
+        span = {(label.row, column) for column in range(label.column, label.column + len(label.text))}
+        assert not span & cells, label
+        cells |= span
+        if label.full:
+            assert label.text.startswith(crowded_model.placements[label.mark.index].point.name)
+        else:
+            assert label.text.rstrip("d") in table_numbers
+            assert label.text == str(label.mark.index + 1)
+        shown_points.add(label.mark.index)
+    assert shown_points == set(range(16))
+    assert rendered.tags, "16 close points cannot all carry full labels"
+    if highlight is not None:
+        highlighted = [label for label in rendered.labels if label.mark.index == highlight]
+        assert highlighted and all(label.full for label in highlighted)
+    # Labels never run into one another: a label's neighbours on its row are not label text.
+    for label in rendered.labels:
+        for column in (label.column - 1, label.column + len(label.text)):
+            assert (label.row, column) not in cells, label
+    # Nothing written over the frame.
+    assert all(line.count("│") in (0, 2) for line in lines if "┤" not in line and "│" in line)
+
+
+def test_label_placement_is_deterministic(crowded_model):
+    first = render_roofline(crowded_model, 100, 24, palette=DEFAULT_PALETTE, highlight=3)
+    assert first == render_roofline(crowded_model, 100, 24, palette=DEFAULT_PALETTE, highlight=3)

@@ -3,6 +3,7 @@ processes. Data comes from hand-made samples (tests/tui_samples.py); no hardware
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,43 @@ async def test_screens_switch_by_key_and_palette(tui_env: Path) -> None:
         await pilot.press("enter")
         await pilot.pause(0.2)
         assert isinstance(app.screen, ProcessesScreen)
+
+
+@run_async
+async def test_a_screen_shown_again_is_reused_and_up_to_date_at_once(tui_env: Path) -> None:
+    from dataclasses import replace
+
+    from gpuscope.tui.widgets.chart import PlotextView
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_sample(pilot, app)
+        dashboard = app.screen
+        await pilot.press("2")
+        await pilot.pause()
+        roofline = app.screen
+        assert isinstance(roofline, RooflineScreen)
+        chart_before = str(roofline.query_one(PlotextView).render())
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.screen is dashboard  # installed once, not composed again
+        # A sample while the roofline is hidden does not reach it ...
+        newer = replace(app.latest_sample, timestamp=app.latest_sample.timestamp + 3600)
+        app._deliver(newer)
+        assert roofline._shown_sample is not newer
+        # ... and a theme change while it is hidden reaches its chart when it shows again.
+        app.theme = "gpuscope-light"
+        await pilot.pause()
+        # Switching shows the latest sample in the same step, before any frame is painted.
+        app.switch_mode("roofline")
+        assert app.screen is roofline and roofline._shown_sample is newer
+        assert roofline.query_one(TopBar)._right.endswith(time.strftime("%H:%M:%S", time.localtime(newer.timestamp)))
+        await pilot.pause()
+        assert roofline._palette is app.chart_palette
+        assert str(roofline.query_one(PlotextView).render()) == chart_before  # same data, new colours
+        await pilot.press("1")
+        await pilot.pause()
+        assert app.screen is dashboard and dashboard._shown_sample is newer
 
 
 @run_async

@@ -17,6 +17,7 @@ Constructing a runner is cheap; torch is imported when ``run`` starts.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -113,7 +114,7 @@ class ProbeRunner:
         if spec.kind == "memory":
             dtype = o["dtype"] or ("fp32" if self.device.is_gpu else "fp64")
             return [
-                _Step(f"memory {kernel}", lambda ctx, emit, kernel=kernel: memory.memory_probe([kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"]))
+                _Step(f"memory {kernel}", _with_samples(o.get("samples"), lambda ctx, emit, kernel=kernel: memory.memory_probe([kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"])))
                 for kernel in o["kernels"]
             ]
         if spec.kind == "transfer":
@@ -122,7 +123,7 @@ class ProbeRunner:
                 for direction in o["directions"]
             ]
         if spec.kind == "collective":
-            return [_Step(f"collective {', '.join(o['ops'])}", lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit))]
+            return [_Step(f"collective {', '.join(o['ops'])}", _with_samples(o.get("samples"), lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit)))]
         raise ValueError(f"unknown probe kind {spec.kind}")
 
     # --- running ------------------------------------------------------------------------
@@ -358,3 +359,19 @@ def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]
             }
         )
     return out
+
+
+def _with_samples(samples: int | None, run: Callable[[ProbeContext, MeasurementCallback], Any]) -> Callable[[ProbeContext, MeasurementCallback], Any]:
+    """``run`` with the ceiling policy's sample count set to a probe's own ``samples`` (if any)."""
+    if samples is None:
+        return run
+
+    def wrapped(ctx: ProbeContext, emit: MeasurementCallback) -> Any:
+        policy = ctx.ceiling_policy
+        ctx.ceiling_policy = dataclasses.replace(policy, samples=samples)
+        try:
+            return run(ctx, emit)
+        finally:
+            ctx.ceiling_policy = policy
+
+    return wrapped

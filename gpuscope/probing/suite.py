@@ -192,9 +192,9 @@ def parse_suite(text: str, source: str) -> Suite:
 _COMMON = {"kind", "devices", "label"}
 _ALLOWED = {
     "matmul": _COMMON | {"dtypes", "shapes", "batch", "transpose", "role", "libraries"},
-    "memory": _COMMON | {"kernels", "working_sets", "dtype", "dram_array_bytes"},
+    "memory": _COMMON | {"kernels", "working_sets", "dtype", "dram_array_bytes", "samples"},
     "transfer": _COMMON | {"directions", "host_memory", "sizes"},
-    "collective": _COMMON | {"ops", "sizes", "world_size"},
+    "collective": _COMMON | {"ops", "sizes", "world_size", "samples"},
     "transformer": _COMMON | {"hidden", "ffn", "heads", "kv_heads", "tokens", "context", "dtypes", "attention", "model"},
 }
 
@@ -289,6 +289,7 @@ def _check_probe(index: int, table: Any, locate: _Locator, fail: Any) -> ProbeSp
         options["dtype"] = dtype
         dram = table.get("dram_array_bytes")
         options["dram_array_bytes"] = None if dram is None else parse_size(dram)
+        options["samples"] = positive_int("samples", None)  # this probe's N, instead of the suite's
         if dram is not None and options["dram_array_bytes"] is None:
             raise error("dram_array_bytes", f"{dram!r} is not a size")
     elif kind == "transfer":
@@ -299,6 +300,7 @@ def _check_probe(index: int, table: Any, locate: _Locator, fail: Any) -> ProbeSp
         options["ops"] = str_list("ops", OPS, list(OPS))
         options["sizes"] = size_list("sizes", ["64KiB", "4MiB", "64MiB"])
         options["world_size"] = positive_int("world_size", None)
+        options["samples"] = positive_int("samples", None)
     elif kind == "transformer":
         for key, default in (("hidden", 4096), ("ffn", 14336), ("heads", 32), ("kv_heads", 8), ("context", 2048)):
             options[key] = positive_int(key, default)

@@ -59,10 +59,12 @@ def read_json_document(path: str | os.PathLike[str]) -> Any:
 
 
 def validate_report(data: Any, source: str) -> dict[str, Any]:
-    """Check ``data`` is a report document of a supported version; raise :class:`BadInputError`."""
+    """Check ``data`` is a report document of a supported version, every field the renderers
+    read included (:mod:`gpuscope.report.schema`); raise :class:`BadInputError` naming ``source``
+    and the field path."""
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         raise BadInputError(f"{source}: not a gpuscope report file (field 'schema' is not {REPORT_SCHEMA!r})")
-    if data.get("schema_version") != REPORT_SCHEMA_VERSION:
+    if data.get("schema_version") != REPORT_SCHEMA_VERSION or isinstance(data.get("schema_version"), bool):
         raise BadInputError(
             f"{source}: report schema_version {data.get('schema_version')!r} is not supported (this gpuscope reads version {REPORT_SCHEMA_VERSION})"
         )
@@ -72,6 +74,9 @@ def validate_report(data: Any, source: str) -> dict[str, Any]:
     telemetry = data.get("telemetry")
     if telemetry is not None and not isinstance(telemetry, dict):
         raise BadInputError(f"{source}: field 'telemetry' must be an object or null")
+    from gpuscope.report.schema import check_report_document
+
+    check_report_document(data, source)
     return data
 
 

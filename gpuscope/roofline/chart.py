@@ -33,6 +33,7 @@ from gpuscope.roofline.chart_style import (
     select_chart_roofs,
     style_roofs,
 )
+from gpuscope.roofline.chart_labels import LabelMark, PlacedLabel, place_labels, point_tag
 from gpuscope.roofline.model import DeviceRoofs, Placement, Roof, RooflineModel, is_finite_positive, memory_roof_for
 from gpuscope.roofline.units import format_si
 
@@ -49,6 +50,9 @@ __all__ = [
     "style_roofs",
     "draw_roofline",
     "render_roofline",
+    "render_roofline_labelled",
+    "RenderedRoofline",
+    "point_tag",
     "legend_lines",
     "strip_ansi",
     "roof_label",
@@ -168,6 +172,9 @@ class _PointMark:
     marker: str
     color: Color
     label: str
+    index: int = 0
+    dram: bool = False
+    highlighted: bool = False
 
 
 def draw_roofline(
@@ -195,6 +202,40 @@ def draw_roofline(
     ``configure_canvas=False`` leaves canvas and axes colours to the caller (a Textual widget).
     Returns the roofs drawn, in legend order.
     """
+    drawn, _, _ = _draw(
+        plt,
+        model,
+        width=width,
+        height=height,
+        palette=palette,
+        highlight=highlight,
+        detail=detail,
+        extra_placements=extra_placements,
+        legend_inside=legend_inside,
+        configure_canvas=configure_canvas,
+        title=title,
+        point_labels=True,
+    )
+    return drawn
+
+
+def _draw(
+    plt: Any,
+    model: RooflineModel,
+    *,
+    width: int,
+    height: int,
+    palette: ChartPalette,
+    highlight: str | int | None,
+    detail: Literal["main", "all"],
+    extra_placements: Sequence[Placement],
+    legend_inside: bool,
+    configure_canvas: bool,
+    title: str | None,
+    point_labels: bool,
+) -> tuple[list[ChartRoof], list[_PointMark], _Frame]:
+    """:func:`draw_roofline`, also returning the point marks and the frame; with
+    ``point_labels=False`` the labels are left to :func:`~gpuscope.roofline.chart_labels.place_labels`."""
     roofs = style_roofs(select_chart_roofs(model, detail, width), palette)
     placements = list(model.placements)
     frame = _frame(roofs, placements + list(extra_placements))
@@ -231,7 +272,7 @@ def draw_roofline(
     column_in_log = log_x_span / plot_columns
     for mark in marks:
         plt.scatter([mark.x], [mark.y], marker=mark.marker, color=plotext_color(palette, mark.color))
-    for mark in marks:
+    for mark in marks if point_labels else []:
         column = int((math.log10(mark.x) - log_x_lo) / column_in_log)
         room_right = plot_columns - column - 3
         room_left = column - 2
@@ -254,7 +295,7 @@ def draw_roofline(
     plt.ylabel("FLOP/s")
     if title:
         plt.title(title)
-    return drawn
+    return drawn, marks, frame
 
 
 def _point_marks(
@@ -289,10 +330,10 @@ def _point_marks(
             marker, color = palette.point_marker, palette.points
         x = point.intensity_flop_per_byte
         if is_finite_positive(x):
-            yield _PointMark(x, y, marker, color, name)  # type: ignore[arg-type]
+            yield _PointMark(x, y, marker, color, name, index, False, highlighted)  # type: ignore[arg-type]
         dram_x = point.dram_intensity_flop_per_byte
         if is_finite_positive(dram_x):
-            yield _PointMark(dram_x, y, palette.dram_point_marker, color, f"{point.name} (DRAM bytes)")  # type: ignore[arg-type]
+            yield _PointMark(dram_x, y, palette.dram_point_marker, color, f"{point.name} (DRAM bytes)", index, True, highlighted)  # type: ignore[arg-type]
 
 
 def legend_lines(roofs: Sequence[ChartRoof], width: int, palette: ChartPalette = DEFAULT_PALETTE) -> list[str]:
@@ -330,6 +371,21 @@ def _paint(text: str, color: Color, palette: ChartPalette) -> str:
     return colorize(text, plotext_color(palette, color))
 
 
+@dataclass(frozen=True)
+class RenderedRoofline:
+    """A rendered chart: ``text`` (ANSI colours unless monochrome) and ``labels``, where each
+    point's label went (:class:`~gpuscope.roofline.chart_labels.PlacedLabel`: full label or
+    numbered tag). ``tags`` maps a point's index (over ``model.placements`` then the extra
+    placements) to the tag shown instead of its full label."""
+
+    text: str
+    labels: tuple[PlacedLabel, ...]
+
+    @property
+    def tags(self) -> dict[int, str]:
+        return {label.mark.index: label.text for label in self.labels if not label.full and label.row is not None}
+
+
 def render_roofline(
     model: RooflineModel,
     width: int = 100,
@@ -344,7 +400,36 @@ def render_roofline(
 ) -> str:
     """The chart as text, ``width`` columns wide and ``height`` rows tall plus the legend below
     it (ANSI colours unless the palette is monochrome). Widths below :data:`MIN_CHART_WIDTH` are
-    raised to it. Not thread-safe: plotext keeps one global figure."""
+    raised to it. Point labels never overlap: a point whose full label finds no room shows its
+    number (:func:`~gpuscope.roofline.chart_labels.point_tag`, the ``#`` column of the points
+    table); :func:`render_roofline_labelled` also says which. Not thread-safe: plotext keeps one
+    global figure."""
+    return render_roofline_labelled(
+        model,
+        width,
+        height,
+        palette=palette,
+        highlight=highlight,
+        detail=detail,
+        extra_placements=extra_placements,
+        legend=legend,
+        title=title,
+    ).text
+
+
+def render_roofline_labelled(
+    model: RooflineModel,
+    width: int = 100,
+    height: int = 30,
+    *,
+    palette: ChartPalette = DEFAULT_PALETTE,
+    highlight: str | int | None = None,
+    detail: Literal["main", "all"] = "main",
+    extra_placements: Sequence[Placement] = (),
+    legend: bool = True,
+    title: str | None = "Roofline (log-log)",
+) -> RenderedRoofline:
+    """:func:`render_roofline` with where each point label went (full label or tag)."""
     import plotext
 
     width = max(MIN_CHART_WIDTH, int(width))
@@ -353,7 +438,7 @@ def render_roofline(
     plotext.limit_size(False, False)
     plotext.plotsize(width, height)
     try:
-        roofs = draw_roofline(
+        roofs, marks, frame = _draw(
             plotext,
             model,
             width=width,
@@ -362,15 +447,39 @@ def render_roofline(
             highlight=highlight,
             detail=detail,
             extra_placements=extra_placements,
+            legend_inside=False,
+            configure_canvas=True,
             title=title,
+            point_labels=False,
         )
         text = plotext.build()
     finally:
         plotext.clear_figure()
     if not palette.use_color:
         text = strip_ansi(text)
+    label_marks = [
+        LabelMark(
+            mark.x,
+            mark.y,
+            mark.label,
+            point_tag(mark.index, mark.dram),
+            mark.index,
+            _style(mark.color, palette),
+            mark.highlighted,
+        )
+        for mark in marks
+    ]
+    log_x = (math.log10(frame.x_lo), math.log10(frame.x_hi))
+    log_y = (math.log10(frame.y_lo), math.log10(frame.y_hi))
+    text, placed = place_labels(text, label_marks, log_x, log_y)
     lines = [line.rstrip() for line in text.splitlines()]
     if legend:
         lines.extend(legend_lines(roofs, width, palette))
         lines.extend(chart_footnotes(model, detail, width))
-    return "\n".join(lines)
+    return RenderedRoofline("\n".join(lines), tuple(placed))
+
+
+def _style(color: Color, palette: ChartPalette) -> str:
+    """The ANSI prefix that paints text in ``color`` ('' when monochrome)."""
+    painted = _paint("x", color, palette)
+    return painted[: painted.index("x")] if painted != "x" else ""

@@ -34,18 +34,20 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: i
 
 
 def points_table(model: RooflineModel, width: int | None = None) -> list[str]:
-    """One row per workload: name, device, dtype, intensity, FLOP/s, bound, efficiency, notes."""
+    """One row per workload: number (the tag the chart shows when the full label has no room),
+    name, device, dtype, intensity, FLOP/s, bound, efficiency, notes."""
     if not model.placements:
         return ["no workloads (add some with `gpuscope measure` or gpuscope.measure())"]
     with_dram = any(placement.point.dram_bytes_measured is not None for placement in model.placements)
-    headers = ["workload", "device", "dtype", "FLOP", "bytes", "FLOP/B"]
+    headers = ["#", "workload", "device", "dtype", "FLOP", "bytes", "FLOP/B"]
     if with_dram:
         headers += ["DRAM B", "FLOP/DRAM B"]
     headers += ["FLOP/s", "bound", "eff.", "roof", "notes"]
     rows = []
-    for placement in model.placements:
+    for number, placement in enumerate(model.placements, start=1):
         point = placement.point
         row = [
+            str(number),
             point.name,
             model.device_label(point.key),
             point.dtype or "-",

@@ -375,6 +375,30 @@ class GpuscopeApp(App):
             if command.title != "Screenshot":  # ours saves to the documented folder
                 yield command
 
+    # --- switching screens -------------------------------------------------------------------
+
+    def switch_mode(self, mode: str) -> Any:
+        """Show the screen of ``mode``. A screen shown before is already mounted: it is brought
+        up to date with the latest sample at once and painted on the next frame, not behind
+        Textual's 50 ms transition mask (kept for the first visit, which composes the screen)."""
+        if mode == self.current_mode or mode not in self._screen_stacks:
+            return super().switch_mode(mode)
+        self._skip_delay_update = True
+        try:
+            with self.batch_update():  # nothing is painted until the new screen shows the latest data
+                result = super().switch_mode(mode)
+                screen = self.screen
+                if isinstance(screen, GpuscopeScreen) and screen.is_mounted and self.latest_sample is not None:
+                    screen.receive_sample(self.latest_sample)
+        finally:
+            self._skip_delay_update = False
+        return result
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if getattr(self, "_skip_delay_update", False):
+            return
+        super().delay_update(delay)
+
     def _toggle_panel(self, name: str) -> None:
         self.switch_mode("dashboard")
         self.call_after_refresh(lambda: self.screen.run_action(f"toggle_panel('{name}')"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Static
@@ -40,14 +41,29 @@ class GpuscopeScreen(Screen):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
-    def on_screen_resume(self) -> None:
+    def _style_state(self) -> tuple[object, ...]:
+        """What the styles of a suspended screen depend on besides its own nodes: the app's CSS
+        (theme) and the app's pseudo-classes (focus/blur, dark/light, ansi, ...)."""
+        app = self.app
+        return (app._css_update_count, tuple(name for name, test in app._PSEUDO_CLASSES.items() if test(app)))
+
+    def _on_screen_suspend(self) -> None:
+        # Runs before Textual's own handler (the dispatcher calls each class's handler, subclass first).
+        self._suspended_style_state = self._style_state()
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Runs before Textual's Screen._on_screen_resume: bring the data up to date, and spare it
+        # re-applying the CSS to every node (a third of a switch) when nothing styles depend on changed.
+        if event.refresh_styles and getattr(self, "_suspended_style_state", None) == self._style_state():
+            event.refresh_styles = False
         sample = self.gpuscope.latest_sample
-        if sample is not None:
+        if sample is not None and sample is not getattr(self, "_shown_sample", None):  # the app's switch_mode may have shown it already
             self.receive_sample(sample)
 
     def receive_sample(self, sample: Sample) -> None:
         """Called by the app for each new sample while this screen is on the stack."""
         app = self.gpuscope
+        self._shown_sample = sample
         self.query_one(TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
         self.show_sample(sample)
 

@@ -63,6 +63,7 @@ class RooflineScreen(GpuscopeScreen):
         self._highlight: int | None = None
         self.show_live = True
         self._rows_key: tuple = ()
+        self._palette: Any = None
 
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_MIN_WIDTH, "-wide")
@@ -87,6 +88,9 @@ class RooflineScreen(GpuscopeScreen):
         live_key = (tuple((p.point.name, f"{p.point.flop_per_s or 0:.3g}", f"{p.intensity_flop_per_byte or 0:.3g}") for p in live), tuple(self._live_reasons))
         if live_key != self._live_key:
             self._live, self._live_key = live, live_key
+            changed = True
+        if app.chart_palette is not self._palette:  # the theme changed while this screen was hidden
+            self._palette = app.chart_palette
             changed = True
         if changed:
             self._refresh_table()
@@ -162,7 +166,8 @@ class RooflineScreen(GpuscopeScreen):
             style = "italic" if number >= len(placements) else ""  # live rows
             if number < len(placements) and self._straggler_roofs(placements[number]):
                 style = f"bold {warning}"  # a straggler rank's point: the theme's warning colour
-            table.add_row(*(Text(cell, style=style) for cell in row), key=str(number))
+            # The row label is the number the chart shows for a point whose full label has no room.
+            table.add_row(*(Text(cell, style=style) for cell in row), key=str(number), label=Text(str(number + 1), style=style))
         if rows:
             table.move_cursor(row=min(max(0, cursor), len(rows) - 1), animate=False)
 
