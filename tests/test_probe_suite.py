@@ -95,3 +95,25 @@ def test_toml_syntax_error_names_the_line(tmp_path: Path) -> None:
 def test_missing_suite_file_lists_the_shipped_ones() -> None:
     with pytest.raises(BadInputError, match="no such suite file or shipped suite.*quick"):
         load_suite("does-not-exist")
+
+
+def test_a_probe_can_set_its_own_sample_count() -> None:
+    suite = parse_suite(GOOD + "samples = 12\n", "tiny.toml")
+    assert suite.settings.samples == 3 and suite.probes[1].options["samples"] == 12
+    assert parse_suite(GOOD, "tiny.toml").probes[1].options["samples"] is None
+    with pytest.raises(BadInputError, match=r"tiny.toml:\d+: probe\[1\] field 'samples'.*positive integer"):
+        parse_suite(GOOD + "samples = 0\n", "tiny.toml")
+
+
+def test_a_probes_sample_count_reaches_its_measurements_only() -> None:
+    from gpuscope.probing.runner import _with_samples
+    from gpuscope.probing.context import ProbeContext
+    from gpuscope.probing.environment import MemoryBudget, parse_device
+    from gpuscope.probing.timing import TimingPolicy
+
+    device = parse_device("cpu")
+    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=3))
+    seen: list[int] = []
+    _with_samples(9, lambda c, emit: seen.append(c.ceiling_policy.samples))(ctx, print)
+    _with_samples(None, lambda c, emit: seen.append(c.ceiling_policy.samples))(ctx, print)
+    assert seen == [9, 3] and ctx.ceiling_policy.samples == 3
