@@ -6,7 +6,7 @@ import datetime as _dt
 import math
 from typing import Any
 
-__all__ = ["fmt_quantity", "fmt_percent", "fmt_seconds", "fmt_number", "fmt_time_utc", "clean_text"]
+__all__ = ["fmt_quantity", "fmt_percent", "fmt_seconds", "fmt_number", "fmt_time_utc", "clean_text", "source_descriptions"]
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -94,3 +94,18 @@ def clean_text(value: Any, limit: int = 200) -> str:
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
+
+
+def source_descriptions(report: dict[str, Any], partial_suffix: str) -> list[str]:
+    """One plain-text line per report source: kind, label, creation time (UTC) and
+    ``partial_suffix`` when the source was partial. The caller escapes them."""
+    descriptions = []
+    for source in report.get("sources") or []:
+        kind = "results" if source.get("kind") == "results" else "telemetry log"
+        text = f"{kind} {clean_text(source.get('label'))}"
+        if source.get("created") is not None:
+            text += f" ({fmt_time_utc(source['created'])})"
+        if source.get("partial"):
+            text += partial_suffix
+        descriptions.append(text)
+    return descriptions

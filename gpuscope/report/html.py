@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from gpuscope.report.fmt import clean_text, fmt_time_utc
+from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.tables import Table, report_tables
 
 __all__ = ["render_html"]
@@ -147,15 +147,7 @@ def render_html(report: dict[str, Any]) -> str:
 
 
 def _meta(report: dict[str, Any]) -> str:
-    items = []
-    for source in report.get("sources") or []:
-        kind = "results" if source.get("kind") == "results" else "telemetry log"
-        text = f"{kind} {clean_text(source.get('label'))}"
-        if source.get("created") is not None:
-            text += f" ({fmt_time_utc(source['created'])})"
-        if source.get("partial"):
-            text += " — partial"
-        items.append(escape(text))
+    items = [escape(text) for text in source_descriptions(report, " — partial")]
     if report.get("redacted"):
         items.append("<strong>redacted</strong>: hostnames, usernames and command lines removed")
     return " · ".join(items)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpuscope.report.fmt import clean_text, fmt_time_utc
+from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.tables import Table, report_tables
 
 __all__ = ["render_markdown", "md_escape"]
@@ -53,15 +53,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     """The report as Markdown (a pure function of ``report``)."""
     tables = report_tables(report)
     out = [f"# {md_escape(report.get('title') or 'gpuscope report')}\n\n"]
-    meta = []
-    for source in report.get("sources") or []:
-        kind = "results" if source.get("kind") == "results" else "telemetry log"
-        text = f"{kind} {clean_text(source.get('label'))}"
-        if source.get("created") is not None:
-            text += f" ({fmt_time_utc(source['created'])})"
-        if source.get("partial"):
-            text += ", partial"
-        meta.append(md_escape(text))
+    meta = [md_escape(text) for text in source_descriptions(report, ", partial")]
     if report.get("redacted"):
         meta.append("redacted: hostnames, usernames and command lines removed")
     out.append(f"gpuscope {md_escape(report.get('gpuscope_version'))}" + (" · " + " · ".join(meta) if meta else "") + "\n")

@@ -386,35 +386,15 @@ class RenderedRoofline:
         return {label.mark.index: label.text for label in self.labels if not label.full and label.row is not None}
 
 
-def render_roofline(
-    model: RooflineModel,
-    width: int = 100,
-    height: int = 30,
-    *,
-    palette: ChartPalette = DEFAULT_PALETTE,
-    highlight: str | int | None = None,
-    detail: Literal["main", "all"] = "main",
-    extra_placements: Sequence[Placement] = (),
-    legend: bool = True,
-    title: str | None = "Roofline (log-log)",
-) -> str:
+def render_roofline(model: RooflineModel, width: int = 100, height: int = 30, **options: Any) -> str:
     """The chart as text, ``width`` columns wide and ``height`` rows tall plus the legend below
     it (ANSI colours unless the palette is monochrome). Widths below :data:`MIN_CHART_WIDTH` are
     raised to it. Point labels never overlap: a point whose full label finds no room shows its
     number (:func:`~gpuscope.roofline.chart_labels.point_tag`, the ``#`` column of the points
-    table); :func:`render_roofline_labelled` also says which. Not thread-safe: plotext keeps one
-    global figure."""
-    return render_roofline_labelled(
-        model,
-        width,
-        height,
-        palette=palette,
-        highlight=highlight,
-        detail=detail,
-        extra_placements=extra_placements,
-        legend=legend,
-        title=title,
-    ).text
+    table); :func:`render_roofline_labelled` also says which. ``options`` are the keyword-only
+    arguments of :func:`render_roofline_labelled` (``palette``, ``highlight``, ``detail``,
+    ``extra_placements``, ``legend``, ``title``). Not thread-safe: plotext keeps one global figure."""
+    return render_roofline_labelled(model, width, height, **options).text
 
 
 def render_roofline_labelled(

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.roofline.counting import BYTES_RULE, CountResult, count_call
+from gpuscope.roofline.model import PerCallRates
 from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
 from gpuscope.telemetry.values import Reason, Unavailable
@@ -33,7 +34,7 @@ class UncountedOpsWarning(UserWarning):
 
 
 @dataclass
-class MeasuredWorkload:
+class MeasuredWorkload(PerCallRates):
     """The result of :func:`measure`: one call's FLOPs and bytes and the timing of many calls."""
 
     name: str
@@ -54,20 +55,6 @@ class MeasuredWorkload:
     def time_s(self) -> float:
         """Median time of one call."""
         return self.timing.median_s
-
-    @property
-    def flop_per_s(self) -> float | None:
-        return self.flops / self.time_s if self.time_s > 0 else None
-
-    @property
-    def intensity_flop_per_byte(self) -> float | None:
-        return self.flops / self.bytes if self.bytes > 0 else None
-
-    @property
-    def dram_intensity_flop_per_byte(self) -> float | None:
-        if isinstance(self.dram_bytes_measured, Unavailable) or self.dram_bytes_measured <= 0:
-            return None
-        return self.flops / self.dram_bytes_measured
 
     def to_workload(self) -> dict[str, Any]:
         """The ``workloads`` entry of a results file."""

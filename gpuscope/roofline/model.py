@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Literal
 
+from gpuscope.telemetry.values import Unavailable
+
 __all__ = [
     "ABOVE_ROOF_TOLERANCE",
     "MEASURED",
@@ -27,6 +29,7 @@ __all__ = [
     "DeviceKey",
     "Roof",
     "DeviceRoofs",
+    "PerCallRates",
     "Point",
     "Placement",
     "Ridge",
@@ -178,8 +181,36 @@ class DeviceRoofs:
         return any(roof.straggler for roof in self.roofs)
 
 
+class PerCallRates:
+    """FLOP/s and FLOP/byte of one call, for records with ``flops``, ``bytes``, ``time_s`` (s) and
+    ``dram_bytes_measured`` (bytes; None or Unavailable when not measured)."""
+
+    flops: float
+    bytes: float
+    time_s: float
+    dram_bytes_measured: float | Unavailable | None
+
+    @property
+    def flop_per_s(self) -> float | None:
+        """Achieved FLOP/s; None without a time."""
+        return self.flops / self.time_s if self.time_s > 0 else None
+
+    @property
+    def intensity_flop_per_byte(self) -> float | None:
+        """FLOP per counted byte; None without bytes."""
+        return self.flops / self.bytes if self.bytes > 0 else None
+
+    @property
+    def dram_intensity_flop_per_byte(self) -> float | None:
+        """FLOP per DRAM byte actually moved (GPM), when measured."""
+        dram = self.dram_bytes_measured
+        if dram is None or isinstance(dram, Unavailable) or dram <= 0:
+            return None
+        return self.flops / dram
+
+
 @dataclass(frozen=True)
-class Point:
+class Point(PerCallRates):
     """A workload placed on the chart: FLOPs and bytes of one call, and how long it took."""
 
     name: str
@@ -197,21 +228,6 @@ class Point:
     origin: str | None = None
     straggler: bool = False  # the workload or probe measurement is a straggler's (multi-rank run)
 
-    @property
-    def flop_per_s(self) -> float | None:
-        return self.flops / self.time_s if self.time_s > 0 else None
-
-    @property
-    def intensity_flop_per_byte(self) -> float | None:
-        """FLOP per counted byte; None without bytes."""
-        return self.flops / self.bytes if self.bytes > 0 else None
-
-    @property
-    def dram_intensity_flop_per_byte(self) -> float | None:
-        """FLOP per DRAM byte actually moved (GPM), when measured."""
-        if self.dram_bytes_measured is None or self.dram_bytes_measured <= 0:
-            return None
-        return self.flops / self.dram_bytes_measured
 
 
 @dataclass(frozen=True)
