@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["config_dir", "data_dir", "use_private_matplotlib_dir"]
+__all__ = ["config_dir", "data_dir", "check_output_path", "use_private_matplotlib_dir"]
 
 
 def config_dir() -> Path:
@@ -28,6 +28,21 @@ def data_dir() -> Path:
         return Path(override).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "gpuscope"
+
+
+def check_output_path(output: Path, where: str = "") -> None:
+    """Raise a one-line :class:`~gpuscope.errors.UsageError` now, before any work, when
+    ``--output`` cannot be written: its folder is missing or read-only, or it is a folder.
+    ``where`` is added to the missing-folder message (e.g. "on rank 0's host")."""
+    from gpuscope.errors import UsageError
+
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise UsageError(f"--output {output}: folder {folder} does not exist" + (f" ({where})" if where else ""))
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"--output {output}: folder {folder} is not writable")
+    if output.is_dir():
+        raise UsageError(f"--output {output}: is a directory")
 
 
 def use_private_matplotlib_dir() -> None:

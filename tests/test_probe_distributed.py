@@ -16,7 +16,7 @@ import pytest
 
 from gpuscope.cli import main
 from gpuscope.errors import UsageError
-from gpuscope.probing.cluster import RankReport, collective_records, flag_stragglers, group_sizes, merge_rank_results
+from gpuscope.probing.cluster import RankReport, collective_records, group_sizes, merge_rank_results
 from gpuscope.probing.distributed import Launch
 from gpuscope.results import load_results, write_json_atomic
 

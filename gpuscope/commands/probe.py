@@ -13,7 +13,6 @@ Exit codes: 0 all measurements ok or skipped; 1 a measurement failed (validation
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 import time
@@ -166,6 +165,7 @@ def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run the suite; see the module docstring for exit codes."""
     from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, UsageError
+    from gpuscope.paths import check_output_path
 
     if not 0.0 < args.memory_fraction <= 1.0:
         raise UsageError(f"--memory-fraction {args.memory_fraction:g}: expected a number in (0, 1]")
@@ -174,13 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_distributed(args)
     output = Path(args.output)
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--output {output}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"--output {output}: folder {folder} is not writable")
-    if output.is_dir():
-        raise UsageError(f"--output {output}: is a directory")
+    check_output_path(output)
     if args.report:
         from gpuscope.report.io import format_for
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, ResourceError, UsageError
+from gpuscope.paths import check_output_path
 from gpuscope.probing.cluster import RankReport, collective_records, merge_rank_results
 from gpuscope.probing.rendezvous import HEARTBEAT_S, Heartbeat, Launch, Liveness, Mailbox, StopSignals
 
@@ -57,16 +58,6 @@ def _rank_device(text: str, local_rank: int) -> Any:
     if text.strip().lower() != "cuda":
         raise UsageError(f"--device {text}: with --distributed use --device cuda (each rank takes cuda:LOCAL_RANK) or cpu")
     return resolve_device(f"cuda:{local_rank}")
-
-
-def _check_output(output: Path) -> None:
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"--output {output}: folder {folder} does not exist (on rank 0's host)")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"--output {output}: folder {folder} is not writable")
-    if output.is_dir():
-        raise UsageError(f"--output {output}: is a directory")
 
 
 def _split_suite(suite: Any, device: Any) -> tuple[Any, dict[str, Any] | None]:
@@ -119,7 +110,7 @@ def run_distributed(args: argparse.Namespace) -> int:
         raise UsageError(f"--rank-timeout {rank_timeout_s:g}: expected a positive number of seconds")
     output = Path(args.output)
     if launch.rank == 0:
-        _check_output(output)
+        check_output_path(output, "on rank 0's host")
 
     from gpuscope.probing.suite import load_suite
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscope.paths import config_dir, data_dir
+from gpuscope.results import write_text_atomic
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
@@ -110,14 +110,4 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
     if settings.theme:
         lines.append(f"theme = {_toml_string(settings.theme)}")
     lines.append("hidden_panels = [" + ", ".join(_toml_string(p) for p in settings.hidden_panels) + "]")
-    descriptor, temporary = tempfile.mkstemp(prefix=".config.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    write_text_atomic(path, "\n".join(lines) + "\n")
