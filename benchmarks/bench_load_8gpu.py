@@ -95,8 +95,18 @@ def run_log_mode(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="gpuscope-load-"))
     output = folder / "load.jsonl"
     env = {**os.environ, "GPUSCOPE_FAKE_NVML": _scenario(args.gpus), "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "gpuscope", "log", "--interval", str(args.interval),
-               "--duration", str(args.duration), "--output", str(output)]
+    command = [
+        sys.executable,
+        "-m",
+        "gpuscope",
+        "log",
+        "--interval",
+        str(args.interval),
+        "--duration",
+        str(args.duration),
+        "--output",
+        str(output),
+    ]
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, cwd=folder, stderr=subprocess.PIPE, text=True)
     rss: list[tuple[float, float]] = []
@@ -211,8 +221,10 @@ def _row(summary: dict[str, Any]) -> str:
     def f(value: Any) -> str:
         return "-" if value is None else f"{value:.3g}"
 
-    return (f"| {summary['name']} | {f(summary.get('first_mean'))} | {f(summary.get('last_mean'))} | "
-            f"{f(summary.get('first_p95'))} | {f(summary.get('last_p95'))} | {f(summary.get('slope_per_min'))} |")
+    return (
+        f"| {summary['name']} | {f(summary.get('first_mean'))} | {f(summary.get('last_mean'))} | "
+        f"{f(summary.get('first_p95'))} | {f(summary.get('last_p95'))} | {f(summary.get('slope_per_min'))} |"
+    )
 
 
 def main() -> int:
@@ -230,15 +242,20 @@ def main() -> int:
     result["duration_s"] = args.duration
     result["interval_s"] = args.interval
     result["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
-    print(f"{result['mode']}: {result['gpus']} GPUs, {result['records']} records of {result['expected_records']} expected, "
-          f"{args.duration:g} s at {args.interval:g} s")
+    print(
+        f"{result['mode']}: {result['gpus']} GPUs, "
+        f"{result['records']} records of {result['expected_records']} expected, "
+        f"{args.duration:g} s at {args.interval:g} s"
+    )
     print("| quantity | first window | last window | first p95 | last p95 | slope per minute |")
     print("|---|---|---|---|---|---|")
     for key in ("rss_mb", "traced_mb", "sample_ms", "cpu_percent_of_core"):
         if key in result:
             print(_row(result[key]))
     if "tick_spacing_s" in result:
-        print(f"tick spacing: mean {result['tick_spacing_s']['mean']:.4f} s, max {result['tick_spacing_s']['max']:.3f} s")
+        print(
+            f"tick spacing: mean {result['tick_spacing_s']['mean']:.4f} s, max {result['tick_spacing_s']['max']:.3f} s"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -40,7 +40,13 @@ import csv, sys, time, psutil
 out = csv.writer(open(sys.argv[1], "w", newline=""))
 next_at = time.monotonic()
 while True:
-    row = [time.time(), psutil.cpu_percent(), *psutil.cpu_percent(percpu=True), *psutil.virtual_memory(), *psutil.swap_memory()]
+    row = [
+        time.time(),
+        psutil.cpu_percent(),
+        *psutil.cpu_percent(percpu=True),
+        *psutil.virtual_memory(),
+        *psutil.swap_memory(),
+    ]
     for name, io in psutil.net_io_counters(pernic=True).items():
         row += [name, io.bytes_recv, io.bytes_sent]
     out.writerow(row)
@@ -91,7 +97,9 @@ def _count_records(path: Path, header_lines: int) -> int:
         return 0
 
 
-def measure(tool: str, command: list[str], output: Path, interval_s: float, seconds: float, warmup_s: float, header_lines: int) -> Run:
+def measure(
+    tool: str, command: list[str], output: Path, interval_s: float, seconds: float, warmup_s: float, header_lines: int
+) -> Run:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
@@ -113,7 +121,15 @@ def measure(tool: str, command: list[str], output: Path, interval_s: float, seco
             process.wait()
     steady = (ticks1 - ticks0) / CLK_TCK / (wall1 - wall0)
     with_startup = ticks1 / CLK_TCK / max(lived_s, 1e-9)
-    return Run(tool, interval_s, round(wall1 - wall0, 2), 100 * steady, 100 * with_startup, peak_mb, _count_records(output, header_lines))
+    return Run(
+        tool,
+        interval_s,
+        round(wall1 - wall0, 2),
+        100 * steady,
+        100 * with_startup,
+        peak_mb,
+        _count_records(output, header_lines),
+    )
 
 
 def _median_wall_s(command: list[str], repeats: int) -> float:
@@ -167,21 +183,30 @@ def main() -> int:
         else:
             out = tmpdir / "psutil-loop.csv"
             command = [python, "-c", _PSUTIL_REFERENCE, str(out)]
-            reference = measure("reference: plain psutil loop (no glances)", command, out, 1.0, args.seconds, args.warmup, 0)
+            reference = measure(
+                "reference: plain psutil loop (no glances)", command, out, 1.0, args.seconds, args.warmup, 0
+            )
         runs.append(reference)
 
     help_s = _median_wall_s([python, "-m", "gpuscope", "--help"], args.help_repeats)
     pass_s = _median_wall_s([python, "-c", "pass"], args.help_repeats)
 
-    print(f"gpuscope log overhead: {args.seconds:g} s windows after {args.warmup:g} s warm-up; {os.cpu_count()} CPUs; python {sys.version.split()[0]}")
+    print(
+        f"gpuscope log overhead: {args.seconds:g} s windows after {args.warmup:g} s warm-up; "
+        f"{os.cpu_count()} CPUs; python {sys.version.split()[0]}"
+    )
     print(f"{'tool':42} {'interval':>8} {'%core':>7} {'+start':>7} {'RSS MB':>7} {'records':>8} {'vs ref':>7}")
     for run in runs:
         ratio = run.cpu_core_percent / reference.cpu_core_percent if reference.cpu_core_percent > 0 else float("nan")
         print(
-            f"{run.tool:42} {run.interval_s:>7g}s {run.cpu_core_percent:>6.2f}% {run.cpu_core_percent_with_startup:>6.2f}% "
+            f"{run.tool:42} {run.interval_s:>7g}s {run.cpu_core_percent:>6.2f}% "
+            f"{run.cpu_core_percent_with_startup:>6.2f}% "
             f"{run.peak_rss_mb:>7.1f} {run.records:>8d} {ratio:>6.2f}x"
         )
-    print(f"gpuscope --help: {help_s * 1000:.0f} ms median wall (python -c pass: {pass_s * 1000:.0f} ms; difference {1000 * (help_s - pass_s):.0f} ms)")
+    print(
+        f"gpuscope --help: {help_s * 1000:.0f} ms median wall "
+        f"(python -c pass: {pass_s * 1000:.0f} ms; difference {1000 * (help_s - pass_s):.0f} ms)"
+    )
     at_1 = runs[0]
     at_01 = runs[1]
     checks = {
@@ -193,7 +218,12 @@ def main() -> int:
     for name, ok in checks.items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
     if args.json:
-        args.json.write_text(json.dumps({"runs": [asdict(r) for r in runs], "help_s": help_s, "python_pass_s": pass_s, "checks": checks}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"runs": [asdict(r) for r in runs], "help_s": help_s, "python_pass_s": pass_s, "checks": checks},
+                indent=2,
+            )
+        )
     return 0 if all(checks.values()) else 1
 
 

@@ -12,6 +12,7 @@ gpuscope / reference >= 0.95 for fp32 and fp64.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import threading
@@ -36,7 +37,11 @@ def reference(dtype: str, sizes: tuple[int, ...] = (1024, 2048, 3072)) -> dict[s
         b = np.random.default_rng(1).random((n, n), dtype=np_dtype) + 0.5
         c = np.empty_like(a)
         ta, tb, tc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
-        for library, call in (("numpy", lambda: np.matmul(a, b, out=c)), ("torch", lambda: torch.mm(ta, tb, out=tc))):
+        calls = (
+            ("numpy", functools.partial(np.matmul, a, b, out=c)),
+            ("torch", functools.partial(torch.mm, ta, tb, out=tc)),
+        )
+        for library, call in calls:
             call()
             fastest = min(_timed(call) for _ in range(5))
             if flops / fastest > float(best["value"]):
@@ -64,7 +69,9 @@ def gpuscope_ceiling(dtype: str) -> dict[str, float | str]:
     ctx = ProbeContext(
         device=device,
         budget=MemoryBudget(device),
-        ceiling_policy=TimingPolicy(samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s),
+        ceiling_policy=TimingPolicy(
+            samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s
+        ),
         cancel=threading.Event(),
         versions=versions(device),
         max_call_s=settings.max_call_s,
@@ -79,7 +86,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--wait-quiet", type=float, default=60.0, metavar="S", help="before each round wait up to S seconds for an idle CPU")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="before each round wait up to S seconds for an idle CPU",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _quiet import wait_for_quiet
@@ -94,7 +107,11 @@ def main() -> int:
             g = gpuscope_ceiling(dtype)
             ref[dtype] = max(ref[dtype], r, key=lambda x: x["value"])
             ours[dtype] = max(ours[dtype], g, key=lambda x: x["value"])
-            print(f"round {round_index + 1} {dtype}: reference {r['value'] / 1e9:.1f} GFLOP/s ({r['library']} {r['shape']}), gpuscope {g['value'] / 1e9:.1f} ({g['library']})", flush=True)
+            print(
+                f"round {round_index + 1} {dtype}: reference {r['value'] / 1e9:.1f} GFLOP/s "
+                f"({r['library']} {r['shape']}), gpuscope {g['value'] / 1e9:.1f} ({g['library']})",
+                flush=True,
+            )
     ok = True
     print(f"\n{'dtype':<6}{'best BLAS GFLOP/s':>19}{'gpuscope GFLOP/s':>18}{'ratio':>8}  winner")
     report = {}
@@ -102,7 +119,10 @@ def main() -> int:
         ratio = ours[dtype]["value"] / ref[dtype]["value"]
         ok &= ratio >= 0.95
         report[dtype] = {"reference": ref[dtype], "gpuscope": ours[dtype], "ratio": ratio}
-        print(f"{dtype:<6}{ref[dtype]['value'] / 1e9:>19.1f}{ours[dtype]['value'] / 1e9:>18.1f}{ratio:>8.3f}  reference {ref[dtype]['library']}, gpuscope {ours[dtype]['library']}")
+        print(
+            f"{dtype:<6}{ref[dtype]['value'] / 1e9:>19.1f}{ours[dtype]['value'] / 1e9:>18.1f}{ratio:>8.3f}  "
+            f"reference {ref[dtype]['library']}, gpuscope {ours[dtype]['library']}"
+        )
     print("target (ratio >= 0.95):", "met" if ok else "NOT met")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

@@ -31,7 +31,10 @@ def build_stream(folder: Path) -> Path:
     if compiler is None:
         raise SystemExit("bench_probes_memory: no C compiler (gcc) found; the reference cannot be built")
     binary = folder / "stream"
-    subprocess.run([compiler, "-O3", "-march=native", "-fopenmp", str(ROOT / "benchmarks" / "stream.c"), "-o", str(binary)], check=True)
+    subprocess.run(
+        [compiler, "-O3", "-march=native", "-fopenmp", str(ROOT / "benchmarks" / "stream.c"), "-o", str(binary)],
+        check=True,
+    )
     return binary
 
 
@@ -49,7 +52,12 @@ def run_gpuscope(array_bytes: int) -> dict[str, float]:
     from gpuscope.probing.timing import TimingPolicy
 
     device = parse_device("cpu")
-    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=5, target_sample_s=0.02, warmup_max_s=1.0), cancel=threading.Event())
+    ctx = ProbeContext(
+        device=device,
+        budget=MemoryBudget(device),
+        ceiling_policy=TimingPolicy(samples=5, target_sample_s=0.02, warmup_max_s=1.0),
+        cancel=threading.Event(),
+    )
     out: dict[str, float] = {}
     for kernel in KERNELS:
         narrays = 2 if kernel in ("copy", "scale") else 3
@@ -68,7 +76,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--array-mib", type=int, default=None, help="bytes per array in MiB (default 4x LLC)")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--wait-quiet", type=float, default=60.0, metavar="S", help="before each round wait up to S seconds for an idle CPU")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="before each round wait up to S seconds for an idle CPU",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _quiet import wait_for_quiet
@@ -93,15 +107,30 @@ def main() -> int:
                 best_c[k] = max(best_c[k], c[k])
                 best_g[k] = max(best_g[k], g[k])
                 implementations[k] = g[f"{k}_implementation"]
-            print(f"round {round_index + 1}: C " + " ".join(f"{k} {c[k] / 1e9:.1f}" for k in KERNELS) + " | gpuscope " + " ".join(f"{k} {g[k] / 1e9:.1f}" for k in KERNELS) + " GB/s", flush=True)
+            print(
+                f"round {round_index + 1}: C "
+                + " ".join(f"{k} {c[k] / 1e9:.1f}" for k in KERNELS)
+                + " | gpuscope "
+                + " ".join(f"{k} {g[k] / 1e9:.1f}" for k in KERNELS)
+                + " GB/s",
+                flush=True,
+            )
     ok = True
     report = {"array_bytes": array_bytes, "threads": threads, "rounds": args.rounds, "kernels": {}}
-    print(f"\narrays {array_bytes / 2**20:.0f} MiB each ({array_bytes / llc:.1f}x LLC), {threads} threads, best of {args.rounds} rounds")
+    print(
+        f"\narrays {array_bytes / 2**20:.0f} MiB each ({array_bytes / llc:.1f}x LLC), "
+        f"{threads} threads, best of {args.rounds} rounds"
+    )
     print(f"{'kernel':<8}{'STREAM C GB/s':>15}{'gpuscope GB/s':>15}{'ratio':>8}  implementation")
     for k in KERNELS:
         ratio = best_g[k] / best_c[k]
         ok &= ratio >= 0.95
-        report["kernels"][k] = {"stream_c_bytes_per_s": best_c[k], "gpuscope_bytes_per_s": best_g[k], "ratio": ratio, "implementation": implementations[k]}
+        report["kernels"][k] = {
+            "stream_c_bytes_per_s": best_c[k],
+            "gpuscope_bytes_per_s": best_g[k],
+            "ratio": ratio,
+            "implementation": implementations[k],
+        }
         print(f"{k:<8}{best_c[k] / 1e9:>15.1f}{best_g[k] / 1e9:>15.1f}{ratio:>8.3f}  {implementations[k]}")
     print("target (every ratio >= 0.95):", "met" if ok else "NOT met")
     if args.json:

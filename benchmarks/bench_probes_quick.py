@@ -29,7 +29,24 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_once(device: str, output: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gpuscope", "probe", "--device", device, "--suite", "quick", "--output", str(output), "--quiet"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpuscope",
+            "probe",
+            "--device",
+            device,
+            "--suite",
+            "quick",
+            "--output",
+            str(output),
+            "--quiet",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"gpuscope probe exited {done.returncode}: {done.stderr.strip()[-500:]}")
@@ -44,7 +61,19 @@ def build_stream(folder: Path) -> Path | None:
     """Compile benchmarks/stream.c into ``folder``; None (with a note) when that fails."""
     binary = folder / "stream"
     try:
-        subprocess.run([os.environ.get("CC", "gcc"), "-O3", "-march=native", "-fopenmp", str(ROOT / "benchmarks" / "stream.c"), "-o", str(binary)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                os.environ.get("CC", "gcc"),
+                "-O3",
+                "-march=native",
+                "-fopenmp",
+                str(ROOT / "benchmarks" / "stream.c"),
+                "-o",
+                str(binary),
+            ],
+            check=True,
+            capture_output=True,
+        )
     except (OSError, subprocess.CalledProcessError) as exc:
         print(f"note: no STREAM C reference ({exc})", flush=True)
         return None
@@ -72,7 +101,13 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--keep", default=None, help="folder to keep the results files in")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--wait-quiet", type=float, default=60.0, metavar="S", help="before each run wait up to S seconds for an idle CPU")
+    parser.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="before each run wait up to S seconds for an idle CPU",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _quiet import wait_for_quiet
@@ -100,7 +135,11 @@ def main() -> int:
     names = sorted(set.intersection(*(set(c) for c in ceilings)))
     worst = 0.0
     rows = []
-    print(f"\n{'ceiling':<20}" + "".join(f"{'run ' + str(i + 1):>14}" for i in range(args.runs)) + f"{'difference':>12}  contention % per run")
+    print(
+        f"\n{'ceiling':<20}"
+        + "".join(f"{'run ' + str(i + 1):>14}" for i in range(args.runs))
+        + f"{'difference':>12}  contention % per run"
+    )
     contended_over = []
     for name in names:
         values = [c[name] for c in ceilings]
@@ -113,7 +152,13 @@ def main() -> int:
             contended_over.append(name)
         rows.append({"name": name, "values": values, "difference": difference, "host_contention_percent": busy})
         note = ("  <-- over 5%" + (" (contended)" if contended else "")) if difference > 0.05 else ""
-        print(f"{name:<20}" + "".join(f"{v / scale:>13.1f}{unit}" for v in values) + f"{difference * 100:>11.1f}%  " + " ".join("-" if b is None else f"{b:.0f}" for b in busy) + note)
+        print(
+            f"{name:<20}"
+            + "".join(f"{v / scale:>13.1f}{unit}" for v in values)
+            + f"{difference * 100:>11.1f}%  "
+            + " ".join("-" if b is None else f"{b:.0f}" for b in busy)
+            + note
+        )
     stream_rows = []
     if len(streams) >= 2:
         print("\nSTREAM C reference (same DRAM arrays, run right after each quick run): the machine's own drift")
@@ -126,11 +171,29 @@ def main() -> int:
     time_ok = max(times) <= 60.0
     agree_ok = worst <= 0.05 and not missing
     print(f"\nwall time: {', '.join(f'{t:.1f} s' for t in times)} (target <= 60 s: {'met' if time_ok else 'NOT met'})")
-    print(f"largest difference between runs: {worst * 100:.1f}% (target <= 5%: {'met' if agree_ok else 'NOT met'})" + (f"; ceilings in only some runs: {missing}" if missing else ""))
+    print(
+        f"largest difference between runs: {worst * 100:.1f}% (target <= 5%: {'met' if agree_ok else 'NOT met'})"
+        + (f"; ceilings in only some runs: {missing}" if missing else "")
+    )
     if contended_over:
-        print(f"over 5% while other processes took > {CONTENDED_PERCENT:.0f}% of the cores (external, not comparable): {', '.join(contended_over)}")
+        print(
+            f"over 5% while other processes took > {CONTENDED_PERCENT:.0f}% of the cores "
+            f"(external, not comparable): {', '.join(contended_over)}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"times_s": times, "ceilings": rows, "worst_difference": worst, "missing": missing, "contended_over_5_percent": contended_over, "stream_c_reference": stream_rows}, indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "times_s": times,
+                    "ceilings": rows,
+                    "worst_difference": worst,
+                    "missing": missing,
+                    "contended_over_5_percent": contended_over,
+                    "stream_c_reference": stream_rows,
+                },
+                indent=2,
+            )
+        )
     return 0 if time_ok and agree_ok else 1
 
 

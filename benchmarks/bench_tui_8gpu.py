@@ -79,7 +79,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     rows = []
-    scenarios = ("gpus=2xh200,links=18", "gpus=8xh200,links=18", "gpus=8xh200,links=18,random=0.05,seed=1,errors=Unknown+Timeout")
+    scenarios = (
+        "gpus=2xh200,links=18",
+        "gpus=8xh200,links=18",
+        "gpus=8xh200,links=18,random=0.05,seed=1,errors=Unknown+Timeout",
+    )
     for scenario in scenarios:  # the 2-GPU row is the reference measured in the same run
         for interval_s in (1.0, 0.1):
             row = asyncio.run(run(scenario, interval_s, args.presses))
@@ -88,8 +92,10 @@ def main() -> int:
     print("| scenario | interval | median ms | p95 ms | max ms | polls/s (expected) |")
     print("|---|---|---|---|---|---|")
     for row in rows:
-        print(f"| {row['scenario']} | {row['interval_s']} s | {row['median_ms']} | {row['p95_ms']} | {row['max_ms']} | "
-              f"{row['polls_per_s']} ({row['polls_expected_per_s']}) |")
+        print(
+            f"| {row['scenario']} | {row['interval_s']} s | {row['median_ms']} | {row['p95_ms']} | {row['max_ms']} | "
+            f"{row['polls_per_s']} ({row['polls_expected_per_s']}) |"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2) + "\n")

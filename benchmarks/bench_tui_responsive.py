@@ -5,10 +5,10 @@ Part 1, as a user sees it: ``gpuscope --demo`` runs in tmux (120x40); a key that
 screens is sent with ``tmux send-keys`` and the pane is polled every 5 ms until the new screen
 shows. Measured idle, then while the probes screen runs ``--suite`` on the CPU (child process).
 
-Part 2, a like-for-like comparison of the two designs: the app runs headless (Textual's test driver, 120x40) fed by the demo source (fake NVML, two
-GPUs) at a 1 s refresh. A key that switches screens is pressed every 0.25 s; the latency is the
-time from posting the key until the app has processed it and painted (``pilot.press`` then
-``pilot.pause()``). Three conditions, each ``--presses`` presses:
+Part 2, a like-for-like comparison of the two designs: the app runs headless (Textual's test
+driver, 120x40) fed by the demo source (fake NVML, two GPUs) at a 1 s refresh. A key that
+switches screens is pressed every 0.25 s; the latency is the time from posting the key until the
+app has processed it and painted (``pilot.press`` then ``pilot.pause()``). Three conditions, each ``--presses`` presses:
 
 - ``idle``: no probe running;
 - ``child``: the probes screen's own run (``python -m gpuscope.tui.probe_child``, a separate
@@ -136,7 +136,17 @@ def tmux_latencies(suite: str, presses: int) -> dict[str, object]:
     subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
     python = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
     env = f"PYTHONPATH={REPO} GPUSCOPE_CONFIG_DIR={os.environ['GPUSCOPE_CONFIG_DIR']} TERM=xterm-256color"
-    _tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "40", f"exec env {env} {python} -m gpuscope --demo --suite {suite}")
+    _tmux(
+        "new-session",
+        "-d",
+        "-s",
+        session,
+        "-x",
+        "120",
+        "-y",
+        "40",
+        f"exec env {env} {python} -m gpuscope --demo --suite {suite}",
+    )
     out: dict[str, object] = {}
     # Markers that appear only once each screen has been drawn.
     targets = [("4", "sorted by"), ("1", "GPU 0 ·")]
@@ -161,7 +171,14 @@ def tmux_latencies(suite: str, presses: int) -> dict[str, object]:
         screen = _tmux("capture-pane", "-p", "-t", session)
         out["probe_running_child"] = _summary(running)
         _key_latency(session, "3", "measurement")
-        out["probe_status_after"] = next((line.strip() for line in _tmux("capture-pane", "-p", "-t", session).splitlines() if "Running" in line or "Done" in line), "")
+        out["probe_status_after"] = next(
+            (
+                line.strip()
+                for line in _tmux("capture-pane", "-p", "-t", session).splitlines()
+                if "Running" in line or "Done" in line
+            ),
+            "",
+        )
         del screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
@@ -186,9 +203,14 @@ def main() -> int:
     for condition in args.conditions.split(","):
         outcome = asyncio.run(run(condition, suite, args.presses))
         results.append(outcome)
-        print(f"{condition:<7} " + " ".join(f"{key}={value}" for key, value in outcome.items() if key != "condition"), flush=True)
+        print(
+            f"{condition:<7} " + " ".join(f"{key}={value}" for key, value in outcome.items() if key != "condition"),
+            flush=True,
+        )
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"suite": suite, "cores": os.cpu_count(), "tmux": tmux, "pilot": results}, indent=2) + "\n")
+    args.json.write_text(
+        json.dumps({"suite": suite, "cores": os.cpu_count(), "tmux": tmux, "pilot": results}, indent=2) + "\n"
+    )
     print(f"(written to {args.json})")
     return 0
 

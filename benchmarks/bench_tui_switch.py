@@ -97,7 +97,9 @@ async def run(scenario: str, presses: int, size: tuple[int, int]) -> dict[str, o
         "size": f"{size[0]}x{size[1]}",
         **_summary(every),
         "cpu_median_ms": round(statistics.median(cpu), 1),
-        "by_screen_median_ms": {MODES[key]: round(statistics.median(values), 1) for key, values in sorted(latency.items())},
+        "by_screen_median_ms": {
+            MODES[key]: round(statistics.median(values), 1) for key, values in sorted(latency.items())
+        },
     }
 
 

@@ -28,16 +28,24 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_FILES = [
     "tests/test_hostile_inputs.py",
     "tests/test_hostile_cli.py",
+    "tests/test_hostile_outputs.py",
+    "tests/test_hostile_concurrency.py",
+    "tests/test_hostile_streams.py",
     "tests/test_faults_log.py",
     "tests/test_faults_probe.py",
+    "tests/test_faults_exporter.py",
     "tests/test_faults_tui.py",
     "tests/test_security.py",
 ]
 SECTIONS = {
     "tests/test_hostile_inputs.py": "Bad input files (library readers)",
     "tests/test_hostile_cli.py": "Bad command lines and files (real processes)",
+    "tests/test_hostile_outputs.py": "Outputs that must not destroy what they replace",
+    "tests/test_hostile_concurrency.py": "Concurrent writers and restarts",
+    "tests/test_hostile_streams.py": "Closed or full standard streams, and text on the terminal",
     "tests/test_faults_log.py": "Faults while logging",
     "tests/test_faults_probe.py": "Faults while probing",
+    "tests/test_faults_exporter.py": "Faults while serving Prometheus",
     "tests/test_faults_tui.py": "Faults in a TUI session",
     "tests/test_security.py": "Security",
 }
@@ -45,14 +53,14 @@ SECTIONS = {
 
 #: Bugs these tests found and that were fixed (kept by hand: the table shows they now hold).
 FIXED = [
-    "results files: a ceiling with `device: \"\"` passed validation and crashed `gpuscope roofline` (AssertionError); "
+    'results files: a ceiling with `device: ""` passed validation and crashed `gpuscope roofline` (AssertionError); '
     "`schema_version: true` was read as version 1; numbers such as `1e308` or `1e-320` passed and made the chart "
     "(OverflowError) or `--json` (ValueError: inf) crash. Now: non-empty strings, a bool is no version, and "
     "values must be 0 or between 1e-15 and 1e30 (gpuscope/results.py).",
     "telemetry logs: a line nested 100,000 deep escaped the reader as RecursionError; `NaN`/`Infinity` literals "
-    "were accepted; wrong-typed fields (`\"timestamp\": \"noon\"`, `\"host\": 5`, `\"gpus\": \"abc\"`) were "
+    'were accepted; wrong-typed fields (`"timestamp": "noon"`, `"host": 5`, `"gpus": "abc"`) were '
     "accepted and crashed replay and reports later; a 300 MB line was read whole into memory; a CSV cell over "
-    "csv's field limit was reported as \"0 cells\"; a CSV last line cut just before its `unavailable` cell was "
+    'csv\'s field limit was reported as "0 cells"; a CSV last line cut just before its `unavailable` cell was '
     "read as a complete record with its reasons lost. Now: one line naming the file, line and field "
     "(gpuscope/telemetry/logcheck.py checks every record against the record types; 16 MiB line limit).",
     "`gpuscope roofline --width 100000000` (or `--height`) hung in plotext: now limited to 1000 x 500.",
@@ -62,9 +70,31 @@ FIXED = [
     "blamed on the user's function); a huge or nested `--args-json` tensor gave a traceback; a bad `--output` "
     "results file was found only after timing; importing `bench.py:f` left a `__pycache__` folder next to the "
     "user's file. All now one-line errors before any work, and no bytecode is written.",
+    "Issue 16 (a second, outside corpus: 41 of 96 cases failed), fixed at the root, one class each: "
+    "(2) `/dev/zero` or a 2 GB sparse file as a results file, suite, report, theme, settings or log grew to a "
+    "MemoryError: every input is now read through gpuscope/fileio.py in 1 MiB chunks with a limit per file kind "
+    "(results and report 64 MiB, suite 1 MiB, theme and settings 256 KiB, log lines 16 MiB); "
+    "(3) `-o` naming a FIFO, a device or a symlink to one replaced it by a regular file, `report -o` / `compare -o` "
+    "could overwrite their own input, a 0600 output became 0644, a 250-byte name could not be written: "
+    "`-` is standard output, special files and the command's inputs (same inode) are refused, the mode is kept, "
+    "temporary names fit NAME_MAX; "
+    "(4) restarting `gpuscope log -o run.jsonl` silently truncated the previous run, two loggers interleaved, "
+    "three `gpuscope.measure(results=...)` processes kept 31 of 36 workloads: every output is locked "
+    "(a second writer gets exit 4), `log` needs `--append` or `--force` for an existing file, and a results "
+    "file is read, changed and written under its lock; "
+    "(5) stdout on /dev/full or closed gave OSError/AttributeError tracebacks: gpuscope/cli.py turns them into one "
+    "line and exit 1, and a reader leaving the pipe into exit 0; "
+    "(6) `--redact` missed `ZZ-SECRET-77` and `bench_zz-secret-77`, file names with a newline or ESC split or "
+    "drove the terminal, bidi controls reached it from `roofline`, `LC_ALL=C` crashed on `·`: one escaping "
+    "function (gpuscope/textsafe.py) for every name printed, ASCII spellings on an ASCII terminal; "
+    "(8) Ctrl-C in a probe ended in SIGABRT (a KeyboardInterrupt inside `Thread.join` made CPython 3.11 mark the "
+    "running probe thread stopped, so the interpreter exited under torch): SIGINT now only sets the cancel event "
+    "and the thread is waited for; the exporter caps connections, times idle ones out, has a 128 backlog and treats "
+    "a failed /proc read as an unavailable metric; `--listen 127.0.0.1:²` is a usage error; every error line of "
+    "every subcommand starts `gpuscope: error:`.",
     "Fixed by their owners after these tests reported them: suites, themes and the TUI configuration nested "
     "5,000 deep raised RecursionError (a traceback from `gpuscope probe --suite`); torch's CPU out-of-memory "
-    "error (\"DefaultCPUAllocator: can't allocate memory\") was not recognised, so one size that did not fit "
+    'error ("DefaultCPUAllocator: can\'t allocate memory") was not recognised, so one size that did not fit '
     "ended the whole probe run.",
 ]
 
@@ -103,7 +133,18 @@ _SPLIT_ABOVE = 20
 
 
 def run_tests(junit: Path) -> int:
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", "-o", "junit_family=xunit1", *TEST_FILES]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        "-o",
+        "junit_family=xunit1",
+        *TEST_FILES,
+    ]
     print("running:", " ".join(command[2:]), flush=True)
     return subprocess.run(command, cwd=REPO).returncode
 
@@ -128,7 +169,10 @@ def collect(junit: Path) -> list[Row]:
         failure = case.find("failure")
         error = case.find("error")
         if skipped is not None and (skipped.get("type") == "pytest.xfail"):
-            row.known[skipped.get("message", "").removeprefix("xfail-marked test passes unexpectedly").strip() or "known failure"].append(param)
+            row.known[
+                skipped.get("message", "").removeprefix("xfail-marked test passes unexpectedly").strip()
+                or "known failure"
+            ].append(param)
         elif skipped is not None:
             row.known[f"skipped: {skipped.get('message', '')}"].append(param)
         elif failure is not None or error is not None:
@@ -215,13 +259,22 @@ def _load_section() -> list[str]:
         ]
         for key in ("rss_mb", "sample_ms", "cpu_percent_of_core"):
             s = data[key]
-            lines.append(f"| {s['name']} | {s['first_mean']:.3g} | {s['last_mean']:.3g} | {s['first_p95']:.3g} | {s['last_p95']:.3g} | {s['slope_per_min']:+.3g} |")
+            lines.append(
+                f"| {s['name']} | {s['first_mean']:.3g} | {s['last_mean']:.3g} | {s['first_p95']:.3g} | {s['last_p95']:.3g} | {s['slope_per_min']:+.3g} |"
+            )
         spacing = data["tick_spacing_s"]
-        lines += ["", f"Tick spacing: mean {spacing['mean']:.4f} s, longest {spacing['max']:.3f} s "
-                  f"(the sampler skips a missed tick rather than bursting). Windows are the first and last "
-                  f"{data['rss_mb']['window_s']:.0f} s after a warm-up.", ""]
+        lines += [
+            "",
+            f"Tick spacing: mean {spacing['mean']:.4f} s, longest {spacing['max']:.3f} s "
+            f"(the sampler skips a missed tick rather than bursting). Windows are the first and last "
+            f"{data['rss_mb']['window_s']:.0f} s after a warm-up.",
+            "",
+        ]
     else:
-        lines += ["(no bench-out/load_8gpu_600s.json: run `benchmarks/bench_load_8gpu.py --json bench-out/load_8gpu_600s.json`)", ""]
+        lines += [
+            "(no bench-out/load_8gpu_600s.json: run `benchmarks/bench_load_8gpu.py --json bench-out/load_8gpu_600s.json`)",
+            "",
+        ]
     inprocess = REPO / "bench-out" / "load_8gpu_inprocess.json"
     if inprocess.exists():
         data = json.loads(inprocess.read_text())
@@ -236,10 +289,16 @@ def _load_section() -> list[str]:
         ]
         for key in ("rss_mb", "traced_mb", "sample_ms"):
             s = data[key]
-            lines.append(f"| {s['name']} | {s['first_mean']:.3g} | {s['last_mean']:.3g} | {s['first_p95']:.3g} | {s['last_p95']:.3g} | {s['slope_per_min']:+.3g} |")
-        lines += ["", "The traced slope includes the benchmark's own per-sample bookkeeping (a list of timings). A tracemalloc "
-                  "snapshot diff of the same set-up between 70 s and 150 s (ring buffer full) came to about -3 KB net: "
-                  "what the sampler allocates is replaced, not accumulated.", ""]
+            lines.append(
+                f"| {s['name']} | {s['first_mean']:.3g} | {s['last_mean']:.3g} | {s['first_p95']:.3g} | {s['last_p95']:.3g} | {s['slope_per_min']:+.3g} |"
+            )
+        lines += [
+            "",
+            "The traced slope includes the benchmark's own per-sample bookkeeping (a list of timings). A tracemalloc "
+            "snapshot diff of the same set-up between 70 s and 150 s (ring buffer full) came to about -3 KB net: "
+            "what the sampler allocates is replaced, not accumulated.",
+            "",
+        ]
     tui = REPO / "bench-out" / "tui_8gpu.json"
     if tui.exists():
         rows = json.loads(tui.read_text())
@@ -251,8 +310,10 @@ def _load_section() -> list[str]:
             "|---|---|---|---|---|---|",
         ]
         for row in rows:
-            lines.append(f"| `{row['scenario']}` | {row['interval_s']} s | {row['median_ms']} | {row['p95_ms']} | {row['max_ms']} | "
-                         f"{row['polls_per_s']} ({row['polls_expected_per_s']}) |")
+            lines.append(
+                f"| `{row['scenario']}` | {row['interval_s']} s | {row['median_ms']} | {row['p95_ms']} | {row['max_ms']} | "
+                f"{row['polls_per_s']} ({row['polls_expected_per_s']}) |"
+            )
         lines.append("")
     return lines
 
@@ -269,7 +330,8 @@ def render(rows: list[Row], junit_seconds: float | None) -> str:
         "",
         "Users run gpuscope on shared, overloaded, misconfigured machines. This page lists every hostile input, fault and",
         "security check in the test suite and its outcome, regenerated from a real run. Exit codes are the README's:",
-        "2 bad command line, 3 bad input file, 4 missing resource, 1 failed run, 130 interrupted. \"Held\" means: one line",
+        "2 bad command line, 3 bad input file, 4 missing resource (also: an output another gpuscope process is writing),",
+        '1 failed run (also: standard output closed or full), 130 interrupted. "Held" means: one line',
         "on stderr naming the file, field, line or option, the documented exit code, no traceback, and no output left",
         "looking complete (an output that existed keeps its previous content; no temporary file is left).",
         "",
@@ -290,7 +352,16 @@ def render(rows: list[Row], junit_seconds: float | None) -> str:
         section = [row for row in rows if row.file == file]
         if not section:
             continue
-        out += [f"## {title}", "", f"`{file}`", "", "| what was tried | cases | what happened |", "|---|---|---|"]
+        cases = sum(len(row.cases) for row in section)
+        held = sum(row.passed for row in section)
+        out += [
+            f"## {title}",
+            "",
+            f"`{file}`: {cases} cases, {held} held.",
+            "",
+            "| what was tried | cases | what happened |",
+            "|---|---|---|",
+        ]
         for row in section:
             what = row.what.replace("|", "\\|")
             out.append(f"| {what} | {_cases_text(row).replace('|', '/')} | {_outcome(row).replace('|', '/')} |")
@@ -310,7 +381,13 @@ def render(rows: list[Row], junit_seconds: float | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=REPO / "docs" / "robustness.md")
-    parser.add_argument("--no-run", type=Path, default=None, metavar="JUNIT.xml", help="use an existing JUnit XML instead of running the tests")
+    parser.add_argument(
+        "--no-run",
+        type=Path,
+        default=None,
+        metavar="JUNIT.xml",
+        help="use an existing JUnit XML instead of running the tests",
+    )
     args = parser.parse_args()
     seconds = None
     if args.no_run:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "measure"]
+__all__ = ["__version__", "measure", "profile"]
 
 
 def measure(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -19,3 +19,14 @@ def measure(fn: Any, *args: Any, **kwargs: Any) -> Any:
     from gpuscope.roofline.measure import measure as _measure
 
     return _measure(fn, *args, **kwargs)
+
+
+def profile(*args: Any, **kwargs: Any) -> Any:
+    """Where a step's time goes, op by op, against the roofline: ``with gpuscope.profile() as p``
+    per step, or ``gpuscope.profile(fn, *args, steps=N)``.
+
+    See :func:`gpuscope.profiling.api.profile` for the keyword arguments.
+    """
+    from gpuscope.profiling.api import profile as _profile
+
+    return _profile(*args, **kwargs)

@@ -9,12 +9,16 @@ does the work (importing what it needs). So ``gpuscope --help`` stays fast and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import io
+import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpuscope import __version__
-from gpuscope.errors import EXIT_INTERRUPTED, GpuscopeError
+from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, GpuscopeError, StdoutError, StdoutReaderLeft
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -22,10 +26,12 @@ __all__ = ["main", "build_parser", "COMMANDS"]
 COMMANDS: dict[str, str] = {
     "tui": "open the interactive dashboard (the default with no command)",
     "log": "log telemetry headless as JSON lines or CSV",
+    "snapshot": "print one line per GPU and one for the host, then exit (--json for scripts)",
     "doctor": "show what gpuscope can see on this machine, and why not",
     "probe": "measure compute, memory, transfer and collective ceilings",
     "roofline": "print the roofline chart of one or more results files",
     "measure": "time a Python function and add it to a results file as a roofline point",
+    "profile": "show where a model step's time goes, op by op, against the roofline",
     "report": "write a snapshot report (HTML, Markdown or JSON)",
     "compare": "compare the ceilings and workloads of two or more results files",
     "replay": "play a recorded telemetry log through the dashboard",
@@ -34,10 +40,13 @@ COMMANDS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line without the usage block."""
+    """argparse that reports errors as one line without the usage block, ``gpuscope: error:``
+    first for every subcommand too (the README's promise)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        from gpuscope.textsafe import safe_text
+
+        self.exit(2, f"gpuscope: error: {safe_text(message)}\n")
 
 
 def _command_module(name: str):  # noqa: ANN202 - returns a module
@@ -63,29 +72,185 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run gpuscope; returns the process exit code (see :mod:`gpuscope.errors`)."""
+    """Run gpuscope; returns the process exit code (see :mod:`gpuscope.errors`).
+
+    The one place that turns what escapes a command into one line on stderr: gpuscope errors
+    (their exit code), Ctrl-C (130), standard output closed, full or failing (exit 1), and the
+    reader of a pipe leaving (``| head``: exit 0, no traceback)."""
+    from gpuscope.fileio import command_scope
+    from gpuscope.textsafe import install_ascii_fallback, safe_text
+
+    _guard_standard_streams()
+    _tag_stdout()
+    install_ascii_fallback(sys.stdout, sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if not argv or argv[0].split("=", 1)[0] in ("--theme", "--demo", "--interval", "--probes", "--suite"):
         argv = ["tui", *argv]
-    args = parser.parse_args(argv)
-    if getattr(args, "_module", None) is None:
-        parser.print_help()
-        return 2
     try:
-        return int(args._module.run(args) or 0)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit:  # --help, --version, a usage error: flush now, never at exit
+            try:
+                _flush_stdout()
+            except OSError:
+                _silence_stdout()
+            raise
+        if getattr(args, "_module", None) is None:
+            parser.print_help()
+            _flush_stdout()
+            return 2
+        from gpuscope.schema.kinds import reading_as
+
+        with command_scope(), reading_as(str(args.command)):  # "x.json is a report file; <command> reads ..."
+            code = int(args._module.run(args) or 0)
+        _flush_stdout()
+        return code
+    except StdoutReaderLeft:
+        _silence_stdout()
+        return 0
+    except StdoutError as exc:
+        _silence_stdout()
+        _error(safe_text(exc))
+        return exc.exit_code
     except GpuscopeError as exc:
-        print(f"gpuscope: error: {exc}", file=sys.stderr)
+        _error(safe_text(exc))
         return exc.exit_code
     except KeyboardInterrupt:
-        print("gpuscope: interrupted", file=sys.stderr)
+        _error("interrupted", prefix="gpuscope: ")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `gpuscope log | head`: the reader left; not an error worth a traceback.
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        if _stdout_failed(exc):
+            _silence_stdout()
+            _error(f"cannot write standard output: {exc.strerror or exc}")
+        else:
+            where = f"{safe_text(exc.filename)}: " if exc.filename else ""
+            _error(f"{where}{exc.strerror or safe_text(exc)}")
+        return EXIT_FAILURE
+
+
+class StdoutWriteError(OSError):
+    """Writing standard output failed (full, I/O error, closed); not a broken pipe."""
+
+
+class _StdoutRaw(io.FileIO):
+    """fd 1, with write failures tagged as :class:`StdoutWriteError`."""
+
+    def write(self, data: Any) -> int | None:  # type: ignore[override]
         try:
-            sys.stdout = None  # type: ignore[assignment]
+            return super().write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutWriteError(exc.errno, exc.strerror) from None
+
+
+def _tag_stdout() -> None:
+    """Replace the interpreter's own stdout (only that: a test's capture stays) by the same
+    stream over :class:`_StdoutRaw`, so a failing write is known to be stdout's."""
+    stream = sys.stdout
+    if stream is None or stream is not sys.__stdout__ or not isinstance(stream, io.TextIOWrapper):
+        return
+    try:
+        stream.flush()
+        raw = _StdoutRaw(stream.fileno(), "w", closefd=False)
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(raw),
+            encoding=stream.encoding,
+            errors=stream.errors,
+            line_buffering=stream.line_buffering,
+            write_through=stream.write_through,
+        )
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+class _ClosedStream(io.TextIOBase):
+    """Standard output when the process started with it closed (``>&-``): writing fails."""
+
+    encoding = "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+
+def _guard_standard_streams() -> None:
+    """A closed fd 0, 1 or 2 would be taken by the next file gpuscope opens (an output file
+    would receive what was meant for stdout): occupy each with /dev/null. A closed stdout then
+    fails on the first write; a closed stderr is silent."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            except OSError:
+                continue
+            if fd == 1 and sys.stdout is None:
+                sys.stdout = _ClosedStream()
+            elif fd == 2 and sys.stderr is None:
+                sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+
+
+def _flush_stdout() -> None:
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _stdout_failed(exc: OSError) -> bool:
+    """True when ``exc`` came from standard output (closed, full, I/O error)."""
+    if isinstance(sys.stdout, _ClosedStream):
+        return exc.errno == errno.EBADF
+    return isinstance(exc, StdoutWriteError)
+
+
+def _silence_stdout() -> None:
+    """Point fd 1 at /dev/null and drop what is buffered, so the interpreter's final flush
+    neither fails nor prints a second error."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
         finally:
-            return 0
+            os.close(null)
+    except OSError:
+        pass
+    stream = sys.stdout
+    if stream is not None and _is_fd1(stream):
+        try:
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - replaces the broken one for the rest of the run
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _is_fd1(stream: Any) -> bool:
+    try:
+        return bool(stream.fileno() == 1)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _error(message: str, prefix: str = "gpuscope: error: ") -> None:
+    try:
+        print(f"{prefix}{message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,10 +2,12 @@
 
 Exit codes (also in README.md):
   0  success (also: ``gpuscope log`` stopped by SIGINT/SIGTERM)
-  1  the run failed (a probe failed validation, an output could not be written, ...)
+  1  the run failed (a probe failed validation, an output could not be written, standard output
+     is closed or full, ...)
   2  bad command line (unknown option, value out of range)
   3  bad input file (suite, theme, config, results JSON, telemetry log)
-  4  a required resource is missing (no such device, port in use, missing dependency)
+  4  a required resource is missing (no such device, port in use, missing dependency, an output
+     file another gpuscope process is writing)
   130 interrupted (Ctrl-C during a probe; the partial results are kept)
 """
 
@@ -22,6 +24,8 @@ __all__ = [
     "UsageError",
     "BadInputError",
     "ResourceError",
+    "StdoutError",
+    "StdoutReaderLeft",
 ]
 
 EXIT_OK = 0
@@ -59,3 +63,15 @@ class ResourceError(GpuscopeError):
     """Something the command needs is not there (device, port, optional package)."""
 
     exit_code = EXIT_UNAVAILABLE
+
+
+class StdoutError(GpuscopeError):
+    """Standard output is closed, full or failing (``-o -`` or a command's normal output)."""
+
+    exit_code = EXIT_FAILURE
+
+
+class StdoutReaderLeft(GpuscopeError):
+    """The reader of standard output went away (``| head``): not an error; the command ends with 0."""
+
+    exit_code = EXIT_OK

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = ["config_dir", "data_dir", "check_output_path", "use_private_matplotlib_dir"]
@@ -30,12 +31,17 @@ def data_dir() -> Path:
     return Path(base) / "gpuscope"
 
 
-def check_output_path(output: Path, where: str = "") -> None:
+def check_output_path(output: Path, where: str = "", inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
     """Raise a one-line :class:`~gpuscope.errors.UsageError` now, before any work, when
-    ``--output`` cannot be written: its folder is missing or read-only, or it is a folder.
-    ``where`` is added to the missing-folder message (e.g. "on rank 0's host")."""
+    ``--output`` cannot be written: its folder is missing or read-only, it is a folder, a FIFO,
+    a device (or a symlink to one), or the same file as one of ``inputs``. ``-`` (standard
+    output) passes. ``where`` is added to the missing-folder message (e.g. "on rank 0's host")."""
     from gpuscope.errors import UsageError
+    from gpuscope.fileio import check_output, is_stdout
 
+    if is_stdout(output):
+        return
+    check_output(output, inputs)
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise UsageError(f"--output {output}: folder {folder} does not exist" + (f" ({where})" if where else ""))

@@ -4,12 +4,13 @@ failure (syntax, nesting too deep) reported as one line with its line number."""
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):
     import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 __all__ = ["TomlSyntaxError", "parse_toml"]
 
@@ -28,7 +29,8 @@ class TomlSyntaxError(ValueError):
 def parse_toml(text: str) -> dict[str, Any]:
     """Parse TOML text. Raises :class:`TomlSyntaxError` for invalid or too deeply nested input."""
     try:
-        return tomllib.loads(text)
+        document: dict[str, Any] = tomllib.loads(text)
+        return document
     except tomllib.TOMLDecodeError as exc:
         match = _POSITION_RE.search(str(exc))
         line = int(match.group(1)) if match else None

@@ -63,7 +63,10 @@ def test_multi_rank_results_compare_per_host_and_rank():
     doc["measurements"] += other["measurements"]
     result = compare_results([("multi.json", doc)])
     assert [run["label"] for run in result["runs"]] == ["multi.json node-1/r0", "multi.json node-2/r1"]
-    assert any(flag["text"].startswith("multi.json node-2/r1 cuda:0 HBM (dram.triad) 20% below multi.json node-1/r0") for flag in result["flags"])
+    assert any(
+        flag["text"].startswith("multi.json node-2/r1 cuda:0 HBM (dram.triad) 20% below multi.json node-1/r0")
+        for flag in result["flags"]
+    )
 
 
 def test_cli_formats_and_errors(tmp_path, capsys):
@@ -112,3 +115,42 @@ def test_report_json_is_accepted(tmp_path, capsys, count):
     assert main(["compare", *paths, "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert len(data["runs"]) == count and data["flags"]
+
+
+def test_ceiling_above_its_datasheet_is_flagged_in_text_markdown_and_json(tmp_path, capsys):
+    # H100 SXM HBM3 datasheet: 3.35 TB/s; 3.6 TB/s is 107% of it, 3.0 TB/s is 90%
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write_results(a, make_results(gpus=2, hbm_bytes_per_s=[3.0e12, 3.6e12]))
+    write_results(b, make_results(gpus=2, hbm_bytes_per_s=[3.0e12, 3.0e12]))
+    wrong = "above datasheet: the datasheet entry or the measurement is wrong"
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [(item["run"], item["device"], item["name"]) for item in data["above_datasheet"]] == [
+        ("a.json", "cuda:1", "dram.triad")
+    ]
+    assert data["above_datasheet"][0]["percent_of_spec"] == pytest.approx(3.6 / 3.35 * 100)
+    assert wrong in data["above_datasheet"][0]["text"]
+    row = next(r for r in data["ceilings"] if r["device"] == "cuda:1" and r["name"] == "dram.triad")
+    assert row["values"]["a.json"]["above_datasheet"] is True and row["values"]["b.json"]["above_datasheet"] is False
+    assert row["values"]["b.json"]["percent_of_spec"] == pytest.approx(3.0 / 3.35 * 100)
+    assert not any(v["above_datasheet"] for r in data["ceilings"] if r is not row for v in r["values"].values())
+    assert main(["compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    assert "3.60 TB/s ▲20% ABOVE DATASHEET" in text and text.count("ABOVE DATASHEET") == 2  # the cell and the heading
+    assert f"a.json cuda:1 dram.triad 107% of datasheet: {wrong}" in text
+    assert main(["compare", str(a), str(b), "--format", "md"]) == 0
+    markdown = capsys.readouterr().out
+    assert "| cuda:1 | memory | dram.triad | 3.60 TB/s ▲20% ABOVE DATASHEET | 3.00 TB/s |" in markdown
+    assert f"- a.json cuda:1 dram.triad 107% of datasheet: {wrong}" in markdown
+
+
+def test_ceiling_low_against_its_datasheet_is_marked_beside_above_datasheet():
+    # 2.4 TB/s is 72% of the H100's 3.35 TB/s: below the report's 80% LOW threshold for memory
+    result = compare_results(
+        [("a", make_results(gpus=1, hbm_bytes_per_s=[2.4e12])), ("b", make_results(gpus=1, hbm_bytes_per_s=[3.6e12]))]
+    )
+    row = next(r for r in result["ceilings"] if r["name"] == "dram.triad" and r["device"] == "cuda:0")
+    assert (row["values"]["a"]["low"], row["values"]["a"]["above_datasheet"]) == (True, False)
+    assert (row["values"]["b"]["low"], row["values"]["b"]["above_datasheet"]) == (False, True)
+    line = next(line for line in render_compare_text(result).splitlines() if "dram.triad" in line and "cuda:0" in line)
+    assert " LOW" in line and "ABOVE DATASHEET" in line

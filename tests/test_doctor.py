@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,11 +12,19 @@ import pytest
 
 from gpuscope.cli import main
 from gpuscope.telemetry.nvml.capabilities import probe
-from gpuscope.testing.fake_nvml import OLD_DRIVER_MISSING_SYMBOLS, FakeGpu, FakeNvml, FakeProcess, install_fake_nvml, no_nvml_library
+from gpuscope.testing.fake_nvml import (
+    OLD_DRIVER_MISSING_SYMBOLS,
+    FakeGpu,
+    FakeNvml,
+    FakeProcess,
+    install_fake_nvml,
+    no_nvml_library,
+)
 
 
-def run_doctor(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert main(["doctor", *args]) == 0
+def run_doctor(capsys: pytest.CaptureFixture[str], *args: str, code: int = 0) -> str:
+    """The output of ``gpuscope doctor``; ``code``: the exit code expected (1: problems found)."""
+    assert main(["doctor", *args]) == code
     return capsys.readouterr().out
 
 
@@ -59,7 +68,7 @@ def test_healthy_gpus(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_profiling_without_permission_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
     with install_fake_nvml(FakeNvml.with_gpus([FakeGpu.h100(gpm_no_permission=True)])):
-        out = run_doctor(capsys, "--no-torch")
+        out = run_doctor(capsys, "--no-torch", code=1)
     assert "RmProfilingAdminOnly=1" in line(out, "!!  profiling")
     assert "fix: run as root, or load the nvidia module with NVreg_RestrictProfilingToAdminUsers=0" in out
     assert line(out, "OK  PCIe counters")  # counters still work without profiling rights
@@ -80,7 +89,7 @@ def test_old_driver_and_lost_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.h100()], missing_symbols=OLD_DRIVER_MISSING_SYMBOLS)
     fake.lose_gpu(1)
     with install_fake_nvml(fake):
-        out = run_doctor(capsys, "--no-torch")
+        out = run_doctor(capsys, "--no-torch", code=1)
     assert "driver too old" in line(out, "!!  GPM")
     assert "fix: update the NVIDIA driver" in out
     assert "GPU 1  unknown  unknown  unknown  [lost]" in out
@@ -115,7 +124,9 @@ def test_json_without_library(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["nvml"]["gpus"] == []
 
 
-def test_missing_torch_is_reported_not_raised(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_torch_is_reported_not_raised(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     with no_nvml_library():
         out = run_doctor(capsys)
@@ -143,7 +154,45 @@ def test_doctor_imports_neither_textual_nor_torch() -> None:
 
 def test_driver_library_mismatch_is_a_problem_with_a_fix(capsys: pytest.CaptureFixture[str]) -> None:
     with install_fake_nvml(FakeNvml.with_gpus([FakeGpu.h100()], init_error="LibRmVersionMismatch")):
-        out = run_doctor(capsys, "--no-torch")
+        out = run_doctor(capsys, "--no-torch", code=1)
     assert "driver mismatch" in line(out, "!!  library")
     assert "fix: " in out and "reload the nvidia kernel module" in out
     assert "1 problem(s) found." in out
+
+
+def test_problems_make_doctor_exit_1_also_with_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """Scripts (the GPU acceptance run) rely on the exit code: 0 only when nothing is a problem."""
+    with install_fake_nvml(FakeNvml.with_gpus([FakeGpu.h200()])):
+        assert json.loads(run_doctor(capsys, "--json", "--no-torch"))["problems"] == 0
+    fake = FakeNvml.with_gpus([FakeGpu.h200()])
+    fake.inject("nvmlDeviceGetPowerUsage", "Unknown", count=None)  # power unreadable: a problem
+    with install_fake_nvml(fake):
+        report = json.loads(run_doctor(capsys, "--json", "--no-torch", code=1))
+    assert report["problems"] >= 1
+    checks = {check["name"]: check for check in report["nvml"]["gpus"][0]["checks"]}
+    assert checks["other metrics"]["status"] == "problem" and "power_w" in checks["other metrics"]["detail"]
+
+
+def test_doctor_reads_the_fake_from_the_environment() -> None:
+    """``GPUSCOPE_FAKE_NVML`` reaches doctor as it reaches ``gpuscope log`` (subprocess tests)."""
+    env = dict(os.environ, GPUSCOPE_FAKE_NVML="gpus=1xh200")
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "doctor", "--no-torch"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "GPU 0  NVIDIA H200  Hopper" in done.stdout
+
+
+def test_cuda_order_names_the_nvml_gpu_of_each_cuda_device(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gpuscope.commands import doctor
+    from gpuscope.testing.scenarios import build_fake, cuda_uuids, parse_scenario
+
+    fake = build_fake(parse_scenario("gpus=3xh200,pci_order=2+0+1"))
+    monkeypatch.setattr(doctor, "_cuda_uuids", lambda skip: cuda_uuids(fake))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with install_fake_nvml(fake):
+        out = run_doctor(capsys, "--no-torch")
+    order = line(out, "OK  CUDA order")
+    assert "cuda:0 = NVML 2, cuda:1 = NVML 0, cuda:2 = NVML 1" in order and "matches devices by UUID" in order

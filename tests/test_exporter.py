@@ -174,7 +174,9 @@ def test_every_name_follows_prometheus_conventions() -> None:
     assert len(names) == len(set(names))
     for spec in METRICS:
         assert re.fullmatch(r"gpuscope_[a-z0-9_]+", spec.name), spec.name
-        assert not re.search(r"_(percent|pct|mhz|ghz|w|kib|mib|kb|mb|gb|ms|us|mbit|gbit|bytes_per_s)(_|$)", spec.name), spec.name
+        assert not re.search(
+            r"_(percent|pct|mhz|ghz|w|kib|mib|kb|mb|gb|ms|us|mbit|gbit|bytes_per_s)(_|$)", spec.name
+        ), spec.name
         assert spec.name.endswith("_total") == (spec.kind == "counter"), spec.name
         if any(word in spec.name for word in ("bandwidth", "transmit", "receive")):
             assert spec.name.endswith(("_bytes_per_second", "_ratio")), spec.name
@@ -202,11 +204,11 @@ def test_every_record_field_is_exported() -> None:
         assert field.name in scalar_fields | handled_elsewhere, f"GpuSample.{field.name} is not exported"
     known = {
         Sample: {"timestamp", "host", "gpus", "driver_version", "nvml_version", "cuda_driver_version",
-                 "gpu_unavailable", "sample_cost_s", "schema_version"},
+                 "gpu_unavailable", "sample_cost_s", "schema_version", "alerts"},
         HostSample: {"hostname", "cpu_model", "logical_cores", "physical_cores", "cpu_utilization_percent", "cores",
                      "load_average_1m", "load_average_5m", "load_average_15m", "memory_total_bytes",
                      "memory_used_bytes", "memory_available_bytes", "swap_total_bytes", "swap_used_bytes", "nics",
-                     "infiniband_ports"},
+                     "infiniband_ports", "disk_read_bytes_per_s", "disk_write_bytes_per_s"},
         CpuCoreSample: {"core", "utilization_percent", "frequency_mhz"},
         NicSample: {"name", "rx_bytes_per_s", "tx_bytes_per_s", "is_up", "speed_mbit_per_s", "is_loopback"},
         InfinibandPortSample: {"device", "port", "link_layer", "state", "rate_gbit_per_s", "rx_bytes_per_s", "tx_bytes_per_s"},
@@ -249,7 +251,9 @@ def test_units_are_converted_to_base_units() -> None:
     assert _one(series, "gpuscope_cpu_core_frequency_hertz", host="node-a", core="0") == pytest.approx(2.45e9)
     assert _one(series, "gpuscope_cpu_core_utilization_ratio", host="node-a", core="1") == pytest.approx(0.75)
     assert _one(series, "gpuscope_nic_speed_bytes_per_second", host="node-a", nic="eth0") == pytest.approx(25e9 / 8)
-    assert _one(series, "gpuscope_infiniband_port_rate_bytes_per_second", device="mlx5_0", port="1") == pytest.approx(50e9)
+    assert _one(series, "gpuscope_infiniband_port_rate_bytes_per_second", device="mlx5_0", port="1") == pytest.approx(
+        50e9
+    )
     assert _one(series, "gpuscope_nic_up", nic="eth1") == 0
     assert _one(series, "gpuscope_gpu_throttled", **gpu0) == 1
     assert _one(series, "gpuscope_gpu_throttle_reason", reason="sw_power_cap", **gpu0) == 1
@@ -303,7 +307,9 @@ def test_no_gpu_side_and_no_sample() -> None:
     assert "gpuscope_gpu_devices" not in series
     assert not any(name.startswith("gpuscope_gpu_") for name in series)
     assert "gpuscope_cpu_utilization_ratio" in series
-    assert ("gpuscope_gpu_devices", "no_driver") in {(g["metric"], g["reason"]) for g, _ in series["gpuscope_metric_unavailable"]}
+    assert ("gpuscope_gpu_devices", "no_driver") in {
+        (g["metric"], g["reason"]) for g, _ in series["gpuscope_metric_unavailable"]
+    }
     assert series["gpuscope_host_info"][0][0]["driver_version"] == ""
     assert sample_to_families(None) == []
     assert _parse(_exposition(None)) == {}

@@ -138,7 +138,11 @@ def test_fake_nvml_two_gpus_with_nvlink_through_the_exporter() -> None:
     assert tx == pytest.approx({"0": 1e10, "1": 2e10, "2": 3e10, "3": 4e10}, rel=0.02)
     power = [value for labels, value in series["gpuscope_gpu_power_watts"] if labels["uuid"] == gpu0["uuid"]]
     assert power == [pytest.approx(500.0, rel=0.05)]
-    dram = [value for labels, value in series["gpuscope_gpu_dram_bandwidth_bytes_per_second"] if labels["uuid"] == gpu0["uuid"]]
+    dram = [
+        value
+        for labels, value in series["gpuscope_gpu_dram_bandwidth_bytes_per_second"]
+        if labels["uuid"] == gpu0["uuid"]
+    ]
     assert dram == [pytest.approx(2.4e12, rel=0.05)]
     assert "gpuscope_gpu_fan_speed_ratio" not in series or all(
         labels["uuid"] != gpu0["uuid"] for labels, _ in series["gpuscope_gpu_fan_speed_ratio"]
@@ -154,7 +158,19 @@ def test_log_prometheus_logs_and_serves_the_same_samples(tmp_path: Path) -> None
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     out = tmp_path / "run.jsonl"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gpuscope", "log", "--no-gpu", "--interval", "0.1", "-o", str(out), "--prometheus", "127.0.0.1:0"],
+        [
+            sys.executable,
+            "-m",
+            "gpuscope",
+            "log",
+            "--no-gpu",
+            "--interval",
+            "0.1",
+            "-o",
+            str(out),
+            "--prometheus",
+            "127.0.0.1:0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,

@@ -11,8 +11,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,9 @@ def _oom_factory(kind: str) -> Callable[..., Any]:
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         if kind == "cuda":
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity)")
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.11 GiB total capacity)"
+            )
         if kind == "host":
             raise MemoryError()
         # torch's own message when the CPU allocator fails (seen with a 4e15-byte tensor)
@@ -113,8 +116,23 @@ def _oom_factory(kind: str) -> Callable[..., Any]:
 
 
 _ALLOCATORS = {
-    "torch": ["empty", "randn", "rand", "zeros", "ones", "full", "empty_like", "randn_like", "zeros_like", "ones_like",
-              "rand_like", "empty_strided", "arange", "tensor", "from_numpy"],
+    "torch": [
+        "empty",
+        "randn",
+        "rand",
+        "zeros",
+        "ones",
+        "full",
+        "empty_like",
+        "randn_like",
+        "zeros_like",
+        "ones_like",
+        "rand_like",
+        "empty_strided",
+        "arange",
+        "tensor",
+        "from_numpy",
+    ],
     "numpy.random": ["rand", "randn", "random", "standard_normal"],
     "numpy": ["empty", "zeros", "ones", "full"],
 }
@@ -150,3 +168,50 @@ def test_out_of_memory_at_every_size_is_a_skipped_measurement(monkeypatch: pytes
         assert "out of memory" in measurement["error"]
     assert results["partial"] is False and results["ceilings"] == [] and results["workloads"] == []
     assert results["summary"] == {"ok": 0, "failed": 0, "skipped": len(measurements)}
+
+
+# --- Ctrl-C at any moment (issue 16, class 8) ----------------------------------------------------
+
+#: Seconds after the first progress line ("[1/N] ...") at which SIGINT is sent: during the first
+#: GEMM ceiling (torch's thread pool busy), between steps and early in the second step.
+SIGINT_DELAYS_S = [0.0, 0.4, 1.0, 1.7, 2.5, 3.5]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("delay_s", SIGINT_DELAYS_S, ids=[f"{delay:g}s" for delay in SIGINT_DELAYS_S])
+def test_ctrl_c_during_the_quick_suite_exits_130_with_a_partial_file(tmp_path: Path, delay_s: float) -> None:
+    """``gpuscope probe --device cpu --suite quick`` interrupted by SIGINT while torch runs: exit
+    130 (never SIGABRT: "terminate called without an active exception"), one results file that
+    loads and says partial, no traceback, no temporary file."""
+    output = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("GPUSCOPE_FAKE_NVML", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpuscope", "probe", "--device", "cpu", "--suite", "quick", "--output", str(output)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert process.stderr is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if line.startswith("[1/"):
+            break
+    assert any(line.startswith("[1/") for line in seen), "".join(seen)
+    time.sleep(delay_s)
+    process.send_signal(signal.SIGINT)
+    try:
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    stderr = "".join(seen) + rest
+    assert process.returncode == 130, stderr[-2000:]
+    assert "terminate called" not in stderr and "Traceback" not in stderr and "Fatal Python error" not in stderr
+    results = load_results(output)
+    assert results["partial"] is True and "Ctrl-C" in results["partial_reason"]
+    assert [path.name for path in tmp_path.iterdir()] == ["results.json"]

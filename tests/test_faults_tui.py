@@ -7,10 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from tui_samples import run_async, tui_env  # noqa: F401 - tui_env is a fixture
+
 from gpuscope.telemetry.values import Unavailable
 from gpuscope.testing.fake_nvml import install_fake_nvml
 from gpuscope.testing.scenarios import build_fake, parse_scenario
-from tui_samples import run_async, tui_env  # noqa: F401 - tui_env is a fixture
 
 SIZE = (160, 50)
 
@@ -22,9 +23,11 @@ async def test_tui_with_8_faulty_gpus_keeps_polling_and_answering(tui_env: Path)
     from gpuscope.tui.screens.processes import ProcessesScreen
     from gpuscope.tui.screens.roofline import RooflineScreen
     from gpuscope.tui.sources import LiveSource
-    from gpuscope.tui.widgets.gpu_card import GpuCard
+    from gpuscope.tui.widgets import gpu_card
 
-    fake = build_fake(parse_scenario("gpus=8xh200,random=0.04,seed=9,errors=Unknown+Timeout+Memory,lose=2@0.3:1.2,lost_retry_s=0.2"))
+    fake = build_fake(
+        parse_scenario("gpus=8xh200,random=0.04,seed=9,errors=Unknown+Timeout+Memory,lose=2@0.3:1.2,lost_retry_s=0.2")
+    )
     with install_fake_nvml(fake):
         app = GpuscopeApp(LiveSource(), interval_s=0.1, persist_settings=False)
         async with app.run_test(size=SIZE) as pilot:
@@ -46,11 +49,20 @@ async def test_tui_with_8_faulty_gpus_keeps_polling_and_answering(tui_env: Path)
                 if time.monotonic() - started > 6:
                     break
             assert {DashboardScreen, RooflineScreen, ProcessesScreen} <= set(screens)
+            # On a loaded machine the six seconds above may end before the fake brings GPU 2 back:
+            # keep polling (liveness, not speed) until it is back or a generous deadline passes.
+            deadline = time.monotonic() + 60
+            while seen_states[-1:] != ["ok"] and time.monotonic() < deadline:
+                await pilot.pause(0.1)
+                sample = app.latest_sample
+                if sample is not None and len(sample.gpus) > 2:
+                    seen_states.append(sample.gpus[2].state)
             await pilot.press("1")
             await pilot.pause(0.3)
             assert isinstance(app.screen, DashboardScreen)
-            cards = list(app.screen.query(GpuCard))
-            assert len(cards) == 8
+            kinds = tuple(getattr(gpu_card, name) for name in ("GpuCard", "DenseGpuCard") if hasattr(gpu_card, name))
+            cards = [widget for widget in app.screen.query("*") if isinstance(widget, kinds)]
+            assert len(cards) == 8  # one card per GPU (dense cards when 8 do not fit in full size)
             assert "lost" in seen_states, f"GPU 2 never showed as lost: {seen_states}"
             assert seen_states[-1] == "ok", f"GPU 2 did not come back: {seen_states}"
             sample = app.latest_sample

@@ -20,8 +20,17 @@ class FakeClock:
         return self.now
 
 
-def make_port(root: Path, device: str = "mlx5_0", port: int = 1, *, rx_words: int = 0, tx_words: int = 0,
-              state: str = "4: ACTIVE", rate: str = "400 Gb/sec (4X NDR)", link_layer: str | None = "InfiniBand") -> Path:
+def make_port(
+    root: Path,
+    device: str = "mlx5_0",
+    port: int = 1,
+    *,
+    rx_words: int = 0,
+    tx_words: int = 0,
+    state: str = "4: ACTIVE",
+    rate: str = "400 Gb/sec (4X NDR)",
+    link_layer: str | None = "InfiniBand",
+) -> Path:
     port_dir = root / "class" / "infiniband" / device / "ports" / str(port)
     (port_dir / "counters").mkdir(parents=True, exist_ok=True)
     (port_dir / "state").write_text(state + "\n")
@@ -117,7 +126,10 @@ def test_nic_rates_resets_and_new_interfaces(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(
         psutil,
         "net_if_stats",
-        lambda: {"lo": Stats(True, 0, 0, 65536, "up,loopback,running"), "eth0": Stats(True, 2, 25000, 1500, "up,running")},
+        lambda: {
+            "lo": Stats(True, 0, 0, 65536, "up,loopback,running"),
+            "eth0": Stats(True, 2, 25000, 1500, "up,running"),
+        },
     )
     clock = FakeClock()
     collector = HostCollector(sysfs_root=tmp_path, clock=clock)

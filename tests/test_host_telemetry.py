@@ -108,7 +108,9 @@ def test_end_to_end_log_against_the_fake_nvml(tmp_path: Path) -> None:
     from gpuscope.cli import main
     from gpuscope.telemetry.logfile import read_log
 
-    fake = fake_nvml.FakeNvml.with_gpus([fake_nvml.FakeGpu.h200(), fake_nvml.FakeGpu.h200()], clock=fake_nvml.FakeClock(real=True))
+    fake = fake_nvml.FakeNvml.with_gpus(
+        [fake_nvml.FakeGpu.h200(), fake_nvml.FakeGpu.h200()], clock=fake_nvml.FakeClock(real=True)
+    )
     output = tmp_path / "gpu.jsonl"
     with fake_nvml.install_fake_nvml(fake):
         code = main(["log", "--interval", "0.15", "--duration", "0.5", "--output", str(output)])

@@ -13,8 +13,9 @@ import copy
 import json
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -72,7 +73,10 @@ def write_samples(path: Path, samples: list[Sample], fmt: str = "jsonl") -> None
 
 
 def good_log_lines(count: int = 3) -> list[str]:
-    return [json.dumps(logfile.sample_to_json_dict(make_sample(tick, gpus=1, cores=2)), separators=(",", ":")) for tick in range(count)]
+    return [
+        json.dumps(logfile.sample_to_json_dict(make_sample(tick, gpus=1, cores=2)), separators=(",", ":"))
+        for tick in range(count)
+    ]
 
 
 def record_with(path_and_value: tuple[str, Any]) -> str:
@@ -101,43 +105,59 @@ RESULTS_CORPUS: list[tuple[str, bytes, str]] = [
     ("utf16", valid_results_text().encode("utf-16"), "not UTF-8"),
     ("bom", b"\xef\xbb\xbf" + valid_results_text().encode(), "invalid JSON"),
     ("nul-bytes", b"\x00" * 4096, "invalid JSON"),
-    ("deep-list", b"[" * DEEP + b"]" * DEEP, "nested too deeply"),
+    ("deep-list", b"[" * DEEP + b"]" * DEEP, "expected `object`, got `array`"),
     ("deep-object", b'{"a":' * DEEP + b"1" + b"}" * DEEP, "nested too deeply"),
-    ("deep-in-system", b'{"schema":"gpuscope.results","schema_version":1,"system":' + b"[" * DEEP + b"]" * DEEP + b"}", "nested too deeply"),
+    (
+        "deep-in-system",
+        b'{"schema":"gpuscope.results","schema_version":1,"system":' + b"[" * DEEP + b"]" * DEEP + b"}",
+        "got `array` - at `$.system`",
+    ),
     ("top-level-list", b"[1, 2, 3]", "top level is list"),
     ("top-level-string", b'"gpuscope.results"', "top level is str"),
     ("top-level-null", b"null", "top level is NoneType"),
     ("no-schema", b'{"schema_version": 1}', "field 'schema'"),
-    ("other-schema", b'{"schema": "gpuscope.report", "schema_version": 1}', "field 'schema'"),
+    (
+        "other-schema",
+        b'{"schema": "gpuscope.report", "schema_version": 1}',
+        "is a report file; this command reads a probe results file",
+    ),
     ("version-2", results_with(schema_version=2), "schema_version 2 is not supported"),
     ("version-0", results_with(schema_version=0), "schema_version 0 is not supported"),
     ("version-string", results_with(schema_version="1"), "schema_version '1' is not supported"),
     ("version-true", results_with(schema_version=True), "schema_version True is not supported"),
     ("version-missing", results_with(schema_version=_DELETE), "schema_version None"),
-    ("devices-string", results_with(devices="cuda:0"), "field 'devices' must be a list"),
-    ("ceilings-object", results_with(ceilings={}), "field 'ceilings' must be a list"),
-    ("workloads-null", results_with(workloads=None), "field 'workloads' must be a list"),
-    ("ceiling-not-object", results_with(ceilings__0=5), "ceilings[0] must be an object"),
-    ("ceiling-value-string", results_with(ceilings__0__value="790e12"), "ceilings[0]: field 'value'"),
-    ("ceiling-value-negative", results_with(ceilings__0__value=-1.0), "ceilings[0]: field 'value'"),
-    ("ceiling-value-zero", results_with(ceilings__0__value=0), "ceilings[0]: field 'value'"),
-    ("ceiling-value-huge", results_with(ceilings__0__value=1e308), "ceilings[0]: field 'value'"),
-    ("ceiling-value-denormal", results_with(ceilings__0__value=1e-320), "ceilings[0]: field 'value'"),
-    ("ceiling-value-bool", results_with(ceilings__0__value=True), "ceilings[0]: field 'value'"),
-    ("ceiling-value-inf-literal", valid_results_text().replace("790000000000000.0", "Infinity").encode(), "ceilings[0]: field 'value'"),
-    ("ceiling-value-nan-literal", valid_results_text().replace("790000000000000.0", "NaN").encode(), "ceilings[0]: field 'value'"),
-    ("ceiling-value-1e400", valid_results_text().replace("790000000000000.0", "1e400").encode(), "ceilings[0]: field 'value'"),
-    ("ceiling-kind-unknown", results_with(ceilings__0__kind="magic"), "field 'kind' is 'magic'"),
-    ("ceiling-unit-unknown", results_with(ceilings__0__unit="furlongs"), "field 'unit'"),
-    ("ceiling-device-empty", results_with(ceilings__0__device=""), "ceilings[0]: field 'device'"),
-    ("ceiling-device-number", results_with(ceilings__0__device=0), "ceilings[0]: field 'device'"),
-    ("ceiling-name-missing", results_with(ceilings__0__name=_DELETE), "ceilings[0]: field 'name'"),
-    ("workload-name-list", results_with(workloads__0__name=["x"]), "workloads[0]: field 'name'"),
-    ("workload-flops-negative", results_with(workloads__0__flops=-5), "workloads[0]: field 'flops'"),
-    ("workload-time-string", results_with(workloads__0__time_s="1 s"), "workloads[0]: field 'time_s'"),
-    ("workload-time-tiny", results_with(workloads__0__time_s=1e-300), "workloads[0]: field 'time_s'"),
-    ("workload-bytes-huge", results_with(workloads__0__bytes=1e300), "workloads[0]: field 'bytes'"),
-    ("system-list", results_with(system=[]), "field 'system' must be an object"),
+    ("devices-string", results_with(devices="cuda:0"), "`$.devices`"),
+    ("ceilings-object", results_with(ceilings={}), "`$.ceilings`"),
+    ("workloads-null", results_with(workloads=None), "`$.workloads`"),
+    ("ceiling-not-object", results_with(ceilings__0=5), "`$.ceilings[0]`"),
+    ("ceiling-value-string", results_with(ceilings__0__value="790e12"), "`$.ceilings[0].value`"),
+    ("ceiling-value-negative", results_with(ceilings__0__value=-1.0), "`$.ceilings[0].value`"),
+    ("ceiling-value-zero", results_with(ceilings__0__value=0), "`$.ceilings[0].value`"),
+    ("ceiling-value-huge", results_with(ceilings__0__value=1e308), "`$.ceilings[0].value`"),
+    ("ceiling-value-denormal", results_with(ceilings__0__value=1e-320), "`$.ceilings[0].value`"),
+    ("ceiling-value-bool", results_with(ceilings__0__value=True), "`$.ceilings[0].value`"),
+    (
+        "ceiling-value-inf-literal",
+        valid_results_text().replace("790000000000000.0", "Infinity").encode(),
+        "invalid JSON",
+    ),
+    ("ceiling-value-nan-literal", valid_results_text().replace("790000000000000.0", "NaN").encode(), "invalid JSON"),
+    (
+        "ceiling-value-1e400",
+        valid_results_text().replace("790000000000000.0", "1e400").encode(),
+        "`$.ceilings[0].value`",
+    ),
+    ("ceiling-kind-unknown", results_with(ceilings__0__kind="magic"), "`$.ceilings[0].kind`"),
+    ("ceiling-unit-unknown", results_with(ceilings__0__unit="furlongs"), "`$.ceilings[0].unit`"),
+    ("ceiling-device-empty", results_with(ceilings__0__device=""), "`$.ceilings[0].device`"),
+    ("ceiling-device-number", results_with(ceilings__0__device=0), "`$.ceilings[0].device`"),
+    ("ceiling-name-missing", results_with(ceilings__0__name=_DELETE), "field `name` - at `$.ceilings[0]`"),
+    ("workload-name-list", results_with(workloads__0__name=["x"]), "`$.workloads[0].name`"),
+    ("workload-flops-negative", results_with(workloads__0__flops=-5), "`$.workloads[0].flops`"),
+    ("workload-time-string", results_with(workloads__0__time_s="1 s"), "`$.workloads[0].time_s`"),
+    ("workload-time-tiny", results_with(workloads__0__time_s=1e-300), "field `time_s` must be 0 or at least"),
+    ("workload-bytes-huge", results_with(workloads__0__bytes=1e300), "`$.workloads[0].bytes`"),
+    ("system-list", results_with(system=[]), "`$.system`"),
 ]
 
 
@@ -177,8 +197,8 @@ def test_huge_results_file_is_refused_before_reading(tmp_path: Path) -> None:
 
 def test_extreme_but_valid_numbers_load_and_chart(tmp_path: Path) -> None:
     """The edges of the accepted range still give a finite model and a chart."""
-    from gpuscope.roofline.chart import MONOCHROME_PALETTE, render_roofline
     from gpuscope.roofline.loading import load_model, model_to_json
+    from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline
 
     doc = cpu_results()
     doc["ceilings"][0]["value"] = 1e30
@@ -198,7 +218,27 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
-WEIRD_VALUES = [None, True, False, 0, -1, 1e308, -1e308, 1e-320, 2**70, "", "x" * 300, "cuda:", "cpu", [], {}, [1], {"a": 1}, "\x00", 0.0]
+WEIRD_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1e308,
+    -1e308,
+    1e-320,
+    2**70,
+    "",
+    "x" * 300,
+    "cuda:",
+    "cpu",
+    [],
+    {},
+    [1],
+    {"a": 1},
+    "\x00",
+    0.0,
+]
 
 
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -245,9 +285,11 @@ def test_random_json_as_results_is_bad_input_or_a_document(tmp_path: Path, value
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 4), base=st.sampled_from(["h200", "cpu"]))
-def test_mutated_results_load_and_build_a_finite_model_or_fail_in_one_line(tmp_path: Path, seed: int, count: int, base: str) -> None:
-    from gpuscope.roofline.chart import MONOCHROME_PALETTE, render_roofline
+def test_mutated_results_load_and_build_a_finite_model_or_fail_in_one_line(
+    tmp_path: Path, seed: int, count: int, base: str
+) -> None:
     from gpuscope.roofline.loading import load_model, model_to_json
+    from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline
 
     document = mutate(h200_results() if base == "h200" else cpu_results(), random.Random(seed), WEIRD_VALUES, count)
     path = tmp_path / "mutated.json"
@@ -281,60 +323,162 @@ LOG_CORPUS: list[tuple[str, bytes, str]] = [
     ("binary", bytes(range(256)) * 16, ":1: not a gpuscope telemetry log"),
     ("nul-bytes", b"\x00" * 5000 + b"\n", ":1: not a gpuscope telemetry log"),
     ("png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 100, ":1: not a gpuscope telemetry log"),
-    ("results-json-pretty", json.dumps(h200_results(), indent=2).encode(), ":1: not a JSON object"),
-    ("results-json-compact", json.dumps(h200_results()).encode() + b"\n", ":1: not a gpuscope telemetry record (field 'timestamp' is missing)"),
+    (
+        "results-json-pretty",
+        json.dumps(h200_results(), indent=2).encode(),
+        "is a probe results file; this command reads a `gpuscope log` telemetry log",
+    ),
+    (
+        "results-json-compact",
+        json.dumps(h200_results()).encode() + b"\n",
+        "is a probe results file; this command reads a `gpuscope log` telemetry log",
+    ),
     ("only-truncated-line", GOOD[0][: len(GOOD[0]) // 2].encode(), "empty telemetry log (no complete records)"),
     ("garbage-line-2", (GOOD[0] + "\nhello\n" + GOOD[1] + "\n").encode(), ":2: not a JSON object"),
     ("cut-line-in-middle", (GOOD[0] + "\n" + GOOD[1][:50] + "\n" + GOOD[2] + "\n").encode(), ":2: not a JSON object"),
-    ("binary-line-3", (GOOD[0] + "\n" + GOOD[1] + "\n").encode() + b"\xff\xfe\x00garbage\n" + (GOOD[2] + "\n").encode(), ":3:"),
+    (
+        "binary-line-3",
+        (GOOD[0] + "\n" + GOOD[1] + "\n").encode() + b"\xff\xfe\x00garbage\n" + (GOOD[2] + "\n").encode(),
+        ":3:",
+    ),
     ("json-array-line", (GOOD[0] + "\n[1,2,3]\n").encode(), ":2: not a JSON object"),
     ("json-number-line", (GOOD[0] + "\n42\n").encode(), ":2: not a JSON object"),
     ("deep-line", b'{"a":' + b"[" * DEEP + b"]" * DEEP + b"}\n", ":1: not a JSON object (nested too deeply)"),
-    ("deep-field", (GOOD[0] + "\n").encode() + b'{"schema_version":1,"timestamp":1,"x":' + b"[" * DEEP + b"]" * DEEP + b"}\n", ":2: not a JSON object (nested too deeply)"),
-    ("nan-literal", (GOOD[0] + "\n" + GOOD[1].replace('"timestamp":1700000001.0', '"timestamp":NaN') + "\n").encode(), ":2: not a JSON object (NaN"),
-    ("infinity-literal", (GOOD[0].replace('"timestamp":1700000000.0', '"timestamp":Infinity') + "\n").encode(), ":1: not a JSON object (Infinity"),
-    ("version-2", (GOOD[0].replace('"schema_version":1', '"schema_version":2') + "\n").encode(), ":1: schema_version 2 is not supported"),
-    ("version-string", (GOOD[0].replace('"schema_version":1', '"schema_version":"1"') + "\n").encode(), ":1: schema_version '1' is not supported"),
-    ("version-true", (GOOD[0].replace('"schema_version":1', '"schema_version":true') + "\n").encode(), ":1: schema_version True is not supported"),
+    (
+        "deep-field",
+        (GOOD[0] + "\n").encode() + b'{"schema_version":1,"timestamp":1,"x":' + b"[" * DEEP + b"]" * DEEP + b"}\n",
+        ":2: not a JSON object (nested too deeply)",
+    ),
+    (
+        "nan-literal",
+        (GOOD[0] + "\n" + GOOD[1].replace('"timestamp":1700000001.0', '"timestamp":NaN') + "\n").encode(),
+        ":2: not a JSON object (invalid JSON",
+    ),
+    (
+        "infinity-literal",
+        (GOOD[0].replace('"timestamp":1700000000.0', '"timestamp":Infinity') + "\n").encode(),
+        ":1: not a JSON object (invalid JSON",
+    ),
+    (
+        "version-2",
+        (GOOD[0].replace('"schema_version":1', '"schema_version":2') + "\n").encode(),
+        ":1: schema_version 2 is not supported",
+    ),
+    (
+        "version-string",
+        (GOOD[0].replace('"schema_version":1', '"schema_version":"1"') + "\n").encode(),
+        ":1: schema_version '1' is not supported",
+    ),
+    (
+        "version-true",
+        (GOOD[0].replace('"schema_version":1', '"schema_version":true') + "\n").encode(),
+        ":1: schema_version True is not supported",
+    ),
     ("version-missing", b'{"timestamp": 1}\n', ":1: record has no schema_version"),
-    ("timestamp-missing", record_with(("timestamp", _DELETE)).encode() + b"\n", ":1: not a gpuscope telemetry record (field 'timestamp' is missing)"),
-    ("timestamp-string", record_with(("timestamp", "yesterday")).encode() + b"\n", "field 'timestamp' is a string, expected a number"),
-    ("timestamp-null", record_with(("timestamp", None)).encode() + b"\n", "field 'timestamp' is null"),
-    ("timestamp-bool", record_with(("timestamp", True)).encode() + b"\n", "field 'timestamp' is true"),
-    ("host-number", record_with(("host", 5)).encode() + b"\n", "field 'host' is a number, expected an object"),
-    ("host-string", record_with(("host", "node")).encode() + b"\n", "field 'host' is a string, expected an object"),
-    ("gpus-string", record_with(("gpus", "abc")).encode() + b"\n", "field 'gpus' is a string, expected a list"),
-    ("gpus-of-numbers", record_with(("gpus", [1, 2])).encode() + b"\n", "field 'gpus[0]' is a number, expected an object"),
-    ("gpus-null-item", record_with(("gpus", [None])).encode() + b"\n", "field 'gpus[0]' is null"),
-    ("gpu-power-string", record_with(("gpus.0.power_w", "300 W")).encode() + b"\n", "field 'gpus[0].power_w' is a string"),
-    ("gpu-index-float", record_with(("gpus.0.index", 0.5)).encode() + b"\n", "field 'gpus[0].index' is a number, expected an integer"),
-    ("gpu-index-huge", record_with(("gpus.0.index", 2**80)).encode() + b"\n", "field 'gpus[0].index' is an integer out of range"),
-    ("gpu-name-object", record_with(("gpus.0.name", {"a": 1})).encode() + b"\n", "field 'gpus[0].name' is an object, expected a string"),
-    ("nvlink-links-object", record_with(("gpus.0.nvlink_links", {})).encode() + b"\n", "field 'gpus[0].nvlink_links' is an object, expected a list"),
-    ("throttle-numbers", record_with(("gpus.0.throttle_reasons", [1])).encode() + b"\n", "field 'gpus[0].throttle_reasons[0]' is a number, expected a string"),
-    ("processes-string", record_with(("gpus.0.processes", "none")).encode() + b"\n", "field 'gpus[0].processes' is a string, expected a list"),
-    ("core-util-list", record_with(("host.cores.0.utilization_percent", [50])).encode() + b"\n", "field 'host.cores[0].utilization_percent' is a list"),
-    ("cores-object", record_with(("host.cores", {"0": {}})).encode() + b"\n", "field 'host.cores' is an object, expected a list"),
-    ("nic-up-string", record_with(("host.nics.1.is_up", "yes")).encode() + b"\n", "field 'host.nics[1].is_up' is a string, expected true or false"),
-    ("unavailable-string", record_with(("unavailable", "timestamp")).encode() + b"\n", "field 'unavailable' is a string, expected an object"),
-    ("unavailable-list", record_with(("host.unavailable", ["x"])).encode() + b"\n", "field 'host.unavailable' is a list, expected an object"),
-    ("unavailable-reason-number", record_with(("host.unavailable", {"cpu_utilization_percent": 3})).encode() + b"\n", "field 'host.unavailable.cpu_utilization_percent' is a number"),
-    ("unavailable-timestamp", record_with(("unavailable", {"timestamp": "error: x"})).encode() + b"\n", "field 'timestamp' is listed as unavailable"),
-    ("csv-header-only-garbage", b"schema_version,timestamp\n1,2\n", ":1: CSV header does not end with the 'unavailable' column"),
+    (
+        "timestamp-missing",
+        record_with(("timestamp", _DELETE)).encode() + b"\n",
+        ":1: not a gpuscope telemetry record (object missing required field `timestamp`)",
+    ),
+    (
+        "timestamp-string",
+        record_with(("timestamp", "yesterday")).encode() + b"\n",
+        "expected `float`, got `str` - at `$.timestamp`",
+    ),
+    ("timestamp-null", record_with(("timestamp", None)).encode() + b"\n", "got `null` - at `$.timestamp`"),
+    ("timestamp-bool", record_with(("timestamp", True)).encode() + b"\n", "got `bool` - at `$.timestamp`"),
+    ("host-number", record_with(("host", 5)).encode() + b"\n", "got `int` - at `$.host`"),
+    ("host-string", record_with(("host", "node")).encode() + b"\n", "got `str` - at `$.host`"),
+    ("gpus-string", record_with(("gpus", "abc")).encode() + b"\n", "got `str` - at `$.gpus`"),
+    ("gpus-of-numbers", record_with(("gpus", [1, 2])).encode() + b"\n", "got `int` - at `$.gpus[0]`"),
+    ("gpus-null-item", record_with(("gpus", [None])).encode() + b"\n", "got `null` - at `$.gpus[0]`"),
+    (
+        "gpu-power-string",
+        record_with(("gpus.0.power_w", "300 W")).encode() + b"\n",
+        "got `str` - at `$.gpus[0].power_w`",
+    ),
+    ("gpu-index-float", record_with(("gpus.0.index", 0.5)).encode() + b"\n", "multiple of 1.0 - at `$.gpus[0].index`"),
+    ("gpu-index-huge", record_with(("gpus.0.index", 2**80)).encode() + b"\n", "at `$.gpus[0].index`"),
+    ("gpu-name-object", record_with(("gpus.0.name", {"a": 1})).encode() + b"\n", "got `object` - at `$.gpus[0].name`"),
+    (
+        "nvlink-links-object",
+        record_with(("gpus.0.nvlink_links", {})).encode() + b"\n",
+        "got `object` - at `$.gpus[0].nvlink_links`",
+    ),
+    (
+        "throttle-numbers",
+        record_with(("gpus.0.throttle_reasons", [1])).encode() + b"\n",
+        "got `int` - at `$.gpus[0].throttle_reasons[0]`",
+    ),
+    (
+        "processes-string",
+        record_with(("gpus.0.processes", "none")).encode() + b"\n",
+        "got `str` - at `$.gpus[0].processes`",
+    ),
+    (
+        "core-util-list",
+        record_with(("host.cores.0.utilization_percent", [50])).encode() + b"\n",
+        "got `array` - at `$.host.cores[0].utilization_percent`",
+    ),
+    ("cores-object", record_with(("host.cores", {"0": {}})).encode() + b"\n", "got `object` - at `$.host.cores`"),
+    (
+        "nic-up-string",
+        record_with(("host.nics.1.is_up", "yes")).encode() + b"\n",
+        "got `str` - at `$.host.nics[1].is_up`",
+    ),
+    (
+        "unavailable-string",
+        record_with(("unavailable", "timestamp")).encode() + b"\n",
+        "got `str` - at `$.unavailable`",
+    ),
+    (
+        "unavailable-list",
+        record_with(("host.unavailable", ["x"])).encode() + b"\n",
+        "got `array` - at `$.host.unavailable`",
+    ),
+    (
+        "unavailable-reason-number",
+        record_with(("host.unavailable", {"cpu_utilization_percent": 3})).encode() + b"\n",
+        "got `int` - at `$.host.unavailable[...]`",
+    ),
+    (
+        "unavailable-timestamp",
+        record_with(("unavailable", {"timestamp": "error: x"})).encode() + b"\n",
+        "field `timestamp` is listed as unavailable",
+    ),
+    (
+        "csv-header-only-garbage",
+        b"schema_version,timestamp\n1,2\n",
+        ":1: CSV header does not end with the 'unavailable' column",
+    ),
     ("csv-cell-count", b"schema_version,timestamp,unavailable\n1,2\n", ":2: 2 cells, the header has 3"),
     ("csv-float-garbage", b"schema_version,timestamp,unavailable\n1,abc,\n", ":2: bad cell"),
-    ("csv-nan", b"schema_version,timestamp,unavailable\n1,nan,\n", "field 'timestamp' is nan, expected a finite number"),
-    ("csv-inf", b"schema_version,timestamp,unavailable\n1,inf,\n", "field 'timestamp' is inf, expected a finite number"),
-    ("csv-unavailable-list", b'schema_version,timestamp,unavailable\n1,2.0,"[1]"\n', ":2: the 'unavailable' cell is not a JSON object"),
-    ("csv-unavailable-deep", b'schema_version,timestamp,unavailable\n1,2.0,"' + b"[" * 5000 + b"]" * 5000 + b'"\n', ":2: bad cell (JSON nested too deeply)"),
-    ("csv-cell-too-long", b'schema_version,timestamp,unavailable\n1,2.0,"' + b"x" * 200_000 + b'"\n', ":2: bad CSV row (field larger than field limit"),
+    ("csv-nan", b"schema_version,timestamp,unavailable\n1,nan,\n", "expected a finite number - at `$.timestamp`"),
+    ("csv-inf", b"schema_version,timestamp,unavailable\n1,inf,\n", "expected a finite number - at `$.timestamp`"),
+    (
+        "csv-unavailable-list",
+        b'schema_version,timestamp,unavailable\n1,2.0,"[1]"\n',
+        ":2: the 'unavailable' cell is not a JSON object",
+    ),
+    (
+        "csv-unavailable-deep",
+        b'schema_version,timestamp,unavailable\n1,2.0,"' + b"[" * 5000 + b"]" * 5000 + b'"\n',
+        ":2: bad cell (JSON nested too deeply)",
+    ),
+    (
+        "csv-cell-too-long",
+        b'schema_version,timestamp,unavailable\n1,2.0,"' + b"x" * 200_000 + b'"\n',
+        ":2: bad CSV row (field larger than field limit",
+    ),
     ("csv-version-2", b"schema_version,timestamp,unavailable\n2,2.0,\n", ":2: schema_version 2 is not supported"),
 ]
 
 
 @pytest.mark.parametrize("content, fragment", [pytest.param(c, f, id=i) for i, c, f in LOG_CORPUS])
 @pytest.mark.parametrize("reader", [read_log, read_log_dicts], ids=["read_log", "read_log_dicts"])
-def test_bad_log_is_one_line_naming_file_and_line(tmp_path: Path, reader: Callable[..., Any], content: bytes, fragment: str) -> None:
+def test_bad_log_is_one_line_naming_file_and_line(
+    tmp_path: Path, reader: Callable[..., Any], content: bytes, fragment: str
+) -> None:
     path = tmp_path / "telemetry.jsonl"
     path.write_bytes(content)
     warnings: list[str] = []
@@ -440,7 +584,9 @@ _LOG_REPLACEMENTS = [None, True, 0, -1, 1.5, 2**70, 1e308, "", "text", [], [1, "
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 3), fmt=st.sampled_from(["jsonl", "csv"]))
-def test_mutated_records_read_as_typed_samples_or_fail_in_one_line(tmp_path: Path, seed: int, count: int, fmt: str) -> None:
+def test_mutated_records_read_as_typed_samples_or_fail_in_one_line(
+    tmp_path: Path, seed: int, count: int, fmt: str
+) -> None:
     rng = random.Random(seed)
     base = logfile.sample_to_json_dict(make_sample(1, gpus=2, cores=2))
     mutated = mutate(base, rng, _LOG_REPLACEMENTS, count)
@@ -455,7 +601,9 @@ def test_mutated_records_read_as_typed_samples_or_fail_in_one_line(tmp_path: Pat
 
         cells = next(_csv.reader([row]))
         for _ in range(count):
-            cells[rng.randrange(len(cells))] = rng.choice(["", "x", "1e400", "nan", "-1", "[1]", "{}", "true", '{"a": 1}', "\x00"])
+            cells[rng.randrange(len(cells))] = rng.choice(
+                ["", "x", "1e400", "nan", "-1", "[1]", "{}", "true", '{"a": 1}', "\x00"]
+            )
         buffer = io.StringIO()
         _csv.writer(buffer, lineterminator="\n").writerow(cells)
         path.write_text(header + "\n" + buffer.getvalue())
@@ -481,10 +629,10 @@ def _report_document(tmp_path: Path) -> dict[str, Any]:
     "mutation, fragment",
     [
         (lambda doc: doc.update(schema_version=99), "report schema_version 99 is not supported"),
-        (lambda doc: doc.update(ceilings="x"), "field 'ceilings' must be a list"),
-        (lambda doc: doc.update(roofline=[]), "field 'roofline' must be an object"),
-        (lambda doc: doc.update(telemetry=5), "field 'telemetry' must be an object or null"),
-        (lambda doc: doc.pop("systems"), "field 'systems' must be a list"),
+        (lambda doc: doc.update(ceilings="x"), "got `str` - at `$.ceilings`"),
+        (lambda doc: doc.update(roofline=[]), "got `array` - at `$.roofline`"),
+        (lambda doc: doc.update(telemetry=5), "expected `object | null`, got `int` - at `$.telemetry`"),
+        (lambda doc: doc.pop("systems"), "missing required field `systems`"),
     ],
     ids=["version", "ceilings", "roofline", "telemetry", "systems"],
 )
@@ -509,18 +657,20 @@ def _set_path(document: Any, path: tuple[Any, ...], value: Any) -> None:
 @pytest.mark.parametrize(
     "path, value, fragment",
     [
-        (("warnings",), 1e308, "warnings must be a list or null"),
-        (("systems", 0), 5, "systems[0] must be an object"),
-        (("ceilings", 0), 2**70, "ceilings[0] must be an object"),
-        (("roofline", "points", 0), "", "roofline.points[0] must be an object"),
-        (("roofline", "roofs", 0, "value"), 1e-320, "roofline.roofs[0].value must be null, 0 or a number of magnitude between 1e-15 and 1e+30"),
-        (("low_percent_of_spec", "compute"), "70", "low_percent_of_spec.compute must be 0 or a number"),
-        (("results", 0, "document", "ceilings", 0, "value"), -1.0, "results[0].document: ceilings[0]: field 'value'"),
+        (("warnings",), 1e308, "expected `array | null`, got `float` - at `$.warnings`"),
+        (("systems", 0), 5, "got `int` - at `$.systems[0]`"),
+        (("ceilings", 0), 2**70, "`$.ceilings[0]`"),
+        (("roofline", "points", 0), "", "got `str` - at `$.roofline.points[0]`"),
+        (("roofline", "roofs", 0, "value"), 1e-320, "expected `float` >= 1e-15 - at `$.roofline.roofs[0].value`"),
+        (("low_percent_of_spec", "compute"), "70", "expected `float`, got `str` - at `$.low_percent_of_spec[...]`"),
+        (("results", 0, "document", "ceilings", 0, "value"), -1.0, "`$.results[0].document.ceilings[0].value`"),
     ],
     ids=["warnings", "system", "ceiling", "point", "roof-value", "threshold", "embedded-results"],
 )
-def test_bad_inner_report_field_names_its_path(tmp_path: Path, path: tuple[Any, ...], value: Any, fragment: str) -> None:
-    """A report.json read back is checked in full (gpuscope/report/schema.py), not only at the top."""
+def test_bad_inner_report_field_names_its_path(
+    tmp_path: Path, path: tuple[Any, ...], value: Any, fragment: str
+) -> None:
+    """A report.json read back is checked in full (gpuscope/schema/report.py), not only at the top."""
     from gpuscope.report.io import load_input
 
     document = _report_document(tmp_path)
@@ -529,7 +679,7 @@ def test_bad_inner_report_field_names_its_path(tmp_path: Path, path: tuple[Any, 
     target.write_text(json.dumps(document))
     with pytest.raises(BadInputError) as caught:
         load_input(target)
-    one_line(str(caught.value), f"{target}: {fragment}")
+    one_line(str(caught.value), str(target), fragment)
 
 
 def test_bad_telemetry_line_in_report_names_its_path(tmp_path: Path) -> None:
@@ -543,15 +693,15 @@ def test_bad_telemetry_line_in_report_names_its_path(tmp_path: Path) -> None:
     line = document["telemetry"]["panels"][0]["lines"][0]
     target = tmp_path / "rep.json"
     for change, fragment in (
-        (lambda: line["v"].pop(), "telemetry.panels[0].lines[0] has 20 times (t) but 19 values (v)"),
-        (lambda: line.update(style="x"), "telemetry.panels[0].lines[0].style must be one of"),
+        (lambda: line["v"].pop(), "20 times (t) but 19 values (v) - at `$.telemetry.panels[0].lines[0]`"),
+        (lambda: line.update(style="x"), "at `$.telemetry.panels[0].lines[0].style`"),
     ):
         saved = copy.deepcopy(line)
         change()
         target.write_text(json.dumps(document))
         with pytest.raises(BadInputError) as caught:
             load_input(target)
-        one_line(str(caught.value), f"{target}: {fragment}")
+        one_line(str(caught.value), str(target), fragment)
         line.clear()
         line.update(saved)
 
@@ -569,9 +719,13 @@ def test_report_json_round_trip_passes_the_full_check(tmp_path: Path) -> None:
         assert render_report(make_report([tmp_path / "rep.json"]), "html") == render_report(report, "html")
 
 
-@settings(max_examples=40, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, phases=[Phase.generate], suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 3))
-def test_mutated_report_json_renders_or_fails_in_one_line(tmp_path_factory: pytest.TempPathFactory, seed: int, count: int) -> None:
+def test_mutated_report_json_renders_or_fails_in_one_line(
+    tmp_path_factory: pytest.TempPathFactory, seed: int, count: int
+) -> None:
     """A report.json read back (``gpuscope compare`` and ``report`` accept them) and rendered."""
     from gpuscope.report import make_report, render_report
 
@@ -599,6 +753,7 @@ TOML_CORPUS: list[tuple[str, bytes]] = [
     ("deep-array", b"a = " + b"[" * 5000 + b"]" * 5000 + b"\n"),
     ("deep-inline-table", b"a = " + b"{b = " * 5000 + b"1" + b"}" * 5000 + b"\n"),
 ]
+
 
 def _toml_param(name: str, content: bytes) -> Any:
     return pytest.param(content, id=name)
@@ -664,7 +819,7 @@ def test_every_cut_point_reads_back_the_whole_records_before_it(tmp_path: Path, 
         cut_path.write_bytes(body)
         whole_lines = body.count(b"\n")
         cut_mid_line = keep > 0 and not body.endswith(b"\n")
-        if cut_mid_line and data[keep:keep + 1] == b"\n":
+        if cut_mid_line and data[keep : keep + 1] == b"\n":
             whole_lines, cut_mid_line = whole_lines + 1, False  # only the newline is missing
         expected = max(0, whole_lines - header_lines)
         warned: list[str] = []
@@ -674,3 +829,81 @@ def test_every_cut_point_reads_back_the_whole_records_before_it(tmp_path: Path, 
         else:
             assert list(read_log(cut_path, on_warning=warned.append)) == records[:expected], f"cut at byte {keep}"
         assert bool(warned) == cut_mid_line, f"cut at byte {keep}: warnings {warned}"
+
+
+# --- unbounded input (issue 16, class 2) ---------------------------------------------------------
+
+
+def _reader_for(kind: str) -> Callable[[Path], Any]:
+    """The library reader of each file kind, returning its one-line problem (or raising it)."""
+    if kind == "results":
+        return load_results
+    if kind == "report":
+        from gpuscope.report.io import load_input
+
+        return lambda path: load_input(path, 0)
+    if kind == "suite":
+        from gpuscope.probing.suite import load_suite
+
+        return lambda path: load_suite(str(path))
+    if kind == "theme":
+        from gpuscope.tui.themes import load_theme_file
+
+        return load_theme_file
+    if kind == "settings":
+        from gpuscope.tui.config import load_settings
+
+        def settings(path: Path) -> Any:
+            _, problem = load_settings(path)
+            assert problem is not None
+            raise BadInputError(problem)
+
+        return settings
+    return lambda path: list(read_log(path))
+
+
+UNBOUNDED_KINDS = ["results", "report", "suite", "theme", "settings", "telemetry log"]
+
+
+@pytest.mark.parametrize("source", ["dev-zero", "sparse-2g"])
+@pytest.mark.parametrize("kind", UNBOUNDED_KINDS)
+def test_unbounded_input_is_refused_after_one_bounded_read(tmp_path: Path, kind: str, source: str) -> None:
+    """/dev/zero and a 2 GB sparse file as every kind of input: one line naming the file, and
+    memory stays bounded (tracemalloc peak under the kind's limit plus a chunk, far below 2 GB)."""
+    import tracemalloc
+
+    from gpuscope.fileio import LIMITS_BYTES
+
+    if source == "dev-zero":
+        path = Path("/dev/zero")
+    else:
+        path = tmp_path / "sparse.bin"
+        with open(path, "wb") as handle:
+            handle.truncate(2 * 1024**3)
+    read = _reader_for(kind)
+    tracemalloc.start()
+    try:
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - each reader has its own error class
+            read(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    message = str(caught.value)
+    assert len(message.splitlines()) == 1 and str(path) in message, message
+    assert "too large" in message or "line longer than" in message, message
+    held = 16 * 1024 * 1024 if kind == "telemetry log" else LIMITS_BYTES[kind]  # a log is read a line at a time
+    bound = held * (2.25 if kind == "telemetry log" else 1.25) + 4 * 1024 * 1024  # readline buffers a line twice
+    assert peak < bound, f"{peak / 1e6:.0f} MB held reading {source} as {kind}"
+
+
+def test_size_limits_are_per_kind_and_a_file_at_the_limit_is_read(tmp_path: Path) -> None:
+    from gpuscope.fileio import LIMITS_BYTES, FileTooLargeError, read_bytes_bounded
+
+    assert LIMITS_BYTES["suite"] < LIMITS_BYTES["results"] and LIMITS_BYTES["theme"] <= LIMITS_BYTES["suite"]
+    exact = tmp_path / "exact.toml"
+    exact.write_bytes(b"#" * LIMITS_BYTES["theme"])
+    assert len(read_bytes_bounded(exact, "theme")) == LIMITS_BYTES["theme"]
+    with open(exact, "ab") as handle:
+        handle.write(b"#")
+    with pytest.raises(FileTooLargeError, match="too large for a theme TOML file"):
+        read_bytes_bounded(exact, "theme")

@@ -110,14 +110,22 @@ def test_csv_header_is_the_flattened_record_fields(tmp_path: Path) -> None:
     assert header[:2] == ["schema_version", "timestamp"]
     assert header[-1] == "unavailable"
     assert sorted(header[:-1]) == sorted(_expected_columns("", sample))
-    for column in ("host.cores.0.utilization_percent", "host.cores.2.frequency_mhz", "gpus.0.power_w",
-                   "gpus.1.nvlink_links.1.rx_bytes_per_s", "host.infiniband_ports.0.rx_bytes_per_s", "gpus.0.processes"):
+    for column in (
+        "host.cores.0.utilization_percent",
+        "host.cores.2.frequency_mhz",
+        "gpus.0.power_w",
+        "gpus.1.nvlink_links.1.rx_bytes_per_s",
+        "host.infiniband_ports.0.rx_bytes_per_s",
+        "gpus.0.processes",
+    ):
         assert column in header
     assert all(len(row) == len(header) for row in rows[1:])
     first = dict(zip(header, rows[1]))
     assert first["gpus.0.power_w"] == "550.5"
     assert first["gpus.0.temperature_memory_c"] == ""  # unavailable: empty cell ...
-    assert json.loads(first["unavailable"])["gpus.0.temperature_memory_c"] == "not_supported: no memory sensor"  # ... and why
+    assert (
+        json.loads(first["unavailable"])["gpus.0.temperature_memory_c"] == "not_supported: no memory sensor"
+    )  # ... and why
     assert first["host.nics.0.is_loopback"] == "true"
     assert json.loads(first["gpus.0.processes"])[0]["pid"] == 1234
 
@@ -253,13 +261,19 @@ _csv_text = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), m
 def _strategy(annotation: Any, text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     origin = typing.get_origin(annotation)
     if origin in (Union, types.UnionType):
-        return st.one_of(*[_unavailable if a is Unavailable else st.none() if a is type(None) else _strategy(a, text)
-                           for a in typing.get_args(annotation)])
+        return st.one_of(
+            *[
+                _unavailable if a is Unavailable else st.none() if a is type(None) else _strategy(a, text)
+                for a in typing.get_args(annotation)
+            ]
+        )
     if origin is list:
         return st.lists(_strategy(typing.get_args(annotation)[0], text), max_size=2)
     if dataclasses.is_dataclass(annotation):
         hints = typing.get_type_hints(annotation)
-        fields = {f.name: _strategy(hints[f.name], text) for f in dataclasses.fields(annotation) if f.name != "schema_version"}
+        fields = {
+            f.name: _strategy(hints[f.name], text) for f in dataclasses.fields(annotation) if f.name != "schema_version"
+        }
         return st.builds(annotation, **fields)
     if annotation is bool:
         return st.booleans()
@@ -276,7 +290,9 @@ samples = _strategy(Sample, st.text(max_size=12))
 csv_samples = _strategy(Sample, _csv_text)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(records=st.lists(samples, min_size=1, max_size=3))
 def test_jsonl_round_trip_property(tmp_path: Path, records: list[Sample]) -> None:
     path = tmp_path / "prop.jsonl"
@@ -284,7 +300,9 @@ def test_jsonl_round_trip_property(tmp_path: Path, records: list[Sample]) -> Non
     assert list(read_log(path)) == records
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(record=csv_samples)
 def test_csv_round_trip_property(tmp_path: Path, record: Sample) -> None:
     path = tmp_path / "prop.csv"
@@ -294,7 +312,9 @@ def test_csv_round_trip_property(tmp_path: Path, record: Sample) -> None:
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(count=st.integers(1, 4), fmt=st.sampled_from(["jsonl", "csv"]), cut=st.floats(0.0, 1.0))
-def test_any_truncation_reads_a_prefix_and_warns_only_when_a_line_is_cut(tmp_path: Path, count: int, fmt: str, cut: float) -> None:
+def test_any_truncation_reads_a_prefix_and_warns_only_when_a_line_is_cut(
+    tmp_path: Path, count: int, fmt: str, cut: float
+) -> None:
     path = tmp_path / f"cut.{fmt}"
     records = [make_sample(tick, gpus=1, cores=2) for tick in range(count)]
     write_log(path, records, fmt=fmt)
@@ -305,7 +325,7 @@ def test_any_truncation_reads_a_prefix_and_warns_only_when_a_line_is_cut(tmp_pat
     header_lines = 1 if fmt == "csv" else 0
     cut_mid_line = keep > 0 and not body.endswith(b"\n")
     full_lines = body.count(b"\n")
-    if cut_mid_line and data[keep:keep + 1] == b"\n":
+    if cut_mid_line and data[keep : keep + 1] == b"\n":
         full_lines += 1  # cut exactly before the newline: the line itself is complete
         cut_mid_line = False
     expected = max(0, full_lines - header_lines)
@@ -321,8 +341,13 @@ def test_any_truncation_reads_a_prefix_and_warns_only_when_a_line_is_cut(tmp_pat
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(garbage=st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b and b.strip()), position=st.integers(0, 2))
-def test_garbage_in_the_middle_is_a_bad_input_error_with_its_line(tmp_path: Path, garbage: bytes, position: int) -> None:
+@given(
+    garbage=st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b and b.strip()),
+    position=st.integers(0, 2),
+)
+def test_garbage_in_the_middle_is_a_bad_input_error_with_its_line(
+    tmp_path: Path, garbage: bytes, position: int
+) -> None:
     path = tmp_path / "garbage.jsonl"
     write_log(path, [make_sample(tick, gpus=0, cores=1) for tick in range(3)])
     lines = path.read_bytes().splitlines(keepends=True)

@@ -13,7 +13,13 @@ import pytest
 from gpuscope.telemetry.nvml import GpuSide, NvmlCollector
 from gpuscope.telemetry.records import GpuSample, record_from_dict, record_to_dict
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, FakeProcess, install_fake_nvml
+from gpuscope.testing.fake_nvml import (
+    FakeClock,
+    FakeGpu,
+    FakeNvml,
+    FakeProcess,
+    install_fake_nvml,
+)
 
 GIB = 2**30
 H200_PEAK = 6144 * 3201e6 * 2 / 8
@@ -71,7 +77,9 @@ def test_hopper_gpm_dram_bandwidth_is_exact(clock: FakeClock) -> None:
         assert gpu.hmma_tensor_activity_percent == pytest.approx(35.0)
         assert gpu.imma_tensor_activity_percent == pytest.approx(5.0)
         assert gpu.dfma_tensor_activity_percent == pytest.approx(0.0)
-        assert (gpu.fp16_activity_percent, gpu.fp32_activity_percent, gpu.fp64_activity_percent) == pytest.approx((1.0, 12.0, 2.0))
+        assert (gpu.fp16_activity_percent, gpu.fp32_activity_percent, gpu.fp64_activity_percent) == pytest.approx(
+            (1.0, 12.0, 2.0)
+        )
         assert gpu.pcie_tx_bytes_per_s == pytest.approx(8e9, rel=1e-12)
         assert gpu.pcie_rx_bytes_per_s == pytest.approx(2e9, rel=1e-12)
 
@@ -92,14 +100,36 @@ def test_gpm_window_shorter_than_100ms_reuses_the_last_metrics(clock: FakeClock)
         clock.advance(0.05)
         assert collector.sample().gpus[0].sm_activity_percent == pytest.approx(80.0)
         assert fake.calls["nvmlGpmMetricsGet"] == metrics_calls
+        clock.advance(0.05)  # 0.1 s after the last GPM sample: not *more* than 100 ms yet
+        assert collector.sample().gpus[0].sm_activity_percent == pytest.approx(80.0)
+        assert fake.calls["nvmlGpmMetricsGet"] == metrics_calls
         clock.advance(0.1)
-        # the window runs from the last GPM sample (0.15 s ago): 0.05 s at 10 % + 0.1 s at 10 %
+        # the window runs from the last GPM sample (0.2 s ago), all of it at 10 %
         assert collector.sample().gpus[0].sm_activity_percent == pytest.approx(10.0)
+
+
+def test_gpm_samples_exactly_100ms_apart_are_never_paired(clock: FakeClock) -> None:
+    """nvml.h asks for GPM samples more than 100 ms apart; the fake refuses 100 ms windows."""
+    fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
+    fake.set_load(0, sm_activity_percent=60.0)
+    with opened(fake, clock) as collector:
+        for _ in range(12):
+            clock.advance(0.1)
+            value = collector.sample().gpus[0].sm_activity_percent
+            assert not isinstance(value, Unavailable) or value.reason is Reason.WARMING_UP, value
+        assert collector.sample().gpus[0].sm_activity_percent == pytest.approx(60.0)
 
 
 def test_ampere_without_gpm_reads_pcie_from_counters(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.a100()], clock=clock)
-    fake.set_load(0, pcie_tx_bytes_per_s=3 * GIB, pcie_rx_bytes_per_s=GIB, power_w=250.0, gpu_util_percent=77, memory_busy_percent=33)
+    fake.set_load(
+        0,
+        pcie_tx_bytes_per_s=3 * GIB,
+        pcie_rx_bytes_per_s=GIB,
+        power_w=250.0,
+        gpu_util_percent=77,
+        memory_busy_percent=33,
+    )
     with opened(fake, clock) as collector:
         first = collector.sample().gpus[0]
         assert reason(first.pcie_tx_bytes_per_s) is Reason.WARMING_UP  # no time has passed since open
@@ -128,7 +158,11 @@ def test_ampere_without_gpm_reads_pcie_from_counters(clock: FakeClock) -> None:
 def test_two_gpus_nvlink_per_link_and_totals_from_counters(clock: FakeClock) -> None:
     gpus = [FakeGpu.a100(nvlink_inactive=frozenset({3})), FakeGpu.a100()]
     fake = FakeNvml.with_gpus(gpus, clock=clock)
-    fake.set_load(0, nvlink_tx_bytes_per_s=[(k + 1) * GIB for k in range(12)], nvlink_rx_bytes_per_s=[(k + 1) * 2**29 for k in range(12)])
+    fake.set_load(
+        0,
+        nvlink_tx_bytes_per_s=[(k + 1) * GIB for k in range(12)],
+        nvlink_rx_bytes_per_s=[(k + 1) * 2**29 for k in range(12)],
+    )
     fake.set_load(1, nvlink_tx_bytes_per_s=2 * GIB, nvlink_rx_bytes_per_s=3 * GIB)
     with opened(fake, clock) as collector:
         clock.advance(2.0)
@@ -153,7 +187,9 @@ def test_hopper_nvlink_per_link_from_gpm(clock: FakeClock) -> None:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
     assert gpu.nvlink_active_links == 18 and gpu.nvlink_version == 4
-    assert [link.tx_bytes_per_s for link in gpu.nvlink_links] == pytest.approx([1e9 * (k + 1) for k in range(18)], rel=1e-12)
+    assert [link.tx_bytes_per_s for link in gpu.nvlink_links] == pytest.approx(
+        [1e9 * (k + 1) for k in range(18)], rel=1e-12
+    )
     assert gpu.nvlink_tx_bytes_per_s == pytest.approx(1e9 * 171, rel=1e-12)
     assert gpu.nvlink_rx_bytes_per_s == pytest.approx(18 * 5e9, rel=1e-12)
 
@@ -299,7 +335,11 @@ def test_versions_and_round_trip_through_the_log_schema(clock: FakeClock) -> Non
     assert (side.driver_version, side.nvml_version, side.cuda_driver_version) == ("560.35.03", "12.560.35.03", "12.4")
     data = record_to_dict(side.gpus[0])
     assert record_from_dict(GpuSample, data) == side.gpus[0]
-    assert all(value is not None for key, value in data.items() if key not in data.get("unavailable", {}) and key != "unavailable" and not key.startswith("mig_"))
+    assert all(
+        value is not None
+        for key, value in data.items()
+        if key not in data.get("unavailable", {}) and key != "unavailable" and not key.startswith("mig_")
+    )
 
 
 def test_counter_rates_survive_wraps_and_resets() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pynvml
 import pytest
 
+from gpuscope.telemetry.nvml import compat
 from gpuscope.testing.fake_nvml import (
     FakeClock,
     FakeGpu,
@@ -57,10 +58,10 @@ def test_removed_symbol_is_function_not_found(clock: FakeClock) -> None:
         with pytest.raises(pynvml.NVMLError_FunctionNotFound):
             pynvml.nvmlGpmSampleAlloc()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        assert pynvml.nvmlDeviceGetTemperatureV(handle, 0) == 33
-        fake.remove_symbols("nvmlDeviceGetTemperatureV")  # even after it was looked up once
+        assert pynvml.nvmlDeviceGetTemperature(handle, 0) == 33
+        fake.remove_symbols("nvmlDeviceGetTemperature")  # even after it was looked up once
         with pytest.raises(pynvml.NVMLError_FunctionNotFound):
-            pynvml.nvmlDeviceGetTemperatureV(handle, 0)
+            pynvml.nvmlDeviceGetTemperature(handle, 0)
 
 
 def test_library_not_found_and_init_errors(clock: FakeClock) -> None:
@@ -121,7 +122,11 @@ def test_lost_gpu_after_calls_and_restore(clock: FakeClock) -> None:
 
 def test_counters_integrate_the_scripted_rates_exactly(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.a100()], clock=clock)
-    fields = [pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION, pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 2)]
+    fields = [
+        pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION,
+        compat.FI_PCIE_COUNT_TX_BYTES,
+        (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, 2),
+    ]
     with install_fake_nvml(fake):
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -156,12 +161,17 @@ def test_wobble_is_seeded_and_moves_with_the_clock() -> None:
 
 
 def test_process_lists_use_the_two_call_protocol(clock: FakeClock) -> None:
-    gpu = FakeGpu.l4(processes=[FakeProcess(11, sm_percent=20), FakeProcess(12, kind="graphics", used_gpu_memory_bytes=None, sm_percent=None)])
+    gpu = FakeGpu.l4(
+        processes=[
+            FakeProcess(11, sm_percent=20),
+            FakeProcess(12, kind="graphics", used_gpu_memory_bytes=None, sm_percent=None),
+        ]
+    )
     with install_fake_nvml(FakeNvml.with_gpus([gpu], clock=clock)):
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         compute = pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle)
-        graphics = pynvml.nvmlDeviceGetGraphicsRunningProcesses_v2(handle)
+        graphics = pynvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
         assert [p.pid for p in compute] == [11] and compute[0].usedGpuMemory == 2**30
         assert [p.pid for p in graphics] == [12] and graphics[0].usedGpuMemory is None
         samples = pynvml.nvmlDeviceGetProcessUtilization(handle, 0)

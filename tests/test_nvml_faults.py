@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pynvml
 import pytest
 
-from gpuscope.telemetry.nvml import NvmlCollector
+from gpuscope.telemetry.nvml import NvmlCollector, compat
 from gpuscope.telemetry.nvml.readings import METRIC_FIELDS
 from gpuscope.telemetry.nvml.session import unavailable_from_error
 from gpuscope.telemetry.records import GpuSample
@@ -153,7 +153,11 @@ def test_library_not_found_host_only() -> None:
 
 @pytest.mark.parametrize(
     ("error", "expected"),
-    [("DriverNotLoaded", Reason.NO_DRIVER), ("LibRmVersionMismatch", Reason.DRIVER_MISMATCH), ("NoPermission", Reason.NO_PERMISSION)],
+    [
+        ("DriverNotLoaded", Reason.NO_DRIVER),
+        ("LibRmVersionMismatch", Reason.DRIVER_MISMATCH),
+        ("NoPermission", Reason.NO_PERMISSION),
+    ],
 )
 def test_init_failures_mean_no_gpu_side(clock: FakeClock, error: str, expected: Reason) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock, init_error=error)
@@ -179,7 +183,12 @@ def test_no_permission_on_gpm_samples_falls_back_to_counters(clock: FakeClock) -
     with opened(fake, clock) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
-    for name in ("sm_activity_percent", "sm_occupancy_percent", "tensor_activity_percent", "dram_bandwidth_bytes_per_s"):
+    for name in (
+        "sm_activity_percent",
+        "sm_occupancy_percent",
+        "tensor_activity_percent",
+        "dram_bandwidth_bytes_per_s",
+    ):
         value = getattr(gpu, name)
         assert reason(value) is Reason.NO_PERMISSION, name
         assert "RmProfilingAdminOnly" in value.detail and "NVreg_RestrictProfilingToAdminUsers=0" in value.detail
@@ -222,7 +231,9 @@ def test_transient_errors_do_not_stick(clock: FakeClock) -> None:
 
 @pytest.mark.parametrize("seed", [7, 8])
 def test_random_errors_never_raise_and_recovery_follows(clock: FakeClock, seed: int) -> None:
-    fake = FakeNvml.with_gpus([FakeGpu.h100(mig=["3g.40gb", "3g.40gb"]), FakeGpu.a100(), FakeGpu.l4(), FakeGpu.h200()], clock=clock)
+    fake = FakeNvml.with_gpus(
+        [FakeGpu.h100(mig=["3g.40gb", "3g.40gb"]), FakeGpu.a100(), FakeGpu.l4(), FakeGpu.h200()], clock=clock
+    )
     with opened(fake, clock) as collector:
         fake.inject_random(0.15, seed=seed, errors=("Unknown", "Timeout", "GpuIsLost", "InsufficientSize"))
         for _ in range(40):
@@ -256,7 +267,8 @@ def test_error_mapping_names_each_reason() -> None:
     }
     for code, expected in cases.items():
         assert unavailable_from_error(pynvml.NVMLError(code), "x").reason is expected
-    assert unavailable_from_error(pynvml.NVMLLibraryMismatchError("old"), "x").reason is Reason.DRIVER_TOO_OLD
+    if compat.LIBRARY_MISMATCH_ERRORS:  # nvidia-ml-py 12.550 and newer
+        assert unavailable_from_error(compat.LIBRARY_MISMATCH_ERRORS[0]("old"), "x").reason is Reason.DRIVER_TOO_OLD
     assert unavailable_from_error(ValueError("bad"), "x") == Unavailable(Reason.ERROR, "x: ValueError: bad")
 
 

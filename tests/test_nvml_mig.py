@@ -8,7 +8,14 @@ import pytest
 
 from gpuscope.telemetry.nvml import NvmlCollector
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeMig, FakeNvml, FakeProcess, install_fake_nvml
+from gpuscope.testing.fake_nvml import (
+    FakeClock,
+    FakeGpu,
+    FakeMig,
+    FakeNvml,
+    FakeProcess,
+    install_fake_nvml,
+)
 
 GIB = 2**30
 
@@ -56,7 +63,10 @@ def test_hopper_mig_devices_with_gpm_per_instance() -> None:
 
 def test_compute_instances_sharing_a_gpu_instance_read_its_gpm_once() -> None:
     clock = FakeClock()
-    shared = [FakeMig("1c.3g.40gb", gpu_instance_id=1, compute_instance_id=0), FakeMig("2c.3g.40gb", gpu_instance_id=1, compute_instance_id=1)]
+    shared = [
+        FakeMig("1c.3g.40gb", gpu_instance_id=1, compute_instance_id=0),
+        FakeMig("2c.3g.40gb", gpu_instance_id=1, compute_instance_id=1),
+    ]
     fake = FakeNvml.with_gpus([FakeGpu.h100(mig=shared)], clock=clock)
     fake.set_load(0, mig=0, sm_activity_percent=44.0)
     with install_fake_nvml(fake):

@@ -41,7 +41,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index", str(wheels[0])],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            str(wheels[0]),
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -50,8 +61,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     script = (
         "import json, gpuscope, gpuscope.resources as r;"
         "print(json.dumps({'package': gpuscope.__file__, 'probes': str(r.suites_dir()), 'themes': str(r.themes_dir()),"
-        "'probe_files': sorted(p.relative_to(r.suites_dir()).as_posix() for p in r.suites_dir().rglob('*') if p.is_file()),"
-        "'theme_files': sorted(p.relative_to(r.themes_dir()).as_posix() for p in r.themes_dir().rglob('*') if p.is_file())}))"
+        "'probe_files': sorted(p.relative_to(r.suites_dir()).as_posix()"
+        " for p in r.suites_dir().rglob('*') if p.is_file()),"
+        "'theme_files': sorted(p.relative_to(r.themes_dir()).as_posix()"
+        " for p in r.themes_dir().rglob('*') if p.is_file())}))"
     )
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
     result = subprocess.run([str(python), "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp, env=env)
@@ -96,7 +109,8 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
     except SystemExit as exc:
         code = exc.code
 heavy = {"torch", "textual", "pynvml", "psutil", "numpy", "matplotlib", "rich", "plotext", "prometheus_client"}
-print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.modules} & heavy), "chars": len(out.getvalue())}))
+loaded = sorted({m.split(".")[0] for m in sys.modules} & heavy)
+print(json.dumps({"code": code, "loaded": loaded, "chars": len(out.getvalue())}))
 """
 
 
@@ -104,7 +118,9 @@ print(json.dumps({"code": code, "loaded": sorted({m.split(".")[0] for m in sys.m
 def test_help_imports_nothing_heavy(args: list[str]) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    result = subprocess.run([sys.executable, "-c", _HELP_IMPORTS, *args], capture_output=True, text=True, timeout=60, env=env, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-c", _HELP_IMPORTS, *args], capture_output=True, text=True, timeout=60, env=env, cwd=REPO
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["code"] in (0, None)

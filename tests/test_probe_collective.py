@@ -21,7 +21,9 @@ def test_bus_factors_match_nccl_tests() -> None:
 @pytest.mark.slow
 def test_gloo_allreduce_and_allgather_between_two_processes() -> None:
     device = parse_device("cpu")
-    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.005))
+    ctx = ProbeContext(
+        device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.005)
+    )
     records: list[dict] = []
     collective_probe(["allreduce", "allgather"], [65536], 2, ctx, records.append, timeout_s=120)
     assert [r["parameters"]["op"] for r in records] == ["allreduce", "allgather"]
@@ -30,7 +32,9 @@ def test_gloo_allreduce_and_allgather_between_two_processes() -> None:
         assert record["validation_error"] == 0.0
         assert record["parameters"]["backend"] == "gloo" and record["parameters"]["world_size"] == 2
         assert record["algbw_bytes_per_s"] == pytest.approx(record["bytes"] / record["time_s"])
-        assert record["busbw_bytes_per_s"] == pytest.approx(record["algbw_bytes_per_s"] * bus_factor(record["parameters"]["op"], 2))
+        assert record["busbw_bytes_per_s"] == pytest.approx(
+            record["algbw_bytes_per_s"] * bus_factor(record["parameters"]["op"], 2)
+        )
         assert len(record["samples_s"]) == 2
 
 

@@ -16,9 +16,10 @@ import pytest
 
 from gpuscope.cli import main
 from gpuscope.errors import UsageError
+from gpuscope.fileio import write_json_atomic
 from gpuscope.probing.cluster import RankReport, collective_records, group_sizes, merge_rank_results
 from gpuscope.probing.distributed import Launch
-from gpuscope.results import load_results, write_json_atomic
+from gpuscope.results import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,8 +61,26 @@ def _rank_doc(rank: int, fp32: float, copy: float) -> dict[str, Any]:
         "devices": [{"device": "cpu", "type": "cpu", "name": "Test CPU", "host": f"node{rank // 2}", "rank": 0}],
         "measurements": measurements,
         "ceilings": [
-            {"device": "cpu", "kind": "compute", "name": "fp32", "value": fp32, "unit": "FLOP/s", "measurement_id": "m0001", "host": None, "rank": 0},
-            {"device": "cpu", "kind": "memory", "name": "dram.copy", "value": copy, "unit": "B/s", "measurement_id": "m0002", "host": None, "rank": 0},
+            {
+                "device": "cpu",
+                "kind": "compute",
+                "name": "fp32",
+                "value": fp32,
+                "unit": "FLOP/s",
+                "measurement_id": "m0001",
+                "host": None,
+                "rank": 0,
+            },
+            {
+                "device": "cpu",
+                "kind": "memory",
+                "name": "dram.copy",
+                "value": copy,
+                "unit": "B/s",
+                "measurement_id": "m0002",
+                "host": None,
+                "rank": 0,
+            },
         ],
         "workloads": [],
         "warnings": ["noisy"],
@@ -71,7 +90,9 @@ def _rank_doc(rank: int, fp32: float, copy: float) -> dict[str, Any]:
 
 def _reports(values: list[tuple[float, float]]) -> list[RankReport]:
     return [
-        RankReport(rank=r, host=f"node{r // 2}", status="ok", results=_rank_doc(r, fp32, copy), local_rank=r % 2, device="cpu")
+        RankReport(
+            rank=r, host=f"node{r // 2}", status="ok", results=_rank_doc(r, fp32, copy), local_rank=r % 2, device="cpu"
+        )
         for r, (fp32, copy) in enumerate(values)
     ]
 
@@ -102,7 +123,9 @@ def test_merge_tags_every_entry_with_host_and_rank(tmp_path: Path) -> None:
 
 def test_straggler_below_margin_is_flagged_and_within_is_not() -> None:
     # fp32: rank 2 is 20% below the median (flagged); copy: rank 3 is 5% below (not flagged at 10%)
-    merged = merge_rank_results(_reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None)
+    merged = merge_rank_results(
+        _reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None
+    )
     assert [(s["rank"], s["name"]) for s in merged["stragglers"]] == [(2, "fp32")]
     item = merged["stragglers"][0]
     assert item["host"] == "node1" and item["median"] == pytest.approx(99.5e9)
@@ -112,7 +135,9 @@ def test_straggler_below_margin_is_flagged_and_within_is_not() -> None:
     assert [d["straggler"] for d in merged["devices"]] == [False, False, True, False]
     assert [m["id"] for m in merged["measurements"] if m.get("straggler")] == ["r2.m0001"]
     # a tighter margin catches rank 3's copy too; the margin is recorded
-    tight = merge_rank_results(_reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None, margin=0.03)
+    tight = merge_rank_results(
+        _reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None, margin=0.03
+    )
     assert [(s["rank"], s["name"]) for s in tight["stragglers"]] == [(2, "fp32"), (3, "dram.copy")]
     assert tight["straggler_margin"] == 0.03
 
@@ -154,7 +179,9 @@ def test_collective_timings_become_network_roofs_per_group_size() -> None:
     hosts = {0: "a", 1: "a", 2: "b", 3: "b"}
     measurements, ceilings = collective_records(items, device="cpu", host="a", hosts_by_rank=hosts, backend="gloo")
     assert [m["status"] for m in measurements] == ["ok", "ok", "ok", "failed"]
-    assert all(c["kind"] == "collective" and c["unit"] == "B/s" and c["rank"] == 0 and c["host"] == "a" for c in ceilings)
+    assert all(
+        c["kind"] == "collective" and c["unit"] == "B/s" and c["rank"] == 0 and c["host"] == "a" for c in ceilings
+    )
     by_name = {c["name"]: c for c in ceilings}
     assert set(by_name) == {"allreduce.busbw.2ranks", "allreduce.busbw.4ranks"}
     # best busbw of the two sizes for 2 ranks: 16 MiB / 10 ms x 2(n-1)/n = 1.68 GB/s beats 1 MiB / 1 ms = 1.05
@@ -162,7 +189,11 @@ def test_collective_timings_become_network_roofs_per_group_size() -> None:
     assert by_name["allreduce.busbw.4ranks"]["value"] == pytest.approx((1 << 20) / 0.004 * 1.5)
     assert by_name["allreduce.busbw.4ranks"]["group_hosts"] == ["a", "b"]
     merged = merge_rank_results(
-        _reports([(1e9, 1e9)] * 4), world_size=4, suite=None, collective_measurements=measurements, collective_ceilings=ceilings
+        _reports([(1e9, 1e9)] * 4),
+        world_size=4,
+        suite=None,
+        collective_measurements=measurements,
+        collective_ceilings=ceilings,
     )
     assert "straggler" not in by_name["allreduce.busbw.2ranks"]  # shared by a group: never compared
     assert {c["name"] for c in merged["ceilings"] if c["kind"] == "collective"} == set(by_name)
@@ -172,13 +203,24 @@ def test_launch_needs_torchrun() -> None:
     with pytest.raises(UsageError) as info:
         Launch.from_env({})
     assert "torchrun" in str(info.value) and "\n" not in str(info.value)
-    launch = Launch.from_env({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h", "MASTER_PORT": "1"})
+    launch = Launch.from_env(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "4",
+            "LOCAL_RANK": "1",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "h",
+            "MASTER_PORT": "1",
+        }
+    )
     assert (launch.rank, launch.world_size, launch.local_rank, launch.local_world_size) == (3, 4, 1, 2)
     with pytest.raises(UsageError):
         Launch.from_env({"RANK": "4", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"})
 
 
-def test_distributed_without_torchrun_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_distributed_without_torchrun_is_one_line_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
     assert main(["probe", "--distributed", "--device", "cpu"]) == 2
@@ -186,7 +228,9 @@ def test_distributed_without_torchrun_is_one_line_exit_2(monkeypatch: pytest.Mon
     assert err.count("\n") == 1 and "torchrun" in err
 
 
-def test_distributed_bad_margin_is_usage_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_distributed_bad_margin_is_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
@@ -211,7 +255,9 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _torchrun(tmp_path: Path, nproc: int, *extra: str, fault: str | None = None, timeout_s: float = 90) -> tuple[subprocess.CompletedProcess[str], Path]:
+def _torchrun(
+    tmp_path: Path, nproc: int, *extra: str, fault: str | None = None, timeout_s: float = 90
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     suite = tmp_path / "tiny.toml"
     suite.write_text(TINY)
     output = tmp_path / "results.json"
@@ -240,8 +286,15 @@ def test_three_ranks_one_results_file(tmp_path: Path) -> None:
     per_rank = {(c["rank"], c["name"]) for c in results["ceilings"] if c["kind"] != "collective"}
     assert {name for _, name in per_rank} >= {"fp32"} and len(per_rank) % 3 == 0
     network = {c["name"]: c for c in results["ceilings"] if c["kind"] == "collective"}
-    assert set(network) == {"allreduce.busbw.2ranks", "allreduce.busbw.3ranks", "allgather.busbw.2ranks", "allgather.busbw.3ranks"}
-    assert network["allreduce.busbw.3ranks"]["group_ranks"] == [0, 1, 2] and network["allreduce.busbw.3ranks"]["value"] > 0
+    assert set(network) == {
+        "allreduce.busbw.2ranks",
+        "allreduce.busbw.3ranks",
+        "allgather.busbw.2ranks",
+        "allgather.busbw.3ranks",
+    }
+    assert (
+        network["allreduce.busbw.3ranks"]["group_ranks"] == [0, 1, 2] and network["allreduce.busbw.3ranks"]["value"] > 0
+    )
     assert isinstance(results["stragglers"], list) and results["straggler_margin"] == 0.1
     assert all("straggler" in c for c in results["ceilings"] if c["kind"] != "collective")
     assert "3 rank(s) on 1 host(s)" in done.stdout
@@ -269,8 +322,14 @@ def test_rank_that_hangs_is_named_after_the_rank_timeout(tmp_path: Path) -> None
     assert done.returncode != 0
     results = load_results(output)
     assert results["partial"] is True
-    assert "rank 1" in results["partial_reason"] and "did not finish within --rank-timeout 3 s" in results["partial_reason"]
-    assert [r["status"] for r in results["distributed"]["ranks"]] == ["ok", "missing"], (results["partial_reason"], done.stderr[-3000:])
+    assert (
+        "rank 1" in results["partial_reason"]
+        and "did not finish within --rank-timeout 3 s" in results["partial_reason"]
+    )
+    assert [r["status"] for r in results["distributed"]["ranks"]] == ["ok", "missing"], (
+        results["partial_reason"],
+        done.stderr[-3000:],
+    )
     assert "partial results in" in done.stderr
 
 
@@ -290,7 +349,16 @@ def test_node_that_dies_under_multi_node_launch(tmp_path: Path) -> None:
             "-m", "gpuscope", "probe", "--distributed", "--device", "cpu", "--suite", str(suite), "--output", str(output),
             "--no-telemetry", "--rank-timeout", "60",
         ]  # fmt: skip
-        agents.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(GPUSCOPE_TEST_FAULT="kill:1"), cwd=tmp_path))
+        agents.append(
+            subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=_env(GPUSCOPE_TEST_FAULT="kill:1"),
+                cwd=tmp_path,
+            )
+        )
     try:
         outputs = [agent.communicate(timeout=90) for agent in agents]
     finally:

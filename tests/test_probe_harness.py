@@ -78,7 +78,9 @@ def test_warmup_continues_while_the_rate_rises() -> None:
         clock_time.now_s += next(durations)
 
     clock = CpuClock(now=clock_time.read, resolution_s=1e-9)
-    timing = time_kernel(kernel, clock, TimingPolicy(samples=3, target_sample_s=0.0, warmup_max_s=60.0, warmup_patience=2))
+    timing = time_kernel(
+        kernel, clock, TimingPolicy(samples=3, target_sample_s=0.0, warmup_max_s=60.0, warmup_patience=2)
+    )
     # it kept warming while each sample got faster, and stopped after two without gain
     assert timing.samples_s == pytest.approx([0.5, 0.5, 0.5])
     assert timing.warmup_samples_s[-2:] == pytest.approx([0.5, 0.5])

@@ -16,7 +16,13 @@ FAST = TimingPolicy(samples=3, target_sample_s=0.001, warmup_max_s=0.2)
 
 def cpu_context(free_bytes: int = 1 << 34) -> ProbeContext:
     device = parse_device("cpu")
-    return ProbeContext(device=device, budget=MemoryBudget(device, 0.5, lambda: free_bytes), ceiling_policy=FAST, workload_policy=FAST, contention_retries=0)
+    return ProbeContext(
+        device=device,
+        budget=MemoryBudget(device, 0.5, lambda: free_bytes),
+        ceiling_policy=FAST,
+        workload_policy=FAST,
+        contention_retries=0,
+    )
 
 
 def test_flops_are_two_b_m_n_k() -> None:
@@ -30,7 +36,9 @@ def test_bytes_read_a_and_b_once_and_write_c_once() -> None:
     assert matmul_bytes(1, 16, 16, 16, "fp8") == (256 + 256) * 1 + 256 * 2  # bf16 output
 
 
-@pytest.mark.parametrize("library,dtype", [("torch", "fp32"), ("torch", "fp64"), ("torch", "bf16"), ("numpy", "fp32"), ("numpy", "fp64")])
+@pytest.mark.parametrize(
+    "library,dtype", [("torch", "fp32"), ("torch", "fp64"), ("torch", "bf16"), ("numpy", "fp32"), ("numpy", "fp64")]
+)
 def test_real_gemm_validates_and_reports_rates(library: str, dtype: str) -> None:
     shape = MatmulShape(m=96, n=80, k=64, batch=2, transpose="tn")
     record = measure_matmul(shape, dtype, library, cpu_context(), "median", "workload")
@@ -66,7 +74,9 @@ def test_wrong_kernel_is_a_failed_probe_without_a_number(monkeypatch: pytest.Mon
 
 
 def test_memory_budget_skips_a_gemm_that_does_not_fit() -> None:
-    record = measure_matmul(MatmulShape(512, 512, 512), "fp32", "torch", cpu_context(free_bytes=1000), "best", "ceiling")
+    record = measure_matmul(
+        MatmulShape(512, 512, 512), "fp32", "torch", cpu_context(free_bytes=1000), "best", "ceiling"
+    )
     assert record["status"] == "skipped"
     assert "budget" in record["error"] and "--memory-fraction" in record["error"]
 
@@ -104,7 +114,15 @@ def test_ceiling_search_keeps_the_best_and_skips_too_slow_shapes() -> None:
 
 
 def test_transformer_layer_shapes() -> None:
-    options = {"hidden": 4096, "ffn": 14336, "heads": 32, "kv_heads": 8, "context": 2048, "tokens": [1, 512], "attention": True}
+    options = {
+        "hidden": 4096,
+        "ffn": 14336,
+        "heads": 32,
+        "kv_heads": 8,
+        "context": 2048,
+        "tokens": [1, 512],
+        "attention": True,
+    }
     shapes = transformer_shapes(options)
     by_label = {s.label: s for s in shapes}
     qkv = by_label["T=1 decode qkv_proj"]

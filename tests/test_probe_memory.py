@@ -16,7 +16,12 @@ CACHES = CacheSizes(l1_bytes=48 * 1024, l2_bytes=1024 * 1024, llc_bytes=32 * 102
 
 def cpu_context(free_bytes: int = 1 << 34, fraction: float = 0.5) -> ProbeContext:
     device = parse_device("cpu")
-    return ProbeContext(device=device, budget=MemoryBudget(device, fraction, lambda: free_bytes), ceiling_policy=FAST, contention_retries=0)
+    return ProbeContext(
+        device=device,
+        budget=MemoryBudget(device, fraction, lambda: free_bytes),
+        ceiling_policy=FAST,
+        contention_retries=0,
+    )
 
 
 @pytest.mark.parametrize("kernel,arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3), ("read", 1)])
@@ -102,8 +107,9 @@ def test_wrong_memory_kernel_fails_validation(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad", "read"])
 @pytest.mark.parametrize("reps", [1, 3])
 def test_every_implementation_computes_the_kernel(kernel: str, reps: int) -> None:
-    import numpy as np
     from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
 
     with ThreadPoolExecutor(2) as team:
         per_thread = [memory._ThreadArrays(kernel, 1000, np.float64, seed) for seed in (1, 2)]

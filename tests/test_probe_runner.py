@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from gpuscope.probing.environment import parse_device
 from gpuscope.probing.runner import ProbeRunner, derive_ceilings
 from gpuscope.probing.suite import parse_suite
 from gpuscope.probing.telemetry import ProbeTelemetry
-from gpuscope.probing.environment import parse_device
 from gpuscope.results import validate_results
 from gpuscope.testing.samples import make_sample
 
@@ -64,7 +64,11 @@ def test_runner_progress_measurements_and_telemetry() -> None:
         on_measurement=lambda record: seen.append(record["id"]),
         telemetry_factory=lambda: collector,
     )
-    assert [s.label for s in runner.steps] == ["matmul fp32 ceiling", "memory copy", "memory scale"]  # no transfer on CPU
+    assert [s.label for s in runner.steps] == [
+        "matmul fp32 ceiling",
+        "memory copy",
+        "memory scale",
+    ]  # no transfer on CPU
     results = runner.run(threading.Event())
     validate_results(results, "runner")
     assert progress[0] == (0, 3, "matmul fp32 ceiling") and progress[-1] == (3, 3, "done")
@@ -109,7 +113,9 @@ def test_cancel_before_start_gives_partial_results() -> None:
 
 def test_cancel_from_a_measurement_callback_stops_the_run() -> None:
     cancel = threading.Event()
-    runner = ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False, on_measurement=lambda record: cancel.set())
+    runner = ProbeRunner(
+        parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False, on_measurement=lambda record: cancel.set()
+    )
     results = runner.run(cancel)
     assert results["partial"] is True
     assert 1 <= len(results["measurements"]) < 3
@@ -117,7 +123,16 @@ def test_cancel_from_a_measurement_callback_stops_the_run() -> None:
 
 def test_ceilings_take_the_best_ok_measurement_per_name() -> None:
     def m(i: int, rate: float, status: str = "ok") -> dict[str, Any]:
-        return {"id": f"m{i}", "kind": "matmul", "device": "cpu", "status": status, "flop_per_s": rate, "name": f"g{i}", "n": 5, "parameters": {"role": "ceiling", "dtype": "fp32"}}
+        return {
+            "id": f"m{i}",
+            "kind": "matmul",
+            "device": "cpu",
+            "status": status,
+            "flop_per_s": rate,
+            "name": f"g{i}",
+            "n": 5,
+            "parameters": {"role": "ceiling", "dtype": "fp32"},
+        }
 
     ceilings = derive_ceilings([m(1, 10.0), m(2, 30.0), m(3, 99.0, "failed"), m(4, 20.0)])
     assert len(ceilings) == 1
@@ -133,8 +148,26 @@ def test_contended_cpu_measurement_is_retried_and_labelled(monkeypatch: Any) -> 
     contention = iter([80.0, 50.0, 5.0])
     monkeypatch.setattr(context_module, "_contention_percent", lambda before, after: next(contention))
     device = parse_device("cpu")
-    ctx = ProbeContext(device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.001, warmup_max_s=0.05), contention_retries=3)
-    record = ctx.measure(lambda: sum(range(100)), statistic="best", validate=None, record={"kind": "matmul", "name": "x", "device": "cpu", "parameters": {}, "flops": 100, "bytes_": 8, "counting_rule": {}})
+    ctx = ProbeContext(
+        device=device,
+        budget=MemoryBudget(device),
+        ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.001, warmup_max_s=0.05),
+        contention_retries=3,
+    )
+    record = ctx.measure(
+        lambda: sum(range(100)),
+        statistic="best",
+        validate=None,
+        record={
+            "kind": "matmul",
+            "name": "x",
+            "device": "cpu",
+            "parameters": {},
+            "flops": 100,
+            "bytes_": 8,
+            "counting_rule": {},
+        },
+    )
     assert [a["host_contention_percent"] for a in record["attempts"]] == [80.0, 50.0, 5.0]
     assert record["status"] == "ok"
     assert record["host_contention_percent"] in (80.0, 50.0, 5.0)
@@ -157,6 +190,11 @@ def test_a_step_that_raises_is_a_failed_measurement_and_the_run_goes_on(monkeypa
 def test_torch_cpu_allocator_failure_counts_as_out_of_memory() -> None:
     from gpuscope.probing.environment import is_out_of_memory
 
-    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to allocate 4 bytes"))
+    assert is_out_of_memory(
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: "
+            "you tried to allocate 4 bytes"
+        )
+    )
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("shape mismatch"))

@@ -53,11 +53,11 @@ def test_sizes() -> None:
 @pytest.mark.parametrize(
     "replace,expected",
     [
-        ('dtypes = ["fp32"]', ("tiny.toml:7:", "probe[0] field 'dtypes'", "fp12")),
-        ('kernels = ["copy", "triad"]', ("tiny.toml:12:", "probe[1] field 'kernels'", "stream")),
-        ('samples = 3', ("tiny.toml:3:", "suite field 'samples'", "positive integer")),
-        ('kind = "memory"', ("tiny.toml:11:", "probe[1] field 'kind'", "expected one of")),
-        ('working_sets = ["32KiB", 65536]', ("tiny.toml:13:", "probe[1] field 'working_sets'", "not a size")),
+        ('dtypes = ["fp32"]', ("tiny.toml:7:", "`$.probe[0].dtypes[0]`", "fp12")),
+        ('kernels = ["copy", "triad"]', ("tiny.toml:12:", "`$.probe[1].kernels[1]`", "stream")),
+        ("samples = 3", ("tiny.toml:3:", "`$.suite.samples`", "expected `int` >= 1")),
+        ('kind = "memory"', ("tiny.toml:11:", "`$.probe[1].kind`", "invalid value 'nonsense'")),
+        ('working_sets = ["32KiB", 65536]', ("tiny.toml:13:", "field `working_sets`", "not a size")),
     ],
 )
 def test_schema_errors_name_file_line_and_field(replace: str, expected: tuple[str, str, str]) -> None:
@@ -78,9 +78,10 @@ def test_schema_errors_name_file_line_and_field(replace: str, expected: tuple[st
 
 
 def test_unknown_field_and_missing_field() -> None:
-    with pytest.raises(BadInputError, match=r"tiny.toml:8: probe\[0\] field 'shape'.*unknown field"):
+    with pytest.raises(BadInputError, match=r"tiny.toml:8: object contains unknown field `shape` - at `\$.probe\[0\]`"):
         parse_suite(GOOD.replace("shapes =", "shape ="), "tiny.toml")
-    with pytest.raises(BadInputError, match=r"tiny.toml:5: probe\[0\] field 'dtypes': is required"):
+    missing = r"tiny.toml:5: object missing required field `dtypes` - at `\$.probe\[0\]`"
+    with pytest.raises(BadInputError, match=missing):
         parse_suite(GOOD.replace('dtypes = ["fp32"]\n', ""), "tiny.toml")
 
 
@@ -101,14 +102,14 @@ def test_a_probe_can_set_its_own_sample_count() -> None:
     suite = parse_suite(GOOD + "samples = 12\n", "tiny.toml")
     assert suite.settings.samples == 3 and suite.probes[1].options["samples"] == 12
     assert parse_suite(GOOD, "tiny.toml").probes[1].options["samples"] is None
-    with pytest.raises(BadInputError, match=r"tiny.toml:\d+: probe\[1\] field 'samples'.*positive integer"):
+    with pytest.raises(BadInputError, match=r"tiny.toml:14: expected `int` >= 1 - at `\$.probe\[1\].samples`"):
         parse_suite(GOOD + "samples = 0\n", "tiny.toml")
 
 
 def test_a_probes_sample_count_reaches_its_measurements_only() -> None:
-    from gpuscope.probing.runner import _with_samples
     from gpuscope.probing.context import ProbeContext
     from gpuscope.probing.environment import MemoryBudget, parse_device
+    from gpuscope.probing.runner import _with_samples
     from gpuscope.probing.timing import TimingPolicy
 
     device = parse_device("cpu")
@@ -117,3 +118,45 @@ def test_a_probes_sample_count_reaches_its_measurements_only() -> None:
     _with_samples(9, lambda c, emit: seen.append(c.ceiling_policy.samples))(ctx, print)
     _with_samples(None, lambda c, emit: seen.append(c.ceiling_policy.samples))(ctx, print)
     assert seen == [9, 3] and ctx.ceiling_policy.samples == 3
+
+
+@pytest.mark.parametrize(
+    "setting, fragment",
+    [
+        ("target_sample_s = inf", "expected `float` <= 86400"),
+        ("warmup_max_s = nan", "expected `float` > 0.0"),
+        ("max_call_s = -inf", "expected `float` > 0.0"),
+        ("max_call_s = true", "expected `float`, got `bool`"),
+        ("contention_threshold_percent = 1e300", "expected `float` <= 100"),
+        ('workload_samples = "5"', "expected `int`, got `str`"),
+    ],
+)
+def test_settings_that_would_break_the_run_are_refused(setting: str, fragment: str) -> None:
+    """Class 7 of issue 16: every number finite and in range, one line naming line and path."""
+    key = setting.split(" =")[0]
+    with pytest.raises(BadInputError) as error:
+        parse_suite(GOOD.replace("samples = 3", f"samples = 3\n{setting}"), "tiny.toml")
+    message = str(error.value)
+    assert message.startswith("tiny.toml:4: ") and fragment in message and f"`$.suite.{key}`" in message, message
+    assert error.value.exit_code == 3
+
+
+def test_options_are_one_type_per_probe_kind() -> None:
+    from gpuscope.schema.suites import MatmulOptions, MemoryOptions
+
+    suite = parse_suite(GOOD, "tiny.toml")
+    matmul, memory = (probe.options for probe in suite.probes)
+    assert isinstance(matmul, MatmulOptions) and isinstance(memory, MemoryOptions)
+    assert memory.working_sets == [32 * 1024, 65536] and memory.kernels == ["copy", "triad"]
+    assert matmul.libraries == ["torch", "numpy"] and matmul.dtypes == ["fp32"]
+    with pytest.raises(BadInputError, match=r"tiny.toml:17: expected `int` >= 1 - at `\$.probe\[2\].sizes\[0\]`"):
+        parse_suite(GOOD + '\n[[probe]]\nkind = "transfer"\nsizes = [0]\n', "tiny.toml")
+    with pytest.raises(BadInputError, match=r"tiny.toml:17: field `sizes`: '1 parsec' is not a size"):
+        parse_suite(GOOD + '\n[[probe]]\nkind = "transfer"\nsizes = ["1 parsec"]\n', "tiny.toml")
+
+
+def test_a_results_file_given_as_a_suite_says_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "cpu.json"
+    path.write_text('{"schema": "gpuscope.results", "schema_version": 1, "ceilings": []}')
+    with pytest.raises(BadInputError, match=r"cpu.json is a probe results file; --suite takes a probe suite"):
+        load_suite(str(path))

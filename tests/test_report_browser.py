@@ -19,8 +19,16 @@ WIDTH, HEIGHT = 1280, 5600
 #: Page background and chart series colours (--c0 CPU, --c1 / --c2 the two GPUs) per mode,
 #: as in gpuscope/report/html.py.
 MODES = {
-    "light": {"flags": [], "background": (255, 255, 255), "series": {"c0": (0x1F, 0x5F, 0xBF), "c1": (0xD9, 0x48, 0x0F), "c2": (0x2B, 0x8A, 0x3E)}},
-    "dark": {"flags": ["--force-dark-mode"], "background": (0x0F, 0x11, 0x15), "series": {"c0": (0x6E, 0xA8, 0xFE), "c1": (0xFF, 0x92, 0x2B), "c2": (0x69, 0xDB, 0x7C)}},
+    "light": {
+        "flags": [],
+        "background": (255, 255, 255),
+        "series": {"c0": (0x1F, 0x5F, 0xBF), "c1": (0xD9, 0x48, 0x0F), "c2": (0x2B, 0x8A, 0x3E)},
+    },
+    "dark": {
+        "flags": ["--force-dark-mode"],
+        "background": (0x0F, 0x11, 0x15),
+        "series": {"c0": (0x6E, 0xA8, 0xFE), "c1": (0xFF, 0x92, 0x2B), "c2": (0x69, 0xDB, 0x7C)},
+    },
 }
 
 
@@ -118,6 +126,11 @@ def test_console_errors_are_detected(page, tmp_path):
     """The console check can fail: a page that fetches and runs a script logs CSP errors."""
     browser = _browser()
     broken = tmp_path / "broken.html"
-    broken.write_text(page.read_text(encoding="utf-8").replace("<main>", '<main><img src="http://127.0.0.1:9/x.png"><script>1</script>', 1), encoding="utf-8")
+    broken.write_text(
+        page.read_text(encoding="utf-8").replace(
+            "<main>", '<main><img src="http://127.0.0.1:9/x.png"><script>1</script>', 1
+        ),
+        encoding="utf-8",
+    )
     console = _shoot(browser, broken, tmp_path / "broken.png", tmp_path / "profile", [], height=600)
     assert any("Content Security Policy" in line for line in console), console

@@ -34,7 +34,10 @@ def _one_line_error(capsys) -> str:
     return err
 
 
-@pytest.mark.parametrize("name, marker", [("r.html", "<!DOCTYPE html>"), ("r.md", "# gpuscope report"), ("r.json", '"schema": "gpuscope.report"')])
+@pytest.mark.parametrize(
+    "name, marker",
+    [("r.html", "<!DOCTYPE html>"), ("r.md", "# gpuscope report"), ("r.json", '"schema": "gpuscope.report"')],
+)
 def test_formats_from_the_extension(inputs, tmp_path, capsys, name, marker):
     results, log = inputs
     out = tmp_path / name
@@ -100,7 +103,10 @@ def test_bad_results_file(tmp_path, capsys, content, fragment):
         (None, "telemetry log"),
         ([], "empty"),
         (["not json at all", "{}"], "bad.jsonl"),
-        (['{"schema_version": 1, "timestamp": 1}', "garbage in the middle", '{"schema_version": 1, "timestamp": 2}'], "bad.jsonl:2"),
+        (
+            ['{"schema_version": 1, "timestamp": 1}', "garbage in the middle", '{"schema_version": 1, "timestamp": 2}'],
+            "bad.jsonl:2",
+        ),
     ],
 )
 def test_bad_log(inputs, tmp_path, capsys, lines, fragment):
@@ -154,7 +160,10 @@ def test_report_in_a_subprocess_imports_no_torch_or_textual(inputs, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", code, "report", "--probes", str(results), "--log", str(log), "-o", str(out)],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
@@ -173,9 +182,13 @@ def test_probe_writes_a_report(tmp_path):
     suite = tmp_path / "tiny.toml"
     suite.write_text(
         '[suite]\nname = "tiny"\nsamples = 3\ntarget_sample_s = 0.005\nwarmup_max_s = 0.1\nmax_call_s = 1.0\n\n'
-        '[[probe]]\nkind = "matmul"\ndevices = ["cpu"]\ndtypes = ["fp32"]\nshapes = [[128, 128, 128]]\nlibraries = ["numpy"]\n'
+        '[[probe]]\nkind = "matmul"\ndevices = ["cpu"]\ndtypes = ["fp32"]\n'
+        'shapes = [[128, 128, 128]]\nlibraries = ["numpy"]\n'
     )
     results, report = tmp_path / "results.json", tmp_path / "report.md"
-    assert main(["probe", "--device", "cpu", "--suite", str(suite), "-o", str(results), "--report", str(report), "-q"]) == 0
+    assert (
+        main(["probe", "--device", "cpu", "--suite", str(suite), "-o", str(results), "--report", str(report), "-q"])
+        == 0
+    )
     text = report.read_text()
     assert "## Ceilings: measured vs datasheet" in text and "| cpu |" in text

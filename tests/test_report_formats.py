@@ -49,7 +49,17 @@ def test_html_structure(html_text):
     assert html_text.startswith("<!DOCTYPE html>")
     parser = _Collector()
     parser.feed(html_text)
-    for section in ("summary", "system", "roofline", "ceilings", "workloads", "telemetry", "runs", "telemetry-stats", "energy"):
+    for section in (
+        "summary",
+        "system",
+        "roofline",
+        "ceilings",
+        "workloads",
+        "telemetry",
+        "runs",
+        "telemetry-stats",
+        "energy",
+    ):
         assert section in parser.ids, section
     assert parser.tags.count("svg") == 2  # roofline + telemetry
     for table in ("table-system", "table-ceilings", "table-workloads", "table-runs", "table-telemetry", "table-energy"):
@@ -81,15 +91,16 @@ def test_html_is_self_contained(html_text):
 
 
 def test_roofline_svg_labels_every_point_and_tells_cpu_from_gpu(html_text):
-    svg = html_text[html_text.index('<svg', html_text.index('id="roofline"')) :]
+    svg = html_text[html_text.index("<svg", html_text.index('id="roofline"')) :]
     svg = svg[: svg.index("</svg>")]
     texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
     joined = " ".join(texts)
     for name in ("gemm 8192 bf16", "decode gemv $x$", "numpy sgemm 2048"):
         assert name in joined
-    assert "GPU workload" in joined and "CPU workload" in joined
-    assert "measured roof" in joined and "datasheet roof" in joined
-    assert "bf16 780 TFLOP/s" in joined and "(datasheet)" in joined
+    # one legend entry per device (GPU and CPU told apart), its envelope measured or datasheet
+    assert re.search(r"GPU [^:]*: bf16 780 TFLOP/s", joined) and "CPU " in joined
+    assert "(measured)" in joined and "envelope min(peak, I x DRAM)" in joined
+    assert "bf16 780 TFLOP/s" in joined and "ridge " in joined and "FLOP/B" in joined
     assert "FLOP/byte" in joined
     # colours come from CSS variables so the page's dark style recolours the chart
     assert "var(--chart-fg)" in svg and "var(--c1)" in svg and "var(--c0)" in svg
@@ -114,7 +125,15 @@ def test_markdown_structure(inputs):
     results, log = inputs
     text = render_report(make_report([results], log), "md")
     assert text.startswith("# gpuscope report: node-a\n")
-    for heading in ("## Summary", "## System", "## Ceilings: measured vs datasheet", "## Workloads", "## Probe runs", "## Telemetry per metric", "## Energy"):
+    for heading in (
+        "## Summary",
+        "## System",
+        "## Ceilings: measured vs datasheet",
+        "## Workloads",
+        "## Probe runs",
+        "## Telemetry per metric",
+        "## Energy",
+    ):
         assert f"\n{heading}\n" in text
     rows = [line for line in text.splitlines() if line.startswith("| cuda:1 |") and "dram.triad" in line]
     assert rows and rows[0].endswith("**LOW** |")

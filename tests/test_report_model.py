@@ -29,7 +29,17 @@ def test_report_document_is_versioned_and_complete(files):
     report = make_report([results], log)
     assert report["schema"] == REPORT_SCHEMA == "gpuscope.report"
     assert report["schema_version"] == REPORT_SCHEMA_VERSION == 1
-    for key in ("systems", "ceilings", "workloads", "measurements", "roofline", "telemetry", "summary", "results", "sources"):
+    for key in (
+        "systems",
+        "ceilings",
+        "workloads",
+        "measurements",
+        "roofline",
+        "telemetry",
+        "summary",
+        "results",
+        "sources",
+    ):
         assert key in report
     # the inputs themselves travel inside the report
     assert report["results"][0]["document"]["schema"] == "gpuscope.results"
@@ -89,7 +99,10 @@ def test_measurement_spans_and_failures(files):
     assert first["start"] == T0 + 5.0 and first["end"] == T0 + 9.0
     assert measurement_span({"started": 10.0, "ended": 12.5}) == (10.0, 12.5)
     assert measurement_span({"start": 10.0, "end": 5.0}) == (None, None)
-    assert measurement_span({"telemetry_before": {"timestamp": 3.0}, "telemetry_after": {"timestamp": 4.5}}) == (3.0, 4.5)
+    assert measurement_span({"telemetry_before": {"timestamp": 3.0}, "telemetry_after": {"timestamp": 4.5}}) == (
+        3.0,
+        4.5,
+    )
     assert any("did not succeed" in line for line in report["summary"])
 
 

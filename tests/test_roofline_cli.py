@@ -30,7 +30,12 @@ def _bad_files(tmp_path):
         "empty": "",
         "wrong_version": json.dumps({**h200_results(), "schema_version": 99}),
         "wrong_schema": json.dumps({"schema": "something.else", "schema_version": 1}),
-        "bad_ceiling": json.dumps({**h200_results(), "ceilings": [{"device": "cpu", "kind": "compute", "name": "fp32", "value": -1, "unit": "FLOP/s"}]}),
+        "bad_ceiling": json.dumps(
+            {
+                **h200_results(),
+                "ceilings": [{"device": "cpu", "kind": "compute", "name": "fp32", "value": -1, "unit": "FLOP/s"}],
+            }
+        ),
     }
     paths = {}
     for name, text in files.items():
@@ -43,7 +48,9 @@ def _bad_files(tmp_path):
     return paths
 
 
-@pytest.mark.parametrize("kind", ["truncated", "not_json", "empty", "wrong_version", "wrong_schema", "bad_ceiling", "binary", "missing"])
+@pytest.mark.parametrize(
+    "kind", ["truncated", "not_json", "empty", "wrong_version", "wrong_schema", "bad_ceiling", "binary", "missing"]
+)
 def test_bad_results_file_is_one_line_and_exit_3(tmp_path, capsys, good, kind):
     path = _bad_files(tmp_path)[kind]
     code = main(["roofline", "--probes", str(good), "--probes", str(path)])
@@ -72,7 +79,9 @@ def test_prints_chart_and_tables(capsys, good):
     assert "Workloads" in out and "Roofs:" in out
     assert "cuda:0: gpu · NVIDIA H200 · datasheet: H200 SXM" in out
     table = out.split("Workloads", 1)[1]
-    softmax_row = next(line for line in table.splitlines() if line.lstrip(" 0123456789").startswith("softmax"))  # after the # column
+    softmax_row = next(
+        line for line in table.splitlines() if line.lstrip(" 0123456789").startswith("softmax")
+    )  # after the # column
     assert "memory" in softmax_row and "%" in softmax_row
     matmul_row = next(line for line in table.splitlines() if line.lstrip(" 0123456789").startswith("matmul 8192 bf16"))
     assert "compute" in matmul_row

@@ -38,7 +38,15 @@ def test_nvml_names_match(nvml_name, key):
 
 @pytest.mark.parametrize(
     "nvml_name",
-    ["NVIDIA L40", "NVIDIA GeForce RTX 4090 D", "NVIDIA GeForce RTX 4080", "Tesla V100-SXM2-16GB", "", "NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA GH200 480GB"],
+    [
+        "NVIDIA L40",
+        "NVIDIA GeForce RTX 4090 D",
+        "NVIDIA GeForce RTX 4080",
+        "Tesla V100-SXM2-16GB",
+        "",
+        "NVIDIA A100-SXM4-40GB MIG 1g.5gb",
+        "NVIDIA GH200 480GB",
+    ],
 )
 def test_unknown_names_and_mig_slices_get_no_entry(nvml_name):
     assert match_gpu_datasheet(nvml_name) is None
@@ -60,7 +68,19 @@ def test_dense_numbers_not_sparsity():
     assert datasheet_by_key("l4").compute_flop_per_s["fp8"] == pytest.approx(242.5e12)
 
 
-REQUIRED = ("h100-sxm", "h100-pcie", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb", "l40s", "l4", "rtx-4090", "b200")
+REQUIRED = (
+    "h100-sxm",
+    "h100-pcie",
+    "h200-sxm",
+    "a100-sxm-40gb",
+    "a100-sxm-80gb",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "l40s",
+    "l4",
+    "rtx-4090",
+    "b200",
+)
 
 
 @pytest.mark.parametrize("key", REQUIRED)
@@ -74,7 +94,9 @@ def test_every_required_model_has_every_field(key):
     if sheet.architecture in ("hopper", "ampere", "blackwell"):
         assert sheet.compute_flop_per_s.get("fp64.tensor", 0) > 0
     # Tensor roofs sit above the FP32 vector roof, and bf16 above tf32: dense ordering holds.
-    assert sheet.compute_flop_per_s["bf16"] >= sheet.compute_flop_per_s["tf32"] >= sheet.compute_flop_per_s["fp32"] * 0.99
+    assert (
+        sheet.compute_flop_per_s["bf16"] >= sheet.compute_flop_per_s["tf32"] >= sheet.compute_flop_per_s["fp32"] * 0.99
+    )
     assert sheet.memory_bytes_per_s > 1e11
     assert sheet.l2_bytes and sheet.l2_bytes > 1e7
     assert sheet.pcie_bytes_per_s_per_direction >= 32e9

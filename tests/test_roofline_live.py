@@ -52,7 +52,11 @@ def test_clock_below_max_scales_the_estimate():
 
 
 def test_dram_bandwidth_from_percent_of_peak():
-    sample = replace(make_gpu_sample(), dram_bandwidth_bytes_per_s=Unavailable(Reason.ERROR, "x"), dram_bandwidth_percent_of_peak=25.0)
+    sample = replace(
+        make_gpu_sample(),
+        dram_bandwidth_bytes_per_s=Unavailable(Reason.ERROR, "x"),
+        dram_bandwidth_percent_of_peak=25.0,
+    )
     assert estimate_live_position(sample).dram_bytes_per_s == pytest.approx(0.25 * 3.35e12)
 
 
@@ -88,7 +92,9 @@ def test_unknown_gpu_lost_gpu_and_idle_gpu():
     assert isinstance(unknown, Unavailable) and "no datasheet peaks" in unknown.detail
     lost = estimate_live_position(make_gpu_sample(lost=True))
     assert isinstance(lost, Unavailable) and lost.reason == Reason.GPU_LOST
-    idle = estimate_live_position(replace(make_gpu_sample(), tensor_activity_percent=0.0, dram_bandwidth_bytes_per_s=0.0))
+    idle = estimate_live_position(
+        replace(make_gpu_sample(), tensor_activity_percent=0.0, dram_bandwidth_bytes_per_s=0.0)
+    )
     assert isinstance(idle, Unavailable) and idle.reason == Reason.NOT_APPLICABLE
 
 
@@ -119,3 +125,40 @@ def test_estimate_point_for_the_tui():
     assert point.flop_per_s == pytest.approx(0.6 * H100_BF16)
     assert point.intensity_flop_per_byte == pytest.approx(0.6 * H100_BF16 / 1.675e12)
     assert estimate_point(make_gpu_sample(lost=True)) is None
+
+
+def _reordered_sample(monkeypatch: pytest.MonkeyPatch):
+    """Three H100s where NVML's GPU 2 sits on the lowest PCI bus (CUDA's device 0, as nvml.h
+    allows); only NVML 2 moves DRAM at 2 TB/s, so its live point is told apart."""
+    from gpuscope.testing.samples import make_sample
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sample = make_sample(gpus=3)
+    buses = {0: "0000:02:00.0", 1: "0000:03:00.0", 2: "0000:01:00.0"}
+    gpus = [
+        replace(gpu, pci_bus_id=buses[gpu.index], dram_bandwidth_bytes_per_s=2.0e12 if gpu.index == 2 else 1.0e12)
+        for gpu in sample.gpus
+    ]
+    return replace(sample, gpus=gpus)
+
+
+def test_tui_live_points_and_devices_carry_the_cuda_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuscope.tui.roofline_data import build_screen_model, live_document, live_placements
+
+    sample = _reordered_sample(monkeypatch)
+    document = live_document(sample)
+    assert document is not None
+    named = {entry["device"]: entry.get("uuid") for entry in document["devices"] if entry["type"] == "gpu"}
+    assert named == {"cuda:0": "GPU-00000002", "cuda:1": "GPU-00000000", "cuda:2": "GPU-00000001"}
+    model = build_screen_model([], sample)
+    placements, reasons = live_placements(model, sample)
+    assert reasons == []
+    by_name = {placement.point.name: placement.point for placement in placements}
+    assert sorted(by_name) == ["cuda:0 now", "cuda:1 now", "cuda:2 now"]
+    assert by_name["cuda:0 now"].key.device == "cuda:0"
+    assert by_name["cuda:0 now"].bytes == pytest.approx(2.0e12)  # NVML 2's traffic, on CUDA's device 0
+    assert by_name["cuda:2 now"].bytes == pytest.approx(1.0e12)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # PCI position 1 = NVML 0 is the only cuda device
+    placements, _ = live_placements(build_screen_model([], sample), sample)
+    assert sorted(p.point.name for p in placements) == ["cuda:0 now", "nvml:1 now", "nvml:2 now"]
+    assert next(p.point for p in placements if p.point.name == "cuda:0 now").bytes == pytest.approx(1.0e12)

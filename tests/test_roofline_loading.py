@@ -23,7 +23,9 @@ class FakeCpu:
 
 
 def build(*documents, datasheet=True, cpu=None):
-    return build_model([(f"file{i}.json", doc) for i, doc in enumerate(documents)], datasheet=datasheet, local_cpu=cpu or FakeCpu())
+    return build_model(
+        [(f"file{i}.json", doc) for i, doc in enumerate(documents)], datasheet=datasheet, local_cpu=cpu or FakeCpu()
+    )
 
 
 def test_measured_and_datasheet_roofs_of_one_file():
@@ -32,7 +34,13 @@ def test_measured_and_datasheet_roofs_of_one_file():
     assert gpu is not None and gpu.device_type == "gpu"
     assert gpu.datasheet == "H200 SXM"
     measured = {(r.kind, r.name) for r in gpu.roofs if r.source == MEASURED}
-    assert measured == {("compute", "bf16"), ("compute", "fp32"), ("memory", "dram.triad"), ("memory", "l2.triad"), ("transfer", "h2d.pinned")}
+    assert measured == {
+        ("compute", "bf16"),
+        ("compute", "fp32"),
+        ("memory", "dram.triad"),
+        ("memory", "l2.triad"),
+        ("transfer", "h2d.pinned"),
+    }
     datasheet = {r.name: r.value for r in gpu.roofs if r.source == DATASHEET}
     assert datasheet["bf16"] == pytest.approx(989e12)
     assert datasheet["dram"] == pytest.approx(4.8e12)
@@ -69,7 +77,11 @@ def test_cpu_datasheet_only_for_the_same_cpu():
 def test_two_files_from_two_hosts_combine_and_stay_apart():
     model = build(h200_results("node-a"), cpu_results("node-b"))
     keys = {device.key for device in model.devices}
-    assert keys == {DeviceKey("node-a", None, "cuda:0"), DeviceKey("node-a", None, "cpu"), DeviceKey("node-b", None, "cpu")}
+    assert keys == {
+        DeviceKey("node-a", None, "cuda:0"),
+        DeviceKey("node-a", None, "cpu"),
+        DeviceKey("node-b", None, "cpu"),
+    }
     assert model.multi_host
     assert model.device_label(DeviceKey("node-b", None, "cpu")) == "node-b:cpu"
     assert len(model.points) == 4
@@ -84,7 +96,9 @@ def test_cpu_run_and_gpu_run_of_one_host_share_the_host():
         [{"device": "cuda:0", "type": "gpu", "name": "NVIDIA L4"}],
         [ceiling("cuda:0", "compute", "bf16", 100e12)],
     )
-    cpu_only = results_document("node-a", [{"device": "cpu", "type": "cpu", "name": "Fake CPU 9000"}], [ceiling("cpu", "compute", "fp32", 1e12)])
+    cpu_only = results_document(
+        "node-a", [{"device": "cpu", "type": "cpu", "name": "Fake CPU 9000"}], [ceiling("cpu", "compute", "fp32", 1e12)]
+    )
     model = build(gpu_only, cpu_only)
     assert not model.multi_host
     assert {device.key.device for device in model.devices} == {"cuda:0", "cpu"}
@@ -131,7 +145,11 @@ def test_wrong_unit_and_failed_ceilings_are_ignored_with_a_warning():
 
 
 def test_gpu_without_a_name_or_unknown_model_notes_why():
-    document = results_document("n", [{"device": "cuda:1", "type": "gpu", "name": "NVIDIA Mystery 9"}], [ceiling("cuda:0", "compute", "bf16", 1e14)])
+    document = results_document(
+        "n",
+        [{"device": "cuda:1", "type": "gpu", "name": "NVIDIA Mystery 9"}],
+        [ceiling("cuda:0", "compute", "bf16", 1e14)],
+    )
     model = build(document)
     notes = {device.key.device: device.notes for device in model.devices}
     assert any("no device name" in note for note in notes["cuda:0"])
@@ -146,7 +164,9 @@ def test_model_json_round_trip(tmp_path):
     gpu = next(device for device in data["devices"] if device["device"] == "cuda:0")
     assert gpu["datasheet"] == "H200 SXM"
     ridge = next(
-        r for r in gpu["ridge_points"] if (r["compute"], r["compute_source"], r["memory"]) == ("bf16", "measured", "dram.triad")
+        r
+        for r in gpu["ridge_points"]
+        if (r["compute"], r["compute_source"], r["memory"]) == ("bf16", "measured", "dram.triad")
     )
     assert ridge["intensity_flop_per_byte"] == pytest.approx(790e12 / 4.3e12)
     point = next(p for p in data["points"] if p["name"] == "softmax")

@@ -181,6 +181,8 @@ def test_device_key_labels():
 
 
 def test_roof_name_variants_serve_their_dtype():
-    machine = device(roof("compute", "bf16.mma", 90e12), roof("compute", "fp32", 10e12), roof("memory", "dram.read", 1e12))
+    machine = device(
+        roof("compute", "bf16.mma", 90e12), roof("compute", "fp32", 10e12), roof("memory", "dram.read", 1e12)
+    )
     assert compute_roof_for(machine, "bf16").name == "bf16.mma"
     assert compute_roof_for(machine, "bf1").name == "bf16.mma"  # no such dtype: the highest roof

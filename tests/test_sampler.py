@@ -9,7 +9,6 @@ import pytest
 from gpuscope.errors import UsageError
 from gpuscope.telemetry.sampler import MIN_INTERVAL_S, RingBuffer, Sampler, check_interval
 
-
 # --- RingBuffer ----------------------------------------------------------------------------------
 
 
@@ -49,7 +48,9 @@ def test_ring_buffer_rejects_zero_capacity() -> None:
 
 
 def test_interval_below_minimum_has_a_clear_message() -> None:
-    with pytest.raises(UsageError, match=r"interval 0\.05 s is below the minimum 0\.1 s \(GPM needs >100 ms between samples\)"):
+    with pytest.raises(
+        UsageError, match=r"interval 0\.05 s is below the minimum 0\.1 s \(GPM needs >100 ms between samples\)"
+    ):
         check_interval(0.05)
 
 
@@ -121,7 +122,9 @@ def test_history_callback_and_duration() -> None:
     fake = FakeTime(0.0)
     counter = iter(range(1000))
     seen: list[int] = []
-    sampler = Sampler(lambda: next(counter), 0.5, on_sample=seen.append, history=4, clock=fake.clock, wait=fake.wait, duration_s=5.0)
+    sampler = Sampler(
+        lambda: next(counter), 0.5, on_sample=seen.append, history=4, clock=fake.clock, wait=fake.wait, duration_s=5.0
+    )
     sampler.run()
     assert seen == list(range(10))  # 5 s at 0.5 s: ticks 0 .. 4.5
     assert sampler.history is not None and list(sampler.history) == [6, 7, 8, 9]

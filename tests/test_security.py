@@ -27,9 +27,19 @@ PACKAGE = REPO / "gpuscope"
 #: Calls that would run code or unpickle objects. Each allowed use names its reason.
 _DANGEROUS_CALLS = {"eval", "exec", "compile", "__import__", "execfile"}
 _DANGEROUS_ATTRIBUTES = {
-    ("pickle", "load"), ("pickle", "loads"), ("pickle", "Unpickler"), ("marshal", "loads"), ("marshal", "load"),
-    ("yaml", "load"), ("yaml", "unsafe_load"), ("torch", "load"), ("os", "system"), ("os", "popen"),
-    ("dill", "loads"), ("shelve", "open"), ("jsonpickle", "decode"),
+    ("pickle", "load"),
+    ("pickle", "loads"),
+    ("pickle", "Unpickler"),
+    ("marshal", "loads"),
+    ("marshal", "load"),
+    ("yaml", "load"),
+    ("yaml", "unsafe_load"),
+    ("torch", "load"),
+    ("os", "system"),
+    ("os", "popen"),
+    ("dill", "loads"),
+    ("shelve", "open"),
+    ("jsonpickle", "decode"),
 }
 _ALLOWED = {
     # typing annotations of our own dataclasses ("list[CpuCoreSample]"), never data from a file
@@ -54,16 +64,40 @@ def test_no_eval_exec_pickle_or_yaml_load_on_data() -> None:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=relative)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import | ast.ImportFrom):
-                names = [alias.name for alias in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+                names = [alias.name for alias in node.names] + (
+                    [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+                )
                 for name in names:
-                    if name.split(".")[0] in ("pickle", "marshal", "yaml", "dill", "shelve", "jsonpickle", "cloudpickle"):
+                    if name.split(".")[0] in (
+                        "pickle",
+                        "marshal",
+                        "yaml",
+                        "dill",
+                        "shelve",
+                        "jsonpickle",
+                        "cloudpickle",
+                    ):
                         found.append(f"{relative}:{node.lineno}: imports {name}")
             if not isinstance(node, ast.Call):
                 continue
             function = node.func
-            name = function.id if isinstance(function, ast.Name) else function.attr if isinstance(function, ast.Attribute) else None
-            owner = function.value.id if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name) else None
-            if name in _DANGEROUS_CALLS or (owner, name) in _DANGEROUS_ATTRIBUTES or name in ("exec_module", "import_module"):
+            name = (
+                function.id
+                if isinstance(function, ast.Name)
+                else function.attr
+                if isinstance(function, ast.Attribute)
+                else None
+            )
+            owner = (
+                function.value.id
+                if isinstance(function, ast.Attribute) and isinstance(function.value, ast.Name)
+                else None
+            )
+            if (
+                name in _DANGEROUS_CALLS
+                or (owner, name) in _DANGEROUS_ATTRIBUTES
+                or name in ("exec_module", "import_module")
+            ):
                 if name == "compile" and owner == "re":
                     continue
                 if (relative, name) in _ALLOWED:
@@ -71,7 +105,9 @@ def test_no_eval_exec_pickle_or_yaml_load_on_data() -> None:
                 found.append(f"{relative}:{node.lineno}: {owner + '.' if owner else ''}{name}(...)")
             if name in ("run", "Popen", "call", "check_output", "check_call") and owner == "subprocess":
                 for keyword in node.keywords:
-                    if keyword.arg == "shell" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is False):
+                    if keyword.arg == "shell" and not (
+                        isinstance(keyword.value, ast.Constant) and keyword.value.value is False
+                    ):
                         found.append(f"{relative}:{node.lineno}: subprocess with shell=")
     assert found == [], "code that could execute data:\n" + "\n".join(found)
 
@@ -81,7 +117,13 @@ def test_the_grep_test_catches_what_it_should(tmp_path: Path) -> None:
     sample = "import pickle\nimport yaml\nx = eval(s)\nyaml.load(f)\nsubprocess.run(c, shell=True)\ntorch.load(p)\n"
     tree = ast.parse(sample)
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
-    names = {(getattr(c.func, "value", None) and getattr(c.func.value, "id", None), getattr(c.func, "attr", getattr(c.func, "id", None))) for c in calls}
+    names = {
+        (
+            getattr(c.func, "value", None) and getattr(c.func.value, "id", None),
+            getattr(c.func, "attr", getattr(c.func, "id", None)),
+        )
+        for c in calls
+    }
     assert (None, "eval") in names and ("yaml", "load") in names and ("torch", "load") in names
 
 
@@ -96,14 +138,30 @@ PAYLOADS = [
 
 
 def _payload_toml(pwned: Path, kind: str) -> str:
-    text = [f'# {PAYLOADS[0].format(pwned=pwned)}']
+    text = [f"# {PAYLOADS[0].format(pwned=pwned)}"]
     quoted = [json.dumps(payload.format(pwned=pwned)) for payload in PAYLOADS]
     if kind == "suite":
-        text += ["[suite]", f"name = {quoted[0]}", f"description = {quoted[1]}", "samples = 2", "target_sample_s = 0.001",
-                 "[[probe]]", 'kind = "matmul"', f"label = {quoted[2]}", 'dtypes = ["fp32"]', "shapes = [[8, 8, 8]]",
-                 f"libraries = [{quoted[3]}]"]
+        text += [
+            "[suite]",
+            f"name = {quoted[0]}",
+            f"description = {quoted[1]}",
+            "samples = 2",
+            "target_sample_s = 0.001",
+            "[[probe]]",
+            'kind = "matmul"',
+            f"label = {quoted[2]}",
+            'dtypes = ["fp32"]',
+            "shapes = [[8, 8, 8]]",
+            f"libraries = [{quoted[3]}]",
+        ]
     elif kind == "theme":
-        text += ["[theme]", 'name = "evil"', f"primary = {quoted[0]}", "[theme.variables]", f"footer-key-foreground = {quoted[4]}"]
+        text += [
+            "[theme]",
+            'name = "evil"',
+            f"primary = {quoted[0]}",
+            "[theme.variables]",
+            f"footer-key-foreground = {quoted[4]}",
+        ]
     else:
         text += [f"theme = {quoted[0]}", f"hidden_panels = [{quoted[5]}]"]
     return "\n".join(text) + "\n"
@@ -200,7 +258,9 @@ def test_serve_process_listens_on_loopback_only(tmp_path: Path) -> None:
         while not listening and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.1)
             proc = psutil.Process(process.pid)
-            connections = getattr(proc, "net_connections", None) or proc.connections  # psutil < 6 has only connections()
+            connections = (
+                getattr(proc, "net_connections", None) or proc.connections
+            )  # psutil < 6 has only connections()
             listening = [c for c in connections(kind="inet") if c.status == psutil.CONN_LISTEN]
         assert listening, "serve never listened"
         assert {connection.laddr.ip for connection in listening} == {"127.0.0.1"}
@@ -219,9 +279,9 @@ def _tree(folder: Path) -> set[str]:
 @pytest.fixture
 def sandbox(tmp_path: Path) -> dict[str, Any]:
     """HOME, TMPDIR and the working folder inside tmp_path; XDG variables unset (defaults apply)."""
+    from gpuscope.telemetry.logfile import open_log_writer
     from gpuscope.testing.roofline import h200_results
     from gpuscope.testing.samples import make_sample
-    from gpuscope.telemetry.logfile import open_log_writer
 
     home, temp, work, inputs = (tmp_path / name for name in ("home", "tmp", "work", "inputs"))
     for folder in (home, temp, work, inputs):
@@ -231,8 +291,14 @@ def sandbox(tmp_path: Path) -> dict[str, Any]:
         for tick in range(5):
             writer.write(make_sample(tick, gpus=1, cores=2))
     (inputs / "bench.py").write_text("def f():\n    return sum(range(100))\n")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(temp),
-           "PYTHONPATH": str(REPO), "TZ": "UTC", "LANG": "C.UTF-8"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(temp),
+        "PYTHONPATH": str(REPO),
+        "TZ": "UTC",
+        "LANG": "C.UTF-8",
+    }
     return {"root": tmp_path, "home": home, "tmp": temp, "work": work, "inputs": inputs, "env": env}
 
 
@@ -242,11 +308,25 @@ STRAY_CASES = {
     "roofline": (["roofline", "--probes", "{inputs}/good.json", "--no-color"], set()),
     "roofline-json": (["roofline", "--probes", "{inputs}/good.json", "--json"], set()),
     "doctor": (["doctor", "--json", "--no-torch"], set()),
-    "compare": (["compare", "{inputs}/good.json", "{inputs}/good.json", "--format", "json", "-o", "cmp.json"], {"work/cmp.json"}),
-    "measure": (["measure", "{inputs}/bench.py:f", "--flops", "1", "--bytes", "1", "--max-time", "0.1", "-o", "m.json"], {"work/m.json"}),
-    "report-md": (["report", "--probes", "{inputs}/good.json", "--log", "{inputs}/good.jsonl", "-o", "r.md"], {"work/r.md"}),
-    "report-html": (["report", "--probes", "{inputs}/good.json", "--log", "{inputs}/good.jsonl", "-o", "r.html"], {"work/r.html"}),
+    "compare": (
+        ["compare", "{inputs}/good.json", "{inputs}/good.json", "--format", "json", "-o", "cmp.json"],
+        {"work/cmp.json"},
+    ),
+    "measure": (
+        ["measure", "{inputs}/bench.py:f", "--flops", "1", "--bytes", "1", "--max-time", "0.1", "-o", "m.json"],
+        {"work/m.json"},
+    ),
+    "report-md": (
+        ["report", "--probes", "{inputs}/good.json", "--log", "{inputs}/good.jsonl", "-o", "r.md"],
+        {"work/r.md"},
+    ),
+    "report-html": (
+        ["report", "--probes", "{inputs}/good.json", "--log", "{inputs}/good.jsonl", "-o", "r.html"],
+        {"work/r.html"},
+    ),
 }
+
+
 @pytest.mark.parametrize("name", list(STRAY_CASES))
 def test_commands_write_only_what_was_named(sandbox: dict[str, Any], name: str) -> None:
     argv, expected = STRAY_CASES[name]
@@ -254,8 +334,15 @@ def test_commands_write_only_what_was_named(sandbox: dict[str, Any], name: str) 
     root: Path = sandbox["root"]
     inputs_before = {path: path.stat().st_mtime_ns for path in sandbox["inputs"].iterdir()}
     before = _tree(root)
-    done = subprocess.run([sys.executable, "-m", "gpuscope", *argv], capture_output=True, text=True, timeout=120,
-                          env=sandbox["env"], cwd=sandbox["work"], stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscope", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=sandbox["env"],
+        cwd=sandbox["work"],
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode in (0, 1), done.stderr  # compare of a file with itself may find nothing to flag
     created = _tree(root) - before
     allowed = {entry for entry in created if entry.startswith(("home/.config/gpuscope", "home/.local/share/gpuscope"))}
@@ -277,9 +364,34 @@ EVIL = [
     "\u202e\u0000\x1b[31mred",
 ]
 #: Keys whose values are structure, not text (changing them makes the file invalid or changes meaning).
-_STRUCTURAL = {"schema", "kind", "unit", "device", "type", "statistic", "status", "dtype", "role", "library", "direction",
-               "kernel", "host_memory", "cache_state", "schema_version", "measurement_id", "id", "op", "level", "backend",
-               "counting_rule", "bytes_rule", "transpose", "memory_kind", "engine", "op_name"}
+_STRUCTURAL = {
+    "schema",
+    "kind",
+    "unit",
+    "device",
+    "type",
+    "statistic",
+    "status",
+    "dtype",
+    "role",
+    "library",
+    "direction",
+    "kernel",
+    "host_memory",
+    "cache_state",
+    "schema_version",
+    "measurement_id",
+    "id",
+    "op",
+    "level",
+    "backend",
+    "counting_rule",
+    "bytes_rule",
+    "transpose",
+    "memory_kind",
+    "engine",
+    "op_name",
+}
 
 
 def _poison(node: Any, counter: list[int], key: str | None = None) -> Any:
@@ -305,14 +417,18 @@ class _Tags(HTMLParser):
         for attr, value in attrs:
             if attr.startswith("on"):
                 self.handlers.append(f"{tag}.{attr}")
-            if attr in ("href", "src", "xlink:href", "action") and value and value.strip().lower().startswith(("javascript:", "http:", "https:", "//")):
+            if (
+                attr in ("href", "src", "xlink:href", "action")
+                and value
+                and value.strip().lower().startswith(("javascript:", "http:", "https:", "//"))
+            ):
                 self.urls.append(f"{tag}.{attr}={value}")
 
 
 def test_every_string_of_a_hostile_results_file_and_log_stays_text(tmp_path: Path) -> None:
     from gpuscope.report import write_report
-    from gpuscope.testing.reports import make_log_samples, make_results
     from gpuscope.telemetry.logfile import open_log_writer
+    from gpuscope.testing.reports import make_log_samples, make_results
 
     counter = [0]
     document = _poison(make_results(), counter)
@@ -337,7 +453,9 @@ def test_every_string_of_a_hostile_results_file_and_log_stays_text(tmp_path: Pat
     html = html_path.read_text(encoding="utf-8")
     parser = _Tags()
     parser.feed(html)
-    assert not {"script", "iframe", "img", "object", "embed", "base", "form", "link", "meta"} - {"meta"} & set(parser.tags)
+    assert not {"script", "iframe", "img", "object", "embed", "base", "form", "link", "meta"} - {"meta"} & set(
+        parser.tags
+    )
     assert parser.handlers == [], parser.handlers
     assert parser.urls == [], parser.urls
     assert "\x1b" not in html and "\x00" not in html
@@ -360,8 +478,14 @@ def test_terminal_output_strips_escape_sequences(tmp_path: Path) -> None:
     document["devices"][0]["name"] = "NVIDIA H200\x1b[5m"
     path = tmp_path / "r.json"
     path.write_text(json.dumps(document))
-    done = subprocess.run([sys.executable, "-m", "gpuscope", "roofline", "--probes", str(path), "--no-color", "--width", "100"],
-                          capture_output=True, text=True, timeout=60, env=dict(os.environ, PYTHONPATH=str(REPO)), cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "roofline", "--probes", str(path), "--no-color", "--width", "100"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
     assert re.search(r"wipe", done.stdout)

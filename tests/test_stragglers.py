@@ -10,18 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401 - tui_env is a fixture
 
 from gpuscope.cli import main
 from gpuscope.report import make_report, render_report
 from gpuscope.report.compare import STRAGGLER_MARK, compare_results, render_compare_markdown, render_compare_text
 from gpuscope.report.tables import report_tables
-from gpuscope.roofline.chart import MONOCHROME_PALETTE, DEFAULT_PALETTE, select_chart_roofs, style_roofs
+from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.loading import build_model, model_to_json
 from gpuscope.roofline.tables import devices_lines, roofs_table, stragglers_lines
 from gpuscope.testing.cluster import STRAGGLER_RANK, multi_rank_results
 from gpuscope.testing.reports import HOSTILE
 from gpuscope.testing.roofline import h200_results
-from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401 - tui_env is a fixture
 
 SLOW = "node-b/r2:cuda:0"  # rank 2 is local rank 0 on node-b
 
@@ -42,9 +42,14 @@ def _model(document: dict[str, Any]) -> Any:
 
 def test_model_marks_only_the_slow_roof_of_the_straggler_rank() -> None:
     model = _model(multi_rank_results())
-    assert [(device.key.host, device.key.rank) for device in model.devices] == [("node-a", 0), ("node-a", 1), ("node-b", 2), ("node-b", 3)]
+    assert [(device.key.host, device.key.rank) for device in model.devices] == [
+        ("node-a", 0),
+        ("node-a", 1),
+        ("node-b", 2),
+        ("node-b", 3),
+    ]
     assert [device.straggler for device in model.devices] == [False, False, True, False]
-    (device, roof), = model.stragglers
+    ((device, roof),) = model.stragglers
     assert (device.key.rank, roof.kind, roof.name) == (STRAGGLER_RANK, "compute", "bf16")
     assert roof.below_median_percent == pytest.approx(19.76, abs=0.01)
     # rank 3's DRAM is 4% low: compared (median known) but within the margin
@@ -54,41 +59,57 @@ def test_model_marks_only_the_slow_roof_of_the_straggler_rank() -> None:
     assert model.straggler_margin == pytest.approx(0.10)
 
 
-def test_chart_legend_colour_and_marker_of_straggler_roofs() -> None:
-    model = _model(multi_rank_results())
-    for palette, marker in ((DEFAULT_PALETTE, "braille"), (MONOCHROME_PALETTE, "!")):
-        styled = style_roofs(select_chart_roofs(model), palette)
-        slow = [r for r in styled if r.roof.straggler]
-        assert len(slow) == 1 and slow[0].legend.startswith(f"{SLOW} bf16") and "straggler -20% vs median" in slow[0].legend
-        assert slow[0].color == palette.straggler and slow[0].marker == marker
-        others = [r for r in styled if not r.roof.straggler]
-        assert others and all("straggler" not in r.legend and r.color != palette.straggler for r in others)
-        assert all(r.marker != "!" for r in others)
+def test_chart_legend_flags_only_the_straggler_rank() -> None:
+    layout = layout_roofline(_model(multi_rank_results()))
+    flagged = [entry for entry in layout.legend if entry.flags]
+    assert [entry.label for entry in flagged] == [SLOW]
+    assert any("straggler: bf16 -20% vs median" in flag for flag in flagged[0].flags)
 
 
-def test_straggler_roof_is_drawn_even_when_not_a_main_roof() -> None:
+def test_straggler_transfer_roof_is_in_the_bandwidth_table() -> None:
+    from gpuscope.roofline.tables import bandwidth_table
+
     document = multi_rank_results()
-    # every rank also measured pageable host copies (not a main roof: pinned is the best h2d);
-    # make rank 2's pageable copy the straggler instead of its bf16
     for ceiling in list(document["ceilings"]):
         ceiling["straggler"] = False
         if ceiling["name"] == "h2d.pinned":
-            document["ceilings"].append({**ceiling, "name": "h2d.pageable", "value": 20e9, "measurement_id": None, "straggler": ceiling["rank"] == STRAGGLER_RANK})
-    drawn = [(r.device.key.rank, r.roof.name) for r in select_chart_roofs(_model(document)) if r.roof.kind == "transfer" and r.roof.source == "measured"]
-    assert (STRAGGLER_RANK, "h2d.pageable") in drawn and (0, "h2d.pageable") not in drawn and (0, "h2d.pinned") in drawn
+            document["ceilings"].append(
+                {
+                    **ceiling,
+                    "name": "h2d.pageable",
+                    "value": 20e9,
+                    "measurement_id": None,
+                    "straggler": ceiling["rank"] == STRAGGLER_RANK,
+                }
+            )
+    rows = [line for line in bandwidth_table(_model(document)) if "H2D pageable" in line]
+    assert len(rows) == 4 and sum("STRAGGLER" in row for row in rows) == 1
+    assert any(row.startswith(SLOW) and "STRAGGLER" in row for row in rows)
 
 
 def test_roofline_cli_text_has_a_stragglers_section(merged_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["roofline", "--probes", str(merged_path), "--no-color", "--width", "120", "--height", "20"]) == 0
     out = capsys.readouterr().out
-    section = out.split("Stragglers (1: ceilings more than 10% below the median of the same ceiling across ranks):\n", 1)[1]
+    section = out.split(
+        "Stragglers (1: ceilings more than 10% below the median of the same ceiling across ranks):\n", 1
+    )[1]
     header, row = section.splitlines()[:2]
-    assert header.split() == ["host", "rank", "device", "hardware", "kind", "ceiling", "value", "median", "below", "median"]
+    assert header.split() == [
+        "host",
+        "rank",
+        "device",
+        "hardware",
+        "kind",
+        "ceiling",
+        "value",
+        "median",
+        "below",
+        "median",
+    ]
     assert row.split()[:3] == ["node-b", "2", "cuda:0"] and "bf16" in row and row.endswith("19.8%")
     assert "626 TFLOP/s" in row and "781 TFLOP/s" in row
-    legend = [line for line in out.splitlines() if line.startswith(("──", "!!", "xx", "**", "##", "@@", "$$", "&&", "··"))]
-    entries = [entry for line in legend for entry in re.split(r"\s{2,}", line)]  # legend columns
-    assert [entry for entry in entries if "straggler" in entry] == [f"!! {SLOW} bf16 626TFLOP/s straggler -20% vs median"]
+    notes = [line for line in out.splitlines() if "straggler: " in line]  # the chart's notes
+    assert notes == [f"{SLOW}: straggler: bf16 -20% vs median"]
     flagged = [line for line in out.splitlines() if "STRAGGLER -20%" in line]
     assert len(flagged) == 1 and flagged[0].startswith(SLOW) and " bf16 " in flagged[0]
     device_lines = [line for line in out.splitlines() if re.match(r"node-[ab]/r\d:cuda:\d: gpu", line)]
@@ -100,8 +121,16 @@ def test_roofline_json_carries_the_stragglers(merged_path: Path, capsys: pytest.
     data = json.loads(capsys.readouterr().out)
     assert data["straggler_margin"] == pytest.approx(0.10)
     (item,) = data["stragglers"]
-    assert (item["host"], item["rank"], item["device"], item["kind"], item["ceiling"]) == ("node-b", 2, "cuda:0", "compute", "bf16")
-    assert item["below_median_percent"] == pytest.approx(19.76, abs=0.01) and item["median_value"] == pytest.approx(780.78e12)
+    assert (item["host"], item["rank"], item["device"], item["kind"], item["ceiling"]) == (
+        "node-b",
+        2,
+        "cuda:0",
+        "compute",
+        "bf16",
+    )
+    assert item["below_median_percent"] == pytest.approx(19.76, abs=0.01) and item["median_value"] == pytest.approx(
+        780.78e12
+    )
     assert [device["straggler"] for device in data["devices"]] == [False, False, True, False]
     flagged = [(d["rank"], r["name"]) for d in data["devices"] for r in d["roofs"] if r["straggler"]]
     assert flagged == [(2, "bf16")]
@@ -122,12 +151,21 @@ def test_report_has_stragglers_table_summary_and_flagged_ceiling() -> None:
     (item,) = report["stragglers"]
     assert (item["host"], item["rank"], item["device"], item["name"]) == ("node-b", 2, "cuda:0", "bf16")
     assert item["median"] == pytest.approx(780.78e12) and item["below_median_percent"] == pytest.approx(19.76, abs=0.01)
-    assert any(line.startswith("1 straggler ceiling on 1 rank (more than 10% below the median") and "node-b/r2 cuda:0 bf16" in line for line in report["summary"])
+    assert any(
+        line.startswith("1 straggler ceiling on 1 rank (more than 10% below the median")
+        and "node-b/r2 cuda:0 bf16" in line
+        for line in report["summary"]
+    )
     tables = report_tables(report)
     assert tables[0].id == "stragglers" and tables[0].flags == ["straggler"]
     ceilings = next(t for t in tables if t.id == "ceilings")
     flagged = [row for row in ceilings.rows if "STRAGGLER" in row[-1]]
-    assert len(flagged) == 1 and flagged[0][0] == "node-b r2" and flagged[0][4] == "bf16" and flagged[0][-1].endswith("STRAGGLER -20%")
+    assert (
+        len(flagged) == 1
+        and flagged[0][0] == "node-b r2"
+        and flagged[0][4] == "bf16"
+        and flagged[0][-1].endswith("STRAGGLER -20%")
+    )
     rank3 = [row for row in ceilings.rows if row[0] == "node-b r3"]
     assert rank3 and not any("STRAGGLER" in row[-1] for row in rank3)
 
@@ -138,7 +176,10 @@ def test_report_has_stragglers_table_summary_and_flagged_ceiling() -> None:
     assert "LOW · STRAGGLER -20%" in html
     markdown = render_report(report, "md")
     assert markdown.index("## Stragglers") < markdown.index("## System")
-    assert "| node-b | 2 | cuda:0 | NVIDIA H100 80GB HBM3 | compute | bf16 | 626 TFLOP/s | 781 TFLOP/s | **20%** |" in markdown
+    assert (
+        "| node-b | 2 | cuda:0 | NVIDIA H100 80GB HBM3 | compute | bf16 | 626 TFLOP/s | 781 TFLOP/s | **20%** |"
+        in markdown
+    )
     assert "**LOW · STRAGGLER -20%**" in markdown
     # the JSON report carries it, and re-renders to the same HTML
     again = json.loads(render_report(report, "json"))
@@ -152,7 +193,9 @@ def test_report_stragglers_stay_escaped_and_redacted() -> None:
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     markdown = render_report(report, "md")
     assert "<script>" not in markdown and "&lt;script&gt;" in markdown
-    redacted = make_report([{**multi_rank_results(hosts=("alpha-node", "bravo-node")), "_label": "merged.json"}], redact=True)
+    redacted = make_report(
+        [{**multi_rank_results(hosts=("alpha-node", "bravo-node")), "_label": "merged.json"}], redact=True
+    )
     assert redacted["stragglers"][0]["host"].startswith("host-")
     assert "bravo-node" not in json.dumps(redacted)
 
@@ -172,9 +215,16 @@ def test_single_host_report_has_no_stragglers() -> None:
 
 def test_compare_flags_the_straggler_rank(merged_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     result = compare_results([("merged.json", multi_rank_results())])
-    assert [(run["rank"], run["straggler"]) for run in result["runs"]] == [(0, False), (1, False), (2, True), (3, False)]
+    assert [(run["rank"], run["straggler"]) for run in result["runs"]] == [
+        (0, False),
+        (1, False),
+        (2, True),
+        (3, False),
+    ]
     (item,) = result["stragglers"]
-    assert (item["host"], item["rank"], item["name"]) == ("node-b", 2, "bf16") and item["run"] == "merged.json node-b/r2"
+    assert (item["host"], item["rank"], item["name"]) == ("node-b", 2, "bf16") and item[
+        "run"
+    ] == "merged.json node-b/r2"
     bf16 = next(row for row in result["ceilings"] if row["device"] == "cuda:0" and row["name"] == "bf16")
     assert bf16["values"]["merged.json node-b/r2"].get("straggler") is True
     assert "straggler" not in bf16["values"]["merged.json node-a/r0"]
@@ -217,14 +267,14 @@ async def test_tui_roofline_flags_straggler_rows(tui_env: Path) -> None:
         table = app.screen.query_one("#roof-points", DataTable)
         rows = [table.get_row_at(i) for i in range(table.row_count)]
         warning = app.current_theme.warning
-        slow = [row for row in rows if str(row[1]) == f"{MARK} {SLOW}"]
+        slow = [row for row in rows if str(row[3]) == f"{MARK} {SLOW}"]
         # the rank's workload and its two GEMM probe measurements
         assert len(slow) == 3, [str(row[1]) for row in rows]
         for row in slow:
             assert str(row[6]).startswith("straggler rank: bf16 -20% vs median")
             assert warning and warning.lower() in str(row[0].style).lower()
-        others = [row for row in rows if MARK not in str(row[1])]
-        assert any(str(row[1]) == "node-b/r3:cuda:1" for row in others)
+        others = [row for row in rows if MARK not in str(row[3])]
+        assert any(str(row[3]) == "node-b/r3:cuda:1" for row in others)
         for row in others:
             assert "straggler" not in str(row[6]) and (not warning or warning.lower() not in str(row[0].style).lower())
         summary = str(app.screen.query_one("#roof-summary", Static).render())

@@ -37,14 +37,21 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_tui_does_not_import_torch(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _SCRIPT], cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     torch, _numpy = result.stdout.split()
     assert torch == "False"
 
 
 def test_tui_help_does_not_import_textual(tmp_path: Path) -> None:
-    script = "import sys; from gpuscope.cli import main\ntry:\n    main(['tui', '--help'])\nexcept SystemExit:\n    pass\nprint('textual' in sys.modules, 'torch' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    script = (
+        "import sys; from gpuscope.cli import main\ntry:\n    main(['tui', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('textual' in sys.modules, 'torch' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False False"

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable, Static
+from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
+from gpuscope.schema.events import Exited, Failed
 from gpuscope.tui.probe_job import ProbeJob
 from gpuscope.tui.roofline_data import measurement_points
 from gpuscope.tui.screens.probes import ProbesScreen
 from gpuscope.tui.screens.roofline import RooflineScreen
-from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +122,9 @@ async def test_cancel_keeps_partial_results(tui_env: Path, tmp_path: Path) -> No
         await pilot.press("3")
         screen = app.screen
         await pilot.press("ctrl+r")
-        await _wait_until(pilot, lambda: "Running" in str(screen.query_one("#probe-status", Static).render()) or screen.job is None)
+        await _wait_until(
+            pilot, lambda: "Running" in str(screen.query_one("#probe-status", Static).render()) or screen.job is None
+        )
         await pilot.pause(0.5)
         await pilot.press("escape")
         await _wait_until(pilot, lambda: screen.job is None, timeout_s=30)
@@ -136,21 +139,56 @@ def test_probe_job_reports_failure_as_event(tmp_path: Path) -> None:
     job = ProbeJob(tmp_path / "missing.toml", "cpu", tmp_path / "out.json")
     job.start()
     events = list(job.events())
-    kinds = [event.kind for event in events]
-    assert "failed" in kinds and kinds[-1] == "exited"
-    failed = next(event for event in events if event.kind == "failed")
-    assert "missing.toml" in failed.data["message"]
-    assert events[-1].data["returncode"] != 0
+    kinds = [type(event).__name__ for event in events]
+    assert "Failed" in kinds and kinds[-1] == "Exited"
+    failed = next(event for event in events if isinstance(event, Failed))
+    assert "missing.toml" in failed.message
+    assert isinstance(events[-1], Exited) and events[-1].returncode != 0
 
 
 def test_measurement_points_skip_failed_and_workload_roles() -> None:
     doc = {
         "measurements": [
-            {"name": "a", "device": "cpu", "flops": 10.0, "bytes": 5.0, "time_s": 1.0, "status": "ok", "parameters": {"dtype": "fp32"}},
+            {
+                "name": "a",
+                "device": "cpu",
+                "flops": 10.0,
+                "bytes": 5.0,
+                "time_s": 1.0,
+                "status": "ok",
+                "parameters": {"dtype": "fp32"},
+            },
             {"name": "b", "device": "cpu", "flops": 10.0, "bytes": 5.0, "time_s": 1.0, "status": "failed"},
-            {"name": "c", "device": "cpu", "flops": 10.0, "bytes": 5.0, "time_s": 1.0, "status": "ok", "parameters": {"role": "workload"}},
+            {
+                "name": "c",
+                "device": "cpu",
+                "flops": 10.0,
+                "bytes": 5.0,
+                "time_s": 1.0,
+                "status": "ok",
+                "parameters": {"role": "workload"},
+            },
             {"name": "d", "device": "cpu", "flops": 0.0, "bytes": 5.0, "time_s": 1.0, "status": "ok"},
         ]
     }
     points = measurement_points(doc)
     assert [p["name"] for p in points] == ["a"] and points[0]["dtype"] == "fp32"
+
+
+def test_device_choice_and_live_line_use_the_cuda_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML's GPU 2 on the lowest PCI bus is CUDA's device 0: the screen names and reads it so."""
+    from dataclasses import replace
+
+    from gpuscope.testing.samples import make_sample
+    from gpuscope.tui.screens.probes import _cuda_device_names, _gpu_of
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sample = make_sample(gpus=3)
+    buses = {0: "0000:02:00.0", 1: "0000:03:00.0", 2: "0000:01:00.0"}
+    sample = replace(sample, gpus=[replace(gpu, pci_bus_id=buses[gpu.index]) for gpu in sample.gpus])
+    assert _cuda_device_names(sample) == ["cuda:0", "cuda:1", "cuda:2"]
+    assert [_gpu_of(sample, f"cuda:{n}").index for n in range(3)] == [2, 0, 1]
+    assert _gpu_of(sample, "cuda:3") is None and _gpu_of(sample, "cpu") is None and _gpu_of(None, "cuda:0") is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")  # PCI positions: NVML 1, then NVML 2
+    assert _cuda_device_names(sample) == ["cuda:0", "cuda:1"]
+    assert [_gpu_of(sample, f"cuda:{n}").index for n in range(2)] == [1, 2]

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+from tui_samples import T0, run_async, samples, tui_env  # noqa: F401 - tui_env is a fixture
 
 from gpuscope.errors import BadInputError
 from gpuscope.telemetry.logfile import open_log_writer
@@ -14,7 +15,6 @@ from gpuscope.tui.sources import ReplayCursor, ScriptedSource, load_replay
 from gpuscope.tui.widgets.gpu_card import GpuCard
 from gpuscope.tui.widgets.replay_bar import ReplayBar
 from gpuscope.tui.widgets.topbar import TopBar
-from tui_samples import T0, run_async, samples, tui_env  # noqa: F401 - tui_env is a fixture
 
 
 def write_log(path: Path, count: int, fmt: str = "jsonl") -> Path:

@@ -36,13 +36,27 @@ def test_palette_converts_to_roofline_palette() -> None:
     ("text", "expected"),
     [
         ("not toml [", "not valid TOML"),
-        ('[theme]\nname = "x"\n', "primary is required"),
+        ('[theme]\nname = "x"\n', "missing required field `primary` - at `$.theme`"),
         ('[theme]\nname = "x"\nprimary = "blurple"\n', "[theme] primary: 'blurple' is not a colour"),
-        ('[theme]\nname = "x"\nprimary = "#fff"\nsparkle = 1\n', "[theme] sparkle: unknown key"),
-        ('[theme]\nname = "../evil"\nprimary = "#fff"\n', "name must be"),
-        ('[theme]\nname = "x"\nprimary = "#fff"\n[chart]\nseries = []\n', "[chart] series must be a list"),
-        ('[theme]\nname = "x"\nprimary = "#fff"\n[chart]\npoint = 3\n', "[chart] point must be a colour string"),
-        ('[theme]\nname = "x"\nprimary = "#fff"\n[plugins]\ncode = "import os"\n', "unknown table or key 'plugins'"),
+        ('[theme]\nname = "x"\nprimary = "#fff"\nsparkle = 1\n', "unknown field `sparkle` - at `$.theme`"),
+        ('[theme]\nname = "../evil"\nprimary = "#fff"\n', "at `$.theme.name`"),
+        (
+            '[theme]\nname = "x"\nprimary = "#fff"\n[chart]\nseries = []\n',
+            "expected `array` of length >= 1 - at `$.chart.series`",
+        ),
+        ('[theme]\nname = "x"\nprimary = "#fff"\n[chart]\npoint = 3\n', "got `int` - at `$.chart.point`"),
+        ('[theme]\nname = "x"\nprimary = "#fff"\n[plugins]\ncode = "import os"\n', "unknown field `plugins`"),
+        # class 7 of issue 16: themes that passed the old check and then broke the TUI
+        (
+            '[theme]\nname = "x"\nprimary = "#fff"\n[theme.variables]\nfooter-key-foreground = "red } Screen { display: none"\n',
+            "at `$.theme.variables[...]`",
+        ),
+        ('[theme]\nname = "x"\nprimary = "ansi_red"\n', "[theme] primary: 'ansi_red' is an ANSI colour name"),
+        (
+            '[theme]\nname = "x"\nprimary = "#fff"\n[chart]\npoint = "ansi_bright_blue"\n',
+            "[chart] point: 'ansi_bright_blue' is an ANSI colour name",
+        ),
+        ('[theme]\nname = "x"\nprimary = "#fff"\ntext_alpha = nan\n', "at `$.theme.text_alpha`"),
     ],
 )
 def test_bad_theme_file_gives_one_line_naming_file_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -57,7 +71,9 @@ def test_bad_theme_file_gives_one_line_naming_file_and_field(tmp_path: Path, tex
 def test_user_theme_overrides_and_bad_files_are_reported(tmp_path: Path) -> None:
     user = tmp_path / "themes"
     user.mkdir()
-    (user / "mine.toml").write_text('[theme]\nname = "gpuscope-dark"\nprimary = "#123456"\n[chart]\npoint = "#abcdef"\n')
+    (user / "mine.toml").write_text(
+        '[theme]\nname = "gpuscope-dark"\nprimary = "#123456"\n[chart]\npoint = "#abcdef"\n'
+    )
     (user / "broken.toml").write_text("[theme\n")
     themes, problems = discover_themes([themes_dir(), user])
     assert themes["gpuscope-dark"].theme.primary == "#123456"

@@ -40,6 +40,8 @@ def host_sample(step: int = 0, cores: int = 8) -> HostSample:
             NicSample("lo", 1e3, 1e3, True, Unavailable(Reason.NOT_APPLICABLE, "loopback")),
         ],
         infiniband_ports=[],
+        disk_read_bytes_per_s=2.5e8 + step * 1e6,
+        disk_write_bytes_per_s=4.0e7,
     )
 
 
@@ -94,7 +96,14 @@ def h200(step: int = 0, index: int = 0) -> GpuSample:
         ecc_uncorrected_errors=0,
         processes=[
             GpuProcessSample(4242, "python train.py", "alice", 78_000_000_000, 71.0, "compute"),
-            GpuProcessSample(5151, "nccl-proxy", "alice", 2_100_000_000, Unavailable(Reason.NOT_SUPPORTED, "no accounting"), "compute"),
+            GpuProcessSample(
+                5151,
+                "nccl-proxy",
+                "alice",
+                2_100_000_000,
+                Unavailable(Reason.NOT_SUPPORTED, "no accounting"),
+                "compute",
+            ),
         ],
     )
 
@@ -216,7 +225,11 @@ def run_async(test):
 
 # --- samples from the real collector against the fake NVML (snapshot tests) -----------------
 
-_PROCESS_NAMES = {910001: ("python train.py", "alice"), 910002: ("python serve.py", "bob"), 910003: ("nccl-proxy", "alice")}
+_PROCESS_NAMES = {
+    910001: ("python train.py", "alice"),
+    910002: ("python serve.py", "bob"),
+    910003: ("nccl-proxy", "alice"),
+}
 
 
 class _FixedHost:
@@ -229,10 +242,11 @@ class _FixedHost:
         return host_sample(self.step)
 
 
-def fake_nvml_samples(count: int = 30) -> list[Sample]:
+def fake_nvml_samples(count: int = 30, gpus: list | None = None) -> list[Sample]:
     """``count`` samples, one per fake second, from TelemetryCollector + NvmlCollector against
-    the fake NVML (an H200 with GPM and NVLink, an A100 without GPM) under a manual clock. Loads
-    follow the demo's script; process names are fixed (their pids do not exist)."""
+    the fake NVML (an H200 with GPM and NVLink, an A100 without GPM; or ``gpus``: FakeGpu
+    objects, all given the H200's load) under a manual clock. Loads follow the demo's script;
+    process names are fixed (their pids do not exist)."""
     from gpuscope.telemetry.collector import TelemetryCollector
     from gpuscope.telemetry.nvml.collector import NvmlCollector
     from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, FakeProcess, install_fake_nvml
@@ -240,7 +254,8 @@ def fake_nvml_samples(count: int = 30) -> list[Sample]:
 
     clock = FakeClock(start_s=1000.0)
     fake = FakeNvml.with_gpus(
-        [
+        gpus
+        or [
             FakeGpu.h200(processes=[FakeProcess(910001, 61 * GIB, 72), FakeProcess(910003, 2 * GIB, None)]),
             FakeGpu.a100(processes=[FakeProcess(910002, 18 * GIB, 35)]),
         ],
@@ -249,14 +264,20 @@ def fake_nvml_samples(count: int = 30) -> list[Sample]:
     host = _FixedHost()
     out: list[Sample] = []
     with install_fake_nvml(fake):
-        collector = TelemetryCollector(host=host, gpu_source=NvmlCollector(clock=clock), wall_clock=lambda: T0 + host.step)
+        collector = TelemetryCollector(
+            host=host, gpu_source=NvmlCollector(clock=clock), wall_clock=lambda: T0 + host.step
+        )
         collector.open()
         try:
             for step in range(count):
                 host.step = step
                 h200_load, a100_load = demo_load(float(step))
-                fake.set_load(0, **h200_load)
-                fake.set_load(1, **a100_load)
+                if gpus:
+                    for index in range(len(gpus)):
+                        fake.set_load(index, **{**h200_load, "power_w": h200_load["power_w"] - 20 * index})
+                else:
+                    fake.set_load(0, **h200_load)
+                    fake.set_load(1, **a100_load)
                 clock.advance(1.0)
                 out.append(collector.sample())
         finally:
@@ -270,13 +291,58 @@ def fake_nvml_samples(count: int = 30) -> list[Sample]:
     return out
 
 
+def host_processes() -> list:
+    """Host processes matching the GPU processes above, plus a few that use no GPU (fixed)."""
+    from gpuscope.telemetry.hostprocs import HostProcess
+
+    def proc(pid, ppid, uid, user, name, command, cpu, rss_gib, elapsed_s):
+        return HostProcess(pid, ppid, uid, user, name, command, "S", cpu, int(rss_gib * 2**30), elapsed_s, pid * 10)
+
+    return [
+        proc(1, 0, 0, "root", "systemd", "/sbin/init", 0.0, 0.01, 864000.0),
+        proc(910000, 1, 1001, "alice", "bash", "-bash", 0.0, 0.005, 7200.0),
+        proc(
+            910001,
+            910000,
+            1001,
+            "alice",
+            "python",
+            "python train.py --model llama-70b --batch 8 --lr 3e-4",
+            312.5,
+            24.5,
+            5025.0,
+        ),
+        proc(910003, 910001, 1001, "alice", "nccl-proxy", "nccl-proxy --rank 0", 4.0, 0.3, 5020.0),
+        proc(910002, 1, 1002, "bob", "python", "python serve.py --port 8000 --model mistral-7b", 88.0, 9.2, 600.0),
+        proc(910010, 1, 0, "root", "dockerd", "/usr/bin/dockerd -H fd://", 1.5, 0.12, 864000.0),
+        proc(910011, 1, 1001, "alice", "jupyter", "jupyter lab --no-browser", 0.5, 0.4, 86000.0),
+    ]
+
+
+def make_many_gpu_app(count_gpus: int = 8, links: int = 18, **kwargs):
+    """An app showing ``count_gpus`` fake H200s with ``links`` NVLinks each (the 8-GPU layout)."""
+    from gpuscope.testing.fake_nvml import GIB, FakeGpu, FakeProcess
+    from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.sources import ScriptedSource
+
+    gpus = [FakeGpu.h200(processes=[FakeProcess(910001, 61 * GIB, 72)]) for _ in range(count_gpus)]
+    series = fake_nvml_samples(30, gpus=gpus)
+    app = GpuscopeApp(
+        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()), interval_s=3600.0, **kwargs
+    )
+    app.history.extend(series[:-1])
+    return app
+
+
 def make_fake_nvml_app(count: int = 30, **kwargs):
     """Like :func:`make_app`, with samples from the fake NVML."""
     from gpuscope.tui.app import GpuscopeApp
     from gpuscope.tui.sources import ScriptedSource
 
     series = fake_nvml_samples(count)
-    app = GpuscopeApp(ScriptedSource(series[-1:], label="fake NVML"), interval_s=3600.0, **kwargs)
+    app = GpuscopeApp(
+        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()), interval_s=3600.0, **kwargs
+    )
     app.history.extend(series[:-1])
     return app
 
@@ -302,7 +368,9 @@ def results_document() -> dict:
     """A probe results file for node01: measured ceilings and three workloads."""
     from gpuscope.results import new_results
 
-    doc = new_results(system={"hostname": "node01", "cpu_model": "AMD EPYC 7B13"}, suite={"name": "quick", "path": "quick.toml"})
+    doc = new_results(
+        system={"hostname": "node01", "cpu_model": "AMD EPYC 7B13"}, suite={"name": "quick", "path": "quick.toml"}
+    )
     doc["created"] = T0
     doc["devices"] = [
         {"device": "cuda:0", "type": "gpu", "name": "NVIDIA H200", "host": "node01"},
@@ -316,7 +384,14 @@ def results_document() -> dict:
     ]
     doc["workloads"] = [
         {"name": "decode attn", "device": "cuda:0", "flops": 2.0e11, "bytes": 1.0e11, "time_s": 0.03, "dtype": "bf16"},
-        {"name": "prefill gemm", "device": "cuda:0", "flops": 1.1e12, "bytes": 4.0e8, "time_s": 1.8e-3, "dtype": "bf16"},
+        {
+            "name": "prefill gemm",
+            "device": "cuda:0",
+            "flops": 1.1e12,
+            "bytes": 4.0e8,
+            "time_s": 1.8e-3,
+            "dtype": "bf16",
+        },
         {"name": "numpy sgemm", "device": "cpu", "flops": 2.0e10, "bytes": 4.8e7, "time_s": 0.16, "dtype": "fp32"},
     ]
     return doc

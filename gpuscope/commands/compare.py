@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", metavar="RESULTS.json", nargs="+", help="results files (a report.json works too); one multi-node file compares its hosts and ranks")
-    parser.add_argument("--format", dest="fmt", choices=("text", "md", "markdown", "json"), default="text", help="output format (default: text)")
+    parser.add_argument(
+        "results",
+        metavar="RESULTS.json",
+        nargs="+",
+        help="results files (a report.json works too); one multi-node file compares its hosts and ranks",
+    )
+    parser.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("text", "md", "markdown", "json"),
+        default="text",
+        help="output format (default: text)",
+    )
     parser.add_argument("--output", "-o", metavar="PATH", help="write to PATH (atomically) instead of standard output")
 
 
@@ -23,22 +35,41 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.errors import GpuscopeError, UsageError
     from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
     from gpuscope.report.io import load_input, write_text_atomic
+    from gpuscope.schema.kinds import reading_as
 
-    inputs: list[tuple[str, dict]] = []
+    if args.output:
+        from gpuscope.fileio import check_output
+
+        check_output(args.output, args.results)  # never a device, FIFO or one of the inputs
+    inputs: list[tuple[str, dict[str, Any]]] = []
     labels: list[str] = []
     for position, path in enumerate(args.results):
-        kind, label, doc = load_input(path, position)
+        with reading_as("compare"):
+            kind, label, doc = load_input(path, position)
         if label in labels:
             label = f"{path}"
         labels.append(label)
-        if kind == "report":
-            inputs.extend((str(entry.get("label") or label), entry["document"]) for entry in doc["results"] if isinstance(entry.get("document"), dict))
+        if kind == "report":  # each results file the report holds, named after the report
+            inputs.extend(
+                (f"{label}[{entry.get('label') or index}]", entry["document"])
+                for index, entry in enumerate(doc["results"])
+            )
         else:
             inputs.append((label, doc))
     result = compare_results(inputs)
+    from gpuscope.profiling.compare import (
+        profile_comparison,
+        render_profile_comparison,
+    )  # hook: two profiles, group by group
+
+    profiles = profile_comparison(inputs)
+    if profiles:
+        result["profiles"] = profiles
     cells = sum(len(row["values"]) for table in ("ceilings", "workloads") for row in result[table])
-    if len(result["runs"]) < 2 and cells == len(result["ceilings"]) + len(result["workloads"]):
-        raise UsageError("nothing to compare: give two or more results files (or one with several devices, hosts or ranks)")
+    if len(result["runs"]) < 2 and cells == len(result["ceilings"]) + len(result["workloads"]) and not profiles:
+        raise UsageError(
+            "nothing to compare: give two or more results files (or one with several devices, hosts or ranks)"
+        )
     fmt = {"markdown": "md"}.get(args.fmt, args.fmt)
     if fmt == "json":
         text = json.dumps(result, indent=2, allow_nan=False) + "\n"
@@ -46,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         text = render_compare_markdown(result)
     else:
         text = render_compare_text(result)
+    if fmt != "json" and profiles:
+        text += "\n" + render_profile_comparison(profiles)
     if args.output:
         try:
             write_text_atomic(args.output, text)

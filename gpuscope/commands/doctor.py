@@ -1,7 +1,9 @@
 """``gpuscope doctor``: what gpuscope can see on this machine, and for what it cannot, why
 and how to fix it. Plain aligned text (``OK`` works, ``--`` absent here, ``!!`` fixable) or
-``--json``. Exits 0 whether or not there is a GPU. Imports torch only inside :func:`run`
-(skip with ``--no-torch``) and never imports Textual.
+``--json``. Exits 0 when nothing needs fixing, whether or not there is a GPU (an absent GPU is
+a finding, ``--``), and 1 when any check is a problem (``!!``), so scripts can rely on it.
+Imports torch only inside :func:`run` (skip with ``--no-torch``) and never imports Textual.
+``GPUSCOPE_FAKE_NVML`` (tests only) makes it read the fake NVML, as ``gpuscope log`` does.
 """
 
 from __future__ import annotations
@@ -14,13 +16,17 @@ from typing import Any
 __all__ = ["configure", "run", "DOCTOR_SCHEMA_VERSION"]
 
 DOCTOR_SCHEMA_VERSION = 1
+#: exit code when at least one check is a problem (README: exit codes)
+EXIT_PROBLEMS = 1
 _NAME_WIDTH = 16
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpuscope doctor`` (imports nothing heavy)."""
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument("--no-torch", action="store_true", help="skip the torch/CUDA check (importing torch takes seconds)")
+    parser.add_argument(
+        "--no-torch", action="store_true", help="skip the torch/CUDA check (importing torch takes seconds)"
+    )
 
 
 def _version(distribution: str) -> str | None:
@@ -40,13 +46,22 @@ def _torch_checks(skip: bool) -> list[Any]:
     try:
         import torch  # noqa: PLC0415 - only here, only when doctor runs
     except ImportError as exc:
-        return [Check("torch", "unavailable", f"not installed ({exc})", "pip install torch (needed by probes and measure)")]
+        return [
+            Check("torch", "unavailable", f"not installed ({exc})", "pip install torch (needed by probes and measure)")
+        ]
     except Exception as exc:  # noqa: BLE001 - a broken install is reported, not raised
         return [Check("torch", "problem", f"import failed: {type(exc).__name__}: {exc}", "reinstall torch")]
     checks = [Check("torch", "ok", str(getattr(torch, "__version__", "unknown version")))]
     cuda_version = getattr(getattr(torch, "version", None), "cuda", None)
     if not cuda_version:
-        checks.append(Check("CUDA", "unavailable", "torch was built without CUDA (CPU wheel)", "install a CUDA build of torch to probe GPUs"))
+        checks.append(
+            Check(
+                "CUDA",
+                "unavailable",
+                "torch was built without CUDA (CPU wheel)",
+                "install a CUDA build of torch to probe GPUs",
+            )
+        )
         return checks
     try:
         if torch.cuda.is_available():
@@ -55,11 +70,60 @@ def _torch_checks(skip: bool) -> list[Any]:
             checks.append(Check("CUDA", "ok", f"CUDA {cuda_version}, {count} device(s), first: {name}"))
         else:
             checks.append(
-                Check("CUDA", "problem", f"torch built for CUDA {cuda_version} but no usable GPU", "check the NVIDIA driver (it must support this CUDA version)")
+                Check(
+                    "CUDA",
+                    "problem",
+                    f"torch built for CUDA {cuda_version} but no usable GPU",
+                    "check the NVIDIA driver (it must support this CUDA version)",
+                )
             )
     except Exception as exc:  # noqa: BLE001
-        checks.append(Check("CUDA", "problem", f"{type(exc).__name__}: {exc}", "check the NVIDIA driver and CUDA_VISIBLE_DEVICES"))
+        checks.append(
+            Check("CUDA", "problem", f"{type(exc).__name__}: {exc}", "check the NVIDIA driver and CUDA_VISIBLE_DEVICES")
+        )
     return checks
+
+
+def _cuda_uuids(skip: bool) -> list[str | None]:
+    """torch's UUID of each CUDA device (empty without torch, CUDA or with ``--no-torch``)."""
+    if skip:
+        return []
+    try:
+        import torch  # noqa: PLC0415
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001 - reported by the torch checks
+        return []
+    from gpuscope.telemetry.nvml import mapping
+
+    return [mapping.cuda_device_uuid(index) for index in range(count)]
+
+
+def cuda_order_check(nvml_gpus: list[Any], cuda_uuids: list[str | None]) -> Any:
+    """Which NVML GPU each CUDA device is (by UUID; nvml.h: the two numberings need not agree),
+    or None without CUDA devices. Shown so a person can tell "GPU 2" in the monitor from
+    ``cuda:0`` in a probe."""
+    from gpuscope.telemetry.nvml.capabilities import Check
+    from gpuscope.telemetry.nvml.mapping import match_cuda_device
+
+    if not cuda_uuids:
+        return None
+    parts: list[str] = []
+    differs = unmatched = False
+    for cuda_index, uuid in enumerate(cuda_uuids):
+        match = match_cuda_device(nvml_gpus, cuda_index, cuda_uuid=uuid)
+        if match is None:
+            parts.append(f"cuda:{cuda_index} = not in NVML")
+            unmatched = True
+            continue
+        gpu = match.gpu
+        name = f"NVML {gpu.index}" if gpu.mig_parent_index is None else f"NVML {gpu.mig_parent_index} MIG {gpu.index}"
+        parts.append(f"cuda:{cuda_index} = {name}" + ("" if match.certain else " (assumed: PCI order)"))
+        differs = differs or gpu.mig_parent_index is not None or gpu.index != cuda_index
+    detail = ", ".join(parts)
+    if differs:
+        detail += "; the numberings differ: gpuscope matches devices by UUID"
+    return Check("CUDA order", "unavailable" if unmatched else "ok", detail)
 
 
 def _size(num_bytes: int) -> str:
@@ -87,7 +151,10 @@ def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
         Check("SIMD", "ok", f"{info.simd}, {info.fp32_flop_per_cycle_per_core} fp32 FLOP/cycle/core"),
     ]
     if info.caches:
-        caches = ", ".join(f"L{c.level}{c.kind[0].lower() if c.kind != 'Unified' else ''} {_size(c.size_bytes)} x{c.instances}" for c in info.caches)
+        caches = ", ".join(
+            f"L{c.level}{c.kind[0].lower() if c.kind != 'Unified' else ''} {_size(c.size_bytes)} x{c.instances}"
+            for c in info.caches
+        )
         checks.append(Check("caches", "ok", caches))
     else:
         checks.append(Check("caches", "unavailable", "cache sizes not found in /sys"))
@@ -105,7 +172,8 @@ def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
         "simd": info.simd,
         "fp32_flop_per_cycle_per_core": info.fp32_flop_per_cycle_per_core,
         "caches": [
-            {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances} for c in info.caches
+            {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances}
+            for c in info.caches
         ],
         "peak_fp32_flop_per_s": peak,
     }
@@ -122,26 +190,41 @@ def _package_check(label: str, distribution: str, fix: str, purpose: str) -> Any
 
 
 def _print_checks(checks: list[Any], out: Any) -> None:
+    from gpuscope.textsafe import safe_text
+
     for check in checks:
-        print(f"  {check.marker}  {check.name:<{_NAME_WIDTH}} {check.detail}", file=out)
+        print(f"  {check.marker}  {check.name:<{_NAME_WIDTH}} {safe_text(check.detail)}", file=out)
         if check.fix:
-            print(f"      {'':<{_NAME_WIDTH}} fix: {check.fix}", file=out)
+            print(f"      {'':<{_NAME_WIDTH}} fix: {safe_text(check.fix)}", file=out)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the report; always 0 (a missing GPU is a finding, not a failure)."""
+    """Print the report. 0 when no check is a problem (a missing GPU is a finding, not a
+    failure), else :data:`EXIT_PROBLEMS`."""
     from gpuscope.telemetry.nvml.capabilities import probe
+    from gpuscope.testing.scenarios import install_from_environment
 
+    install_from_environment()  # test hook: a no-op unless GPUSCOPE_FAKE_NVML is set
     nvml = probe()
     cpu_checks, cpu_facts = _cpu_section()
     torch_checks = _torch_checks(bool(getattr(args, "no_torch", False)))
+    order = cuda_order_check(nvml.gpus, _cuda_uuids(bool(getattr(args, "no_torch", False))))
+    if order is not None:
+        torch_checks.append(order)
     host = [_package_check("psutil", "psutil", "pip install psutil", "no host CPU, memory or network telemetry")]
     tui = [
         _package_check("textual", "textual", "pip install textual", "no dashboard; `gpuscope log` still works"),
         _package_check("plotext", "plotext", "pip install plotext", "no charts in the dashboard"),
     ]
     sections: list[tuple[str, list[Any]]] = [("NVIDIA (NVML)", [nvml.library, *nvml.versions])]
-    ordered = sorted(nvml.gpus, key=lambda g: (g.index if g.mig_parent_index is None else g.mig_parent_index, g.mig_parent_index is not None, g.index))
+    ordered = sorted(
+        nvml.gpus,
+        key=lambda g: (
+            g.index if g.mig_parent_index is None else g.mig_parent_index,
+            g.mig_parent_index is not None,
+            g.index,
+        ),
+    )
     for gpu in ordered:
         if gpu.mig_parent_index is None:
             title = f"GPU {gpu.index}  {gpu.name}  {gpu.architecture}  {gpu.pci_bus_id}"
@@ -152,23 +235,29 @@ def run(args: argparse.Namespace) -> int:
         sections.append((title, gpu.checks))
     sections += [("torch", torch_checks), ("CPU", cpu_checks), ("host telemetry", host), ("dashboard", tui)]
 
+    problems = sum(check.status == "problem" for _title, checks in sections for check in checks)
+    code = EXIT_PROBLEMS if problems else 0
     if getattr(args, "json", False):
         report = {
             "schema_version": DOCTOR_SCHEMA_VERSION,
+            "problems": problems,
             "nvml": nvml.to_dict(),
             "cpu": cpu_facts,
-            "sections": [{"title": title, "checks": [check.to_dict() for check in checks]} for title, checks in sections],
+            "sections": [
+                {"title": title, "checks": [check.to_dict() for check in checks]} for title, checks in sections
+            ],
         }
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
-        return 0
+        return code
+    from gpuscope.textsafe import safe_text
+
     out = sys.stdout
     print("gpuscope doctor   (OK works, -- not available here, !! can be fixed)", file=out)
     for title, checks in sections:
         print(file=out)
-        print(title, file=out)
+        print(safe_text(title), file=out)
         _print_checks(checks, out)
-    problems = sum(check.status == "problem" for _title, checks in sections for check in checks)
     print(file=out)
     print(f"{problems} problem(s) found." if problems else "No problems found.", file=out)
-    return 0
+    return code

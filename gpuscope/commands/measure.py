@@ -17,18 +17,44 @@ from gpuscope.errors import GpuscopeError, ResourceError, UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="MODULE:FUNCTION", help="function to time: a module (dotted name or path/to/file.py) and a function in it")
-    parser.add_argument("--args-json", metavar="JSON", help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; {"tensor": [shape], "dtype": "float32"} makes a random tensor')
+    parser.add_argument(
+        "target",
+        metavar="MODULE:FUNCTION",
+        help="function to time: a module (dotted name or path/to/file.py) and a function in it",
+    )
+    parser.add_argument(
+        "--args-json",
+        metavar="JSON",
+        help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; {"tensor": [shape], "dtype": "float32"} makes a random tensor',
+    )
     parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")
-    parser.add_argument("--output", "-o", metavar="RESULTS.json", help="results file to append the workload to (created when absent)")
-    parser.add_argument("--cold", action="store_true", help="flush the last-level cache before each sample (default: warm, and labelled so)")
+    parser.add_argument(
+        "--output", "-o", metavar="RESULTS.json", help="results file to append the workload to (created when absent)"
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="flush the last-level cache before each sample (default: warm, and labelled so)",
+    )
     parser.add_argument("--samples", type=int, default=15, metavar="N", help="timed samples (default 15)")
-    parser.add_argument("--max-time", type=float, default=10.0, metavar="SECONDS", help="time budget of the sampling phase (default 10)")
-    parser.add_argument("--warmup-max", type=float, default=2.0, metavar="SECONDS", help="longest warm-up before sampling (default 2)")
-    parser.add_argument("--target-sample", type=float, default=0.02, metavar="SECONDS", help="minimum duration of one sample (default 0.02)")
+    parser.add_argument(
+        "--max-time", type=float, default=10.0, metavar="SECONDS", help="time budget of the sampling phase (default 10)"
+    )
+    parser.add_argument(
+        "--warmup-max", type=float, default=2.0, metavar="SECONDS", help="longest warm-up before sampling (default 2)"
+    )
+    parser.add_argument(
+        "--target-sample",
+        type=float,
+        default=0.02,
+        metavar="SECONDS",
+        help="minimum duration of one sample (default 0.02)",
+    )
     parser.add_argument("--flops", type=float, help="FLOPs of one call, instead of counting them")
-    parser.add_argument("--bytes", type=float, dest="bytes_moved", help="bytes of one call, instead of the lower bound from the tensors")
+    parser.add_argument(
+        "--bytes", type=float, dest="bytes_moved", help="bytes of one call, instead of the lower bound from the tensors"
+    )
     parser.add_argument("--no-telemetry", action="store_true", help="do not measure DRAM bytes with GPM telemetry")
     parser.add_argument("--json", action="store_true", help="print the workload entry as JSON")
 
@@ -117,7 +143,9 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise UsageError('--args-json: "args" must be a list and "kwargs" an object')
     try:
-        return tuple(_materialise(arg, device) for arg in args), {key: _materialise(value, device) for key, value in kwargs.items()}
+        return tuple(_materialise(arg, device) for arg in args), {
+            key: _materialise(value, device) for key, value in kwargs.items()
+        }
     except RecursionError:
         raise UsageError("--args-json is nested too deeply") from None
     except (RuntimeError, ValueError, TypeError, OverflowError, MemoryError) as exc:  # torch: out of memory, bad shape
@@ -130,8 +158,12 @@ def _check_output(path: str) -> None:
     folder that does not exist (the same checks :func:`append_workload` makes at the end)."""
     from pathlib import Path
 
+    from gpuscope.fileio import check_output
     from gpuscope.results import load_results
 
+    if path == "-":
+        raise UsageError("--output -: measure adds to a results file; use --json to print the workload instead")
+    check_output(path, allow_inputs=True)  # a FIFO or device is refused before it is read
     target = Path(path)
     if target.exists():
         load_results(target)

@@ -28,39 +28,74 @@ _STOP_WAIT_S = 0.8
 def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpuscope probe`` (imports nothing heavy)."""
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument("--suite", default="quick", help="a shipped suite (quick, full, transformer) or a suite TOML path (default quick)")
-    parser.add_argument("--output", "-o", default="results.json", metavar="PATH", help="results JSON to write (default results.json)")
     parser.add_argument(
-        "--memory-fraction", type=float, default=0.5, metavar="F", help="never allocate more than this fraction of free device memory (default 0.5)"
+        "--suite",
+        default="quick",
+        help="a shipped suite (quick, full, transformer) or a suite TOML path (default quick)",
+    )
+    parser.add_argument(
+        "--output", "-o", default="results.json", metavar="PATH", help="results JSON to write (default results.json)"
+    )
+    parser.add_argument(
+        "--memory-fraction",
+        type=float,
+        default=0.5,
+        metavar="F",
+        help="never allocate more than this fraction of free device memory (default 0.5)",
     )
     parser.add_argument("--no-telemetry", action="store_true", help="do not record telemetry around measurements")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
     parser.add_argument(
-        "--distributed", action="store_true", help="run under torchrun: every rank probes its device, rank 0 writes one file (docs/cluster.md)"
+        "--distributed",
+        action="store_true",
+        help="run under torchrun: every rank probes its device, rank 0 writes one file (docs/cluster.md)",
     )
     parser.add_argument(
-        "--straggler-margin", type=float, default=0.10, metavar="F", help="with --distributed: flag ranks more than F below the median ceiling (default 0.10)"
+        "--straggler-margin",
+        type=float,
+        default=0.10,
+        metavar="F",
+        help="with --distributed: flag ranks more than F below the median ceiling (default 0.10)",
     )
     parser.add_argument(
-        "--rank-timeout", type=float, default=900.0, metavar="S", help="with --distributed: how long rank 0 waits for the other ranks (default 900)"
+        "--rank-timeout",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="with --distributed: how long rank 0 waits for the other ranks (default 900)",
     )
-    parser.add_argument("--report", metavar="PATH", help="also write a snapshot report of the results (.html, .md or .json; see `gpuscope report`)")
+    parser.add_argument(
+        "--report",
+        metavar="PATH",
+        help="also write a snapshot report of the results (.html, .md or .json; see `gpuscope report`)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --output file (by default a probe refuses to overwrite another run)",
+    )
 
 
 class _Writer:
     """Writes the results file atomically; after ``close`` later writes are ignored."""
 
     def __init__(self, path: Path) -> None:
+        from gpuscope.fileio import OutputLock, is_stdout
+
         self.path = path
         self._lock = threading.Lock()
         self._closed = False
         self.error: str | None = None
+        self._stdout = is_stdout(path)  # `-o -`: only the final document, on standard output
+        self._file_lock = None if self._stdout else OutputLock(path)  # a second probe on the file refuses
+        if self._file_lock is not None:
+            self._file_lock.acquire()
 
     def write(self, data: dict[str, Any], final: bool = False) -> None:
-        from gpuscope.results import write_json_atomic
+        from gpuscope.fileio import write_json_atomic
 
         with self._lock:
-            if self._closed or not data:
+            if self._closed or not data or (self._stdout and not final):
                 return
             try:
                 write_json_atomic(self.path, data)
@@ -68,6 +103,8 @@ class _Writer:
                 self.error = f"{self.path}: cannot write results ({exc.strerror or exc})"
             if final:
                 self._closed = True
+                if self._file_lock is not None:
+                    self._file_lock.release()
 
 
 class _Progress:
@@ -85,6 +122,9 @@ class _Progress:
 
     def progress(self, done: int, total: int, label: str) -> None:
         with self._lock:
+            from gpuscope.textsafe import safe_text
+
+            label = safe_text(label)  # a suite's model name reaches the terminal escaped
             self.done, self.total, self.label = done, total, label
             if self.quiet:
                 return
@@ -97,7 +137,9 @@ class _Progress:
         with self._lock:
             if self.quiet:
                 return
-            line = f"  {record['name']}: {_describe(record)}"
+            from gpuscope.textsafe import safe_text
+
+            line = f"  {safe_text(record['name'])}: {safe_text(_describe(record))}"
             if self.tty:
                 self.stream.write("\r\033[K" + line + "\n")
                 self._bar()
@@ -152,14 +194,32 @@ def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
         extra = ceiling.get("implementation") or ceiling.get("blas") or ""
         others = ceiling.get("libraries_flop_per_s") or {}
         if len(others) > 1:
-            extra = f"{ceiling.get('library')} wins (" + ", ".join(f"{lib} {_format_value(rate, 'FLOP/s')}" for lib, rate in sorted(others.items())) + ")"
-        print(f"{ceiling['kind']:<10} {ceiling['name']:<18} {_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}", file=stream)
+            extra = (
+                f"{ceiling.get('library')} wins ("
+                + ", ".join(f"{lib} {_format_value(rate, 'FLOP/s')}" for lib, rate in sorted(others.items()))
+                + ")"
+            )
+        print(
+            f"{ceiling['kind']:<10} {ceiling['name']:<18} {_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}",
+            file=stream,
+        )
     summary = results.get("summary", {})
     print(
         f"{len(results.get('workloads', []))} workload(s); measurements ok {summary.get('ok', 0)}, "
         f"failed {summary.get('failed', 0)}, skipped {summary.get('skipped', 0)}; results in {path}",
         file=stream,
     )
+
+
+def _refuse_overwrite(output: Path, force: bool) -> None:
+    """A probe never silently replaces another run's file (or any other file): exit 2 unless --force."""
+    from gpuscope.errors import UsageError
+    from gpuscope.fileio import is_stdout
+    from gpuscope.schema.kinds import existing_output
+
+    existing = None if force or is_stdout(output) else existing_output(output)
+    if existing is not None:
+        raise UsageError(f"{output} already exists ({existing[1]}); use --force to replace it, or -o another path")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -174,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
 
         return run_distributed(args)
     output = Path(args.output)
-    check_output_path(output)
+    check_output_path(output, inputs=[args.suite])
+    _refuse_overwrite(output, getattr(args, "force", False))
     if args.report:
         from gpuscope.report.io import format_for
 
@@ -218,23 +279,22 @@ def run(args: argparse.Namespace) -> int:
 
     thread = threading.Thread(target=work, name="gpuscope-probe", daemon=True)
     thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(timeout=0.1)
-    except KeyboardInterrupt:
-        cancel.set()
+    from gpuscope.probing.runner import exit_at_once, wait_interruptible
+
+    def on_interrupt() -> None:
         progress.finish()
         print("gpuscope: interrupted; stopping the probes and keeping the results so far", file=sys.stderr, flush=True)
-        try:
-            thread.join(timeout=_STOP_WAIT_S)
-        except KeyboardInterrupt:
-            pass
-        partial = outcome.get("results") or runner.snapshot()
-        if partial:
-            partial["partial"] = True
-            partial["partial_reason"] = "cancelled (Ctrl-C) before the suite finished"
-            writer.write(partial, final=True)
-            print(f"gpuscope: partial results in {output}", file=sys.stderr, flush=True)
+
+    # Ctrl-C sets the cancel event (never a KeyboardInterrupt inside join: see probing/runner.py)
+    interrupted, stopped = wait_interruptible(thread, cancel, on_interrupt)
+    if interrupted:
+        partial = outcome.get("results") or runner.partial_results()
+        partial["partial"] = True
+        partial["partial_reason"] = "cancelled (Ctrl-C) before the suite finished"
+        writer.write(partial, final=True)
+        print(f"gpuscope: partial results in {output}", file=sys.stderr, flush=True)
+        if not stopped:
+            exit_at_once(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     progress.finish()
     if "error" in outcome:
@@ -247,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.errors import GpuscopeError as _Error
 
         raise _Error(writer.error)
-    print_summary(results, output, sys.stdout)
+    print_summary(results, output, sys.stderr if str(output) == "-" else sys.stdout)
     if args.report:
         from gpuscope.report import write_report
 

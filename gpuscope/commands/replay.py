@@ -21,17 +21,28 @@ def _speed(text: str) -> float:
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="a telemetry log written by `gpuscope log` (JSON lines or CSV)")
-    parser.add_argument("--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)")
+    parser.add_argument(
+        "--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)"
+    )
     parser.add_argument("--theme", metavar="NAME", help="colour theme (see `gpuscope tui --help`)")
-    parser.add_argument("--probes", metavar="RESULTS_JSON", action="append", default=[], help="results file to show on the roofline (repeatable)")
+    parser.add_argument(
+        "--probes",
+        metavar="RESULTS_JSON",
+        action="append",
+        default=[],
+        help="results file to show on the roofline (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from gpuscope.results import load_results
+    from gpuscope.schema.kinds import reading_as
     from gpuscope.tui.sources import ReplayCursor, load_replay
 
-    samples, stride = load_replay(args.file)  # BadInputError names the file and line
-    results = [load_results(path) for path in args.probes]
+    with reading_as("replay"):
+        samples, stride = load_replay(args.file)  # BadInputError names the file and line
+    with reading_as("replay --probes"):
+        results = [load_results(path) for path in args.probes]
 
     from gpuscope.tui.app import GpuscopeApp
 

@@ -26,15 +26,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="REPORT.json",
         help="re-render a report.json written earlier (same data, same HTML byte for byte)",
     )
-    parser.add_argument("--log", metavar="TELEMETRY.jsonl", help="telemetry log from `gpuscope log` recorded alongside the probes")
-    parser.add_argument("--output", "-o", metavar="PATH", required=True, help="where to write: report.html, report.md or report.json")
-    parser.add_argument("--format", dest="fmt", choices=("html", "md", "markdown", "json"), help="output format (default: from the extension of --output)")
-    parser.add_argument("--redact", action="store_true", help="drop hostnames, usernames and command lines everywhere in the report")
+    parser.add_argument(
+        "--log", metavar="TELEMETRY.jsonl", help="telemetry log from `gpuscope log` recorded alongside the probes"
+    )
+    parser.add_argument(
+        "--output", "-o", metavar="PATH", required=True, help="where to write: report.html, report.md or report.json"
+    )
+    parser.add_argument(
+        "--format",
+        dest="fmt",
+        choices=("html", "md", "markdown", "json"),
+        help="output format (default: from the extension of --output)",
+    )
+    parser.add_argument(
+        "--redact", action="store_true", help="drop hostnames, usernames and command lines everywhere in the report"
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --output even when it holds results, a telemetry log, a suite or a theme",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from gpuscope.errors import UsageError
     from gpuscope.report import format_for, write_report
+    from gpuscope.schema.kinds import REPORT, existing_output, reading_as
 
     inputs = list(args.probes)
     if args.from_report:
@@ -42,6 +59,13 @@ def run(args: argparse.Namespace) -> int:
     if not inputs:
         raise UsageError("nothing to report: give --probes RESULTS.json (or --from REPORT.json)")
     fmt = format_for(args.output, args.fmt)  # a bad format fails before any input is read
-    path = write_report(args.output, inputs, log_path=args.log, fmt=fmt, redact=args.redact)
+    existing = None if args.force else existing_output(args.output)
+    if existing is not None and existing[0] not in ("other", REPORT):
+        raise UsageError(f"{args.output} already exists ({existing[1]}); use --force to replace it, or -o another path")
+    from gpuscope.fileio import check_output
+
+    check_output(args.output, [*inputs, args.log])  # never a device, FIFO or one of the inputs
+    with reading_as("report"):
+        path = write_report(args.output, inputs, log_path=args.log, fmt=fmt, redact=args.redact)
     print(f"gpuscope: wrote {fmt} report {path}", file=sys.stderr)
     return 0

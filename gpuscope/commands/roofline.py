@@ -6,6 +6,7 @@ import argparse
 import os
 import shutil
 import sys
+import textwrap
 
 from gpuscope.errors import UsageError
 
@@ -24,14 +25,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="results file from `gpuscope probe` or `gpuscope measure`; repeat to combine several on one chart",
     )
-    parser.add_argument("--json", action="store_true", help="print the model (roofs, ridge points, placed points) as JSON")
-    parser.add_argument("--width", type=int, metavar="N", help=f"chart width in columns (default: the terminal's; at least {MIN_WIDTH})")
-    parser.add_argument("--height", type=int, metavar="N", help="chart height in rows (default: fits the terminal, 16-40)")
+    parser.add_argument(
+        "--json", action="store_true", help="print the model (roofs, ridge points, placed points) as JSON"
+    )
+    parser.add_argument(
+        "--width", type=int, metavar="N", help=f"chart width in columns (default: the terminal's; at least {MIN_WIDTH})"
+    )
+    parser.add_argument(
+        "--height", type=int, metavar="N", help="chart height in rows (default: fits the terminal, 16-40)"
+    )
     parser.add_argument("--no-datasheet", action="store_true", help="leave out the built-in datasheet roofs")
-    parser.add_argument("--all-roofs", action="store_true", help="draw every roof (default: the main ones; the table lists all)")
+    parser.add_argument(
+        "--all-roofs",
+        action="store_true",
+        help="also draw every other dtype, cache level and datasheet roof (default: per device the envelope of the dtypes its workloads use, plus DRAM; the tables list every roof)",
+    )
     color = parser.add_mutually_exclusive_group()
-    color.add_argument("--color", dest="color", action="store_const", const=True, help="colour even when not a terminal")
-    color.add_argument("--no-color", dest="color", action="store_const", const=False, help="no colour (also NO_COLOR=1 or not a terminal)")
+    color.add_argument(
+        "--color", dest="color", action="store_const", const=True, help="colour even when not a terminal"
+    )
+    color.add_argument(
+        "--no-color",
+        dest="color",
+        action="store_const",
+        const=False,
+        help="no colour (also NO_COLOR=1 or not a terminal)",
+    )
 
 
 def _want_color(choice: bool | None) -> bool:
@@ -45,9 +64,9 @@ def _want_color(choice: bool | None) -> bool:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from gpuscope.roofline.chart import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
     from gpuscope.roofline.loading import load_model, model_to_json
-    from gpuscope.roofline.tables import devices_lines, points_table, roofs_table, stragglers_lines
+    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
+    from gpuscope.roofline.tables import bandwidth_table, devices_lines, points_table, roofs_table, stragglers_lines
 
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
@@ -68,18 +87,27 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for warning in model.warnings:
         print(f"gpuscope: warning: {warning}", file=sys.stderr)
-    lines = devices_lines(model)
+    lines = devices_lines(model, width)
     lines.append("")
     stragglers = stragglers_lines(model, width)
     if stragglers:
         lines.extend([*stragglers, ""])
-    lines.append(render_roofline(model, width, height, palette=palette, detail="all" if args.all_roofs else "main"))
+    lines.append(render_roofline(model, width, height, palette=palette, all_roofs=args.all_roofs))
     lines.append("")
-    lines.append("Workloads (efficiency against the roof that bounds each point):")
+    lines.extend(
+        textwrap.wrap(
+            "Workloads (# = the tag on the chart; efficiency against the roof that bounds each point):", width
+        )
+    )
     lines.extend(points_table(model, width))
     lines.append("")
     lines.append("Roofs:")
     lines.extend(roofs_table(model, width))
+    bandwidths = bandwidth_table(model, width)
+    if bandwidths:
+        lines.append("")
+        lines.extend(textwrap.wrap("Interconnect bandwidths (data movement, not FLOP roofs; not drawn):", width))
+        lines.extend(bandwidths)
     out.write("\n".join(lines) + "\n")
     out.flush()
     return 0

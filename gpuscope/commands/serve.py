@@ -10,6 +10,8 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -28,10 +30,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"address to serve /metrics on (default {_DEFAULT_LISTEN}; use 0.0.0.0:PORT to expose it to the network)",
     )
-    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1, minimum 0.1)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S", help="stop after this many seconds (default: until Ctrl-C or SIGTERM)")
+    parser.add_argument(
+        "--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1, minimum 0.1)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after this many seconds (default: until Ctrl-C or SIGTERM)",
+    )
     parser.add_argument("--no-gpu", action="store_true", help="host metrics only; do not load NVML")
-    parser.add_argument("--no-processes", action="store_true", help="leave out per-process GPU series (pid labels churn)")
+    parser.add_argument(
+        "--no-processes", action="store_true", help="leave out per-process GPU series (pid labels churn)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,9 +57,17 @@ def run(args: argparse.Namespace) -> int:
     collector = TelemetryCollector(nvml=not args.no_gpu, processes=not args.no_processes)
     try:
         missing = collector.open()
-        print(f"gpuscope: serving Prometheus metrics on {handle.url} every {interval_s:g} s (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        print(
+            f"gpuscope: serving Prometheus metrics on {handle.url} every {interval_s:g} s (Ctrl-C to stop)",
+            file=sys.stderr,
+            flush=True,
+        )
         if missing is not None and not args.no_gpu:
-            print(f"gpuscope: no GPU metrics: {missing.reason.value}{': ' + missing.detail if missing.detail else ''}", file=sys.stderr, flush=True)
+            print(
+                f"gpuscope: no GPU metrics: {missing.reason.value}{': ' + missing.detail if missing.detail else ''}",
+                file=sys.stderr,
+                flush=True,
+            )
         sampler = Sampler(collector.sample, interval_s, on_sample=handle.update, history=None, duration_s=duration_s)
         run_until_stopped(sampler)
     finally:
@@ -56,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_until_stopped(sampler: "Sampler[Any]") -> None:
+def run_until_stopped(sampler: Sampler[Any]) -> None:
     """Run ``sampler`` on its thread until its
     duration ends or SIGINT/SIGTERM arrives (then return normally). Re-raises a sampling error."""
-    previous: dict[int, object] = {}
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGINT, signal.SIGTERM):
             previous[signum] = signal.signal(signum, lambda *_: sampler.stop())
@@ -70,4 +90,4 @@ def run_until_stopped(sampler: "Sampler[Any]") -> None:
     finally:
         sampler.stop()
         for signum, handler in previous.items():
-            signal.signal(signum, handler)  # type: ignore[arg-type]
+            signal.signal(signum, handler)

@@ -13,14 +13,36 @@ __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--theme", metavar="NAME", help="colour theme (shipped: gpuscope-dark, gpuscope-light, gpuscope-high-contrast; "
-                        "user themes in $XDG_CONFIG_HOME/gpuscope/themes); remembered for later runs")
-    parser.add_argument("--interval", metavar="SECONDS", type=float, default=1.0, help="seconds between samples (default 1, minimum 0.1)")
-    parser.add_argument("--probes", metavar="RESULTS_JSON", action="append", default=[],
-                        help="a probe results file whose ceilings and points to show on the roofline (repeatable)")
-    parser.add_argument("--suite", metavar="SUITE_TOML", action="append", default=[],
-                        help="an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)")
-    parser.add_argument("--demo", action="store_true", help="use a fake NVML with two GPUs (try the UI on a machine without GPUs)")
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="colour theme (shipped: gpuscope-dark, gpuscope-light, gpuscope-high-contrast; "
+        "user themes in $XDG_CONFIG_HOME/gpuscope/themes); remembered for later runs",
+    )
+    parser.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=float,
+        default=1.0,
+        help="seconds between samples (default 1, minimum 0.1)",
+    )
+    parser.add_argument(
+        "--probes",
+        metavar="RESULTS_JSON",
+        action="append",
+        default=[],
+        help="a probe results file whose ceilings and points to show on the roofline (repeatable)",
+    )
+    parser.add_argument(
+        "--suite",
+        metavar="SUITE_TOML",
+        action="append",
+        default=[],
+        help="an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)",
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="use a fake NVML with two GPUs (try the UI on a machine without GPUs)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     results = [load_results(path) for path in args.probes]  # one-line BadInputError on a bad file
 
     from gpuscope.tui.app import GpuscopeApp
-    from gpuscope.tui.sources import LiveSource
+    from gpuscope.tui.sources import LiveSource, TelemetrySource
 
+    source: TelemetrySource
     if args.demo:
         from gpuscope.tui.demo import DemoSource
 

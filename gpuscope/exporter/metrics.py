@@ -12,8 +12,9 @@ Every metric is listed in :data:`METRICS` (documented in ``docs/prometheus.md``)
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -99,15 +100,21 @@ _LINK = (*GPU_LABELS, "link")
 _PROC = (*GPU_LABELS, "pid", "process", "user", "kind")
 
 # --- sample and host ---------------------------------------------------------------------------
-SAMPLE_TIMESTAMP = _spec("sample_timestamp_seconds", "Wall-clock time of the latest sample (seconds since the epoch).", HOST_LABELS)
+SAMPLE_TIMESTAMP = _spec(
+    "sample_timestamp_seconds", "Wall-clock time of the latest sample (seconds since the epoch).", HOST_LABELS
+)
 SAMPLE_COST = _spec("sample_cost_seconds", "Wall time gpuscope spent collecting the latest sample.", HOST_LABELS)
-SAMPLES = _spec("exporter_samples_total", "Samples this exporter has received since it started.", HOST_LABELS, "counter")
+SAMPLES = _spec(
+    "exporter_samples_total", "Samples this exporter has received since it started.", HOST_LABELS, "counter"
+)
 HOST_INFO = _spec(
     "host_info",
     "Host facts as labels (value is always 1).",
     (*HOST_LABELS, "cpu_model", "driver_version", "nvml_version", "cuda_driver_version"),
 )
-GPU_DEVICES = _spec("gpu_devices", "GPUs and MIG instances visible to gpuscope (absent when the GPU side is unavailable).", HOST_LABELS)
+GPU_DEVICES = _spec(
+    "gpu_devices", "GPUs and MIG instances visible to gpuscope (absent when the GPU side is unavailable).", HOST_LABELS
+)
 CPU_UTILIZATION = _spec("cpu_utilization_ratio", "CPU busy fraction over all cores (0..1).", HOST_LABELS)
 CPU_LOGICAL = _spec("cpu_logical_cores", "Logical CPU cores.", HOST_LABELS)
 CPU_PHYSICAL = _spec("cpu_physical_cores", "Physical CPU cores.", HOST_LABELS)
@@ -125,6 +132,13 @@ NIC_RX = _spec("nic_receive_bytes_per_second", "Bytes received per second on a n
 NIC_TX = _spec("nic_transmit_bytes_per_second", "Bytes sent per second on a network interface.", _NIC)
 NIC_UP = _spec("nic_up", "1 when the network interface is up, else 0.", _NIC)
 NIC_SPEED = _spec("nic_speed_bytes_per_second", "Link speed of a network interface (one direction).", _NIC)
+DISK_READ = _spec("host_disk_read_bytes_per_second", "Bytes read per second from all physical disks.", HOST_LABELS)
+DISK_WRITE = _spec("host_disk_write_bytes_per_second", "Bytes written per second to all physical disks.", HOST_LABELS)
+ALERTS = _spec(
+    "alerts",
+    "Active alerts of each level and kind (thresholds of gpuscope.telemetry.alerts); absent when none.",
+    (*HOST_LABELS, "level", "kind"),
+)
 IB_INFO = _spec("infiniband_port_info", "InfiniBand/RoCE port state as a label (value is always 1).", (*_IB, "state"))
 IB_RATE = _spec("infiniband_port_rate_bytes_per_second", "Link rate of an InfiniBand/RoCE port (one direction).", _IB)
 IB_RX = _spec("infiniband_receive_bytes_per_second", "Bytes received per second on an InfiniBand/RoCE port.", _IB)
@@ -141,52 +155,189 @@ GPU_UP = _spec("gpu_up", "1 when the GPU answers, 0 when it is lost.", GPU_LABEL
 #: (GpuSample field, spec, conversion) for every scalar GPU metric.
 _GPU_SCALARS: list[tuple[str, MetricSpec, Convert]] = [
     ("mig_mode", _spec("gpu_mig_mode_enabled", "1 when MIG mode is enabled, else 0.", GPU_LABELS), _bool),
-    ("utilization_percent", _spec("gpu_utilization_ratio", "Fraction of time a kernel was running (NVML 'GPU util'; not SM activity).", GPU_LABELS), _percent_to_ratio),
-    ("memory_busy_percent", _spec("gpu_memory_busy_ratio", "Fraction of time device memory was read or written (not bandwidth).", GPU_LABELS), _percent_to_ratio),
+    (
+        "utilization_percent",
+        _spec(
+            "gpu_utilization_ratio",
+            "Fraction of time a kernel was running (NVML 'GPU util'; not SM activity).",
+            GPU_LABELS,
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "memory_busy_percent",
+        _spec(
+            "gpu_memory_busy_ratio", "Fraction of time device memory was read or written (not bandwidth).", GPU_LABELS
+        ),
+        _percent_to_ratio,
+    ),
     ("memory_used_bytes", _spec("gpu_memory_used_bytes", "Device memory in use.", GPU_LABELS), _same),
     ("memory_total_bytes", _spec("gpu_memory_total_bytes", "Device memory installed.", GPU_LABELS), _same),
-    ("dram_bandwidth_bytes_per_s", _spec("gpu_dram_bandwidth_bytes_per_second", "Device memory (DRAM/HBM) traffic, read plus write.", GPU_LABELS), _same),
-    ("dram_bandwidth_percent_of_peak", _spec("gpu_dram_bandwidth_ratio", "DRAM traffic as a fraction of the theoretical peak (0..1).", GPU_LABELS), _percent_to_ratio),
-    ("dram_peak_bytes_per_s", _spec("gpu_dram_peak_bytes_per_second", "Theoretical DRAM bandwidth: bus width x max memory clock x 2 / 8.", GPU_LABELS), _same),
-    ("sm_activity_percent", _spec("gpu_sm_activity_ratio", "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).", GPU_LABELS), _percent_to_ratio),
-    ("sm_occupancy_percent", _spec("gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SM maximum (GPM SM_OCCUPANCY).", GPU_LABELS), _percent_to_ratio),
-    ("tensor_activity_percent", _spec("gpu_tensor_activity_ratio", "Fraction of cycles any tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("hmma_tensor_activity_percent", _spec("gpu_hmma_tensor_activity_ratio", "Fraction of cycles the HMMA (half-precision) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("imma_tensor_activity_percent", _spec("gpu_imma_tensor_activity_ratio", "Fraction of cycles the IMMA (integer) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("dfma_tensor_activity_percent", _spec("gpu_dfma_tensor_activity_ratio", "Fraction of cycles the DFMA (fp64) tensor pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("fp64_activity_percent", _spec("gpu_fp64_activity_ratio", "Fraction of cycles the FP64 pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("fp32_activity_percent", _spec("gpu_fp32_activity_ratio", "Fraction of cycles the FP32 pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("fp16_activity_percent", _spec("gpu_fp16_activity_ratio", "Fraction of cycles the FP16 pipe was active.", GPU_LABELS), _percent_to_ratio),
-    ("pcie_tx_bytes_per_s", _spec("gpu_pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU.", GPU_LABELS), _same),
-    ("pcie_rx_bytes_per_s", _spec("gpu_pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU.", GPU_LABELS), _same),
+    (
+        "dram_bandwidth_bytes_per_s",
+        _spec("gpu_dram_bandwidth_bytes_per_second", "Device memory (DRAM/HBM) traffic, read plus write.", GPU_LABELS),
+        _same,
+    ),
+    (
+        "dram_bandwidth_percent_of_peak",
+        _spec("gpu_dram_bandwidth_ratio", "DRAM traffic as a fraction of the theoretical peak (0..1).", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "dram_peak_bytes_per_s",
+        _spec(
+            "gpu_dram_peak_bytes_per_second",
+            "Theoretical DRAM bandwidth: bus width x max memory clock x 2 / 8.",
+            GPU_LABELS,
+        ),
+        _same,
+    ),
+    (
+        "sm_activity_percent",
+        _spec(
+            "gpu_sm_activity_ratio", "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).", GPU_LABELS
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "sm_occupancy_percent",
+        _spec(
+            "gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SM maximum (GPM SM_OCCUPANCY).", GPU_LABELS
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "tensor_activity_percent",
+        _spec("gpu_tensor_activity_ratio", "Fraction of cycles any tensor pipe was active.", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "hmma_tensor_activity_percent",
+        _spec(
+            "gpu_hmma_tensor_activity_ratio",
+            "Fraction of cycles the HMMA (half-precision) tensor pipe was active.",
+            GPU_LABELS,
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "imma_tensor_activity_percent",
+        _spec(
+            "gpu_imma_tensor_activity_ratio",
+            "Fraction of cycles the IMMA (integer) tensor pipe was active.",
+            GPU_LABELS,
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "dfma_tensor_activity_percent",
+        _spec(
+            "gpu_dfma_tensor_activity_ratio", "Fraction of cycles the DFMA (fp64) tensor pipe was active.", GPU_LABELS
+        ),
+        _percent_to_ratio,
+    ),
+    (
+        "fp64_activity_percent",
+        _spec("gpu_fp64_activity_ratio", "Fraction of cycles the FP64 pipe was active.", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "fp32_activity_percent",
+        _spec("gpu_fp32_activity_ratio", "Fraction of cycles the FP32 pipe was active.", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "fp16_activity_percent",
+        _spec("gpu_fp16_activity_ratio", "Fraction of cycles the FP16 pipe was active.", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "pcie_tx_bytes_per_s",
+        _spec("gpu_pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU.", GPU_LABELS),
+        _same,
+    ),
+    (
+        "pcie_rx_bytes_per_s",
+        _spec("gpu_pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU.", GPU_LABELS),
+        _same,
+    ),
     ("pcie_link_generation", _spec("gpu_pcie_link_generation", "Current PCIe link generation.", GPU_LABELS), _same),
     ("pcie_link_width", _spec("gpu_pcie_link_width", "Current PCIe link width (lanes).", GPU_LABELS), _same),
-    ("nvlink_tx_bytes_per_s", _spec("gpu_nvlink_transmit_bytes_per_second", "NVLink bytes per second sent, all links.", GPU_LABELS), _same),
-    ("nvlink_rx_bytes_per_s", _spec("gpu_nvlink_receive_bytes_per_second", "NVLink bytes per second received, all links.", GPU_LABELS), _same),
+    (
+        "nvlink_tx_bytes_per_s",
+        _spec("gpu_nvlink_transmit_bytes_per_second", "NVLink bytes per second sent, all links.", GPU_LABELS),
+        _same,
+    ),
+    (
+        "nvlink_rx_bytes_per_s",
+        _spec("gpu_nvlink_receive_bytes_per_second", "NVLink bytes per second received, all links.", GPU_LABELS),
+        _same,
+    ),
     ("nvlink_active_links", _spec("gpu_nvlink_active_links", "NVLink links that are up.", GPU_LABELS), _same),
     ("nvlink_version", _spec("gpu_nvlink_version", "NVLink generation.", GPU_LABELS), _same),
-    ("nvlink_link_peak_bytes_per_s", _spec("gpu_nvlink_link_peak_bytes_per_second", "Peak bandwidth of one NVLink link, one direction.", GPU_LABELS), _same),
+    (
+        "nvlink_link_peak_bytes_per_s",
+        _spec("gpu_nvlink_link_peak_bytes_per_second", "Peak bandwidth of one NVLink link, one direction.", GPU_LABELS),
+        _same,
+    ),
     ("sm_clock_mhz", _spec("gpu_sm_clock_hertz", "Current SM clock.", GPU_LABELS), _mhz_to_hz),
     ("sm_clock_max_mhz", _spec("gpu_sm_clock_max_hertz", "Maximum SM clock.", GPU_LABELS), _mhz_to_hz),
     ("memory_clock_mhz", _spec("gpu_memory_clock_hertz", "Current memory clock.", GPU_LABELS), _mhz_to_hz),
     ("memory_clock_max_mhz", _spec("gpu_memory_clock_max_hertz", "Maximum memory clock.", GPU_LABELS), _mhz_to_hz),
     ("power_w", _spec("gpu_power_watts", "Power draw.", GPU_LABELS), _same),
     ("power_limit_w", _spec("gpu_power_limit_watts", "Enforced power limit.", GPU_LABELS), _same),
-    ("energy_j", _spec("gpu_energy_joules_total", "Energy consumed since the driver loaded.", GPU_LABELS, "counter"), _same),
+    (
+        "energy_j",
+        _spec("gpu_energy_joules_total", "Energy consumed since the driver loaded.", GPU_LABELS, "counter"),
+        _same,
+    ),
     ("temperature_gpu_c", _spec("gpu_temperature_celsius", "GPU die temperature.", GPU_LABELS), _same),
-    ("temperature_memory_c", _spec("gpu_memory_temperature_celsius", "Device memory (HBM) temperature.", GPU_LABELS), _same),
-    ("fan_speed_percent", _spec("gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).", GPU_LABELS), _percent_to_ratio),
-    ("ecc_corrected_errors", _spec("gpu_ecc_corrected_errors_total", "Corrected ECC errors since the driver loaded (volatile).", GPU_LABELS, "counter"), _same),
-    ("ecc_uncorrected_errors", _spec("gpu_ecc_uncorrected_errors_total", "Uncorrected ECC errors since the driver loaded (volatile).", GPU_LABELS, "counter"), _same),
+    (
+        "temperature_memory_c",
+        _spec("gpu_memory_temperature_celsius", "Device memory (HBM) temperature.", GPU_LABELS),
+        _same,
+    ),
+    (
+        "fan_speed_percent",
+        _spec("gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).", GPU_LABELS),
+        _percent_to_ratio,
+    ),
+    (
+        "ecc_corrected_errors",
+        _spec(
+            "gpu_ecc_corrected_errors_total",
+            "Corrected ECC errors since the driver loaded (volatile).",
+            GPU_LABELS,
+            "counter",
+        ),
+        _same,
+    ),
+    (
+        "ecc_uncorrected_errors",
+        _spec(
+            "gpu_ecc_uncorrected_errors_total",
+            "Uncorrected ECC errors since the driver loaded (volatile).",
+            GPU_LABELS,
+            "counter",
+        ),
+        _same,
+    ),
 ]
 
 GPU_THROTTLED = _spec("gpu_throttled", "1 when any clock throttle reason is active, else 0.", GPU_LABELS)
-GPU_THROTTLE_REASON = _spec("gpu_throttle_reason", "One series per active clock throttle reason (value is always 1).", (*GPU_LABELS, "reason"))
+GPU_THROTTLE_REASON = _spec(
+    "gpu_throttle_reason", "One series per active clock throttle reason (value is always 1).", (*GPU_LABELS, "reason")
+)
 LINK_TX = _spec("gpu_nvlink_link_transmit_bytes_per_second", "NVLink bytes per second sent on one link.", _LINK)
 LINK_RX = _spec("gpu_nvlink_link_receive_bytes_per_second", "NVLink bytes per second received on one link.", _LINK)
 GPU_PROCESSES = _spec("gpu_processes", "Processes using the GPU.", GPU_LABELS)
 PROC_MEMORY = _spec("gpu_process_memory_bytes", "Device memory used by one process.", _PROC)
 PROC_SM = _spec("gpu_process_sm_utilization_ratio", "SM utilization of one process (0..1).", _PROC)
+ALERT = _spec(
+    "alert",
+    "A threshold crossed (1 careful, 2 warning, 3 critical); one series per alert (gpuscope.telemetry.alerts).",
+    (*HOST_LABELS, "gpu", "uuid", "kind", "level"),
+)
 
 #: The optional operator aid: which metric is missing and why. Not part of :data:`METRICS`' data.
 UNAVAILABLE_METRIC = _spec(
@@ -230,7 +381,9 @@ class _Scrape:
         """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values)."""
         self.missing[(*scope, spec.name, reason.value)] = None
 
-    def put(self, spec: MetricSpec, labels: tuple[str, ...], scope: tuple[str, ...], raw: Any, convert: Convert = _same) -> None:
+    def put(
+        self, spec: MetricSpec, labels: tuple[str, ...], scope: tuple[str, ...], raw: Any, convert: Convert = _same
+    ) -> None:
         """Add ``convert(raw)`` unless ``raw`` is unavailable (or not a finite number)."""
         if isinstance(raw, Unavailable):
             self.note(spec, scope, raw.reason)
@@ -281,6 +434,8 @@ def _host_families(scrape: _Scrape, host: HostSample) -> None:
     scrape.put(HOST_MEM_AVAILABLE, labels, scope, host.memory_available_bytes)
     scrape.put(SWAP_TOTAL, labels, scope, host.swap_total_bytes)
     scrape.put(SWAP_USED, labels, scope, host.swap_used_bytes)
+    scrape.put(DISK_READ, labels, scope, getattr(host, "disk_read_bytes_per_s", None))
+    scrape.put(DISK_WRITE, labels, scope, getattr(host, "disk_write_bytes_per_s", None))
     for nic in host.nics:
         nic_labels = (name, nic.name)
         scrape.put(NIC_RX, nic_labels, scope, nic.rx_bytes_per_s)
@@ -343,7 +498,13 @@ def sample_to_families(
     scrape.add(SAMPLES, (host,), float(samples_received))
     scrape.add(
         HOST_INFO,
-        (host, sample.host.cpu_model, _text(sample.driver_version), _text(sample.nvml_version), _text(sample.cuda_driver_version)),
+        (
+            host,
+            sample.host.cpu_model,
+            _text(sample.driver_version),
+            _text(sample.nvml_version),
+            _text(sample.cuda_driver_version),
+        ),
         1.0,
     )
     if sample.gpu_unavailable is not None:
@@ -351,6 +512,21 @@ def sample_to_families(
     else:
         scrape.add(GPU_DEVICES, (host,), float(len(sample.gpus)))
     _host_families(scrape, sample.host)
+    counts: dict[tuple[str, str], int] = {}
+    for alert in getattr(sample, "alerts", None) or []:
+        level, _, rest = str(alert).partition(" ")
+        key = (level, rest.partition(" ")[0])
+        counts[key] = counts.get(key, 0) + 1
+    for (level, kind), count in counts.items():
+        scrape.add(ALERTS, (host, level, kind), float(count))
     for gpu in sample.gpus:
         _gpu_families(scrape, host, gpu)
+    from gpuscope.telemetry.alerts import LEVELS, exporter_alerts
+
+    for alert in exporter_alerts(sample):
+        scrape.add(
+            ALERT,
+            (host, "" if alert.gpu is None else str(alert.gpu), alert.uuid, alert.kind, alert.level),
+            float(LEVELS.index(alert.level)),
+        )
     return list(scrape.result(with_unavailable))

@@ -2,15 +2,28 @@
 
 A custom collector converts the newest :class:`Sample` at scrape time, so an unavailable metric
 is simply absent and an exporter nobody scrapes costs nothing beyond keeping one reference.
+
+Anyone who can reach the port must not be able to stop the exporter or the sampler: at most
+:func:`max_connections` connections are served at once (each on its own thread; more are
+answered ``503`` and closed at once), a connection that sends nothing for
+:data:`IDLE_TIMEOUT_S` seconds is closed, the listen backlog is :data:`LISTEN_BACKLOG`, and an
+``accept`` that fails because file descriptors ran out waits a moment instead of spinning or
+ending the server.
 """
 
 from __future__ import annotations
 
 import errno
 import ipaddress
+import re
+import resource
 import socket
 import threading
-from typing import Iterator
+import time
+from collections.abc import Iterator
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client.core import CollectorRegistry, Metric
 from prometheus_client.registry import Collector
@@ -26,10 +39,88 @@ __all__ = [
     "ExporterHandle",
     "parse_listen",
     "start_exporter",
+    "max_connections",
+    "IDLE_TIMEOUT_S",
+    "LISTEN_BACKLOG",
 ]
 
 DEFAULT_PORT = 9842
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
+#: A connection that sends nothing for this long is closed, seconds (Prometheus sends its
+#: request at once and waits up to its scrape timeout, 10 s by default, for the answer).
+IDLE_TIMEOUT_S = 5.0
+#: Connections the kernel queues before gpuscope accepts them (Python's default is 5).
+LISTEN_BACKLOG = 128
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+
+
+def max_connections() -> int:
+    """Connections served at once: 64, fewer when the file descriptor limit is low (half of
+    what is left after 64 for gpuscope itself, at least 4)."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return 64
+    if soft == resource.RLIM_INFINITY:
+        return 64
+    return max(4, min(64, (int(soft) - 64) // 2))
+
+
+class _Handler(WSGIRequestHandler):
+    """Quiet (no access log on stderr), and with a socket timeout: an idle client is dropped."""
+
+    timeout = IDLE_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+_BUSY_RESPONSE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    """A thread per connection, at most ``slots`` at once."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def __init__(self, *args: Any, slots: int = 64, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(slots)
+        super().__init__(*args, **kwargs)
+
+    def get_request(self) -> Any:
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in _OUT_OF_DESCRIPTORS:
+                time.sleep(0.05)  # the listening socket stays readable: do not spin
+            raise  # socketserver drops this one connection attempt and goes on
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.settimeout(0.5)
+                request.sendall(_BUSY_RESPONSE)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # e.g. RuntimeError: can't start new thread
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that timed out or reset the connection is not worth a traceback
 
 
 class SampleCollector(Collector):
@@ -80,8 +171,10 @@ def parse_listen(text: str) -> tuple[str, int]:
     else:
         host, port_text = "", raw
     host = host or "127.0.0.1"
-    if not port_text.isdigit():
-        raise UsageError(f"--listen {text!r}: port {port_text!r} is not a number; expected HOST:PORT such as 127.0.0.1:9842")
+    if not _PORT_RE.fullmatch(port_text):  # ASCII digits only: "²".isdigit() is true
+        raise UsageError(
+            f"--listen {text!r}: port {port_text!r} is not a number; expected HOST:PORT such as 127.0.0.1:9842"
+        )
     port = int(port_text)
     if not 0 <= port <= 65535:
         raise UsageError(f"--listen {text!r}: port {port} is out of range 0..65535")
@@ -118,20 +211,22 @@ class ExporterHandle:
         server.server_close()  # type: ignore[attr-defined]
         self._thread.join(timeout=5.0)
 
-    def __enter__(self) -> "ExporterHandle":
+    def __enter__(self) -> ExporterHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def start_exporter(listen: str = DEFAULT_LISTEN, *, process_metrics: bool = True, with_unavailable: bool = True) -> ExporterHandle:
+def start_exporter(
+    listen: str = DEFAULT_LISTEN, *, process_metrics: bool = True, with_unavailable: bool = True
+) -> ExporterHandle:
     """Serve Prometheus metrics on ``listen`` (``HOST:PORT``; port 0 picks a free port) in a
     daemon thread. ``process_metrics`` adds the standard ``process_*`` series of this process
     (gpuscope's own CPU and memory). Raises :class:`UsageError` for a malformed or non-local
     address and :class:`ResourceError` when the port is taken.
     """
-    from prometheus_client import start_http_server
+    from prometheus_client import make_wsgi_app
     from prometheus_client.process_collector import ProcessCollector
 
     host, port = parse_listen(listen)
@@ -141,15 +236,37 @@ def start_exporter(listen: str = DEFAULT_LISTEN, *, process_metrics: bool = True
     if process_metrics:
         ProcessCollector(registry=registry)
     try:
-        server, thread = start_http_server(port, addr=host, registry=registry)
+        server, thread = _serve(host, port, make_wsgi_app(registry))
     except socket.gaierror:
-        raise UsageError(f"--listen {listen!r}: cannot resolve host {host!r}; use an IP address of this machine") from None
+        raise UsageError(
+            f"--listen {listen!r}: cannot resolve host {host!r}; use an IP address of this machine"
+        ) from None
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise ResourceError(f"cannot listen on {host}:{port}: port already in use; choose another with HOST:PORT") from None
+            raise ResourceError(
+                f"cannot listen on {host}:{port}: port already in use; choose another with HOST:PORT"
+            ) from None
         if exc.errno == errno.EADDRNOTAVAIL:
             raise UsageError(f"--listen {listen!r}: {host} is not an address of this machine") from None
         if exc.errno == errno.EACCES:
-            raise ResourceError(f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)") from None
+            raise ResourceError(
+                f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)"
+            ) from None
         raise ResourceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     return ExporterHandle(server, thread, collector, host)
+
+
+def _serve(host: str, port: int, app: Any) -> tuple[_Server, threading.Thread]:
+    """Bind ``host:port`` and serve ``app`` from a daemon thread."""
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+    class Server(_Server):
+        address_family = family
+
+    slots = max_connections()
+    server = make_server(
+        address[0], port, app, server_class=lambda *a, **k: Server(*a, slots=slots, **k), handler_class=_Handler
+    )
+    thread = threading.Thread(target=server.serve_forever, name="gpuscope-exporter", daemon=True)
+    thread.start()
+    return server, thread

@@ -159,7 +159,8 @@ def collective_records(
                     "group_ranks": ranks,
                     "group_hosts": hosts,
                     "size_bytes": size,
-                    "note": f"nccl-tests busbw, {backend}, {n} ranks on {len(hosts)} host(s), best of {record.get('n')} at {size} B",
+                    "note": f"nccl-tests busbw, {backend}, {n} ranks on {len(hosts)} host(s), "
+                    f"best of {record.get('n')} at {size} B",
                 }
         measurements.append(record)
     ceilings = [best[key] for key in sorted(best, key=lambda k: (k[0], k[1]))]
@@ -176,7 +177,9 @@ def flag_stragglers(results: dict[str, Any], margin: float = DEFAULT_STRAGGLER_M
     """
     models: dict[tuple[Any, Any, Any], Any] = {}
     for device in results.get("devices", []):
-        models[(device.get("host"), device.get("rank"), device.get("device"))] = device.get("name") or device.get("type")
+        models[(device.get("host"), device.get("rank"), device.get("device"))] = device.get("name") or device.get(
+            "type"
+        )
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for ceiling in results.get("ceilings", []):
         if ceiling.get("kind") == "collective" or ceiling.get("rank") is None:
@@ -248,10 +251,14 @@ def merge_rank_results(
 
     by_rank = {report.rank: report for report in reports}
     for rank in range(world_size):
-        by_rank.setdefault(rank, RankReport(rank=rank, host=None, status="missing", reason="never reported (no hello, no heartbeat)"))
+        by_rank.setdefault(
+            rank, RankReport(rank=rank, host=None, status="missing", reason="never reported (no hello, no heartbeat)")
+        )
     ordered = [by_rank[rank] for rank in sorted(by_rank)]
     first = next((r for r in ordered if r.results), None)
-    merged = new_results(system=copy.deepcopy(first.results.get("system", {})) if first and first.results else {}, suite=suite)
+    merged = new_results(
+        system=copy.deepcopy(first.results.get("system", {})) if first and first.results else {}, suite=suite
+    )
     merged["warnings"] = []
     ranks_info: list[dict[str, Any]] = []
     for report in ordered:
@@ -286,7 +293,9 @@ def merge_rank_results(
     merged["ceilings"].extend(collective_ceilings or [])
     flag_stragglers(merged, margin)
     missing = sorted((r for r in ordered if r.status != "ok"), key=lambda r: (r.status != "missing", r.rank))
-    reasons = [f"rank {r.rank} ({r.host or 'host unknown'}) {r.status}: {r.reason or 'no reason given'}" for r in missing]
+    reasons = [
+        f"rank {r.rank} ({r.host or 'host unknown'}) {r.status}: {r.reason or 'no reason given'}" for r in missing
+    ]
     reasons.extend(notes or [])
     merged["partial"] = bool(reasons)
     merged["partial_reason"] = "; ".join(reasons) if reasons else None

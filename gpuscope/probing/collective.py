@@ -15,6 +15,7 @@ all-gather are validated exactly.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -22,8 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["OPS", "bus_factor", "collective_probe", "BYTES_RULE"]
 
@@ -64,7 +66,7 @@ def _worker(args: argparse.Namespace) -> int:
     if backend == "nccl":
         torch.cuda.set_device(args.rank)
         device = torch.device("cuda", args.rank)
-        sync = lambda: torch.cuda.synchronize(device)  # noqa: E731
+        sync: Callable[[], None] = lambda: torch.cuda.synchronize(device)  # noqa: E731
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
@@ -80,22 +82,19 @@ def _worker(args: argparse.Namespace) -> int:
             if stop.item() > 0:
                 break
             elements = max(world, size // 4 // world * world)
+            # partial, not a closure: each size binds its own tensors
+            run: Callable[[], object]
             if op == "allreduce":
                 buffer = torch.rand(elements, device=device).add_(0.5)
-
-                def run() -> None:
-                    dist.all_reduce(buffer, op=dist.ReduceOp.MAX)
-
+                run = functools.partial(dist.all_reduce, buffer, op=dist.ReduceOp.MAX)
             else:
                 chunk = torch.rand(elements // world, device=device).add_(0.5)
                 gathered = torch.empty(elements, device=device)
                 pieces = list(gathered.chunk(world))
-
-                def run() -> None:
-                    if has_into and backend == "nccl":
-                        dist.all_gather_into_tensor(gathered, chunk)
-                    else:
-                        dist.all_gather(pieces, chunk)  # pieces are views of gathered
+                if has_into and backend == "nccl":
+                    run = functools.partial(dist.all_gather_into_tensor, gathered, chunk)
+                else:
+                    run = functools.partial(dist.all_gather, pieces, chunk)  # pieces are views of gathered
 
             # discard the first call, then size iterations to span target_sample_s
             run()
@@ -145,8 +144,8 @@ def _validate(op: str, elements: int, world: int, rank: int, device: Any, dist: 
     if op == "allreduce":
         buffer = torch.full((elements,), float(rank + 1), device=device)
         dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
-        expected = world * (world + 1) / 2
-        return float((buffer - expected).abs().max().item()) / expected
+        expected_sum = world * (world + 1) / 2
+        return float((buffer - expected_sum).abs().max().item()) / expected_sum
     chunk = torch.full((elements // world,), float(rank + 1), device=device)
     gathered = torch.empty(elements, device=device)
     if into:
@@ -186,13 +185,26 @@ def collective_probe(
     if world_size < 2:
         results = []
         for op in ops:
-            record = {**base_record, "name": f"collective {op}", "parameters": {"op": op, "backend": backend, "world_size": world_size}, "bytes_": 0}
-            result = ctx.skipped(record, f"{backend} collectives need two or more ranks ({'GPUs' if ctx.device.is_gpu else 'processes'}); this device has {world_size}")
+            record = {
+                **base_record,
+                "name": f"collective {op}",
+                "parameters": {"op": op, "backend": backend, "world_size": world_size},
+                "bytes_": 0,
+            }
+            result = ctx.skipped(
+                record,
+                f"{backend} collectives need two or more ranks ({'GPUs' if ctx.device.is_gpu else 'processes'}); "
+                f"this device has {world_size}",
+            )
             emit(result)
             results.append(result)
         return results
     policy = ctx.ceiling_policy
-    before = ctx.telemetry.snapshot() if ctx.telemetry is not None else {"available": False, "reason": "telemetry turned off"}
+    before = (
+        ctx.telemetry.snapshot()
+        if ctx.telemetry is not None
+        else {"available": False, "reason": "telemetry turned off"}
+    )
     with tempfile.TemporaryDirectory(prefix="gpuscope-collective-") as folder:
         store = Path(folder) / "store"
         output = Path(folder) / "result.json"
@@ -213,7 +225,9 @@ def collective_probe(
             "--cancel-file", str(cancel_file), "--timeout-s", str(int(timeout_s)),
         ]  # fmt: skip
         processes = [
-            subprocess.Popen([*command, "--rank", str(rank)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [*command, "--rank", str(rank)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
             for rank in range(world_size)
         ]
         failure = _wait(processes, ctx, cancel_file, timeout_s)
@@ -222,8 +236,15 @@ def collective_probe(
     results = []
     if data is None:
         for op in ops:
-            record = {**base_record, "name": f"collective {op}", "parameters": {"op": op, "backend": backend, "world_size": world_size}, "bytes_": 0}
-            result = measurement_record(statistic="best", status="failed", error=failure or "workers wrote no result", **record)
+            record = {
+                **base_record,
+                "name": f"collective {op}",
+                "parameters": {"op": op, "backend": backend, "world_size": world_size},
+                "bytes_": 0,
+            }
+            result = measurement_record(
+                statistic="best", status="failed", error=failure or "workers wrote no result", **record
+            )
             result["versions"] = ctx.versions
             emit(result)
             results.append(result)
@@ -237,14 +258,27 @@ def collective_probe(
         record = {
             **base_record,
             "name": f"collective {op} {size} B x{world_size}",
-            "parameters": {"op": op, "backend": backend, "world_size": world_size, "size_bytes": size, "iters_per_sample": item["iters"], "dtype": "fp32", "reduce_op": "max while timing; sum validated" if op == "allreduce" else None},
+            "parameters": {
+                "op": op,
+                "backend": backend,
+                "world_size": world_size,
+                "size_bytes": size,
+                "iters_per_sample": item["iters"],
+                "dtype": "fp32",
+                "reduce_op": "max while timing; sum validated" if op == "allreduce" else None,
+            },
             "bytes_": size,
         }
         result = measurement_record(
             statistic="best",
             status="ok" if ok else "failed",
             error=None if ok else f"validation failed: error {item['validation_error']:.3g}",
-            timing={"samples_s": item["samples_s"], "warmup_samples_s": item["warmup_samples_s"], "inner_reps": item["iters"], "clock": "perf_counter (slowest rank)"},
+            timing={
+                "samples_s": item["samples_s"],
+                "warmup_samples_s": item["warmup_samples_s"],
+                "inner_reps": item["iters"],
+                "clock": "perf_counter (slowest rank)",
+            },
             summary=summary if ok else None,
             validation_error=item["validation_error"],
             validation_tolerance=0.0,
@@ -301,7 +335,8 @@ def _wait(processes: list[subprocess.Popen[str]], ctx: Any, cancel_file: Path, t
     if not bad or ctx.cancel.is_set():
         return None
     rank, code = bad[0]
-    stderr = (processes[rank].stderr.read() if processes[rank].stderr else "") or ""
+    stream = processes[rank].stderr
+    stderr = (stream.read() if stream else "") or ""
     last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or [f"exit code {code}"]
     return f"collective worker rank {rank} failed: {last[0][:300]}"
 

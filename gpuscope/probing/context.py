@@ -1,6 +1,9 @@
 """What every probe gets: the device, the timing policy, the memory budget, the cancel event,
 telemetry, and :meth:`ProbeContext.measure`, which times a kernel with telemetry around it and
-returns a finished measurement record (see docs/results-schema.md, ``measurements``)."""
+returns a finished measurement record (see docs/results-schema.md, ``measurements``). Each
+context owns one energy meter for its device (NVML's energy counter of the mapped GPU, or RAPL on
+a CPU), read around every measurement's timed samples: ``timing.energy_j`` or
+``timing.energy_unavailable``."""
 
 from __future__ import annotations
 
@@ -8,16 +11,40 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.probing.environment import DeviceSpec, MemoryBudget
 from gpuscope.probing.errors import ProbeCancelled, ProbeFailed, ProbeSkipped
 from gpuscope.probing.stats import summarize
 from gpuscope.probing.telemetry import ProbeTelemetry
 from gpuscope.probing.timing import Clock, CpuClock, TimingPolicy, time_kernel
+from gpuscope.telemetry.powercap import POWERCAP_ROOT
 
-__all__ = ["ProbeContext", "measurement_record"]
+__all__ = ["ProbeContext", "measurement_record", "graph_decision", "NEVER_GRAPHED_KINDS"]
+
+#: Measurement kinds never captured into a CUDA graph: copies to/from host memory (a pageable
+#: copy synchronizes, which capture forbids; a failed capture can leave the caching allocator's
+#: private pool behind), peer copies, and collectives (NCCL has its own launch path).
+NEVER_GRAPHED_KINDS = frozenset({"transfer", "collective"})
+
+
+def graph_decision(
+    kind: str | None, graphable: bool | None, *, enabled: bool = True, is_gpu: bool = True
+) -> tuple[bool, str]:
+    """Whether :meth:`ProbeContext.measure` may try to capture the call into a CUDA graph, and
+    why (recorded in ``timing.launch``). ``graphable``: what the probe said (None: decide by
+    ``kind``); a transfer or collective is never captured, whatever the probe says."""
+    if not is_gpu:
+        return False, "not a GPU"
+    if not enabled:
+        return False, "CUDA graphs turned off"
+    if kind in NEVER_GRAPHED_KINDS:
+        return False, f"{kind}s are never captured into a CUDA graph"
+    if graphable is False:
+        return False, "the probe marked this call not capturable"
+    return True, "short calls are replayed from a CUDA graph"
 
 
 def measurement_record(
@@ -90,7 +117,10 @@ class ProbeContext:
     contention_retries: int = 2  # CPU: re-time a measurement disturbed by other processes
     contention_threshold_percent: float = 10.0  # of all cores, taken by other processes (and steal)
     retry_budget_s: float = 30.0  # total time the run may spend on such retries
+    energy: bool = True  # read the device's energy counter around each measurement's samples
+    powercap_root: str | os.PathLike[str] = POWERCAP_ROOT  # RAPL's tree (tests: a fake one)
     _cuda_clock: Any = None
+    _energy_meter: Any = None
 
     def check_cancel(self) -> None:
         if self.cancel.is_set():
@@ -130,9 +160,12 @@ class ProbeContext:
         statistic: str,
         validate: Callable[[], float | tuple[float, float]] | None,
         record: dict[str, Any],
+        graphable: bool | None = None,
     ) -> dict[str, Any]:
         """Time ``fn`` (a closure that runs the kernel once), validate its output, and fill
         ``record`` (keyword arguments of :func:`measurement_record` less timing/summary).
+        ``graphable``: whether ``fn`` may be captured into a CUDA graph when it is short (None:
+        by ``record["kind"]``; transfers and collectives never are, see :func:`graph_decision`).
 
         A failed validation or an error turns into ``status: failed`` with no number;
         :class:`ProbeSkipped` into ``status: skipped``; :class:`ProbeCancelled` propagates.
@@ -141,15 +174,29 @@ class ProbeContext:
         self.synchronize()  # inputs were made on the default stream; the probe stream must see them
         launch: dict[str, Any] = {"mode": "eager"}
         kernels_per_call = 1
-        if self.device.is_gpu and self.clock_factory is None and self.cuda_graphs:
+        may_graph, why = graph_decision(
+            record.get("kind"), graphable, enabled=self.cuda_graphs, is_gpu=self.device.is_gpu
+        )
+        if not may_graph and self.device.is_gpu:
+            launch["cuda_graph"] = f"not captured: {why}"
+        if may_graph and self.clock_factory is None:
             try:
                 fn, kernels_per_call, launch = self._graphed(fn)
             except ProbeCancelled:
                 raise
             except Exception as exc:  # noqa: BLE001 - fall back to eager launches, say why
                 launch = {"mode": "eager", "cuda_graph_error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                # A failed capture can leave the stream or the allocator's private pool in a
+                # capture state: wait for the device and capture nothing more in this run.
+                self.cuda_graphs = False
+                try:
+                    self.synchronize()
+                except Exception as sync_exc:  # noqa: BLE001 - reported, the eager timing follows
+                    launch["cuda_graph_cleanup_error"] = f"{type(sync_exc).__name__}: {str(sync_exc)[:200]}"
         telemetry = self.telemetry
-        before = telemetry.snapshot() if telemetry is not None else {"available": False, "reason": "telemetry turned off"}
+        before = (
+            telemetry.snapshot() if telemetry is not None else {"available": False, "reason": "telemetry turned off"}
+        )
         during_sampler = telemetry.start_during() if telemetry is not None else None
         timing = None
         status, error = "ok", None
@@ -201,14 +248,22 @@ class ProbeContext:
         result["versions"] = self.versions
         result["telemetry_before"] = before
         result["telemetry_after"] = after
-        result["telemetry_during"] = during if during is not None else {
-            "available": False,
-            "reason": "not sampled during CPU probes (the sampler would share the measured cores)"
-            if not self.device.is_gpu
-            else (telemetry.reason if telemetry is not None else "telemetry turned off"),
-        }
+        result["telemetry_during"] = (
+            during
+            if during is not None
+            else {
+                "available": False,
+                "reason": "not sampled during CPU probes (the sampler would share the measured cores)"
+                if not self.device.is_gpu
+                else (telemetry.reason if telemetry is not None else "telemetry turned off"),
+            }
+        )
         if self.device.is_gpu:
             result["timing"]["launch"] = launch
+        energy_j = result["timing"].get("energy_j")
+        if status == "ok" and timing is not None and energy_j and result.get("flops"):
+            calls = len(timing.samples_s) * timing.inner_reps  # the calls the energy window covered
+            result["timing"]["flop_per_j"] = float(result["flops"]) * calls / float(energy_j)
         if attempts:
             result["host_contention_percent"] = attempts[-1].get("kept_contention_percent")
             result["attempts"] = attempts[:-1] if len(attempts) > 1 else []
@@ -218,6 +273,33 @@ class ProbeContext:
         if result["samples_s"] is None:
             result["samples_s"] = []
         return result
+
+    def energy_meter(self) -> Any:
+        """This context's :class:`~gpuscope.telemetry.energy.EnergyMeter` (made on first use), or
+        None when energy is turned off. On a GPU it reads the NVML GPU that the one NVML<->CUDA
+        mapping finds for the device (by torch's UUID, else CUDA_VISIBLE_DEVICES and PCI order)."""
+        if not self.energy:
+            return None
+        if self._energy_meter is None:
+            from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
+            from gpuscope.telemetry.values import Reason, Unavailable
+
+            try:
+                if self.device.is_gpu:
+                    uuid = getattr(self.telemetry, "cuda_uuid", None) if self.telemetry is not None else None
+                    self._energy_meter = EnergyMeter(f"cuda:{self.device.index or 0}", cuda_uuid=uuid)
+                else:
+                    self._energy_meter = EnergyMeter("cpu", powercap_root=self.powercap_root)
+            except Exception as exc:  # noqa: BLE001 - energy must never break a probe
+                problem = Unavailable(Reason.ERROR, f"energy meter failed to open: {type(exc).__name__}: {exc}")
+                self._energy_meter = _NoEnergy(EnergyResult(problem, 0.0, "none"))
+        return self._energy_meter
+
+    def close(self) -> None:
+        """Release what the context opened (the energy meter's NVML session)."""
+        meter, self._energy_meter = self._energy_meter, None
+        if meter is not None:
+            meter.close()
 
     def _graphed(self, fn: Callable[[], Any]) -> tuple[Callable[[], Any], int, dict[str, Any]]:
         """Short GPU kernels are bounded by Python's launch cost (several us), not the GPU: when
@@ -248,13 +330,15 @@ class ProbeContext:
         self.check_cancel()
         return graph.replay, reps, {"mode": "cuda_graph", "kernels_per_replay": reps, "eager_per_call_s": per_call_s}
 
-    def _time_with_retries(self, fn: Callable[[], Any], policy: TimingPolicy, statistic: str, attempts: list[dict[str, Any]]) -> Any:
+    def _time_with_retries(
+        self, fn: Callable[[], Any], policy: TimingPolicy, statistic: str, attempts: list[dict[str, Any]]
+    ) -> Any:
         """Time ``fn``; on a CPU, while other processes took more than ``contention_threshold_percent``
         of the cores during the attempt, try again (up to ``contention_retries`` times) and keep the
         best attempt (ceilings) or the least contended one (workloads). ``attempts`` receives one
         entry per attempt and a last entry with the kept attempt's contention."""
         if self.device.is_gpu or self.clock_factory is not None:
-            return time_kernel(fn, self.clock(), policy, self.cancel)
+            return time_kernel(fn, self.clock(), policy, self.cancel, energy=self.energy_meter())
         kept = None
         kept_key = None
         kept_contention = None
@@ -264,9 +348,11 @@ class ProbeContext:
                 break
             started = time.monotonic()
             before = _cpu_counters()
-            timing = time_kernel(fn, self.clock(), policy, self.cancel)
+            timing = time_kernel(fn, self.clock(), policy, self.cancel, energy=self.energy_meter())
             contention = _contention_percent(before, _cpu_counters())
-            time_s = min(timing.samples_s) if statistic == "best" else sorted(timing.samples_s)[len(timing.samples_s) // 2]
+            time_s = (
+                min(timing.samples_s) if statistic == "best" else sorted(timing.samples_s)[len(timing.samples_s) // 2]
+            )
             attempts.append({"attempt": attempt + 1, "host_contention_percent": contention, "time_s": time_s})
             last_attempt_s = time.monotonic() - started
             if attempt > 0:
@@ -286,6 +372,22 @@ class ProbeContext:
         return result
 
 
+class _NoEnergy:
+    """An energy meter that could not open: every window is unavailable with the reason."""
+
+    def __init__(self, result: Any) -> None:
+        self._result = result
+
+    def start(self) -> None:
+        """Nothing to read."""
+
+    def stop(self) -> Any:
+        return self._result
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
 def _cpu_counters() -> tuple[float, float, float] | None:
     """(monotonic s, busy CPU s of the whole machine incl. steal, CPU s of this process)."""
     try:
@@ -299,7 +401,9 @@ def _cpu_counters() -> tuple[float, float, float] | None:
         return None
 
 
-def _contention_percent(before: tuple[float, float, float] | None, after: tuple[float, float, float] | None) -> float | None:
+def _contention_percent(
+    before: tuple[float, float, float] | None, after: tuple[float, float, float] | None
+) -> float | None:
     """Percent of all cores other processes (or the hypervisor) used between the two readings."""
     if before is None or after is None:
         return None

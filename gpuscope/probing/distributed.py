@@ -29,8 +29,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, ResourceError, UsageError
 from gpuscope.paths import check_output_path
@@ -56,7 +57,9 @@ def _rank_device(text: str, local_rank: int) -> Any:
     if not spec.is_gpu:
         return spec
     if text.strip().lower() != "cuda":
-        raise UsageError(f"--device {text}: with --distributed use --device cuda (each rank takes cuda:LOCAL_RANK) or cpu")
+        raise UsageError(
+            f"--device {text}: with --distributed use --device cuda (each rank takes cuda:LOCAL_RANK) or cpu"
+        )
     return resolve_device(f"cuda:{local_rank}")
 
 
@@ -128,7 +131,9 @@ def run_distributed(args: argparse.Namespace) -> int:
     try:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=rank_timeout_s))
     except Exception as exc:  # noqa: BLE001 - rendezvous errors come in many classes
-        raise ResourceError(f"--distributed: cannot join the torchrun job ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise ResourceError(
+            f"--distributed: cannot join the torchrun job ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     store = dist.distributed_c10d._get_default_store()
     mailbox = Mailbox(store, f"gpuscope/probe/{launch.restart}/")
     host = socket.gethostname()
@@ -140,7 +145,16 @@ def run_distributed(args: argparse.Namespace) -> int:
         from gpuscope.probing.environment import device_info
 
         device_entry = device_info(device)
-        mailbox.put(f"hello/{launch.rank}", {"host": host, "local_rank": launch.local_rank, "device": device.name, "pid": os.getpid(), "device_entry": device_entry})
+        mailbox.put(
+            f"hello/{launch.rank}",
+            {
+                "host": host,
+                "local_rank": launch.local_rank,
+                "device": device.name,
+                "pid": os.getpid(),
+                "device_entry": device_entry,
+            },
+        )
         liveness = Liveness(mailbox, [r for r in range(launch.world_size) if r != launch.rank])
         say(f"{launch.world_size} ranks; suite {suite.name}; this rank {host} {device.name}")
         own = _run_local(local_suite, device, args, mailbox, launch, stop, say, liveness)
@@ -148,7 +162,9 @@ def run_distributed(args: argparse.Namespace) -> int:
         mailbox.bump("done")  # rank 0 rescans the results only when this counter moves
         if launch.rank != 0:
             return _follow(launch, mailbox, stop, liveness, device, suite, collective)
-        code = _lead(launch, mailbox, stop, liveness, device, suite, collective, own, output, margin, rank_timeout_s, say)
+        code = _lead(
+            launch, mailbox, stop, liveness, device, suite, collective, own, output, margin, rank_timeout_s, say
+        )
         if getattr(args, "report", None):
             from gpuscope.report import write_report
 
@@ -157,7 +173,9 @@ def run_distributed(args: argparse.Namespace) -> int:
     except RuntimeError as exc:  # the store or a peer went away (DistStoreError, DistNetworkError)
         raise GpuscopeError(f"rank {launch.rank}: lost contact with the torchrun job ({_one_line(exc)})") from None
     except OSError as exc:
-        raise GpuscopeError(f"rank {launch.rank}: {exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}") from None
+        raise GpuscopeError(
+            f"rank {launch.rank}: {exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
+        ) from None
     finally:
         heartbeat.stop()
         stop.restore()
@@ -207,7 +225,11 @@ def _run_local(
             liveness.poll(2.0)
     results = outcome.get("results") or runner.snapshot()
     if stop.event.is_set():
-        return {"status": "partial", "reason": f"stopped by {stop.name} (torchrun stops every rank when one fails)", "results": results}
+        return {
+            "status": "partial",
+            "reason": f"stopped by {stop.name} (torchrun stops every rank when one fails)",
+            "results": results,
+        }
     if "error" in outcome:
         error = outcome["error"]
         text = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -216,7 +238,13 @@ def _run_local(
 
 
 def _follow(
-    launch: Launch, mailbox: Mailbox, stop: StopSignals, liveness: Liveness, device: Any, suite: Any, collective: dict[str, Any] | None
+    launch: Launch,
+    mailbox: Mailbox,
+    stop: StopSignals,
+    liveness: Liveness,
+    device: Any,
+    suite: Any,
+    collective: dict[str, Any] | None,
 ) -> int:
     """A rank other than 0: wait for rank 0's decision, then take part in the collectives."""
     import torch.distributed as dist
@@ -231,7 +259,11 @@ def _follow(
             return EXIT_INTERRUPTED
         liveness.poll()
         if liveness.silent_s(0) > _DEAD_AFTER_S:
-            print(f"gpuscope: error: rank {launch.rank}: rank 0 stopped responding; it holds the results file", file=sys.stderr, flush=True)
+            print(
+                f"gpuscope: error: rank {launch.rank}: rank 0 stopped responding; it holds the results file",
+                file=sys.stderr,
+                flush=True,
+            )
             return EXIT_FAILURE
         time.sleep(0.1)
     if not decision.get("collectives"):
@@ -251,7 +283,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _collectives(
-    launch: Launch, device: Any, suite: Any, options: dict[str, Any], stop: StopSignals, on_result: Callable[[dict[str, Any]], None] | None = None
+    launch: Launch,
+    device: Any,
+    suite: Any,
+    options: dict[str, Any],
+    stop: StopSignals,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     from gpuscope.probing.distributed_collective import run_collectives
 
@@ -285,7 +322,12 @@ def _report(rank: int, payload: dict[str, Any], hello: dict[str, Any] | None) ->
 
 
 def _gather(
-    launch: Launch, mailbox: Mailbox, stop: StopSignals, liveness: Liveness, rank_timeout_s: float, say: Callable[[str], None]
+    launch: Launch,
+    mailbox: Mailbox,
+    stop: StopSignals,
+    liveness: Liveness,
+    rank_timeout_s: float,
+    say: Callable[[str], None],
 ) -> dict[int, RankReport]:
     """Rank 0: every other rank's report, or why it is missing (dead, timed out, stopped)."""
     reports: dict[int, RankReport] = {}
@@ -300,7 +342,9 @@ def _gather(
             if payload is not None:
                 reports[rank] = _report(rank, payload, mailbox.get(f"hello/{rank}"))
                 pending.discard(rank)
-                say(f"rank {rank} ({reports[rank].host}) {reports[rank].status}: {len((reports[rank].results or {}).get('measurements', []))} measurement(s)")
+                say(
+                    f"rank {rank} ({reports[rank].host}) {reports[rank].status}: {len((reports[rank].results or {}).get('measurements', []))} measurement(s)"
+                )
         done_seen = done
         if not pending:
             break
@@ -323,7 +367,9 @@ def _gather(
         elif silent > 3 * HEARTBEAT_S + 1.0:
             reason = f"died or was killed (no heartbeat for {silent:.0f} s) after publishing {len(measurements)} measurement(s)"
         elif stop.event.is_set():
-            reason = f"had not reported when rank 0 was stopped by {stop.name} ({len(measurements)} measurement(s) so far)"
+            reason = (
+                f"had not reported when rank 0 was stopped by {stop.name} ({len(measurements)} measurement(s) so far)"
+            )
         else:
             reason = f"did not finish within --rank-timeout {rank_timeout_s:g} s (still running: hung or slow; {len(measurements)} measurement(s) so far)"
         report = _report(rank, {"status": "missing", "reason": reason}, hello)
@@ -339,7 +385,7 @@ def _lead(
     say: Callable[[str], None],
 ) -> int:  # fmt: skip
     """Rank 0: gather, decide on collectives, merge, write the one results file."""
-    from gpuscope.results import write_json_atomic
+    from gpuscope.fileio import write_json_atomic
 
     reports = {0: _report(0, own, mailbox.get("hello/0"))}
     reports.update(_gather(launch, mailbox, stop, liveness, rank_timeout_s, say))
@@ -350,13 +396,17 @@ def _lead(
     run_them = everyone_ok and launch.world_size >= 2 and collective is not None
     mailbox.put("decision", {"collectives": run_them})
 
-    def merged(coll_measurements: list[dict[str, Any]] | None = None, coll_ceilings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def merged(
+        coll_measurements: list[dict[str, Any]] | None = None, coll_ceilings: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         document = merge_rank_results(
             ordered, world_size=launch.world_size, suite=suite.to_json(), margin=margin,
             collective_measurements=coll_measurements, collective_ceilings=coll_ceilings, backend=backend, notes=notes,
         )  # fmt: skip
         if collective is None:
-            document["warnings"].append(f"suite {suite.name} has no collective probe for {device.type}: no network roofs")
+            document["warnings"].append(
+                f"suite {suite.name} has no collective probe for {device.type}: no network roofs"
+            )
         elif not run_them and launch.world_size >= 2:
             document["warnings"].append("collectives not measured: they need every rank")
         return document
@@ -377,7 +427,9 @@ def _lead(
         if stop.event.is_set():
             notes.append(f"collectives stopped by {stop.name}")
         hosts = {r.rank: r.host for r in ordered}
-        versions = next((m["versions"] for m in (own.get("results") or {}).get("measurements", []) if m.get("versions")), None)
+        versions = next(
+            (m["versions"] for m in (own.get("results") or {}).get("measurements", []) if m.get("versions")), None
+        )
         coll_measurements, coll_ceilings = collective_records(
             items, device=device.name, host=reports[0].host, hosts_by_rank=hosts, backend=backend, versions=versions
         )
@@ -392,7 +444,11 @@ def _lead(
         return EXIT_INTERRUPTED
     if document["partial"] or document["summary"].get("failed"):
         if document["partial"]:
-            print(f"gpuscope: error: partial results in {output}: {document['partial_reason']}", file=sys.stderr, flush=True)
+            print(
+                f"gpuscope: error: partial results in {output}: {document['partial_reason']}",
+                file=sys.stderr,
+                flush=True,
+            )
         return EXIT_FAILURE
     return EXIT_OK
 

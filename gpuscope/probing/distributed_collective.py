@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["run_collectives"]
 
@@ -137,8 +138,8 @@ def _validate(op: str, elements: int, n: int, rank: int, device: Any, group: Any
     if op == "allreduce":
         buffer = torch.full((elements,), float(rank + 1), device=device)
         dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
-        expected = n * (n + 1) / 2
-        return float((buffer - expected).abs().max().item()) / expected
+        expected_sum = n * (n + 1) / 2
+        return float((buffer - expected_sum).abs().max().item()) / expected_sum
     chunk = torch.full((elements // n,), float(rank + 1), device=device)
     if into:
         gathered = torch.empty(elements, device=device)

@@ -12,8 +12,9 @@ import platform
 import re
 import socket
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.probing.errors import ProbeSkipped
@@ -29,6 +30,7 @@ __all__ = [
     "versions",
     "system_info",
     "device_info",
+    "gpu_uuid",
 ]
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
@@ -267,8 +269,11 @@ def system_info(device: DeviceSpec, driver: str | None = None) -> dict[str, Any]
     }
 
 
-def device_info(device: DeviceSpec) -> dict[str, Any]:
-    """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches."""
+def device_info(
+    device: DeviceSpec, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None
+) -> dict[str, Any]:
+    """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches; a GPU's ``uuid``
+    by :func:`gpu_uuid` (``gpus`` and ``cuda_uuid`` are passed on; None: NVML's and torch's)."""
     from gpuscope.telemetry.cpuinfo import cpu_info
 
     out: dict[str, Any] = {"device": device.name, "type": device.type, "host": socket.gethostname(), "rank": 0}
@@ -298,8 +303,41 @@ def device_info(device: DeviceSpec) -> dict[str, Any]:
         multiprocessors=int(props.multi_processor_count),
         compute_capability=f"{props.major}.{props.minor}",
         l2_cache_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
+        uuid=gpu_uuid(device.index or 0, gpus=gpus, cuda_uuid=cuda_uuid),
     )
     return out
+
+
+def gpu_uuid(cuda_index: int, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None) -> str | None:
+    """The UUID of CUDA device ``cuda_index`` as NVML spells it (``GPU-...``, ``MIG-...``), found by
+    the one NVML <-> CUDA mapping (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`)
+    with torch's UUID of the device (``cuda_uuid``; None: ask torch). ``gpus``: NVML devices (GPU
+    samples or ``NvmlIdentity``; None: list them now). torch's bare UUID when NVML does not list the
+    device; None when neither knows it (a PCI-order guess never names a GPU across files)."""
+    from gpuscope.telemetry.nvml import mapping
+
+    uuid = cuda_uuid if cuda_uuid is not None else mapping.cuda_device_uuid(cuda_index)
+    listed = list(gpus) if gpus is not None else _nvml_devices()
+    match = mapping.match_cuda_device(listed, cuda_index, cuda_uuid=uuid)
+    if match is not None and match.certain and getattr(match.gpu, "uuid", None):
+        return str(match.gpu.uuid)
+    return mapping.normalize_uuid(uuid) or None
+
+
+def _nvml_devices() -> list[Any]:
+    """Every NVML device as ``NvmlIdentity`` (none when NVML is missing or fails)."""
+    from gpuscope.telemetry.nvml import mapping, session
+    from gpuscope.telemetry.values import Unavailable
+
+    if session.init() is not None:
+        return []
+    try:
+        found = mapping.nvml_identities()
+    except Exception:  # noqa: BLE001 - a device entry never fails for want of a UUID
+        found = []
+    finally:
+        session.shutdown()
+    return [] if isinstance(found, Unavailable) else found
 
 
 def _cpu_total_bytes() -> int | None:

@@ -25,5 +25,6 @@ class ValidationFailed(ProbeFailed):
         self.error = error
         self.tolerance = tolerance
         super().__init__(
-            f"validation failed{' for ' + what if what else ''}: relative error {error:.3g} exceeds tolerance {tolerance:.3g}"
+            f"validation failed{' for ' + what if what else ''}: "
+            f"relative error {error:.3g} exceeds tolerance {tolerance:.3g}"
         )

@@ -12,8 +12,9 @@ in this process) and keeps the best; :func:`matmul_workload` times one shape for
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
@@ -42,7 +43,10 @@ _INPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 _OUTPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}  # fp8 writes bf16
 
 #: CPU GEMM libraries: name -> description recorded in the results.
-LIBRARIES = {"torch": "torch.matmul (CPU: MKL or oneDNN; GPU: cuBLAS)", "numpy": "numpy.matmul (numpy's BLAS, e.g. OpenBLAS)"}
+LIBRARIES = {
+    "torch": "torch.matmul (CPU: MKL or oneDNN; GPU: cuBLAS)",
+    "numpy": "numpy.matmul (numpy's BLAS, e.g. OpenBLAS)",
+}
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,14 @@ class MatmulShape:
         return f"{self.label} {core}".strip()
 
     def parameters(self) -> dict[str, Any]:
-        return {"batch": self.batch, "m": self.m, "n": self.n, "k": self.k, "transpose": self.transpose, "label": self.label or None}
+        return {
+            "batch": self.batch,
+            "m": self.m,
+            "n": self.n,
+            "k": self.k,
+            "transpose": self.transpose,
+            "label": self.label or None,
+        }
 
 
 def matmul_flops(batch: int, m: int, n: int, k: int) -> int:
@@ -198,7 +209,9 @@ def _build_numpy(shape: MatmulShape, dtype: str, nbytes: int) -> MatmulCase:
 
     def operand(rows: int, cols: int, transposed: bool) -> Any:
         full = (shape.batch, cols, rows) if transposed else (shape.batch, rows, cols)
-        data = (rng.random(full, dtype=np_dtype) + np_dtype(0.5)) * np.where(rng.random(full) < 0.5, -1, 1).astype(np_dtype)
+        data = (rng.random(full, dtype=np_dtype) + np_dtype(0.5)) * np.where(rng.random(full) < 0.5, -1, 1).astype(
+            np_dtype
+        )
         data = data.swapaxes(-1, -2) if transposed else data
         return data[0] if shape.batch == 1 else data
 
@@ -249,14 +262,14 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
         holder: dict[str, Any] = {}
 
         def run() -> Any:
-            out = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+            out: Any = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
             if isinstance(out, tuple):  # torch < 2.4 returned (out, amax)
                 out = out[0]
             holder["c"] = out
             return out
 
         implementation = "torch._scaled_mm (e4m3, unit scales, bf16 out, fast accumulation)"
-        get_c = lambda: holder["c"]  # noqa: E731
+        get_c: Callable[[], Any] = lambda: holder["c"]  # noqa: E731
     else:
         a = operand(shape.m, shape.k, shape.transpose[0] == "t", tdtype)
         b = operand(shape.k, shape.n, shape.transpose[1] == "t", tdtype)
@@ -265,7 +278,9 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
         def run() -> Any:
             return torch.matmul(a, b, out=c)
 
-        implementation = "torch.matmul" + (" (cuBLAS)" if ctx.device.is_gpu else f" ({ctx.versions.get('torch_cpu_blas') or 'CPU BLAS'})")
+        implementation = "torch.matmul" + (
+            " (cuBLAS)" if ctx.device.is_gpu else f" ({ctx.versions.get('torch_cpu_blas') or 'CPU BLAS'})"
+        )
         get_c = lambda: c  # noqa: E731
 
     def validate() -> tuple[float, float]:
@@ -288,7 +303,9 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
     return MatmulCase(run, validate, "torch", implementation, nbytes)
 
 
-def _record(shape: MatmulShape, dtype: str, case_library: str, implementation: str | None, ctx: ProbeContext, role: str) -> dict[str, Any]:
+def _record(
+    shape: MatmulShape, dtype: str, case_library: str, implementation: str | None, ctx: ProbeContext, role: str
+) -> dict[str, Any]:
     return {
         "kind": "matmul",
         "name": f"matmul {dtype} {shape.describe()}",
@@ -302,7 +319,9 @@ def _record(shape: MatmulShape, dtype: str, case_library: str, implementation: s
     }
 
 
-def measure_matmul(shape: MatmulShape, dtype: str, library: str, ctx: ProbeContext, statistic: str, role: str) -> dict[str, Any]:
+def measure_matmul(
+    shape: MatmulShape, dtype: str, library: str, ctx: ProbeContext, statistic: str, role: str
+) -> dict[str, Any]:
     """One timed GEMM as a measurement record (status ok, failed or skipped)."""
     try:
         case = build_matmul(shape, dtype, library, ctx)
@@ -311,7 +330,10 @@ def measure_matmul(shape: MatmulShape, dtype: str, library: str, ctx: ProbeConte
     try:
         with _math_mode(dtype, ctx):
             return ctx.measure(
-                case.run, statistic=statistic, validate=case.validate, record=_record(shape, dtype, library, case.implementation, ctx, role)
+                case.run,
+                statistic=statistic,
+                validate=case.validate,
+                record=_record(shape, dtype, library, case.implementation, ctx, role),
             )
     finally:
         del case
@@ -371,7 +393,11 @@ def matmul_ceiling(
         largest = matmul_flops(ordered[-1].batch, ordered[-1].m, ordered[-1].n, ordered[-1].k) if ordered else 0
         if rate is not None and largest / rate > ctx.max_call_s:
             # small GEMMs under-use wide machines: ask a mid-size one before skipping anything
-            mid = _estimate_rate(dtype, library, ctx, 512) if matmul_flops(1, 512, 512, 512) / rate <= ctx.max_call_s else None
+            mid = (
+                _estimate_rate(dtype, library, ctx, 512)
+                if matmul_flops(1, 512, 512, 512) / rate <= ctx.max_call_s
+                else None
+            )
             rate = max(rate, mid or 0.0)
         for shape in ordered:
             ctx.check_cancel()
@@ -380,7 +406,8 @@ def matmul_ceiling(
                 emit(
                     ctx.skipped(
                         _record(shape, dtype, library, None, ctx, "ceiling"),
-                        f"one call would take about {flops / rate:.3g} s at {rate / 1e9:.3g} GFLOP/s (limit {ctx.max_call_s:g} s)",
+                        f"one call would take about {flops / rate:.3g} s at {rate / 1e9:.3g} GFLOP/s "
+                        f"(limit {ctx.max_call_s:g} s)",
                     )
                 )
                 continue
@@ -396,4 +423,3 @@ def matmul_ceiling(
 def matmul_workload(shape: MatmulShape, dtype: str, ctx: ProbeContext) -> dict[str, Any]:
     """One GEMM timed as a workload (median, p10/p90 over N samples), with torch."""
     return measure_matmul(shape, dtype, "torch", ctx, "median", "workload")
-

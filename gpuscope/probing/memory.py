@@ -13,15 +13,22 @@ with one intra-op thread, repeated either as a Python loop of calls or as one ca
 zero-stride 2-D view); a short trial picks the fastest, and the record names it. Small working
 sets are dominated by per-call dispatch (about 0.3-1 us per call from Python), so L1 figures are
 lower bounds. GPU: one torch op per call on the probe stream, arrays of the requested size.
+
+GPU L2: Hopper's 50 MB L2 is two partitions; data that every SM touches is effectively cached in
+about half of it, so a working set of half the reported L2 already streams partly from DRAM. The
+``auto`` L2 working set is :data:`GPU_L2_FRACTION` (a quarter) of the reported L2, and each GPU
+memory result records what the GPU's own DRAM counter said meanwhile (``dram_check``:
+``l2.*`` must show DRAM traffic near zero, ``dram.*`` must agree with the probe's B/s).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
@@ -36,7 +43,19 @@ __all__ = [
     "classify",
     "plan_working_sets",
     "memory_probe",
+    "GPU_L2_FRACTION",
+    "dram_check",
 ]
+
+#: GPU ``auto`` L2 working set, as a fraction of the reported L2 (Hopper: two partitions, so
+#: about half of L2 is effective for data all SMs touch; a quarter leaves room).
+GPU_L2_FRACTION = 0.25
+#: A GPU footprint counts as ``l2`` up to this fraction of the reported L2.
+GPU_L2_CLASSIFY_FRACTION = 0.3
+#: ``l2.*``: DRAM traffic is "near zero" below this fraction of the probe's B/s.
+L2_DRAM_NEAR_ZERO_FRACTION = 0.1
+#: ``dram.*``: the GPU's DRAM counter and the probe's B/s agree within this fraction.
+DRAM_AGREEMENT_FRACTION = 0.10
 
 SCALAR = 3.0
 #: CPU: each worker repeats passes over its arrays until a call moves about target_sample_s times
@@ -112,7 +131,7 @@ def classify(ws: WorkingSet, caches: CacheSizes) -> str | None:
         return "dram"
     per_thread = ws.footprint_bytes / max(1, caches.threads)
     if caches.gpu:
-        return "l2" if llc and ws.footprint_bytes <= 0.6 * llc else None
+        return "l2" if llc and ws.footprint_bytes <= GPU_L2_CLASSIFY_FRACTION * llc else None
     if caches.l1_bytes and per_thread <= 0.6 * caches.l1_bytes:
         return "l1"
     if caches.l2_bytes and caches.l1_bytes and caches.l1_bytes < per_thread <= 0.6 * caches.l2_bytes:
@@ -122,8 +141,11 @@ def classify(ws: WorkingSet, caches: CacheSizes) -> str | None:
     return None
 
 
-def plan_working_sets(kernel: str, sizes: str | list[int], caches: CacheSizes, dram_array_bytes: int | None = None) -> list[WorkingSet]:
-    """``auto``: one size per level (half of each cache; DRAM arrays ``max(4 x LLC, dram_array_bytes)``).
+def plan_working_sets(
+    kernel: str, sizes: str | list[int], caches: CacheSizes, dram_array_bytes: int | None = None
+) -> list[WorkingSet]:
+    """``auto``: one size per level (half of each CPU cache, :data:`GPU_L2_FRACTION` of a GPU's L2;
+    DRAM arrays ``max(4 x LLC, dram_array_bytes)``).
     ``sweep``: powers of two from 8 KiB per core up to the DRAM size. A list: those footprints."""
     narrays = KERNELS[kernel][0]
     llc = caches.llc_bytes or 32 * 1024 * 1024
@@ -133,7 +155,7 @@ def plan_working_sets(kernel: str, sizes: str | list[int], caches: CacheSizes, d
         out = [WorkingSet(kernel, int(size), None) for size in sizes]
     elif sizes == "auto":
         if caches.gpu:
-            out.append(WorkingSet(kernel, llc // 2, None))
+            out.append(WorkingSet(kernel, int(llc * GPU_L2_FRACTION), None))
         else:
             for per_core in (caches.l1_bytes, caches.l2_bytes):
                 if per_core:
@@ -235,28 +257,80 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
 
     variants: list[_Variant] = []
     if kernel == "copy":
-        variants.append(_Variant("numpy.copyto (memcpy), loop", looped(lambda t: lambda: np.copyto(t.arrays[1], t.arrays[0]))))
+        variants.append(
+            _Variant("numpy.copyto (memcpy), loop", looped(lambda t: lambda: np.copyto(t.arrays[1], t.arrays[0])))
+        )
         if reps > 1:
-            variants.append(_Variant("numpy.copyto, zero-stride rows", strided(lambda t, r: lambda: np.copyto(_rows(t.arrays[1], r), _rows(t.arrays[0], r)))))
-        variants.append(_Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a0, a1: a1.copy_(a0)))))
+            variants.append(
+                _Variant(
+                    "numpy.copyto, zero-stride rows",
+                    strided(lambda t, r: lambda: np.copyto(_rows(t.arrays[1], r), _rows(t.arrays[0], r))),
+                )
+            )
+        variants.append(
+            _Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a0, a1: a1.copy_(a0))))
+        )
     elif kernel == "scale":
-        variants.append(_Variant("numpy.multiply(out=), loop", looped(lambda t: lambda: np.multiply(t.arrays[1], SCALAR, out=t.arrays[0]))))
+        variants.append(
+            _Variant(
+                "numpy.multiply(out=), loop",
+                looped(lambda t: lambda: np.multiply(t.arrays[1], SCALAR, out=t.arrays[0])),
+            )
+        )
         if reps > 1:
-            variants.append(_Variant("numpy.multiply(out=), zero-stride rows", strided(lambda t, r: lambda: np.multiply(_rows(t.arrays[1], r), SCALAR, out=_rows(t.arrays[0], r)))))
-        variants.append(_Variant("torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda a0, a1: torch.mul(a1, SCALAR, out=a0)))))
+            variants.append(
+                _Variant(
+                    "numpy.multiply(out=), zero-stride rows",
+                    strided(lambda t, r: lambda: np.multiply(_rows(t.arrays[1], r), SCALAR, out=_rows(t.arrays[0], r))),
+                )
+            )
+        variants.append(
+            _Variant(
+                "torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda a0, a1: torch.mul(a1, SCALAR, out=a0)))
+            )
+        )
     elif kernel == "add":
-        variants.append(_Variant("numpy.add(out=), loop", looped(lambda t: lambda: np.add(t.arrays[0], t.arrays[1], out=t.arrays[2]))))
+        variants.append(
+            _Variant(
+                "numpy.add(out=), loop", looped(lambda t: lambda: np.add(t.arrays[0], t.arrays[1], out=t.arrays[2]))
+            )
+        )
         if reps > 1:
-            variants.append(_Variant("numpy.add(out=), zero-stride rows", strided(lambda t, r: lambda: np.add(_rows(t.arrays[0], r), _rows(t.arrays[1], r), out=_rows(t.arrays[2], r)))))
-        variants.append(_Variant("torch.add(out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(a, b, out=c)))))
+            variants.append(
+                _Variant(
+                    "numpy.add(out=), zero-stride rows",
+                    strided(
+                        lambda t, r: (
+                            lambda: np.add(_rows(t.arrays[0], r), _rows(t.arrays[1], r), out=_rows(t.arrays[2], r))
+                        )
+                    ),
+                )
+            )
+        variants.append(
+            _Variant(
+                "torch.add(out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(a, b, out=c)))
+            )
+        )
     elif kernel == "triad":
         # a = b + s*c: torch does it in one pass; numpy needs two (tmp = s*c; a = b + tmp), which
         # moves more bytes than STREAM counts, so it only wins where dispatch cost dominates.
-        variants.append(_Variant("torch.add(alpha=s, out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(b, c, alpha=SCALAR, out=a)))))
+        variants.append(
+            _Variant(
+                "torch.add(alpha=s, out=), loop",
+                looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(b, c, alpha=SCALAR, out=a))),
+            )
+        )
         variants.append(
             _Variant(
                 "numpy two passes (tmp = s*c; a = b + tmp), loop",
-                looped(lambda t: lambda: (np.multiply(t.arrays[2], SCALAR, out=t.tmp), np.add(t.arrays[1], t.tmp, out=t.arrays[0]))),
+                looped(
+                    lambda t: (
+                        lambda: (
+                            np.multiply(t.arrays[2], SCALAR, out=t.tmp),
+                            np.add(t.arrays[1], t.tmp, out=t.arrays[0]),
+                        )
+                    )
+                ),
             )
         )
         if reps > 1:
@@ -265,7 +339,9 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
                 a, b, c, tmp = (_rows(x, r) for x in (t.arrays[0], t.arrays[1], t.arrays[2], t.tmp))
                 return lambda: (np.multiply(c, SCALAR, out=tmp), np.add(b, tmp, out=a))
 
-            variants.append(_Variant("numpy two passes (tmp = s*c; a = b + tmp), zero-stride rows", strided(two_pass_rows)))
+            variants.append(
+                _Variant("numpy two passes (tmp = s*c; a = b + tmp), zero-stride rows", strided(two_pass_rows))
+            )
     elif kernel == "read":
 
         def torch_rows(t: _ThreadArrays, r: int) -> Callable[[], Any]:
@@ -332,7 +408,9 @@ def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> t
     return error, tolerance
 
 
-def _cpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: dict[str, Any]) -> dict[str, Any]:
+def _cpu_measure(
+    ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: dict[str, Any]
+) -> dict[str, Any]:
     import numpy as np
 
     np_dtype = {"fp64": np.float64, "fp32": np.float32}.get(dtype)
@@ -375,7 +453,9 @@ def _cpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPool
         "trial_bytes_per_s": trial,
     }
     record["implementation"] = chosen.name
-    return ctx.measure(chosen.run, statistic="best", validate=lambda: _validate_cpu(ws.kernel, per_thread, dtype), record=record)
+    return ctx.measure(
+        chosen.run, statistic="best", validate=lambda: _validate_cpu(ws.kernel, per_thread, dtype), record=record
+    )
 
 
 # --- GPU ------------------------------------------------------------------------------------
@@ -425,17 +505,61 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
             return check_close(f[0], f[1] + SCALAR * f[2], tolerance, "triad"), tolerance
         expected = float(arrays[0].double().sum().item())
         read_tolerance = 1e-10 if dtype == "fp64" else 1e-3
-        return check_close(np.array([float(holder["sum"].item())]), np.array([expected]), read_tolerance, "read"), read_tolerance
+        return check_close(
+            np.array([float(holder["sum"].item())]), np.array([expected]), read_tolerance, "read"
+        ), read_tolerance
 
     record = dict(record)
     record["bytes_"] = stream_bytes(kernel, elements, element_bytes)
     record["parameters"] = {**record["parameters"], "elements": elements, "array_bytes": elements * element_bytes}
-    record["implementation"] = {"copy": "Tensor.copy_", "scale": "torch.mul(out=)", "add": "torch.add(out=)", "triad": "torch.add(alpha=s, out=)", "read": "torch.sum(out=)"}[kernel]
+    record["implementation"] = {
+        "copy": "Tensor.copy_",
+        "scale": "torch.mul(out=)",
+        "add": "torch.add(out=)",
+        "triad": "torch.add(alpha=s, out=)",
+        "read": "torch.sum(out=)",
+    }[kernel]
     try:
-        return ctx.measure(run, statistic="best", validate=validate, record=record)
+        result = ctx.measure(run, statistic="best", validate=validate, record=record)
+        result["dram_check"] = dram_check(result)
+        return result
     finally:
         del arrays
         torch.cuda.empty_cache()
+
+
+def dram_check(result: dict[str, Any]) -> dict[str, Any]:
+    """What the GPU's DRAM counter (telemetry during the measurement, GPM DRAM_BW_UTIL x peak)
+    said next to the probe's own B/s: for ``l2`` whether DRAM traffic stayed near zero (below
+    :data:`L2_DRAM_NEAR_ZERO_FRACTION` of the probe's B/s), for ``dram`` whether the two agree
+    within :data:`DRAM_AGREEMENT_FRACTION`. ``ok`` is None when it could not be checked."""
+    level = result.get("level") or (result.get("parameters") or {}).get("level")
+    probe = result.get("bytes_per_s")
+    during = result.get("telemetry_during") or {}
+    reported = during.get("dram_bandwidth_bytes_per_s_mean")
+    out: dict[str, Any] = {
+        "level": level,
+        "probe_bytes_per_s": probe,
+        "reported_dram_bytes_per_s": reported,
+        "ratio": None,
+        "ok": None,
+    }
+    if not isinstance(probe, (int, float)) or probe <= 0 or not isinstance(reported, (int, float)):
+        out["reason"] = during.get("reason") or "no DRAM bandwidth in the telemetry during the measurement"
+        return out
+    ratio = reported / probe
+    out["ratio"] = ratio
+    if level == "l2":
+        out["near_zero"] = ok = ratio < L2_DRAM_NEAR_ZERO_FRACTION
+        out["rule"] = f"l2: DRAM traffic below {L2_DRAM_NEAR_ZERO_FRACTION:.0%} of the probe's B/s"
+    elif level == "dram":
+        ok = abs(ratio - 1.0) <= DRAM_AGREEMENT_FRACTION
+        out["rule"] = f"dram: the GPU's DRAM counter within {DRAM_AGREEMENT_FRACTION:.0%} of the probe's B/s"
+    else:
+        out["reason"] = "between levels: nothing to check"
+        return out
+    out["ok"] = bool(ok)
+    return out
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -471,7 +595,13 @@ def memory_probe(
                     "kind": "memory",
                     "name": f"memory {kernel} {_human(ws.footprint_bytes)}" + (f" ({ws.level})" if ws.level else ""),
                     "device": ctx.device.name,
-                    "parameters": {"kernel": kernel, "dtype": dtype, "footprint_bytes": ws.footprint_bytes, "level": ws.level, "reads_writes": KERNELS[kernel][1:]},
+                    "parameters": {
+                        "kernel": kernel,
+                        "dtype": dtype,
+                        "footprint_bytes": ws.footprint_bytes,
+                        "level": ws.level,
+                        "reads_writes": KERNELS[kernel][1:],
+                    },
                     "flops": 0,
                     "bytes_": 0,
                     "counting_rule": {"bytes": BYTES_RULE},

@@ -14,7 +14,8 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from gpuscope.errors import UsageError
 
@@ -35,7 +36,7 @@ class Launch:
     restart: int
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> "Launch":
+    def from_env(cls, env: dict[str, str] | None = None) -> Launch:
         """Read RANK, WORLD_SIZE, LOCAL_RANK ...; a one-line :class:`UsageError` when not under torchrun."""
         env = dict(os.environ if env is None else env)
         missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(name)]
@@ -69,7 +70,7 @@ class Mailbox:
         self._store = store
         self._prefix = prefix
 
-    def clone(self) -> "Mailbox":
+    def clone(self) -> Mailbox:
         """A mailbox on its own connection (for the heartbeat thread) when the store can clone."""
         try:
             return Mailbox(self._store.clone(), self._prefix)
@@ -98,7 +99,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gpuscope-heartbeat", daemon=True)
 
-    def start(self) -> "Heartbeat":
+    def start(self) -> Heartbeat:
         self._thread.start()
         return self
 

@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
+import signal
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import DeviceSpec, MemoryBudget, device_info, parse_device, system_info, versions
@@ -30,7 +34,7 @@ from gpuscope.probing.suite import ProbeSpec, Suite
 from gpuscope.probing.telemetry import ProbeTelemetry
 from gpuscope.probing.timing import Clock, TimingPolicy
 
-__all__ = ["ProbeRunner", "derive_ceilings", "derive_workloads"]
+__all__ = ["ProbeRunner", "derive_ceilings", "derive_workloads", "wait_interruptible", "exit_at_once"]
 
 ProgressCallback = Callable[[int, int, str], None]
 MeasurementCallback = Callable[[dict[str, Any]], None]
@@ -90,11 +94,19 @@ class ProbeRunner:
             if o["role"] == "ceiling":
                 libraries = o["libraries"] if not self.device.is_gpu else ["torch"]
                 return [
-                    _Step(f"matmul {dtype} ceiling", lambda ctx, emit, dtype=dtype, libraries=libraries: matmul.matmul_ceiling(dtype, o["shapes"], libraries, ctx, emit))
+                    _Step(
+                        f"matmul {dtype} ceiling",
+                        lambda ctx, emit, dtype=dtype, libraries=libraries: matmul.matmul_ceiling(
+                            dtype, o["shapes"], libraries, ctx, emit
+                        ),
+                    )
                     for dtype in o["dtypes"]
                 ]
             return [
-                _Step(f"matmul {dtype} {shape.describe()}", lambda ctx, emit, dtype=dtype, shape=shape: emit(matmul.matmul_workload(shape, dtype, ctx)))
+                _Step(
+                    f"matmul {dtype} {shape.describe()}",
+                    lambda ctx, emit, dtype=dtype, shape=shape: emit(matmul.matmul_workload(shape, dtype, ctx)),
+                )
                 for dtype in o["dtypes"]
                 for shape in o["shapes"]
             ]
@@ -104,7 +116,9 @@ class ProbeRunner:
             for dtype in o["dtypes"]:
                 for shape in transformer.transformer_shapes(o):
 
-                    def run(ctx: ProbeContext, emit: MeasurementCallback, dtype: str = dtype, shape: Any = shape) -> None:
+                    def run(
+                        ctx: ProbeContext, emit: MeasurementCallback, dtype: str = dtype, shape: Any = shape
+                    ) -> None:
                         record = matmul.matmul_workload(shape, dtype, ctx)
                         record["workload_name"] = f"{model} {shape.label} {dtype}"
                         emit(record)
@@ -114,31 +128,69 @@ class ProbeRunner:
         if spec.kind == "memory":
             dtype = o["dtype"] or ("fp32" if self.device.is_gpu else "fp64")
             return [
-                _Step(f"memory {kernel}", _with_samples(o.get("samples"), lambda ctx, emit, kernel=kernel: memory.memory_probe([kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"])))
+                _Step(
+                    f"memory {kernel}",
+                    _with_samples(
+                        o.get("samples"),
+                        lambda ctx, emit, kernel=kernel: memory.memory_probe(
+                            [kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"]
+                        ),
+                    ),
+                )
                 for kernel in o["kernels"]
             ]
         if spec.kind == "transfer":
             return [
-                _Step(f"transfer {direction}", lambda ctx, emit, direction=direction: transfer.transfer_probe([direction], o["host_memory"], o["sizes"], ctx, emit))
+                _Step(
+                    f"transfer {direction}",
+                    lambda ctx, emit, direction=direction: transfer.transfer_probe(
+                        [direction], o["host_memory"], o["sizes"], ctx, emit
+                    ),
+                )
                 for direction in o["directions"]
             ]
         if spec.kind == "collective":
-            return [_Step(f"collective {', '.join(o['ops'])}", _with_samples(o.get("samples"), lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit)))]
+            return [
+                _Step(
+                    f"collective {', '.join(o['ops'])}",
+                    _with_samples(
+                        o.get("samples"),
+                        lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit),
+                    ),
+                )
+            ]
         raise ValueError(f"unknown probe kind {spec.kind}")
 
     # --- running ------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the results so far (safe from any thread)."""
+        from gpuscope.results import summarize_run
+
         with self._lock:
-            return copy.deepcopy(self._results) if self._results is not None else {}
+            if self._results is None:
+                return {}
+            return summarize_run(copy.deepcopy(self._results), time.time() - self._started_s)
+
+    def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> dict[str, Any]:
+        """The results so far marked partial (with ``summary`` and ``duration_s``); an empty results
+        document when nothing ran yet."""
+        results = self.snapshot()
+        if not results:
+            from gpuscope.results import new_results, summarize_run
+
+            results = summarize_run(new_results(suite=self.suite.to_json()), 0.0)
+            results["device"] = self.device.name
+        results["partial"] = True
+        results["partial_reason"] = reason
+        return results
 
     def run(self, cancel: threading.Event | None = None) -> dict[str, Any]:
         """Run every step; stops within about a second of ``cancel`` being set."""
         from gpuscope.results import new_results
 
         cancel = cancel or threading.Event()
-        started = time.time()
+        started = self._started_s = time.time()
         self._telemetry.open()
         driver = self._telemetry.driver_version() if self.device.is_gpu else None
         version_info = versions(self.device, driver)
@@ -150,8 +202,12 @@ class ProbeRunner:
             devices=[device_info(self.device)],
             memory_fraction=self.memory_fraction,
             warnings=[],
-            telemetry={"available": self._telemetry.available, "reason": self._telemetry.reason, "gpu_unavailable": self._telemetry.gpu_unavailable},
-            settings=self.suite.settings.__dict__.copy(),
+            telemetry={
+                "available": self._telemetry.available,
+                "reason": self._telemetry.reason,
+                "gpu_unavailable": self._telemetry.gpu_unavailable,
+            },
+            settings=self.suite.settings.to_dict(),
         )
         with self._lock:
             self._results = results
@@ -161,8 +217,14 @@ class ProbeRunner:
         ctx = ProbeContext(
             device=self.device,
             budget=self.budget,
-            ceiling_policy=TimingPolicy(samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s),
-            workload_policy=TimingPolicy(samples=settings.workload_samples, target_sample_s=settings.workload_target_sample_s, warmup_max_s=settings.warmup_max_s),
+            ceiling_policy=TimingPolicy(
+                samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s
+            ),
+            workload_policy=TimingPolicy(
+                samples=settings.workload_samples,
+                target_sample_s=settings.workload_target_sample_s,
+                warmup_max_s=settings.warmup_max_s,
+            ),
             cancel=cancel,
             telemetry=self._telemetry,
             versions=version_info,
@@ -192,13 +254,16 @@ class ProbeRunner:
             if cancel.is_set():
                 cancelled = True
         finally:
+            ctx.close()
             self._telemetry.close()
             with self._lock:
                 results["duration_s"] = time.time() - started
                 results["partial"] = cancelled
                 results["partial_reason"] = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
                 threshold = settings.contention_threshold_percent
-                contended = [m for m in results["measurements"] if (m.get("host_contention_percent") or 0.0) > threshold]
+                contended = [
+                    m for m in results["measurements"] if (m.get("host_contention_percent") or 0.0) > threshold
+                ]
                 if contended:
                     worst = max(m["host_contention_percent"] for m in contended)
                     message = (
@@ -241,7 +306,9 @@ class ProbeRunner:
         if not self.device.is_gpu:
             busy = _cpu_busy_percent()
             if busy is not None and busy > 25:
-                out.append(f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy")
+                out.append(
+                    f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy"
+                )
         return out
 
 
@@ -252,7 +319,11 @@ def _step_failure(label: str, exc: Exception, device: str, version_info: dict[st
 
     kind = label.split()[0] if label.split()[0] in ("matmul", "memory", "transfer", "collective") else "matmul"
     status = "skipped" if is_out_of_memory(exc) else "failed"
-    error = f"out of memory: {first_line(exc)}" if status == "skipped" else f"{label}: {type(exc).__name__}: {first_line(exc, 300)}"
+    error = (
+        f"out of memory: {first_line(exc)}"
+        if status == "skipped"
+        else f"{label}: {type(exc).__name__}: {first_line(exc, 300)}"
+    )
     record = measurement_record(
         kind=kind, name=label, device=device, parameters={"step": label}, flops=0, bytes_=0,
         counting_rule={}, statistic="best", status=status, error=error,
@@ -270,7 +341,17 @@ def _cpu_busy_percent() -> float | None:
         return None
 
 
+#: Copied from a measurement's ``timing`` into its ceiling (gpuscope.telemetry.energy.energy_fields).
+CEILING_ENERGY_FIELDS = ("energy_j", "energy_window_s", "energy_method", "energy_unavailable", "flop_per_j")
+
+
 def _ceiling(record: dict[str, Any], kind: str, name: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
+    """A ``ceilings`` entry from its best measurement, with that measurement's energy (joules over
+    its timed samples, or why they are unavailable)."""
+    timing = record.get("timing") or {}
+    energy = {key: timing[key] for key in CEILING_ENERGY_FIELDS if key in timing}
+    if kind != "compute":
+        energy.pop("flop_per_j", None)  # FLOP/J of a bandwidth roof's kernel is no roof
     return {
         "device": record["device"],
         "kind": kind,
@@ -282,6 +363,7 @@ def _ceiling(record: dict[str, Any], kind: str, name: str, value: float, unit: s
         "n": record.get("n"),
         "host": None,
         "rank": 0,
+        **energy,
         **extra,
     }
 
@@ -316,8 +398,26 @@ def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif m["kind"] == "transfer":
             offer("transfer", m["ceiling_name"], m["bytes_per_s"], "B/s", m, size_bytes=p.get("size_bytes"))
         elif m["kind"] == "collective":
-            offer("collective", f"{p['op']}.busbw", m.get("busbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
-            offer("collective", f"{p['op']}.algbw", m.get("algbw_bytes_per_s"), "B/s", m, backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"))
+            offer(
+                "collective",
+                f"{p['op']}.busbw",
+                m.get("busbw_bytes_per_s"),
+                "B/s",
+                m,
+                backend=p.get("backend"),
+                world_size=p.get("world_size"),
+                size_bytes=p.get("size_bytes"),
+            )
+            offer(
+                "collective",
+                f"{p['op']}.algbw",
+                m.get("algbw_bytes_per_s"),
+                "B/s",
+                m,
+                backend=p.get("backend"),
+                world_size=p.get("world_size"),
+                size_bytes=p.get("size_bytes"),
+            )
     # say how each GEMM library did, so a CPU ceiling says which BLAS won and by how much
     libraries: dict[tuple[str, str], dict[str, float]] = {}
     for m in measurements:
@@ -344,7 +444,9 @@ def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]
                 "device": m["device"],
                 "flops": m["flops"],
                 "bytes": m["bytes"],
-                "bytes_rule": m["counting_rule"]["bytes"] if isinstance(m["counting_rule"], dict) else m["counting_rule"],
+                "bytes_rule": m["counting_rule"]["bytes"]
+                if isinstance(m["counting_rule"], dict)
+                else m["counting_rule"],
                 "time_s": m["time_median_s"],
                 "time_p10_s": m["time_p10_s"],
                 "time_p90_s": m["time_p90_s"],
@@ -361,7 +463,9 @@ def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def _with_samples(samples: int | None, run: Callable[[ProbeContext, MeasurementCallback], Any]) -> Callable[[ProbeContext, MeasurementCallback], Any]:
+def _with_samples(
+    samples: int | None, run: Callable[[ProbeContext, MeasurementCallback], Any]
+) -> Callable[[ProbeContext, MeasurementCallback], Any]:
     """``run`` with the ceiling policy's sample count set to a probe's own ``samples`` (if any)."""
     if samples is None:
         return run
@@ -375,3 +479,65 @@ def _with_samples(samples: int | None, run: Callable[[ProbeContext, MeasurementC
             ctx.ceiling_policy = policy
 
     return wrapped
+
+
+# --- stopping on Ctrl-C ---------------------------------------------------------------------------
+#
+# Why SIGABRT happened: Ctrl-C raised KeyboardInterrupt inside ``Thread.join`` on the main
+# thread. CPython 3.11's join (``_wait_for_tstate_lock``, the bpo-45274 fix) then releases the
+# running thread's state lock and marks it stopped, so ``is_alive()`` turned false while the
+# probe thread was still inside torch; the command returned, the interpreter shut down around
+# the live thread and C++ destructors ran under it: "terminate called without an active
+# exception", exit 134. Now SIGINT only sets the cancel event (no exception anywhere), the probe
+# thread stops between samples, the main thread waits for it to really end, and the command
+# returns normally. Only if it does not stop in time (or a second Ctrl-C) does the process end
+# with os._exit, which runs no destructors.
+
+#: How long to wait for the probe thread after Ctrl-C, seconds (a sample lasts well under one).
+STOP_WAIT_S = 20.0
+
+
+def wait_interruptible(
+    thread: threading.Thread,
+    cancel: threading.Event,
+    on_interrupt: Callable[[], None] | None = None,
+    timeout_s: float = STOP_WAIT_S,
+) -> tuple[bool, bool]:
+    """Wait for ``thread`` to end; a SIGINT sets ``cancel`` (and calls ``on_interrupt`` once)
+    instead of raising. Returns ``(interrupted, stopped)``: whether Ctrl-C came, and whether the
+    thread ended (false only after a second Ctrl-C or ``timeout_s`` seconds after the first)."""
+    signals: list[float] = []
+
+    def handler(signum: int, frame: object) -> None:
+        signals.append(time.monotonic())
+        cancel.set()
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, handler)
+    announced = False
+    try:
+        while thread.is_alive():
+            thread.join(timeout=0.1)
+            if signals and not announced:
+                announced = True
+                if on_interrupt is not None:
+                    on_interrupt()
+            if len(signals) > 1 or (signals and time.monotonic() - signals[0] > timeout_s):
+                break
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    return bool(signals), not thread.is_alive()
+
+
+def exit_at_once(code: int) -> None:
+    """Flush the standard streams and end the process now, without interpreter shutdown (for a
+    probe thread that is still inside torch)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuscope.probing.environment import DeviceSpec
 
@@ -45,8 +46,26 @@ def _value(obj: Any, name: str) -> Any:
     return None if isinstance(value, Unavailable) else value
 
 
-def summarize_device(sample: Any, device: DeviceSpec) -> dict[str, Any]:
-    """One telemetry sample reduced to the fields that matter for ``device`` (None = unavailable)."""
+def _device_gpu(sample: Any, device: DeviceSpec, cuda_uuid: str | None) -> tuple[Any, Any, str | None]:
+    """(the NVML sample of CUDA device ``device``, its parent GPU when it is a MIG device, how it
+    was matched) by :func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`."""
+    from gpuscope.telemetry.nvml.mapping import match_cuda_device
+
+    gpus = list(getattr(sample, "gpus", []) or [])
+    match = match_cuda_device(gpus, device.index or 0, cuda_uuid=cuda_uuid)
+    if match is None:
+        return None, None, None
+    parent = None
+    if getattr(match.gpu, "mig_parent_index", None) is not None:
+        parent = next((g for g in gpus if g.mig_parent_index is None and g.index == match.gpu.mig_parent_index), None)
+    return match.gpu, parent, match.method
+
+
+def summarize_device(sample: Any, device: DeviceSpec, cuda_uuid: str | None = None) -> dict[str, Any]:
+    """One telemetry sample reduced to the fields that matter for ``device`` (None = unavailable).
+    The GPU is found by ``cuda_uuid`` (torch's UUID of the device), else by ``CUDA_VISIBLE_DEVICES``
+    and PCI order, never by NVML index; ``gpu_match`` says how. A MIG device's per-GPU fields
+    (power, clocks) come from its parent GPU."""
     out: dict[str, Any] = {"timestamp": getattr(sample, "timestamp", None)}
     host = getattr(sample, "host", None)
     if host is not None:
@@ -56,12 +75,15 @@ def summarize_device(sample: Any, device: DeviceSpec) -> dict[str, Any]:
         clocks = [c for c in (_value(core, "frequency_mhz") for core in cores) if isinstance(c, (int, float))]
         out["host_cpu_frequency_mhz"] = sum(clocks) / len(clocks) if clocks else None
     if device.is_gpu:
-        gpu = next((g for g in getattr(sample, "gpus", []) if g.index == device.index and g.mig_parent_index is None), None)
+        gpu, parent, method = _device_gpu(sample, device, cuda_uuid)
         if gpu is None:
             out["gpu_unavailable"] = str(getattr(sample, "gpu_unavailable", None) or "GPU not in telemetry")
         else:
+            out["gpu_uuid"] = getattr(gpu, "uuid", None)
+            out["gpu_match"] = method
             for name in GPU_FIELDS:
-                out[name] = _value(gpu, name)
+                value = _value(gpu, name)
+                out[name] = _value(parent, name) if value is None and parent is not None else value
             out["throttle_reasons"] = _value(gpu, "throttle_reasons")
             processes = _value(gpu, "processes")
             if isinstance(processes, list):
@@ -105,6 +127,8 @@ class ProbeTelemetry:
         self._lock = threading.Lock()
         self.reason: str | None = None if enabled else "telemetry turned off"
         self.gpu_unavailable: str | None = None
+        #: torch's UUID of the probed CUDA device (read at open), the key to its NVML sample
+        self.cuda_uuid: str | None = None
 
     @property
     def available(self) -> bool:
@@ -123,6 +147,10 @@ class ProbeTelemetry:
             why = collector.open()
             if why is not None and self.device.is_gpu:
                 self.gpu_unavailable = str(why)
+            if self.device.is_gpu:
+                from gpuscope.telemetry.nvml import mapping
+
+                self.cuda_uuid = mapping.cuda_device_uuid(self.device.index or 0)
             self._collector = collector
         except ImportError as exc:
             self.reason = f"telemetry collector not importable: {exc}"
@@ -153,14 +181,14 @@ class ProbeTelemetry:
         sample = self.raw_sample()
         if sample is None:
             return {"available": False, "reason": self.reason or "no telemetry"}
-        return {"available": True, **summarize_device(sample, self.device)}
+        return {"available": True, **summarize_device(sample, self.device, self.cuda_uuid)}
 
     def driver_version(self) -> str | None:
         sample = self.raw_sample()
         value = getattr(sample, "driver_version", None) if sample is not None else None
         return value if isinstance(value, str) else None
 
-    def start_during(self) -> "_DuringSampler | None":
+    def start_during(self) -> _DuringSampler | None:
         """Start background sampling (GPU only); call ``stop()`` on the result for the summary."""
         if self._collector is None or not self.device.is_gpu:
             return None
@@ -187,7 +215,7 @@ class _DuringSampler:
         while not self._stop.is_set():
             sample = self._owner.raw_sample()
             if sample is not None:
-                self._points.append(summarize_device(sample, self._owner.device))
+                self._points.append(summarize_device(sample, self._owner.device, self._owner.cuda_uuid))
             next_at += self._interval_s
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 

@@ -9,6 +9,8 @@ Rules (docs/results-schema.md, ANCHORS section 4):
    it stops after ``warmup_patience`` samples in a row that do not beat the best by more than
    ``warmup_tolerance``, or after ``warmup_max_s``.
 4. Then ``samples`` timed samples; each reports the time of one call (sample time / inner_reps).
+   With an ``energy`` meter, its counters are read right before and right after these samples
+   (warm-up excluded), so the joules cover exactly ``samples * inner_reps`` calls.
 
 Clocks: :class:`CpuClock` uses ``time.perf_counter``; :class:`CudaClock` records CUDA events on
 the stream the work runs on (the caller's kernel must enqueue on the current stream, which the
@@ -21,10 +23,12 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from gpuscope.probing.errors import ProbeCancelled
+from gpuscope.telemetry.energy import EnergyResult, energy_fields
 
 __all__ = ["TimingPolicy", "Timing", "Clock", "CpuClock", "CudaClock", "time_kernel", "check_cancel"]
 
@@ -59,8 +63,11 @@ class Timing:
     clock: str = "perf_counter"
     resolution_s: float = 1e-9
     min_sample_s: float = 0.0
+    energy: EnergyResult | None = None  # over the timed samples; None: no meter was given
 
     def to_json(self) -> dict[str, Any]:
+        """The timing as a results ``timing`` entry, with the energy fields
+        (:func:`gpuscope.telemetry.energy.energy_fields`: ``energy_j`` or ``energy_unavailable``)."""
         return {
             "samples_s": self.samples_s,
             "inner_reps": self.inner_reps,
@@ -69,7 +76,16 @@ class Timing:
             "clock": self.clock,
             "clock_resolution_s": self.resolution_s,
             "min_sample_s": self.min_sample_s,
+            **energy_fields(self.energy),
         }
+
+
+class EnergyMeterLike(Protocol):
+    """What :func:`time_kernel` needs of an energy meter (:class:`~gpuscope.telemetry.energy.EnergyMeter`)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> EnergyResult: ...
 
 
 class Clock(Protocol):
@@ -164,7 +180,7 @@ class CudaClock:
                     fn()
             end.record(self.stream)
         end.synchronize()
-        return start.elapsed_time(end) / 1e3  # ms -> s
+        return float(start.elapsed_time(end)) / 1e3  # ms -> s
 
 
 def time_kernel(
@@ -172,8 +188,11 @@ def time_kernel(
     clock: Clock,
     policy: TimingPolicy = TimingPolicy(),
     cancel: threading.Event | None = None,
+    energy: EnergyMeterLike | None = None,
 ) -> Timing:
-    """Time ``fn`` by the rules in the module docstring. Raises :class:`ProbeCancelled`."""
+    """Time ``fn`` by the rules in the module docstring. ``energy``: a meter
+    (:class:`gpuscope.telemetry.energy.EnergyMeter`) read around the timed samples; its result
+    goes into :attr:`Timing.energy`. Raises :class:`ProbeCancelled`."""
     check_cancel(cancel)
     min_sample_s = policy.min_sample_s(clock.resolution_s)
     clock.sample(fn, 1, cancel)  # discarded first call
@@ -201,9 +220,13 @@ def time_kernel(
             stale += 1
         best = min(best, per_call)
     samples: list[float] = []
+    check_cancel(cancel)
+    if energy is not None:
+        energy.start()
     for _ in range(policy.samples):
         check_cancel(cancel)
         samples.append(clock.sample(fn, inner, cancel) / inner)
+    energy_result = energy.stop() if energy is not None else None
     return Timing(
         samples_s=samples,
         inner_reps=inner,
@@ -211,9 +234,10 @@ def time_kernel(
         clock=clock.name,
         resolution_s=clock.resolution_s,
         min_sample_s=min_sample_s,
+        energy=energy_result,
     )
 
 
 def _set_per_call(clock: Clock, per_call_s: float) -> None:
     if hasattr(clock, "per_call_s"):
-        clock.per_call_s = per_call_s  # type: ignore[attr-defined]
+        clock.per_call_s = per_call_s

@@ -9,7 +9,8 @@ that stream. Bytes = the buffer size, counted once (one direction).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
@@ -27,7 +28,13 @@ def _record(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str
         "kind": "transfer",
         "name": f"transfer {label} {size} B" + (f" to {peer}" if peer else ""),
         "device": ctx.device.name,
-        "parameters": {"direction": direction, "memory": memory if direction != "d2d" else "device", "size_bytes": size, "peer": peer, "engine": "copy engine (cudaMemcpyAsync via Tensor.copy_)"},
+        "parameters": {
+            "direction": direction,
+            "memory": memory if direction != "d2d" else "device",
+            "size_bytes": size,
+            "peer": peer,
+            "engine": "copy engine (cudaMemcpyAsync via Tensor.copy_)",
+        },
         "flops": 0,
         "bytes_": size,
         "counting_rule": {"bytes": BYTES_RULE},
@@ -76,7 +83,7 @@ def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | 
         return error, tolerance
 
     try:
-        return ctx.measure(run, statistic="best", validate=checked, record=record)
+        return ctx.measure(run, statistic="best", validate=checked, record=record, graphable=False)
     finally:
         del src, dst
         torch.cuda.empty_cache()
@@ -105,7 +112,9 @@ def transfer_probe(
         if direction == "d2d":
             peers = [f"cuda:{i}" for i in range(torch.cuda.device_count()) if i != ctx.device.index]
             if not peers:
-                result = ctx.skipped(_record(ctx, "d2d", "device", 0, None), "device-to-device copies need two or more GPUs")
+                result = ctx.skipped(
+                    _record(ctx, "d2d", "device", 0, None), "device-to-device copies need two or more GPUs"
+                )
                 emit(result)
                 results.append(result)
                 continue

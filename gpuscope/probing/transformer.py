@@ -16,16 +16,19 @@ appear. Each GEMM is timed as a workload (median, p10/p90, N).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.probing.matmul import MatmulShape
+
+if TYPE_CHECKING:
+    from gpuscope.schema.suites import ProbeOptions
 
 __all__ = ["transformer_shapes", "DECODE_MAX_TOKENS"]
 
 DECODE_MAX_TOKENS = 64
 
 
-def transformer_shapes(options: dict[str, Any]) -> list[MatmulShape]:
+def transformer_shapes(options: ProbeOptions | dict[str, Any]) -> list[MatmulShape]:
     """The layer's GEMMs for every token count in ``options['tokens']``."""
     d, f = options["hidden"], options["ffn"]
     h, g = options["heads"], options["kv_heads"]
@@ -43,7 +46,9 @@ def transformer_shapes(options: dict[str, Any]) -> list[MatmulShape]:
         if options.get("attention", True):
             length = tokens if phase == "prefill" else options["context"]
             shapes += [
-                MatmulShape(m=tokens, n=length, k=head, batch=h, transpose="nt", label=f"{prefix} attn_scores L={length}"),
+                MatmulShape(
+                    m=tokens, n=length, k=head, batch=h, transpose="nt", label=f"{prefix} attn_scores L={length}"
+                ),
                 MatmulShape(m=tokens, n=head, k=length, batch=h, label=f"{prefix} attn_values L={length}"),
             ]
     return shapes

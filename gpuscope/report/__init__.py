@@ -78,7 +78,11 @@ def make_report(
         inputs: list[tuple[str, dict[str, Any]]] = []
         for (kind, _, doc), label in zip(loaded, labels):
             if kind == "report":
-                inputs.extend((str(entry.get("label") or label), entry["document"]) for entry in doc["results"] if isinstance(entry.get("document"), dict))
+                inputs.extend(
+                    (str(entry.get("label") or label), entry["document"])
+                    for entry in doc["results"]
+                    if isinstance(entry.get("document"), dict)
+                )
             else:
                 inputs.append((label, doc))
         warnings: list[str] = []
@@ -131,7 +135,7 @@ def write_report(
     target = Path(path)
     try:
         if fmt == "json":
-            from gpuscope.results import write_json_atomic
+            from gpuscope.fileio import write_json_atomic
 
             write_json_atomic(target, report)
         else:

@@ -21,7 +21,13 @@ PALETTE_SIZE = 10
 #: Stand-in colours replaced by CSS variables after drawing (never used for anything else).
 _FG, _MUTED, _GRID, _SPAN_A, _SPAN_B = "#010203", "#040506", "#070809", "#0a0b0c", "#0d0e0f"
 _PALETTE = [f"#1{i}1{i}1{i}" for i in range(PALETTE_SIZE)]
-_SENTINELS = {_FG: "var(--chart-fg)", _MUTED: "var(--chart-muted)", _GRID: "var(--chart-grid)", _SPAN_A: "var(--chart-span-a)", _SPAN_B: "var(--chart-span-b)"}
+_SENTINELS = {
+    _FG: "var(--chart-fg)",
+    _MUTED: "var(--chart-muted)",
+    _GRID: "var(--chart-grid)",
+    _SPAN_A: "var(--chart-span-a)",
+    _SPAN_B: "var(--chart-span-b)",
+}
 _SENTINELS.update({colour: f"var(--c{i})" for i, colour in enumerate(_PALETTE)})
 
 CHART_RC: dict[str, Any] = {
@@ -97,7 +103,11 @@ def _rc() -> Any:
 def _si_formatter(unit: str) -> Any:
     from matplotlib.ticker import FuncFormatter
 
-    return FuncFormatter(lambda value, _pos: fmt_quantity(value, unit, digits=3).replace(".00 ", " ").replace(".0 ", " ") if value > 0 else "")
+    return FuncFormatter(
+        lambda value, _pos: (
+            fmt_quantity(value, unit, digits=3).replace(".00 ", " ").replace(".0 ", " ") if value > 0 else ""
+        )
+    )
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -106,39 +116,188 @@ def _short(value: Any, limit: int = 40) -> str:
 
 # --- roofline --------------------------------------------------------------------------------
 
-#: Measured roofs of identical devices within this fraction of their median are drawn as one line.
-_MERGE_TOLERANCE = 0.03
-_LABEL_GAP_PX = 9.5
+#: Report colour slot (``var(--cN)``) of each layout colour slot: CPU blue, GPUs orange, green,
+#: purple, yellow, then teal (the page's light and dark palettes, colour-blind safe in order).
+_DEVICE_SLOTS = (0, 1, 2, 3, 6, 5)
+_STYLES = {
+    "envelope": {"linewidth": 2.6, "linestyle": "-", "alpha": 1.0},
+    "dtype": {"linewidth": 1.0, "linestyle": (0, (5, 3)), "alpha": 0.9},
+    "level": {"linewidth": 1.0, "linestyle": (0, (1.5, 2.5)), "alpha": 0.9},
+    "datasheet": {"linewidth": 0.9, "linestyle": (0, (6, 2, 1.5, 2)), "alpha": 0.8},
+}
+#: Label cells of the SVG chart: monospace text at this size fills one cell per character.
+_LABEL_PT = 7.5
+_CELL_W_PX = _LABEL_PT * 0.62
+_CELL_H_PX = 11.0
 
 
-def _hardware_key(item: dict[str, Any]) -> tuple[Any, ...]:
-    """Devices of one model on one host (and rank) share a colour and merge their roofs."""
-    return (item.get("host"), item.get("rank"), item.get("device_type"), item.get("device_name") or str(item.get("device")))
+def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | None:
+    """The report's roofline chart as inline SVG, or None without roofs and points: the layout of
+    :mod:`gpuscope.roofline.layout` (bold envelope per device, thin other dtypes and levels
+    stopping at their ridge, ridge marks labelled in FLOP/B, labels on their lines placed so none
+    covers a line or another label, numbered points) with the points table under the plot.
+    ``roofline`` is the report's roofline section (:func:`gpuscope.report.roofview.roofline_view`)."""
+    from gpuscope.report.roofview import model_from_view
+    from gpuscope.roofline.layout import cell_of, layout_roofline, place_labels
+
+    model = model_from_view(roofline)
+    if model is None:
+        return None
+    layout = layout_roofline(model, all_roofs=bool(roofline.get("all_roofs")))
+    if layout.empty:
+        return None
+
+    def colour(device: int) -> str:
+        return _PALETTE[_DEVICE_SLOTS[layout.legend[device].colour_index % len(_DEVICE_SLOTS)]]
+
+    rows_table = [_point_row(point.placement, model) for point in layout.points if not point.dram]
+    width_in, plot_h_in = 10.0, 5.2
+    legend_h_in = 0.2 * (len(layout.legend) + 1) + 0.15 * len(layout.notes)
+    table_h_in = 0.16 * (len(rows_table) + 1) + 0.1 if rows_table else 0.0
+    height_in = plot_h_in + legend_h_in + table_h_in + 0.7
+    with _rc():
+        figure = _figure(width_in, height_in)
+        left, right = 0.09, 0.97
+        bottom = (table_h_in + 0.55) / height_in
+        top = bottom + plot_h_in / height_in
+        axes = figure.add_axes((left, bottom, right - left, top - bottom))
+        (x0, x1), (y0, y1) = layout.x_range, layout.y_range
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlim(10.0**x0, 10.0**x1)
+        axes.set_ylim(10.0**y0, 10.0**y1)
+        axes.grid(True, which="major", linewidth=0.5)
+        axes.set_xlabel("arithmetic intensity (FLOP/byte)")
+        axes.set_ylabel("performance (FLOP/s)")
+        axes.xaxis.set_major_formatter(_x_formatter())
+        axes.yaxis.set_major_formatter(_si_formatter("FLOP/s"))
+        axes.xaxis.set_minor_formatter(_blank())
+        axes.yaxis.set_minor_formatter(_blank())
+        for style in ("datasheet", "level", "dtype", "envelope"):
+            for segment in layout.segments:
+                if segment.style == style:
+                    axes.plot(
+                        [segment.x0, segment.x1],
+                        [segment.y0, segment.y1],
+                        color=colour(segment.device),
+                        solid_capstyle="butt",
+                        zorder=2 if style != "envelope" else 3,
+                        **_STYLES[style],
+                    )
+        for ridge in layout.ridges:
+            axes.plot(
+                [ridge.x],
+                [ridge.y],
+                linestyle="none",
+                marker="o",
+                markersize=6 if ridge.envelope else 4,
+                markerfacecolor="none" if not ridge.envelope else _BG,
+                markeredgecolor=colour(ridge.device),
+                markeredgewidth=1.4,
+                zorder=4,
+            )
+        for point in layout.points:
+            marker = "^" if point.above_roof else ("d" if not point.estimated else "D")
+            axes.plot(
+                [point.x],
+                [point.y],
+                linestyle="none",
+                marker=marker,
+                markersize=7.5,
+                color=colour(point.device),
+                markeredgecolor=_FG if point.above_roof else colour(point.device),
+                zorder=5,
+            )
+        box = axes.get_window_extent()
+        columns = max(20, int(box.width / _CELL_W_PX))
+        rows = max(8, int(box.height / _CELL_H_PX))
+        # a marker is wider than a text cell: keep the cells either side of it free as well
+        beside = {
+            (row, column) for row in (0, rows - 1) for column in range(columns)
+        }  # text centred on the frame would cross it
+        beside |= {(row, column) for row in range(rows) for column in (0, columns - 1)}
+        for point in layout.points:
+            row, column = cell_of(layout, point.x, point.y, columns, rows)
+            beside |= {(row, column - 1), (row, column + 1)}
+        placement = place_labels(
+            layout, columns, rows, blocked=beside, slanted_aspect=(box.height / rows) / (box.width / columns)
+        )
+        for item in placement.texts:
+            if item.kind == "point":
+                who = layout.points[item.owner].device
+                weight = "bold"
+            elif item.kind == "roof":
+                who, weight = layout.labels[item.owner].device, "normal"
+            else:
+                who, weight = layout.ridges[item.owner].device, "normal"
+            fx = (item.column - 0.45) / (columns - 1)  # the cell's left edge, as cell_of maps
+            fy = ((rows - 1) - item.row) / (rows - 1)
+            axes.text(
+                fx, fy, item.text, transform=axes.transAxes, fontsize=_LABEL_PT, family="monospace", color=colour(who), ha="left", va="center",
+                fontweight=weight, zorder=6, rotation=item.angle_deg, rotation_mode="anchor",
+            )  # fmt: skip
+        y = 1 - 0.2 / height_in
+        for index, entry in enumerate(layout.legend):
+            figure.lines.append(_legend_line(figure, left, y, colour(index)))
+            figure.text(left + 0.045, y, _short(entry.text, 110), fontsize=8, va="center", color=_FG)
+            y -= 0.2 / height_in
+        figure.text(
+            left,
+            y,
+            "bold: envelope min(peak, I x DRAM); dashed: other dtypes; dotted: cache levels; circles: ridge points",
+            fontsize=7,
+            va="center",
+            color=_MUTED,
+        )
+        for note in layout.notes:
+            y -= 0.15 / height_in
+            figure.text(left, y, _short(note, 150), fontsize=7, va="center", color=_FG, fontweight="bold")
+        if rows_table:
+            header = ("#", "workload", "device", "bound", "eff.", "headroom")
+            table = [header, *rows_table]
+            widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+            y_table = (table_h_in - 0.05) / height_in
+            char_in = _LABEL_PT * 0.62 / 72  # one monospace character (SVG collapses spaces: one text per cell)
+            for number, table_row in enumerate(table):
+                x = left
+                for column, cell in enumerate(table_row):
+                    figure.text(
+                        x,
+                        y_table - number * 0.16 / height_in,
+                        cell,
+                        fontsize=_LABEL_PT,
+                        family="monospace",
+                        va="top",
+                        color=_FG if number else _MUTED,
+                    )
+                    x += (widths[column] + 2) * char_in / width_in
+        return _svg_text(figure, prefix, "Roofline chart")
 
 
-def _merged_roofs(roofs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per roof name and hardware group: devices whose values lie within
-    :data:`_MERGE_TOLERANCE` of the group's median share a line; the others (the interesting
-    ones: a slow GPU) get their own line labelled with their device."""
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for roof in roofs:
-        key = (*_hardware_key(roof), roof.get("kind"), roof.get("name"), roof.get("origin"), roof.get("main", True), roof.get("straggler") is True)
-        groups.setdefault(key, []).append(roof)
-    lines = []
-    for members in groups.values():
-        values = sorted(float(m["value"]) for m in members)
-        median = values[len(values) // 2]
-        near = [m for m in members if abs(float(m["value"]) / median - 1) <= _MERGE_TOLERANCE]
-        far = [m for m in members if m not in near]
-        if near:
-            near_values = sorted(float(m["value"]) for m in near)
-            lines.append({**near[0], "value": near_values[len(near_values) // 2], "devices": sorted({str(m["device"]) for m in near}, key=_natural)})
-        lines.extend({**m, "devices": [str(m["device"])]} for m in far)
-    return lines
+_BG = _SPAN_A  # the ridge mark's fill: the page's faint span colour
 
 
-def _natural(text: str) -> tuple[Any, ...]:
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+def _legend_line(figure: Any, x: float, y: float, colour: str) -> Any:
+    from matplotlib.lines import Line2D
+
+    return Line2D([x, x + 0.035], [y, y], transform=figure.transFigure, color=colour, linewidth=2.6)
+
+
+def _point_row(placement: Any, model: Any) -> tuple[str, ...]:
+    """``#, workload, device, bound, eff., headroom`` of one placed point."""
+    point = placement.point
+    efficiency = placement.efficiency
+    headroom = "-" if not efficiency or efficiency <= 0 else f"{1 / efficiency:.2g}x"
+    bound = placement.bound + (" ABOVE ROOF" if placement.above_roof else "")
+    number = model.placements.index(placement) + 1 if placement in model.placements else 0
+    return (
+        str(number),
+        _short(point.name, 34),
+        model.device_label(point.key),
+        bound,
+        "-" if efficiency is None else f"{efficiency * 100:.0f}%",
+        headroom,
+    )
 
 
 def _x_formatter() -> Any:
@@ -154,241 +313,18 @@ def _x_formatter() -> Any:
     return FuncFormatter(text)
 
 
-def _spread_labels(positions: list[float], gap: float) -> list[float]:
-    """Push sorted label positions (display px, ascending) apart to at least ``gap``: the 1-D
-    de-overlap of the compute-roof labels stacked at the right edge."""
-    placed = list(positions)
-    for i in range(1, len(placed)):
-        placed[i] = max(placed[i], placed[i - 1] + gap)
-    return placed
-
-
-def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | None:
-    """The roofline chart (log-log, FLOP/s against FLOP/byte) as inline SVG, or None without roofs
-    and points. Measured roofs solid, datasheet roofs dashed; CPU and GPU in separate colours and
-    marker shapes (CPU circles, GPU triangles); every drawn roof and every point labelled."""
-    roofs = [
-        r
-        for r in roofline.get("roofs") or []
-        if isinstance(r.get("value"), (int, float)) and r["value"] > 0 and r.get("unit") in ("FLOP/s", "B/s") and r.get("chart", True)
-    ]
-    points = [
-        p
-        for p in roofline.get("points") or []
-        if isinstance(p.get("intensity_flop_per_byte"), (int, float)) and isinstance(p.get("flop_per_s"), (int, float)) and p["intensity_flop_per_byte"] > 0 and p["flop_per_s"] > 0
-    ]
-    if not roofs and not points:
-        return None
-    lines = _merged_roofs(roofs)
-    hardware: list[tuple[Any, ...]] = []
-    for item in sorted(roofs + points, key=lambda i: (i.get("device_type") != "gpu",)):
-        if _hardware_key(item) not in hardware:
-            hardware.append(_hardware_key(item))
-    devices_of: dict[tuple[Any, ...], list[str]] = {}
-    for item in roofs + points:
-        devices_of.setdefault(_hardware_key(item), [])
-        if str(item.get("device")) not in devices_of[_hardware_key(item)]:
-            devices_of[_hardware_key(item)].append(str(item.get("device")))
-    colour: dict[tuple[Any, ...], str] = {}
-    cpu_slots, gpu_slots = [0, 5, 9], [1, 2, 3, 4, 6, 7, 8]
-    for key in hardware:
-        slots = gpu_slots if key[2] == "gpu" else cpu_slots
-        used = sum(1 for other in colour if (other[2] == "gpu") == (key[2] == "gpu"))
-        colour[key] = _PALETTE[slots[used % len(slots)]]
-    multi_host = len({(k[0], k[1]) for k in hardware}) > 1
-
-    def top(key: tuple[Any, ...], kinds: tuple[str, ...]) -> float | None:
-        values = [line["value"] for line in lines if _hardware_key(line) == key and line.get("kind") in kinds]
-        return max(values) if values else None
-
-    xs = [p["intensity_flop_per_byte"] for p in points]
-    ys = [p["flop_per_s"] for p in points]
-    for line in lines:
-        key = _hardware_key(line)
-        if line["kind"] == "compute":
-            ys.append(line["value"])
-            memory = top(key, ("memory",)) or top(key, ("transfer", "collective"))
-            if memory:
-                xs.append(line["value"] / memory)
-        elif line["kind"] == "memory":
-            compute = top(key, ("compute",))
-            if compute:
-                xs.append(compute / line["value"])
-    xs = xs or [0.1, 100.0]
-    ys = ys or [1e9, 1e12]
-    x_lo, x_hi = min(xs) / 5, max(xs) * 5
-    y_hi = max(ys) * 3
-    y_lo = min(ys) / 100
-    bandwidths = [line["value"] for line in lines if line["kind"] == "memory"]
-    if bandwidths:
-        y_lo = max(y_lo, min(bandwidths) * x_lo)
-    y_lo = min(y_lo, min(ys) / 3)
-
-    with _rc():
-        from matplotlib.lines import Line2D
-
-        figure = _figure(10.0, 7.0)
-        axes = figure.add_axes((0.125, 0.2, 0.615, 0.74))
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlim(x_lo, x_hi)
-        axes.set_ylim(y_lo, y_hi)
-        axes.grid(True, which="major", linewidth=0.6)
-        axes.set_xlabel("Arithmetic intensity (FLOP/byte)")
-        axes.set_ylabel("Performance")
-        axes.xaxis.set_major_formatter(_x_formatter())
-        axes.yaxis.set_major_formatter(_si_formatter("FLOP/s"))
-        axes.xaxis.set_minor_formatter(_blank())
-        axes.yaxis.set_minor_formatter(_blank())
-        axes.set_title("Roofline: measured roofs solid, datasheet roofs dashed", loc="left", fontsize=10)
-        to_px = axes.transData.transform
-
-        def text_of(line: dict[str, Any], unit: str) -> str:
-            key = _hardware_key(line)
-            who = "" if len(line["devices"]) == len(devices_of.get(key, [])) else ", ".join(line["devices"]) + " "
-            if multi_host and not who:
-                who = f"{line.get('host')}" + (f"/r{line.get('rank')}" if line.get("rank") is not None else "") + " "
-            suffix = " (datasheet)" if line.get("origin") == "datasheet" else ""
-            if line.get("straggler") is True:
-                suffix += " STRAGGLER"
-            return _short(f"{who}{line.get('label') or line.get('name')} {fmt_quantity(line['value'], unit)}{suffix}", 56)
-
-        compute_labels: list[tuple[float, str, str]] = []
-        for line in sorted((l for l in lines if l["kind"] == "compute"), key=lambda l: (-l["value"], l.get("origin") != "measured")):
-            key = _hardware_key(line)
-            memory = top(key, ("memory",)) or top(key, ("transfer", "collective"))
-            start = min(max(line["value"] / memory, x_lo), x_hi) if memory else x_lo
-            axes.plot([start, x_hi], [line["value"], line["value"]], **_roof_style(line, colour[key]))
-            compute_labels.append((float(to_px((x_hi, line["value"]))[1]), text_of(line, "FLOP/s"), colour[key]))
-        compute_labels.sort()
-        placed = _spread_labels([y for y, _, _ in compute_labels], _LABEL_GAP_PX)
-        from_px = axes.transData.inverted().transform
-        for (_, text, line_colour), y_new in zip(compute_labels, placed):
-            y_data = float(from_px((0.0, y_new))[1])
-            axes.annotate(text, (x_hi, y_data), xytext=(4, 0), textcoords="offset points", fontsize=7, va="center", ha="left", color=line_colour, annotation_clip=False)
-        extras = _secondary_labels(lines)
-        anchors: list[tuple[float, float, Any]] = []
-        for line in sorted((l for l in lines if l["kind"] != "compute"), key=lambda l: (-l["value"], l.get("origin") != "measured")):
-            key = _hardware_key(line)
-            ceiling = top(key, ("compute",))
-            x_start = max(x_lo, y_lo / line["value"])
-            x_end = min(ceiling / line["value"] if ceiling else x_hi, x_hi, y_hi / line["value"])
-            if x_end <= x_start:
-                continue
-            axes.plot([x_start, x_end], [x_start * line["value"], x_end * line["value"]], **_roof_style(line, colour[key]))
-            if id(line) in extras.secondary:
-                continue  # named in its main roof's label
-            x_label = x_start * 1.4
-            y_label = line["value"] * x_label
-            p0, p1 = to_px((x_label, y_label)), to_px((x_label * 10, y_label * 10))
-            angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
-            text = text_of(line, "B/s") + extras.text(line)
-            merged = False
-            for ax_, ay_, artist in anchors:
-                if math.hypot(ax_ - p0[0], ay_ - p0[1]) < _LABEL_GAP_PX * 1.2 and len(artist.get_text()) < 110:
-                    artist.set_text(artist.get_text() + " · " + text)
-                    merged = True
-                    break
-            if not merged:
-                artist = axes.text(x_label, y_label, text, fontsize=7, rotation=angle, rotation_mode="anchor", ha="left", va="bottom", color=colour[key], clip_on=True)
-                anchors.append((float(p0[0]), float(p0[1]), artist))
-        offsets = ((6, 5), (6, -11), (-6, 5), (-6, -11))
-        for number, point in enumerate(sorted(points, key=lambda p: (p["intensity_flop_per_byte"], p["flop_per_s"]))):
-            key = _hardware_key(point)
-            is_gpu = point.get("device_type") == "gpu"
-            point_colour = colour.get(key, _PALETTE[1 if is_gpu else 0])
-            axes.plot(
-                [point["intensity_flop_per_byte"]],
-                [point["flop_per_s"]],
-                linestyle="none",
-                marker="^" if is_gpu else "o",
-                markersize=7.5,
-                color=point_colour,
-                markeredgecolor=_FG if point.get("above_roof") else point_colour,
-                markeredgewidth=1.5 if point.get("above_roof") else 1.0,
-                zorder=5,
-            )
-            where = ""
-            if multi_host:
-                where = f" ({point.get('host')}" + (f"/r{point.get('rank')}" if point.get("rank") is not None else "") + f" {point.get('device')})"
-            elif len(devices_of.get(key, [])) > 1:
-                where = f" ({point.get('device')})"
-            name = _short(point.get("name"), 36) + where + (" — above its roof!" if point.get("above_roof") else "")
-            dx, dy = offsets[number % len(offsets)]
-            axes.annotate(name, (point["intensity_flop_per_byte"], point["flop_per_s"]), xytext=(dx, dy), textcoords="offset points", fontsize=7.5, ha="left" if dx > 0 else "right", color=_FG, zorder=6)
-        handles, labels = [], []
-        for key in hardware:
-            host, rank, kind, name = key
-            where = ""
-            if multi_host:
-                where = f"{host}" + (f"/r{rank}" if rank is not None else "") + ": "
-            devices = ", ".join(sorted(devices_of.get(key, []), key=_natural))
-            handles.append(Line2D([], [], color=colour[key], linewidth=2.2))
-            labels.append(_short(f"{where}{'GPU' if kind == 'gpu' else 'CPU'} {name} ({devices})", 90))
-        handles += [
-            Line2D([], [], color=_MUTED, linestyle="-"),
-            Line2D([], [], color=_MUTED, linestyle="--"),
-            Line2D([], [], linestyle="none", marker="^", color=_MUTED),
-            Line2D([], [], linestyle="none", marker="o", color=_MUTED),
-        ]
-        labels += ["measured roof", "datasheet roof", "GPU workload", "CPU workload"]
-        figure.legend(handles, labels, loc="upper left", bbox_to_anchor=(0.125, 0.115), ncol=2, fontsize=7.5, frameon=False, borderaxespad=0.0)
-        return _svg_text(figure, prefix, "Roofline chart")
-
-
 def _blank() -> Any:
     from matplotlib.ticker import NullFormatter
 
     return NullFormatter()
 
 
-def _roof_style(roof: dict[str, Any], colour: str) -> dict[str, Any]:
-    """Measured roofs solid, datasheet dashed; secondary roofs (another kernel of a memory level
-    already drawn, another collective) thin and faint."""
-    measured = roof.get("origin") != "datasheet"
-    if not roof.get("main", True) and measured:
-        return {"color": colour, "linewidth": 0.8, "linestyle": "-", "alpha": 0.45}
-    return {"color": colour, "linewidth": 1.8 if measured else 1.1, "linestyle": "-" if measured else "--", "alpha": 1.0 if measured else 0.8}
-
-
-class _Secondary:
-    """Secondary bandwidth roofs and the short text each main roof's label gets for them."""
-
-    def __init__(self) -> None:
-        self.secondary: set[int] = set()
-        self.extra: dict[int, list[str]] = {}
-
-    def text(self, line: dict[str, Any]) -> str:
-        items = self.extra.get(id(line))
-        return f" (also {', '.join(items)})" if items else ""
-
-
-def _secondary_labels(lines: list[dict[str, Any]]) -> _Secondary:
-    """Attach each non-main bandwidth roof to the main roof of its device and level (memory
-    level, or kind for transfers and collectives), so every roof is named without a label per line."""
-    out = _Secondary()
-    mains = [l for l in lines if l["kind"] != "compute" and l.get("main", True)]
-    for line in lines:
-        if line["kind"] == "compute" or line.get("main", True):
-            continue
-        level = line.get("level") or line["kind"]
-        owner = next(
-            (m for m in mains if _hardware_key(m) == _hardware_key(line) and (m.get("level") or m["kind"]) == level and m.get("origin") == line.get("origin") and m["devices"] == line["devices"]),
-            None,
-        )
-        if owner is None:
-            continue
-        name = str(line.get("name"))
-        short = name.split(".", 1)[1] if line["kind"] == "memory" and "." in name else name
-        out.secondary.add(id(line))
-        out.extra.setdefault(id(owner), []).append(f"{_short(short, 20)} {fmt_quantity(line['value'], 'B/s')}")
-    return out
-
-
 # --- telemetry -------------------------------------------------------------------------------
 
 
-def telemetry_svg(telemetry: dict[str, Any], measurements: list[dict[str, Any]], prefix: str = "telemetry") -> str | None:
+def telemetry_svg(
+    telemetry: dict[str, Any], measurements: list[dict[str, Any]], prefix: str = "telemetry"
+) -> str | None:
     """Telemetry time series, one panel per metric group, every GPU a colour, with each probe
     run shaded and numbered on the time axis. None when the log has nothing to draw."""
     from gpuscope.report.fmt import fmt_time_utc
@@ -418,10 +354,21 @@ def telemetry_svg(telemetry: dict[str, Any], measurements: list[dict[str, Any]],
         figure.subplots_adjust(left=0.08, right=0.80, top=top, bottom=bottom, hspace=0.45)
         handles: dict[str, Any] = {}
         for axes, panel in zip(axes_list, panels):
-            axes.set_title(f"{panel['title']} ({panel['unit']})", loc="left", fontsize=8.5, pad=14 if axes is axes_list[0] and spans else 4)
+            axes.set_title(
+                f"{panel['title']} ({panel['unit']})",
+                loc="left",
+                fontsize=8.5,
+                pad=14 if axes is axes_list[0] and spans else 4,
+            )
             axes.grid(True, linewidth=0.5)
             for number, a, b, _name in spans:
-                axes.axvspan(a, b if b > a else a + max(duration, 1.0) / 500, color=_SPAN_A if number % 2 else _SPAN_B, linewidth=0, zorder=0)
+                axes.axvspan(
+                    a,
+                    b if b > a else a + max(duration, 1.0) / 500,
+                    color=_SPAN_A if number % 2 else _SPAN_B,
+                    linewidth=0,
+                    zorder=0,
+                )
             for line in panel["lines"]:
                 colour = _PALETTE[colour_of.get(line["key"], 1)]
                 t = line["t"]
@@ -439,9 +386,33 @@ def telemetry_svg(telemetry: dict[str, Any], measurements: list[dict[str, Any]],
         axes_list[0].set_xlim(0, max(duration, 1.0))
         first = axes_list[0]
         for number, a, b, _name in spans:
-            first.annotate(str(number), ((a + b) / 2, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=7, color=_FG)
+            first.annotate(
+                str(number),
+                ((a + b) / 2, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                color=_FG,
+            )
         if handles:
-            figure.legend(list(handles.values()), list(handles.keys()), loc="upper left", bbox_to_anchor=(0.815, top), fontsize=7.5, frameon=False)
+            figure.legend(
+                list(handles.values()),
+                list(handles.keys()),
+                loc="upper left",
+                bbox_to_anchor=(0.815, top),
+                fontsize=7.5,
+                frameon=False,
+            )
         if spans:
-            figure.text(0.815, bottom, "shaded: probe runs\n(numbers as in the\nProbe runs table)", fontsize=7, color=_MUTED, va="bottom")
+            figure.text(
+                0.815,
+                bottom,
+                "shaded: probe runs\n(numbers as in the\nProbe runs table)",
+                fontsize=7,
+                color=_MUTED,
+                va="bottom",
+            )
         return _svg_text(figure, prefix, "Telemetry time series")

@@ -16,11 +16,22 @@ import statistics
 from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
-from gpuscope.report.model import ceiling_spread_percent, placement_of, workload_spread_percent
-from gpuscope.report.roofview import device_name, device_type
+from gpuscope.report.model import LOW_PERCENT_OF_SPEC, ceiling_spread_percent, placement_of, workload_spread_percent
+from gpuscope.report.roofview import datasheet_value, device_name, device_type, roofline_view
+from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, ABOVE_DATASHEET_TOLERANCE, is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text, ceiling_median, is_straggler
 
-__all__ = ["COMPARE_SCHEMA", "STRAGGLER_MARK", "compare_results", "render_compare_text", "render_compare_markdown", "MIN_NOISE_PERCENT", "DEFAULT_NOISE_PERCENT"]
+__all__ = [
+    "COMPARE_SCHEMA",
+    "STRAGGLER_MARK",
+    "LOW_MARK",
+    "ABOVE_DATASHEET_MARK",
+    "compare_results",
+    "render_compare_text",
+    "render_compare_markdown",
+    "MIN_NOISE_PERCENT",
+    "DEFAULT_NOISE_PERCENT",
+]
 
 COMPARE_SCHEMA = "gpuscope.compare"
 #: Differences smaller than this are never flagged (timer resolution, clock jitter).
@@ -29,6 +40,11 @@ MIN_NOISE_PERCENT = 2.0
 DEFAULT_NOISE_PERCENT = 5.0
 #: Marks a straggler rank's column and its straggler values (``gpuscope probe --distributed``).
 STRAGGLER_MARK = "[straggler]"
+#: Marks a ceiling below the report's LOW threshold of its datasheet value.
+LOW_MARK = "LOW"
+#: Marks a ceiling more than gpuscope.roofline.model.ABOVE_DATASHEET_TOLERANCE above its datasheet value.
+ABOVE_DATASHEET_MARK = "ABOVE DATASHEET"
+ABOVE_DATASHEET_TOLERANCE_PERCENT = ABOVE_DATASHEET_TOLERANCE * 100.0
 _KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
 
 
@@ -44,7 +60,9 @@ def _kind_word(kind: str, name: str, dev_type: str) -> str:
 
 def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     """Compare validated results documents ``(label, document)``; JSON-ready output."""
+    datasheet = roofline_view(inputs).get("datasheet") or []  # the roofs the report holds ceilings against
     runs: list[dict[str, Any]] = []
+    above_datasheet: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
     stragglers: list[dict[str, Any]] = []
     multi_host_files = set()
@@ -65,18 +83,40 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             spread, count = ceiling_spread_percent(by_id.get(ceiling.get("measurement_id")))
             dev_type = device_type(device, devices)
             run = _run_label(runs, label, place(ceiling), label in multi_host_files)
+            spec = datasheet_value({**ceiling, "device": device, "host": host, "rank": place(ceiling)[1]}, datasheet)
+            percent = float(ceiling["value"]) / spec * 100.0 if spec else None
+            above = is_above_datasheet(percent)
+            if above:
+                above_datasheet.append(
+                    {
+                        "run": run, "device": device, "kind": str(ceiling.get("kind")), "name": str(ceiling.get("name")),
+                        "value": float(ceiling["value"]), "datasheet_value": spec, "percent_of_spec": percent,
+                        "text": f"{run} {device} {ceiling.get('name')} {fmt_percent(percent)} of datasheet: {ABOVE_DATASHEET_TEXT}",
+                    }
+                )  # fmt: skip
             if is_straggler(ceiling):
                 median = ceiling_median(ceiling)
                 below = below_median_percent(ceiling["value"], median)
                 stragglers.append(
                     {
-                        "run": run, "source": label, "host": host, "rank": place(ceiling)[1], "device": device,
-                        "kind": str(ceiling.get("kind")), "name": str(ceiling.get("name")), "unit": str(ceiling.get("unit")),
-                        "value": float(ceiling["value"]), "median": median, "below_median_percent": below,
-                        "text": f"{run} {device} {ceiling.get('name')} {fmt_quantity(float(ceiling['value']), str(ceiling.get('unit')))}, "
-                        f"{below_text(below)}" + (f" {fmt_quantity(median, str(ceiling.get('unit')))}" if median else "") + " of its ranks",
+                        "run": run,
+                        "source": label,
+                        "host": host,
+                        "rank": place(ceiling)[1],
+                        "device": device,
+                        "kind": str(ceiling.get("kind")),
+                        "name": str(ceiling.get("name")),
+                        "unit": str(ceiling.get("unit")),
+                        "value": float(ceiling["value"]),
+                        "median": median,
+                        "below_median_percent": below,
+                        "text": f"{run} {device} {ceiling.get('name')} "
+                        f"{fmt_quantity(float(ceiling['value']), str(ceiling.get('unit')))}, "
+                        f"{below_text(below)}"
+                        + (f" {fmt_quantity(median, str(ceiling.get('unit')))}" if median else "")
+                        + " of its ranks",
                     }
-                )  # fmt: skip
+                )
                 for entry in runs:
                     if entry["label"] == run:
                         entry["straggler"] = True
@@ -95,6 +135,10 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                     "spread_percent": spread,
                     "n": count,
                     "higher_is_better": True,
+                    "datasheet_value": spec,
+                    "percent_of_spec": percent,
+                    "low": percent is not None and percent < LOW_PERCENT_OF_SPEC.get(str(ceiling.get("kind")), 0.0),
+                    "above_datasheet": above,
                 }
             )
         for workload in doc.get("workloads") or []:
@@ -128,12 +172,28 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             key = (cell["device"], cell["kind"], cell["name"])
             row = rows.setdefault(
                 key,
-                {"device": cell["device"], "device_type": cell["device_type"], "kind": cell["kind"], "name": cell["name"], "unit": cell["unit"], "values": {}},
+                {
+                    "device": cell["device"],
+                    "device_type": cell["device_type"],
+                    "kind": cell["kind"],
+                    "name": cell["name"],
+                    "unit": cell["unit"],
+                    "values": {},
+                },
             )
-            row["values"][cell["run"]] = {key_: cell.get(key_) for key_ in ("value", "spread_percent", "n", "difference_percent", "flagged")}
+            row["values"][cell["run"]] = {
+                key_: cell.get(key_) for key_ in ("value", "spread_percent", "n", "difference_percent", "flagged")
+            }
             if cell.get("straggler"):
                 row["values"][cell["run"]]["straggler"] = True
-        ordered = sorted(rows.values(), key=lambda r: (r["device_type"] != "gpu", _natural(r["device"]), r["kind"], _natural(r["name"])))
+            if table == "ceilings":
+                row["values"][cell["run"]].update(
+                    {key_: cell[key_] for key_ in ("datasheet_value", "percent_of_spec", "low", "above_datasheet")}
+                )
+        ordered = sorted(
+            rows.values(),
+            key=lambda r: (r["device_type"] != "gpu", _natural(r["device"]), r["kind"], _natural(r["name"])),
+        )
         tables[table] = ordered
     return {
         "schema": COMPARE_SCHEMA,
@@ -143,8 +203,10 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "workloads": tables["workloads"],
         "flags": flags,
         "stragglers": stragglers,
+        "above_datasheet": above_datasheet,
         "rule": (
-            f"a value is flagged when it differs from the median of its peers (the same ceiling or workload on the same kind of device in every run) "
+            f"a value is flagged when it differs from the median of its peers "
+            f"(the same ceiling or workload on the same kind of device in every run) "
             f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%"
         ),
     }
@@ -181,14 +243,18 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
             else:  # a time: positive means faster than the peers
                 difference = (reference / cell["value"] - 1.0) * 100.0
             own = cell["spread_percent"] if cell["spread_percent"] is not None else DEFAULT_NOISE_PERCENT
-            peer_spreads = [o["spread_percent"] if o["spread_percent"] is not None else DEFAULT_NOISE_PERCENT for o in others]
+            peer_spreads = [
+                o["spread_percent"] if o["spread_percent"] is not None else DEFAULT_NOISE_PERCENT for o in others
+            ]
             noise = max(MIN_NOISE_PERCENT, own + statistics.median(peer_spreads))
             cell["difference_percent"] = difference
             if abs(difference) <= noise:
                 continue
             cell["flagged"] = True
             if len(others) == 1:
-                peer_text = f"{others[0]['run']}" + (f" {others[0]['device']}" if others[0]["device"] != cell["device"] else "")
+                peer_text = f"{others[0]['run']}" + (
+                    f" {others[0]['device']}" if others[0]["device"] != cell["device"] else ""
+                )
             else:
                 peer_text = "the others"
             where = f"{cell['run']} {cell['device']}" if run_count > 1 else cell["device"]
@@ -227,11 +293,16 @@ def _cell_text(row: dict[str, Any], run: str) -> str:
         text += f" {'▲' if difference > 0 else '▼'}{fmt_percent(abs(difference))}"
     if entry.get("straggler"):
         text += " " + STRAGGLER_MARK
+    if entry.get("low"):  # against the datasheet, as the report's Flag column
+        text += " " + LOW_MARK
+    if entry.get("above_datasheet"):
+        text += " " + ABOVE_DATASHEET_MARK
     return text
 
 
 def _run_header(run: dict[str, Any]) -> str:
-    return run["label"] + (f" {STRAGGLER_MARK}" if run.get("straggler") else "")
+    label: str = run["label"]
+    return label + (f" {STRAGGLER_MARK}" if run.get("straggler") else "")
 
 
 def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]]]:
@@ -260,11 +331,22 @@ def render_compare_text(result: dict[str, Any]) -> str:
         out.append("  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip())
         out.append("  ".join("-" * w for w in widths))
         for row in rows:
-            out.append("  ".join(c.rjust(w) if i >= len(headers) - len(result["runs"]) else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+            out.append(
+                "  ".join(
+                    c.rjust(w) if i >= len(headers) - len(result["runs"]) else c.ljust(w)
+                    for i, (c, w) in enumerate(zip(row, widths))
+                ).rstrip()
+            )
         out.append("")
     if result.get("stragglers"):
         out.append(f"Stragglers ({STRAGGLER_MARK}), flagged by the multi-rank probe run:")
         out.extend(f"  {clean_text(item['text'], 300)}" for item in result["stragglers"])
+        out.append("")
+    if result.get("above_datasheet"):
+        out.append(
+            f"Above datasheet ({ABOVE_DATASHEET_MARK}), more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value:"
+        )
+        out.extend(f"  {clean_text(item['text'], 300)}" for item in result["above_datasheet"])
         out.append("")
     if result["flags"]:
         out.append("Differences beyond the measured spread:")
@@ -282,6 +364,11 @@ def render_compare_markdown(result: dict[str, Any]) -> str:
     if result.get("stragglers"):
         out.append(f"\n**Stragglers ({md_escape(STRAGGLER_MARK)}), flagged by the multi-rank probe run**\n\n")
         out.extend(f"- {md_escape(item['text'])}\n" for item in result["stragglers"])
+    if result.get("above_datasheet"):
+        out.append(
+            f"\n**Above datasheet ({md_escape(ABOVE_DATASHEET_MARK)}), more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value**\n\n"
+        )
+        out.extend(f"- {md_escape(item['text'])}\n" for item in result["above_datasheet"])
     if result["flags"]:
         out.append("\n**Differences beyond the measured spread**\n\n")
         out.extend(f"- {md_escape(flag['text'])}\n" for flag in result["flags"])

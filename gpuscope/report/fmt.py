@@ -6,7 +6,15 @@ import datetime as _dt
 import math
 from typing import Any
 
-__all__ = ["fmt_quantity", "fmt_percent", "fmt_seconds", "fmt_number", "fmt_time_utc", "clean_text", "source_descriptions"]
+__all__ = [
+    "fmt_quantity",
+    "fmt_percent",
+    "fmt_seconds",
+    "fmt_number",
+    "fmt_time_utc",
+    "clean_text",
+    "source_descriptions",
+]
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -37,7 +45,7 @@ def fmt_number(value: Any, digits: int = 3) -> str:
     """A plain number with ``digits`` significant digits (no prefix); ``None`` -> ``"–"``."""
     if not _finite(value):
         return "–"
-    if abs(value) >= 10 ** digits:
+    if abs(value) >= 10**digits:
         return f"{value:,.0f}"
     return _significant(float(value), digits)
 
@@ -55,7 +63,7 @@ def fmt_seconds(value: Any) -> str:
         return "–"
     if value < 1e-3:
         return f"{value * 1e6:.3g} µs"
-    if value < 1:
+    if value < 0.9995:  # 0.9996 s is "1 s", not "1e+03 ms"
         return f"{value * 1e3:.3g} ms"
     if value < 60:
         return f"{value:.3g} s"

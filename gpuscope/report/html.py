@@ -97,19 +97,33 @@ def render_html(report: dict[str, Any]) -> str:
         f'<p class="meta">{_meta(report)}</p>\n</header>\n',
     ]
     telemetry = report.get("telemetry")
-    nav = [("summary", "Summary"), ("system", "System"), ("roofline", "Roofline"), ("ceilings", "Ceilings"), ("workloads", "Workloads")]
+    nav = [
+        ("summary", "Summary"),
+        ("system", "System"),
+        ("roofline", "Roofline"),
+        ("ceilings", "Ceilings"),
+        ("workloads", "Workloads"),
+    ]
     if "stragglers" in tables:
         nav.insert(1, ("stragglers", "Stragglers"))
     if telemetry:
         nav += [("telemetry", "Telemetry"), ("telemetry-stats", "Telemetry per metric")]
     if "runs" in tables:
         nav.append(("runs", "Probe runs"))
+    from gpuscope.profiling.report_section import profiles_of  # gpuscope.profile
+
+    if profiles_of(report):
+        nav.insert(nav.index(("workloads", "Workloads")) + 1, ("where-time-goes", "Where the time goes"))
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
     summary = "".join(f"<li>{_e(line)}</li>" for line in report.get("summary") or [])
     body = f'<ul class="summary">{summary}</ul>\n'
     if report.get("warnings"):
-        body += '<div class="warnings"><strong>Warnings</strong><ul>' + "".join(f"<li>{_e(w)}</li>" for w in report["warnings"]) + "</ul></div>\n"
+        body += (
+            '<div class="warnings"><strong>Warnings</strong><ul>'
+            + "".join(f"<li>{_e(w)}</li>" for w in report["warnings"])
+            + "</ul></div>\n"
+        )
     parts.append(_section("summary", "Summary", body))
     if "stragglers" in tables:
         parts.append(_section("stragglers", tables["stragglers"].title, _table(tables["stragglers"])))
@@ -128,11 +142,24 @@ def render_html(report: dict[str, Any]) -> str:
     if "datasheet" in tables:
         parts.append(_section("datasheet", tables["datasheet"].title, _table(tables["datasheet"])))
     parts.append(_section("workloads", tables["workloads"].title, _table(tables["workloads"])))
+    from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # gpuscope.profile
+
+    extra = (
+        ("where-time-goes", "Where the time goes", profile_section_html(report)),
+        ("energy-roofline", "Energy", energy_section_html(report)),
+    )
+    for section_id, title, section_body in extra:
+        if section_body:
+            parts.append(_section(section_id, title, section_body))
 
     if telemetry:
         chart = telemetry_svg(telemetry, report.get("measurements") or [])
         tel_body = f'<p class="meta">{_e(telemetry.get("source"))}: {_e(telemetry.get("samples"))} samples from {_e(fmt_time_utc(telemetry.get("start")))} to {_e(fmt_time_utc(telemetry.get("end")))}.</p>\n'
-        tel_body += f"<figure>\n{chart}</figure>\n" if chart else '<p class="empty">No telemetry metric had a value to draw.</p>\n'
+        tel_body += (
+            f"<figure>\n{chart}</figure>\n"
+            if chart
+            else '<p class="empty">No telemetry metric had a value to draw.</p>\n'
+        )
         parts.append(_section("telemetry", "Telemetry", tel_body))
     if "runs" in tables:
         parts.append(_section("runs", tables["runs"].title, _table(tables["runs"])))
@@ -141,7 +168,9 @@ def render_html(report: dict[str, Any]) -> str:
         for key in ("energy", "unavailable", "processes"):
             if key in tables:
                 parts.append(_section(key, tables[key].title, _table(tables[key])))
-    parts.append(f'<footer>gpuscope {_e(report.get("gpuscope_version"))} · report schema {_e(report.get("schema"))} v{_e(report.get("schema_version"))}</footer>\n')
+    parts.append(
+        f"<footer>gpuscope {_e(report.get('gpuscope_version'))} · report schema {_e(report.get('schema'))} v{_e(report.get('schema_version'))}</footer>\n"
+    )
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)
 

@@ -56,7 +56,9 @@ def render_markdown(report: dict[str, Any]) -> str:
     meta = [md_escape(text) for text in source_descriptions(report, ", partial")]
     if report.get("redacted"):
         meta.append("redacted: hostnames, usernames and command lines removed")
-    out.append(f"gpuscope {md_escape(report.get('gpuscope_version'))}" + (" · " + " · ".join(meta) if meta else "") + "\n")
+    out.append(
+        f"gpuscope {md_escape(report.get('gpuscope_version'))}" + (" · " + " · ".join(meta) if meta else "") + "\n"
+    )
     out.append("\n## Summary\n\n")
     out.extend(f"- {md_escape(line)}\n" for line in report.get("summary") or [])
     if report.get("warnings"):
@@ -70,6 +72,11 @@ def render_markdown(report: dict[str, Any]) -> str:
             if notes:
                 out.append("\n")
                 out.extend(f"- {md_escape(note)}\n" for note in notes)
+    from gpuscope.profiling.report_section import profile_markdown_lines  # hook: gpuscope.profile
+
+    profile_lines = profile_markdown_lines(report, md_escape)
+    if profile_lines:
+        out.append("\n## Where the time goes\n\n" + "\n".join(profile_lines) + "\n")
     telemetry = report.get("telemetry")
     if telemetry:
         out.append(

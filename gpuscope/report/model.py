@@ -8,24 +8,45 @@ the time it was generated: ``created`` is the newest ``created`` of its inputs.
 
 from __future__ import annotations
 
-import json
-import math
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION
 from gpuscope.report.roofview import datasheet_value, device_name, device_type, roofline_view
+from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, ceiling_median, is_straggler, straggler_margin
+from gpuscope.schema.core import encode_json
+from gpuscope.schema.core import finite_or_none as _num
 
-__all__ = ["build_report", "LOW_PERCENT_OF_SPEC", "measurement_span", "ceiling_spread_percent", "workload_spread_percent", "placement_of"]
+__all__ = [
+    "build_report",
+    "LOW_PERCENT_OF_SPEC",
+    "measurement_span",
+    "ceiling_spread_percent",
+    "workload_spread_percent",
+    "placement_of",
+]
 
 #: A measured ceiling below this percent of its datasheet value is flagged, per ceiling kind.
 #: Healthy machines reach about 80% of dense tensor-core peak (bf16 GEMM on H100/H200), 87-92% of
 #: HBM bandwidth and 55-85% of PCIe each way (ANCHORS section 5), so lower is worth a look.
 LOW_PERCENT_OF_SPEC: dict[str, float] = {"compute": 70.0, "memory": 80.0, "transfer": 60.0, "collective": 60.0}
 
-_SYSTEM_FIELDS = ("cpu_model", "logical_cores", "physical_cores", "os", "python", "torch", "cuda", "driver", "blas", "numpy")
+_SYSTEM_FIELDS = (
+    "cpu_model",
+    "logical_cores",
+    "physical_cores",
+    "os",
+    "python",
+    "torch",
+    "cuda",
+    "driver",
+    "blas",
+    "numpy",
+)
 _SPAN_KEYS = (
     ("start", "end"),
     ("started", "ended"),
@@ -36,12 +57,6 @@ _SPAN_KEYS = (
     ("wall_start", "wall_end"),
     ("timestamp_start", "timestamp_end"),
 )
-
-
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
 
 
 def measurement_span(measurement: dict[str, Any]) -> tuple[float | None, float | None]:
@@ -88,7 +103,11 @@ def placement_of(doc: dict[str, Any]) -> Any:
     seen: dict[Any, set[tuple[Any, Any]]] = {}
     for entry in doc.get("devices") or []:
         host = entry.get("host") if isinstance(entry.get("host"), str) and entry.get("host") else default_host
-        rank = entry.get("rank") if isinstance(entry.get("rank"), int) and not isinstance(entry.get("rank"), bool) else None
+        rank = (
+            entry.get("rank")
+            if isinstance(entry.get("rank"), int) and not isinstance(entry.get("rank"), bool)
+            else None
+        )
         seen.setdefault(entry.get("device"), set()).add((host, rank))
     unique = {device: next(iter(places)) for device, places in seen.items() if len(places) == 1}
 
@@ -204,14 +223,26 @@ def build_report(
             )
     workloads = _workloads(inputs, roofline)
     if telemetry is not None:
-        sources.append({"kind": "log", "label": telemetry.get("source"), "created": telemetry.get("start"), "samples": telemetry.get("samples")})
+        sources.append(
+            {
+                "kind": "log",
+                "label": telemetry.get("source"),
+                "created": telemetry.get("start"),
+                "samples": telemetry.get("samples"),
+            }
+        )
     created_values = [s["created"] for s in sources if s["kind"] == "results" and s["created"] is not None]
     hosts = _unique(s.get("host") for s in systems)
+    simulated = next(
+        (str(doc["system"]["simulated"]) for _, doc in inputs if (doc.get("system") or {}).get("simulated")), None
+    )
     report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "schema_version": REPORT_SCHEMA_VERSION,
         "gpuscope_version": __version__,
-        "title": "gpuscope report" + (f": {', '.join(h for h in hosts if h)}" if any(hosts) else ""),
+        "title": (f"SIMULATED DATA ({simulated}), not real hardware: " if simulated else "")
+        + "gpuscope report"
+        + (f": {', '.join(h for h in hosts if h)}" if any(hosts) else ""),
         "created": max(created_values) if created_values else (telemetry or {}).get("start"),
         "redacted": False,
         "low_percent_of_spec": thresholds,
@@ -230,26 +261,30 @@ def build_report(
     }
     report["summary"] = summary_lines(report)
     # Through JSON once, so a report rendered now and one rendered from report.json see the same data.
-    return json.loads(json.dumps(_finite(report), allow_nan=False, default=str))
+    return msgspec.json.decode(encode_json(report))  # plain JSON data: NaN and infinity become null
 
 
 def stragglers_of(ceilings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The report's ``stragglers``: every ceiling a multi-rank probe run flagged (more than its
     margin below the median of the same ceiling across ranks), slowest first."""
     keys = ("source", "host", "rank", "device", "device_name", "kind", "name", "value", "unit")
-    rows = [{**{key: c.get(key) for key in keys}, "median": c.get("median_value"), "below_median_percent": c.get("below_median_percent")} for c in ceilings if c.get("straggler")]
-    return sorted(rows, key=lambda r: (-(r["below_median_percent"] or 0.0), str(r["host"]), r["rank"] if isinstance(r["rank"], int) else -1))
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinity are not JSON: they become null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(key): _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
+    rows = [
+        {
+            **{key: c.get(key) for key in keys},
+            "median": c.get("median_value"),
+            "below_median_percent": c.get("below_median_percent"),
+        }
+        for c in ceilings
+        if c.get("straggler")
+    ]
+    return sorted(
+        rows,
+        key=lambda r: (
+            -(r["below_median_percent"] or 0.0),
+            str(r["host"]),
+            r["rank"] if isinstance(r["rank"], int) else -1,
+        ),
+    )
 
 
 def _systems(label: str, system: dict[str, Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -259,7 +294,11 @@ def _systems(label: str, system: dict[str, Any], devices: list[dict[str, Any]]) 
     out = []
     for host in hosts:
         gpus = [
-            {key: d.get(key) for key in ("device", "name", "rank", "memory_total_bytes", "uuid", "pci_bus_id") if d.get(key) is not None}
+            {
+                key: d.get(key)
+                for key in ("device", "name", "rank", "memory_total_bytes", "uuid", "pci_bus_id")
+                if d.get(key) is not None
+            }
             for d in devices
             if device_type(d.get("device"), [d]) == "gpu" and (d.get("host") in (None, host) or len(hosts) == 1)
         ]
@@ -272,7 +311,10 @@ def _systems(label: str, system: dict[str, Any], devices: list[dict[str, Any]]) 
 
 
 def _workloads(inputs: list[tuple[str, dict[str, Any]]], roofline: dict[str, Any]) -> list[dict[str, Any]]:
-    points = {(p.get("source"), p.get("name"), p.get("device"), p.get("host"), p.get("rank")): p for p in roofline.get("points") or []}
+    points = {
+        (p.get("source"), p.get("name"), p.get("device"), p.get("host"), p.get("rank")): p
+        for p in roofline.get("points") or []
+    }
     rows = []
     for label, doc in inputs:
         place = placement_of(doc)
@@ -295,7 +337,9 @@ def _workloads(inputs: list[tuple[str, dict[str, Any]]], roofline: dict[str, Any
                     "time_s": time_s,
                     "n": workload.get("n"),
                     "spread_percent": workload_spread_percent(workload),
-                    "intensity_flop_per_byte": _num(point.get("intensity_flop_per_byte", workload.get("intensity_flop_per_byte"))),
+                    "intensity_flop_per_byte": _num(
+                        point.get("intensity_flop_per_byte", workload.get("intensity_flop_per_byte"))
+                    ),
                     "flop_per_s": _num(point.get("flop_per_s", workload.get("flop_per_s"))),
                     "bytes_per_s": (moved / time_s) if (moved is not None and time_s) else None,
                     "bound": point.get("bound"),
@@ -353,22 +397,40 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     ceilings = report["ceilings"]
     rated = [c for c in ceilings if c.get("percent_of_spec") is not None]
     low = [c for c in rated if c.get("low")]
+    above = [c for c in rated if is_above_datasheet(c["percent_of_spec"])]
+    if above:
+        listed = "; ".join(f"{c['device']} {c['name']} {fmt_percent(c['percent_of_spec'])} of spec" for c in above[:5])
+        lines.append(
+            f"{len(above)} of {len(rated)} ceilings are above their datasheet value: the datasheet entry or the measurement is wrong: {listed}."
+        )
     if low:
         worst = sorted(low, key=lambda c: c["percent_of_spec"])[:5]
         listed = "; ".join(f"{c['device']} {c['name']} {fmt_percent(c['percent_of_spec'])} of spec" for c in worst)
-        lines.append(f"{len(low)} of {len(rated)} ceilings are low against the datasheet ({threshold_text(report)}): {listed}.")
-    elif rated:
-        lines.append(f"All {len(rated)} ceilings with a datasheet value are within the expected range of it ({threshold_text(report)}).")
-    elif ceilings:
+        lines.append(
+            f"{len(low)} of {len(rated)} ceilings are low against the datasheet ({threshold_text(report)}): {listed}."
+        )
+    elif rated and not above:
+        lines.append(
+            f"All {len(rated)} ceilings with a datasheet value are within the expected range of it ({threshold_text(report)})."
+        )
+    elif ceilings and not rated:
         lines.append(f"{len(ceilings)} ceilings measured; none has a datasheet value to compare with.")
-    else:
+    elif not ceilings:
         lines.append("No ceilings measured.")
     failed = [m for m in report["measurements"] if m.get("status") not in (None, "ok", "passed", "success", "skipped")]
     skipped = [m for m in report["measurements"] if m.get("status") == "skipped"]
     if skipped:
-        lines.append(f"{len(skipped)} measurement{'s' if len(skipped) != 1 else ''} skipped: " + ", ".join(f"{m.get('name')} ({clean_text(m.get('error'), 80)})" for m in skipped[:3]) + ("." if len(skipped) <= 3 else ", ..."))
+        lines.append(
+            f"{len(skipped)} measurement{'s' if len(skipped) != 1 else ''} skipped: "
+            + ", ".join(f"{m.get('name')} ({clean_text(m.get('error'), 80)})" for m in skipped[:3])
+            + ("." if len(skipped) <= 3 else ", ...")
+        )
     if failed:
-        lines.append(f"{len(failed)} measurement{'s' if len(failed) != 1 else ''} did not succeed: " + ", ".join(f"{m.get('name')} ({m.get('status')})" for m in failed[:5]) + ".")
+        lines.append(
+            f"{len(failed)} measurement{'s' if len(failed) != 1 else ''} did not succeed: "
+            + ", ".join(f"{m.get('name')} ({m.get('status')})" for m in failed[:5])
+            + "."
+        )
     workloads = report["workloads"]
     if workloads:
         bounds = [w.get("bound") for w in workloads if w.get("bound")]

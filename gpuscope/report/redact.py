@@ -25,7 +25,24 @@ USER_PLACEHOLDER = "[user]"
 COMMAND_PLACEHOLDER = "[redacted]"
 #: Names too generic to replace inside free text (they stay replaced in user fields).
 _GENERIC = frozenset(
-    {"root", "user", "admin", "nobody", "ubuntu", "debian", "localhost", "none", "null", "unknown", "[user]", "cpu", "gpu", "cuda", "host", "node"}
+    {
+        "root",
+        "user",
+        "admin",
+        "nobody",
+        "ubuntu",
+        "debian",
+        "localhost",
+        "none",
+        "null",
+        "unknown",
+        "[user]",
+        "cpu",
+        "gpu",
+        "cuda",
+        "host",
+        "node",
+    }
 )
 _HOME = re.compile(r"(/home/|/Users/|/users/|C:\\Users\\)[^/\\\s\"'<>]+")
 
@@ -44,16 +61,23 @@ def redact_report(report: dict[str, Any]) -> dict[str, Any]:
     replacements: list[tuple[re.Pattern[str], str]] = []
     for name, alias in sorted(hosts.items(), key=lambda item: -len(item[0])):
         if len(name) >= 3 and name.lower() not in _GENERIC:
-            replacements.append((re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])"), alias))
+            replacements.append((_name_pattern(name), alias))
             short = name.split(".")[0]
             if short != name and len(short) >= 3 and short.lower() not in _GENERIC:
-                replacements.append((re.compile(rf"(?<![\w-]){re.escape(short)}(?![\w-])"), alias))
+                replacements.append((_name_pattern(short), alias))
     for name in sorted(users, key=len, reverse=True):
         if len(name) >= 3 and name.lower() not in _GENERIC:
-            replacements.append((re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])"), USER_PLACEHOLDER))
+            replacements.append((_name_pattern(name), USER_PLACEHOLDER))
     out = _rewrite(report, hosts, replacements, None)
     out["redacted"] = True
     return out
+
+
+def _name_pattern(name: str) -> re.Pattern[str]:
+    """``name`` in any letter case, wherever it is not part of a longer word or number: inside
+    identifiers too, since ``_``, ``-``, ``.``, ``/`` and ``:`` separate (``bench_zz-secret-77``,
+    ``ZZ-SECRET-77.log``), but not ``zz-secret-777``."""
+    return re.compile(rf"(?<![^\W_]){re.escape(name)}(?![^\W_])", re.IGNORECASE)
 
 
 def _local_hostname() -> str | None:
@@ -83,7 +107,7 @@ def _collect(value: Any, hosts: dict[str, str], users: set[str], key: str | None
             _collect(item, hosts, users, key if key in HOSTS_LIST_KEYS else None)
     elif isinstance(value, str) and value:
         if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
-            if not _is_alias(value) and value not in hosts:
+            if not _is_alias(value) and value.lower() not in {known.lower() for known in hosts}:
                 hosts[value] = f"host-{len(hosts) + 1}"
         elif key in USER_KEYS and value != USER_PLACEHOLDER:
             users.add(value)
@@ -95,7 +119,9 @@ def _process_name(name: str) -> str:
     return re.split(r"[/\\]", first)[-1] or COMMAND_PLACEHOLDER
 
 
-def _rewrite(value: Any, hosts: dict[str, str], replacements: list[tuple[re.Pattern[str], str]], key: str | None) -> Any:
+def _rewrite(
+    value: Any, hosts: dict[str, str], replacements: list[tuple[re.Pattern[str], str]], key: str | None
+) -> Any:
     if isinstance(value, dict):
         is_process = "pid" in value
         out: dict[str, Any] = {}
@@ -113,8 +139,10 @@ def _rewrite(value: Any, hosts: dict[str, str], replacements: list[tuple[re.Patt
     if isinstance(value, list):
         return [_rewrite(item, hosts, replacements, key if key in HOSTS_LIST_KEYS else None) for item in value]
     if isinstance(value, str):
-        if (key in HOST_KEYS or key in HOSTS_LIST_KEYS) and value in hosts:
-            return hosts[value]
+        if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
+            for name, alias in hosts.items():
+                if value.lower() == name.lower():
+                    return alias
         return _scrub(value, replacements)
     return value
 

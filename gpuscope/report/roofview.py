@@ -9,14 +9,20 @@ plain data stored in the report JSON, so a report re-rendered from JSON needs no
    "points": [{"name", "device", "device_type", "host", "rank", "source", "intensity_flop_per_byte",
                "flop_per_s", "bound", "roof", "attainable_flop_per_s", "efficiency_percent",
                "above_roof", "straggler"}],
-   "datasheet": [{"device", "host", "rank", "source", "kind", "name", "value", "unit"}]}``
+   "datasheet": [{"device", "host", "rank", "source", "kind", "name", "value", "unit"}],
+   "above_datasheet": [{"device", "host", "rank", "name", "value", "datasheet_value", "ratio", "text"}]}``
+
+Each roof also carries ``above_datasheet`` (the flag text, or None) and the DRAM roof rule is in
+``dram_rule``. :func:`model_from_view` turns the roofs and points back into a model, so the
+chart of a report read back from JSON is drawn by the same layout as ``gpuscope roofline``.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["roofline_view", "device_type", "device_name", "datasheet_value", "datasheet_entry"]
+__all__ = ["roofline_view", "model_from_view", "device_type", "device_name", "datasheet_value", "datasheet_entry"]
 
 
 def device_type(device: str | None, devices: list[dict[str, Any]] | None = None) -> str:
@@ -28,10 +34,19 @@ def device_type(device: str | None, devices: list[dict[str, Any]] | None = None)
     return "gpu" if text.startswith(("cuda", "gpu", "rocm", "hip")) else "cpu"
 
 
-def device_name(device: str | None, devices: list[dict[str, Any]] | None, system: dict[str, Any] | None = None, host: str | None = None) -> str | None:
+def device_name(
+    device: str | None,
+    devices: list[dict[str, Any]] | None,
+    system: dict[str, Any] | None = None,
+    host: str | None = None,
+) -> str | None:
     """The hardware name (``NVIDIA H200``, the CPU model) of ``device``, or None."""
     for entry in devices or []:
-        if entry.get("device") == device and (host is None or entry.get("host") in (None, host)) and isinstance(entry.get("name"), str):
+        if (
+            entry.get("device") == device
+            and (host is None or entry.get("host") in (None, host))
+            and isinstance(entry.get("name"), str)
+        ):
             return str(entry["name"])
     if device_type(device, devices) == "cpu" and system and isinstance(system.get("cpu_model"), str):
         return str(system["cpu_model"])
@@ -50,19 +65,34 @@ def roofline_view(inputs: list[tuple[str, dict[str, Any]]], local_cpu: Any = Non
 
 def _from_model(model: Any) -> dict[str, Any]:
     """The roofline model's roofs and placements as the report's plain data."""
-    from gpuscope.roofline.chart import roof_label, select_chart_roofs
-    from gpuscope.roofline.model import DATASHEET, memory_level
+    from gpuscope.roofline.layout import envelope_roofs, roof_title
+    from gpuscope.roofline.loading import model_to_json
+    from gpuscope.roofline.model import DATASHEET, DRAM_ROOF_RULE, above_datasheet, memory_level
 
-    main = {id(chart_roof.roof) for chart_roof in select_chart_roofs(model, "main")}
     roofs: list[dict[str, Any]] = []
     datasheet: list[dict[str, Any]] = []
     notes: list[str] = []
+    flagged: list[dict[str, Any]] = []
     for device in model.devices:
         key = device.key
         label = model.device_label(key)
         for note in device.notes:
             notes.append(f"{label}: {note}")
-        for roof in sorted(device.roofs, key=lambda r: (_KIND_ORDER.get(r.kind, 9), r.source != "measured", -r.value, r.name)):
+        peak, dram, others = envelope_roofs(model, device)
+        main = {id(roof) for roof in (peak, dram, *others) if roof is not None}
+        above = {id(item.measured): item for item in above_datasheet(device)}
+        for item in above.values():
+            notes.append(f"{label}: {item.text}")
+            flagged.append(
+                {"device": key.device, "host": key.host, "rank": key.rank, "name": item.measured.name, "value": item.measured.value,
+                 "datasheet_value": item.datasheet.value, "ratio": item.ratio, "text": item.text}
+            )  # fmt: skip
+        for roof in sorted(
+            device.roofs, key=lambda r: (_KIND_ORDER.get(r.kind, 9), r.source != "measured", -r.value, r.name)
+        ):
+            memory_kind = (
+                roof.note.split()[-1] if (roof.source == DATASHEET and roof.kind == "memory" and roof.note) else None
+            )
             entry = {
                 "device": key.device,
                 "device_type": device.device_type,
@@ -75,18 +105,20 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "value": roof.value,
                 "unit": roof.unit,
                 "origin": "datasheet" if roof.source == DATASHEET else "measured",
-                "label": roof_label(roof, roof.note.split()[-1] if (roof.source == DATASHEET and roof.kind == "memory" and roof.note) else None),
+                "label": roof_title(roof, memory_kind),
                 "note": roof.note or None,
-                # Measured roofs outside the default selection are drawn thin and faint; a
-                # datasheet roof only when the default selection (terminal, TUI) draws it too.
-                "chart": (roof.source != DATASHEET and not _superseded(roof, device)) or id(roof) in main,
+                # compute and memory roofs are FLOP roofs of the chart; transfers and collectives are not
+                "chart": roof.kind in ("compute", "memory"),
                 "main": id(roof) in main,
                 "level": memory_level(roof.name) if roof.kind == "memory" else roof.kind,
                 "straggler": roof.straggler,
+                "above_datasheet": above[id(roof)].text if id(roof) in above else None,
             }
             roofs.append(entry)
             if roof.source == DATASHEET:
-                datasheet.append({key_: entry[key_] for key_ in ("device", "host", "rank", "kind", "name", "value", "unit")})
+                datasheet.append(
+                    {key_: entry[key_] for key_ in ("device", "host", "rank", "kind", "name", "value", "unit")}
+                )
     points: list[dict[str, Any]] = []
     for placement in model.placements:
         point = placement.point
@@ -114,7 +146,84 @@ def _from_model(model: Any) -> dict[str, Any]:
                 "straggler": point.straggler or bool(device and device.straggler),
             }
         )
-    return {"available": True, "note": None, "notes": notes, "warnings": list(model.warnings), "roofs": roofs, "points": points, "datasheet": datasheet}
+    return {
+        "available": True, "note": None, "notes": notes, "warnings": list(model.warnings), "roofs": roofs, "points": points,
+        "datasheet": datasheet, "above_datasheet": flagged, "dram_rule": DRAM_ROOF_RULE, "model": model_to_json(model),
+    }  # fmt: skip
+
+
+def model_from_view(view: dict[str, Any]) -> Any:
+    """A :class:`~gpuscope.roofline.model.RooflineModel` rebuilt from a report's roofline
+    section (its ``roofs`` and ``points``), or None when it has neither. Points keep their
+    intensity and FLOP/s (FLOPs = FLOP/s x 1 s); placements are computed again. A section that
+    carries the model's own JSON (``model``, :func:`gpuscope.roofline.loading.model_to_json`) is
+    read from that instead."""
+    if isinstance(view.get("model"), dict):
+        from gpuscope.roofline.loading import model_from_json
+
+        return model_from_json(view["model"])
+    from gpuscope.roofline.model import (
+        DATASHEET,
+        MEASURED,
+        DeviceKey,
+        DeviceRoofs,
+        Point,
+        Roof,
+        RooflineModel,
+        place_point,
+    )
+
+    devices: dict[Any, DeviceRoofs] = {}
+
+    def device_of(item: dict[str, Any]) -> DeviceRoofs:
+        rank = (
+            item.get("rank") if isinstance(item.get("rank"), int) and not isinstance(item.get("rank"), bool) else None
+        )
+        host = item.get("host") if isinstance(item.get("host"), str) else None
+        key = DeviceKey(host, rank, str(item.get("device")))
+        if key not in devices:
+            kind = item.get("device_type") if item.get("device_type") in ("cpu", "gpu") else device_type(key.device)
+            name = item.get("device_name") if isinstance(item.get("device_name"), str) else None
+            devices[key] = DeviceRoofs(key=key, device_type=str(kind), name=name)
+        return devices[key]
+
+    def number(value: Any) -> float | None:
+        return (
+            float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+            else None
+        )
+
+    def items(value: Any) -> list[dict[str, Any]]:
+        return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+    for item in items(view.get("roofs")):
+        value = number(item.get("value"))
+        if value is None or item.get("kind") not in ("compute", "memory", "transfer", "collective"):
+            continue
+        device = device_of(item)
+        source = DATASHEET if item.get("origin") == "datasheet" else MEASURED
+        unit = "FLOP/s" if item["kind"] == "compute" else "B/s"
+        device.roofs.append(
+            Roof(device.key, str(item["kind"]), str(item.get("name")), value, unit, source, str(item.get("note") or ""))
+        )
+    points = []
+    for item in items(view.get("points")):
+        rate, intensity = number(item.get("flop_per_s")), number(item.get("intensity_flop_per_byte"))
+        if rate is None or intensity is None:
+            continue
+        device = device_of(item)
+        dtype = item.get("dtype") if isinstance(item.get("dtype"), str) else None
+        points.append(
+            Point(
+                name=str(item.get("name")), key=device.key, flops=rate, bytes=rate / intensity, time_s=1.0, dtype=dtype
+            )
+        )
+    if not devices:
+        return None
+    model = RooflineModel(devices=list(devices.values()), points=points)
+    model.placements = [place_point(point, model.device(point.key)) for point in points]
+    return model
 
 
 def _superseded(roof: Any, device: Any) -> bool:
@@ -147,7 +256,14 @@ def datasheet_entry(ceiling: dict[str, Any], datasheet: list[dict[str, Any]]) ->
     mine = [
         d
         for d in datasheet
-        if d.get("device") == ceiling.get("device") and d.get("host") == ceiling.get("host") and d.get("rank") == ceiling.get("rank") and d.get("kind") == kind
+        if d.get("device") == ceiling.get("device")
+        and d.get("host") == ceiling.get("host")
+        and d.get("kind") == kind
+        and (
+            d.get("rank") == ceiling.get("rank")
+            or d.get("rank") is None
+            or (ceiling.get("rank") in (None, 0) and d.get("rank") in (None, 0))
+        )
     ]
     if kind == "compute":
         wanted: tuple[str, ...] = dtype_roof_names(name)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_number, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
+from gpuscope.roofline.model import is_above_datasheet
 
 __all__ = ["Table", "report_tables", "system_table", "stragglers_table"]
 
@@ -53,7 +54,13 @@ def _scope(report: dict[str, Any]) -> tuple[bool, bool]:
 def system_table(report: dict[str, Any]) -> Table:
     """One column per host (per results file): CPU, cores, GPUs and software versions."""
     systems = report.get("systems") or []
-    headers = ["", *[f"{s.get('host') or 'unknown host'}" + (f" ({s.get('source')})" if len(systems) > 1 else "") for s in systems]]
+    headers = [
+        "",
+        *[
+            f"{s.get('host') or 'unknown host'}" + (f" ({s.get('source')})" if len(systems) > 1 else "")
+            for s in systems
+        ],
+    ]
     table = Table("system", "System", headers)
 
     def gpus(system: dict[str, Any]) -> str:
@@ -65,7 +72,9 @@ def system_table(report: dict[str, Any]) -> Table:
             name = str(gpu.get("name") or "unknown GPU")
             if name not in names:
                 names.append(name)
-        devices = {name: [str(g.get("device")) for g in items if (g.get("name") or "unknown GPU") == name] for name in names}
+        devices = {
+            name: [str(g.get("device")) for g in items if (g.get("name") or "unknown GPU") == name] for name in names
+        }
         return "; ".join(f"{len(devs)}× {name} ({', '.join(devs)})" for name, devs in devices.items())
 
     rows = [
@@ -93,7 +102,18 @@ def stragglers_table(report: dict[str, Any]) -> Table:
     table = Table(
         "stragglers",
         "Stragglers",
-        [*(["Source"] if len(sources) > 1 else []), "Host", "Rank", "Device", "Hardware", "Kind", "Ceiling", "Value", "Median", "% below median"],
+        [
+            *(["Source"] if len(sources) > 1 else []),
+            "Host",
+            "Rank",
+            "Device",
+            "Hardware",
+            "Kind",
+            "Ceiling",
+            "Value",
+            "Median",
+            "% below median",
+        ],
         note=f"Ranks whose ceiling is {rule} the median of the same ceiling on the same hardware across ranks, as flagged by `gpuscope probe --distributed`.",
     )
     first = 1 if len(sources) > 1 else 0
@@ -121,6 +141,8 @@ def stragglers_table(report: dict[str, Any]) -> Table:
 def _ceiling_flag(c: dict[str, Any]) -> str:
     """The Flag cell of a ceiling: ``LOW``, ``STRAGGLER -20%``, both, or empty."""
     words = ["LOW"] if c.get("low") else []
+    if is_above_datasheet(c.get("percent_of_spec")):
+        words.append("ABOVE DATASHEET")
     if c.get("straggler"):
         below = c.get("below_median_percent")
         words.append("STRAGGLER" + (f" -{below:.0f}%" if isinstance(below, (int, float)) else ""))
@@ -144,7 +166,9 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
         "Ceilings: measured vs datasheet",
         [*where, "Device", "Hardware", "Kind", "Ceiling", "Measured", "Datasheet", "% of spec", "N", "Spread", "Flag"],
         note=f"LOW: {threshold_text(report).replace('flagged ', '')} of the datasheet (dense figures). Spread: how far the median timed sample was from the best (best-of-N statistic)."
-        + (" STRAGGLER: below the median of the same ceiling across ranks (see Stragglers)." if stragglers.rows else ""),
+        + (
+            " STRAGGLER: below the median of the same ceiling across ranks (see Stragglers)." if stragglers.rows else ""
+        ),
     )
     ceilings.numeric = {len(where) + i for i in (4, 5, 6, 7, 8)}
     for c in report.get("ceilings") or []:
@@ -177,7 +201,16 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
     for roof in (report.get("roofline") or {}).get("roofs") or []:
         if roof.get("origin") != "datasheet" or roof.get("chart"):
             continue
-        key = (roof.get("host"), roof.get("rank"), roof.get("device_name"), roof.get("kind"), roof.get("name"), roof.get("value"), roof.get("unit"), roof.get("note"))
+        key = (
+            roof.get("host"),
+            roof.get("rank"),
+            roof.get("device_name"),
+            roof.get("kind"),
+            roof.get("name"),
+            roof.get("value"),
+            roof.get("unit"),
+            roof.get("note"),
+        )
         grouped.setdefault(key, []).append(str(roof.get("device")))
     for (_, _, hardware, kind, name, value, unit, note), devices in grouped.items():
         datasheet.add([", ".join(devices), hardware, kind, name, fmt_quantity(value, str(unit or "")), note or ""])
@@ -187,7 +220,20 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
     workloads = Table(
         "workloads",
         "Workloads",
-        [*where, "Workload", "Device", "Intensity (FLOP/B)", "Time", "FLOP/s", "B/s", "Bound", "Roof", "Attainable", "Efficiency", "Flag"],
+        [
+            *where,
+            "Workload",
+            "Device",
+            "Intensity (FLOP/B)",
+            "Time",
+            "FLOP/s",
+            "B/s",
+            "Bound",
+            "Roof",
+            "Attainable",
+            "Efficiency",
+            "Flag",
+        ],
         note="Efficiency is achieved FLOP/s against the roof that bounds the workload at its intensity.",
     )
     workloads.numeric = {len(where) + i for i in (2, 3, 4, 5, 8, 9)}
@@ -218,7 +264,18 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
     runs = Table(
         "runs",
         "Probe runs",
-        ["#", *where, "Measurement", "Kind", "Device", "Status", "Start" if start is None else "Start (s into log)", "Duration", "Result", "Error"],
+        [
+            "#",
+            *where,
+            "Measurement",
+            "Kind",
+            "Device",
+            "Status",
+            "Start" if start is None else "Start (s into log)",
+            "Duration",
+            "Result",
+            "Error",
+        ],
         note="Each run is marked on the telemetry charts by its number." if telemetry else "",
     )
     for number, m in enumerate(report.get("measurements") or [], start=1):
@@ -229,20 +286,54 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
         else:
             start_text = f"{m['start'] - start:.1f}"
         duration = (m["end"] - m["start"]) if (m.get("start") is not None and m.get("end") is not None) else None
-        result = ", ".join(text for text in (fmt_quantity(m.get("flop_per_s"), "FLOP/s") if m.get("flop_per_s") else "", fmt_quantity(m.get("bytes_per_s"), "B/s") if m.get("bytes_per_s") else "") if text) or "–"
+        result = (
+            ", ".join(
+                text
+                for text in (
+                    fmt_quantity(m.get("flop_per_s"), "FLOP/s") if m.get("flop_per_s") else "",
+                    fmt_quantity(m.get("bytes_per_s"), "B/s") if m.get("bytes_per_s") else "",
+                )
+                if text
+            )
+            or "–"
+        )
         bad = m.get("status") not in (None, "ok", "passed", "success", "skipped")
         runs.add(
-            [number, *_where(m, show_source, show_host), m.get("name"), m.get("kind"), m.get("device"), m.get("status"), start_text, fmt_seconds(duration), result, m.get("error") or ""],
+            [
+                number,
+                *_where(m, show_source, show_host),
+                m.get("name"),
+                m.get("kind"),
+                m.get("device"),
+                m.get("status"),
+                start_text,
+                fmt_seconds(duration),
+                result,
+                m.get("error") or "",
+            ],
             "low" if bad else "",
         )
     if runs.rows:
         tables.append(runs)
 
     if telemetry:
-        stats = Table("telemetry", "Telemetry per metric", ["Subject", "Metric", "Unit", "Mean", "p50", "p95", "Max", "Samples"])
+        stats = Table(
+            "telemetry", "Telemetry per metric", ["Subject", "Metric", "Unit", "Mean", "p50", "p95", "Max", "Samples"]
+        )
         stats.numeric = {3, 4, 5, 6, 7}
         for s in telemetry.get("stats") or []:
-            stats.add([s.get("subject"), s.get("label"), s.get("unit"), fmt_number(s.get("mean")), fmt_number(s.get("p50")), fmt_number(s.get("p95")), fmt_number(s.get("max")), s.get("n")])
+            stats.add(
+                [
+                    s.get("subject"),
+                    s.get("label"),
+                    s.get("unit"),
+                    fmt_number(s.get("mean")),
+                    fmt_number(s.get("p50")),
+                    fmt_number(s.get("p95")),
+                    fmt_number(s.get("max")),
+                    s.get("n"),
+                ]
+            )
         tables.append(stats)
         energy = Table(
             "energy",
@@ -252,7 +343,15 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
         )
         energy.numeric = {1, 3, 4}
         for e in telemetry.get("energy") or []:
-            energy.add([e.get("subject"), fmt_quantity(e.get("energy_j"), "J"), e.get("method") or "not available", fmt_seconds(e.get("duration_s")), fmt_quantity(e.get("mean_power_w"), "W")])
+            energy.add(
+                [
+                    e.get("subject"),
+                    fmt_quantity(e.get("energy_j"), "J"),
+                    e.get("method") or "not available",
+                    fmt_seconds(e.get("duration_s")),
+                    fmt_quantity(e.get("mean_power_w"), "W"),
+                ]
+            )
         if energy.rows:
             tables.append(energy)
         missing = Table("unavailable", "Metrics not available", ["Subject", "Metric", "Why"])
@@ -262,10 +361,21 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
             missing.add(["GPUs", "all GPU metrics", telemetry["gpu_unavailable"]])
         if missing.rows:
             tables.append(missing)
-        processes = Table("processes", "GPU processes seen", ["GPU", "PID", "Process", "User", "Max GPU memory", "Max SM %"])
+        processes = Table(
+            "processes", "GPU processes seen", ["GPU", "PID", "Process", "User", "Max GPU memory", "Max SM %"]
+        )
         processes.numeric = {1, 4, 5}
         for p in telemetry.get("processes") or []:
-            processes.add([p.get("subject"), p.get("pid"), p.get("name"), p.get("user"), fmt_quantity(p.get("max_gpu_memory_bytes"), "B"), fmt_percent(p.get("max_sm_percent"))])
+            processes.add(
+                [
+                    p.get("subject"),
+                    p.get("pid"),
+                    p.get("name"),
+                    p.get("user"),
+                    fmt_quantity(p.get("max_gpu_memory_bytes"), "B"),
+                    fmt_percent(p.get("max_sm_percent")),
+                ]
+            )
         if processes.rows:
             tables.append(processes)
     return tables

@@ -44,13 +44,33 @@ HOST_METRICS: tuple[tuple[str, str, str, float], ...] = (
 #: Chart panels: (id, title, display unit, [(scope, field, line style)]); scope "gpu" or "host".
 PANELS: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ("util", "GPU utilization", "%", (("gpu", "utilization_percent", "-"),)),
-    ("activity", "SM activity (solid) and tensor activity (dashed)", "%", (("gpu", "sm_activity_percent", "-"), ("gpu", "tensor_activity_percent", "--"))),
+    (
+        "activity",
+        "SM activity (solid) and tensor activity (dashed)",
+        "%",
+        (("gpu", "sm_activity_percent", "-"), ("gpu", "tensor_activity_percent", "--")),
+    ),
     ("dram", "DRAM bandwidth", "GB/s", (("gpu", "dram_bandwidth_bytes_per_s", "-"),)),
-    ("pcie", "PCIe TX (solid) and RX (dashed)", "GB/s", (("gpu", "pcie_tx_bytes_per_s", "-"), ("gpu", "pcie_rx_bytes_per_s", "--"))),
-    ("nvlink", "NVLink TX (solid) and RX (dashed)", "GB/s", (("gpu", "nvlink_tx_bytes_per_s", "-"), ("gpu", "nvlink_rx_bytes_per_s", "--"))),
+    (
+        "pcie",
+        "PCIe TX (solid) and RX (dashed)",
+        "GB/s",
+        (("gpu", "pcie_tx_bytes_per_s", "-"), ("gpu", "pcie_rx_bytes_per_s", "--")),
+    ),
+    (
+        "nvlink",
+        "NVLink TX (solid) and RX (dashed)",
+        "GB/s",
+        (("gpu", "nvlink_tx_bytes_per_s", "-"), ("gpu", "nvlink_rx_bytes_per_s", "--")),
+    ),
     ("power", "Power", "W", (("gpu", "power_w", "-"),)),
     ("temperature", "GPU temperature", "°C", (("gpu", "temperature_gpu_c", "-"),)),
-    ("clocks", "SM clock (solid) and memory clock (dashed)", "MHz", (("gpu", "sm_clock_mhz", "-"), ("gpu", "memory_clock_mhz", "--"))),
+    (
+        "clocks",
+        "SM clock (solid) and memory clock (dashed)",
+        "MHz",
+        (("gpu", "sm_clock_mhz", "-"), ("gpu", "memory_clock_mhz", "--")),
+    ),
     ("cpu", "Host CPU utilization", "%", (("host", "cpu_utilization_percent", "-"),)),
 )
 
@@ -82,7 +102,7 @@ def read_samples(path: str | os.PathLike[str], warnings: list[str] | None = None
 
 @dataclass
 class _Series:
-    values: array = field(default_factory=lambda: array("d"))
+    values: array[float] = field(default_factory=lambda: array("d"))
     reason: str | None = None  # why unavailable (first reason seen)
 
 
@@ -92,7 +112,7 @@ class _GpuTrack:
     index: int
     name: str
     uuid: str
-    times: array = field(default_factory=lambda: array("d"))
+    times: array[float] = field(default_factory=lambda: array("d"))
     series: dict[str, _Series] = field(default_factory=dict)
     energy_first_j: float | None = None
     energy_last_j: float | None = None
@@ -145,12 +165,14 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         for name, *_ in HOST_METRICS:
             _append(host_series[name], getattr(host, name, None))
         if sample.gpu_unavailable is not None and gpu_unavailable is None:
-            gpu_unavailable = str(sample.gpu_unavailable.to_json() if isinstance(sample.gpu_unavailable, Unavailable) else sample.gpu_unavailable)
+            gpu_unavailable = str(
+                sample.gpu_unavailable.to_json()
+                if isinstance(sample.gpu_unavailable, Unavailable)
+                else sample.gpu_unavailable
+            )
         if driver is None and isinstance(sample.driver_version, str):
             driver = sample.driver_version
         for gpu in sample.gpus if isinstance(sample.gpus, list) else []:
-            if not isinstance(gpu, GpuSample):
-                continue
             key, label = _gpu_key(gpu)
             track = tracks.get(key)
             if track is None:
@@ -176,7 +198,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         warnings.append(f"{source}: {out_of_order} samples were out of time order")
     start = min(host_times)
     end = max(host_times)
-    gpus = [
+    gpus: list[dict[str, Any]] = [
         {"key": track.key, "label": labels[track.key], "index": track.index, "name": track.name, "uuid": track.uuid}
         for track in sorted(tracks.values(), key=lambda t: _natural(t.key))
     ]
@@ -187,12 +209,14 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         series = host_series[name]
         _collect(stats, unavailable, "host", "Host", name, label, unit, scale, series)
         lines.setdefault(f"host:{name}", []).append(_line("host", "Host", series, host_times, start, scale))
-    for gpu in gpus:
-        track = tracks[gpu["key"]]
+    for entry in gpus:
+        track = tracks[entry["key"]]
         for name, label, unit, scale in GPU_METRICS:
             series = track.series[name]
-            _collect(stats, unavailable, gpu["key"], gpu["label"], name, label, unit, scale, series)
-            lines.setdefault(f"gpu:{name}", []).append(_line(gpu["key"], gpu["label"], series, track.times, start, scale))
+            _collect(stats, unavailable, entry["key"], entry["label"], name, label, unit, scale, series)
+            lines.setdefault(f"gpu:{name}", []).append(
+                _line(entry["key"], entry["label"], series, track.times, start, scale)
+            )
     panels = []
     for panel_id, title, unit, members in PANELS:
         panel_lines = []
@@ -202,7 +226,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
                     panel_lines.append({**line, "metric": name, "style": style})
         if panel_lines:
             panels.append({"id": panel_id, "title": title, "unit": unit, "lines": panel_lines})
-    energy = [_energy(tracks[gpu["key"]], gpu["label"]) for gpu in gpus]
+    energies = [_energy(tracks[entry["key"]], entry["label"]) for entry in gpus]
     interval = _median_interval(host_times)
     finite_costs = [cost for cost in costs if not math.isnan(cost)]
     return {
@@ -219,7 +243,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         "gpus": gpus,
         "stats": stats,
         "unavailable": unavailable,
-        "energy": energy,
+        "energy": energies,
         "panels": panels,
         "processes": _process_rows(processes, labels),
     }
@@ -254,7 +278,9 @@ def _collect(
     values = _finite(series.values)
     if not values:
         if series.reason is not None:
-            unavailable.append({"key": key, "subject": subject, "metric": name, "label": label, "reason": series.reason})
+            unavailable.append(
+                {"key": key, "subject": subject, "metric": name, "label": label, "reason": series.reason}
+            )
         return
     data = np.asarray(values, dtype=float) * scale
     stats.append(
@@ -273,7 +299,7 @@ def _collect(
     )
 
 
-def _line(key: str, label: str, series: _Series, times: array, start: float, scale: float) -> dict[str, Any]:
+def _line(key: str, label: str, series: _Series, times: array[float], start: float, scale: float) -> dict[str, Any]:
     """A chart line: times in seconds since the log's start, values in display units, gaps None,
     downsampled to at most :data:`MAX_POINTS_PER_LINE` points keeping each bucket's min and max."""
     count = len(times)
@@ -301,13 +327,21 @@ def _energy(track: _GpuTrack, label: str) -> dict[str, Any]:
     """Energy over the log: the cumulative counter's difference when it is there and never went
     backwards, else power integrated over time (trapezoids; gaps longer than 5 intervals skipped)."""
     duration = (track.times[-1] - track.times[0]) if len(track.times) > 1 else 0.0
+    joules: float | None
     if track.energy_ok and track.energy_first_j is not None and track.energy_last_j is not None and duration > 0:
         joules = track.energy_last_j - track.energy_first_j
         method = "energy counter"
     else:
         joules, method = _integrate_power(track), "integrated power"
     mean_power = (joules / duration) if (joules is not None and duration > 0) else None
-    return {"key": track.key, "subject": label, "energy_j": joules, "method": method if joules is not None else None, "duration_s": duration, "mean_power_w": mean_power}
+    return {
+        "key": track.key,
+        "subject": label,
+        "energy_j": joules,
+        "method": method if joules is not None else None,
+        "duration_s": duration,
+        "mean_power_w": mean_power,
+    }
 
 
 def _integrate_power(track: _GpuTrack) -> float | None:
@@ -326,7 +360,7 @@ def _integrate_power(track: _GpuTrack) -> float | None:
     return total if used else None
 
 
-def _median_interval(times: array) -> float | None:
+def _median_interval(times: array[float]) -> float | None:
     if len(times) < 2:
         return None
     steps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
@@ -364,7 +398,9 @@ def _note_process(processes: dict[tuple[str, int, str], dict[str, Any]], key: st
     entry["last_seen"] = max(entry["last_seen"], stamp)
 
 
-def _process_rows(processes: dict[tuple[str, int, str], dict[str, Any]], labels: dict[str, str]) -> list[dict[str, Any]]:
+def _process_rows(
+    processes: dict[tuple[str, int, str], dict[str, Any]], labels: dict[str, str]
+) -> list[dict[str, Any]]:
     rows = sorted(processes.values(), key=lambda p: (-(p["max_gpu_memory_bytes"] or 0.0), _natural(p["key"]), p["pid"]))
     return [{**row, "subject": labels.get(row["key"], row["key"])} for row in rows[:MAX_PROCESSES]]
 

@@ -2,7 +2,9 @@
 points, the terminal chart, ``gpuscope.measure`` and the live position from telemetry.
 
 Modules: :mod:`.model` (pure model), :mod:`.datasheet` (built-in GPU table), :mod:`.loading`
-(results files -> model, model -> JSON), :mod:`.chart` (plotext chart), :mod:`.tables`,
+(results files -> model, model <-> JSON, one machine identity), :mod:`.layout` (the picture as
+positioned primitives and label cells), :mod:`.paint_text` (plotext painter; the report's
+matplotlib painter is :func:`gpuscope.report.charts.roofline_svg`), :mod:`.tables`,
 :mod:`.measure` / :mod:`.counting` / :mod:`.timing` (user workloads), :mod:`.live` (estimated
 position from activity counters). Nothing here imports Textual; torch loads only when a
 measurement runs, plotext only when a chart is drawn.

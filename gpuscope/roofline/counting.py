@@ -17,10 +17,21 @@ torch is imported only inside :func:`count_call`.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-__all__ = ["CountResult", "count_call", "torch_dtype_roof_name", "BYTES_RULE", "ZERO_FLOP_OPS"]
+__all__ = [
+    "CountResult",
+    "count_call",
+    "torch_dtype_roof_name",
+    "BYTES_RULE",
+    "ZERO_FLOP_OPS",
+    "POINTWISE_FLOPS_PER_ELEMENT",
+    "POINTWISE_RULE",
+    "pointwise_flops",
+    "pointwise_flop_formulas",
+]
 
 BYTES_RULE = (
     "lower bound: distinct storage bytes read that existed before the call (inputs, weights) + "
@@ -41,6 +52,129 @@ ZERO_FLOP_OPS = frozenset(
     transpose unbind unfold uniform_ unsqueeze view where zero_ zeros zeros_like
     """.split()
 )
+
+
+#: FLOPs per element of the aten pointwise, reduction and normalisation ops torch's FlopCounterMode
+#: has no formula for. The element count is the output's for elementwise ops (broadcasting
+#: included) and the first input's for reductions, softmax and norms. Special functions (exp,
+#: tanh, erf) count as one FLOP each, as hardware counters and ERT count them; the totals below
+#: follow the usual expansion of each op.
+POINTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
+    # arithmetic: one FLOP per output element
+    "add": 1,
+    "sub": 1,
+    "rsub": 1,
+    "mul": 1,
+    "div": 1,
+    "neg": 1,
+    "reciprocal": 1,
+    "sqrt": 1,
+    "rsqrt": 1,
+    "exp": 1,
+    "log": 1,
+    "pow": 1,
+    "maximum": 1,
+    "minimum": 1,
+    "abs": 1,
+    "square": 1,
+    "addcmul": 2,
+    "addcdiv": 2,
+    "lerp": 2,
+    "clamp": 2,
+    # activations
+    "relu": 1,  # max(x, 0)
+    "leaky_relu": 2,  # compare + multiply
+    "sigmoid": 3,  # exp, add, divide
+    "tanh": 1,  # one special function
+    "silu": 4,  # x * sigmoid(x)
+    "gelu": 8,  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): 7 arithmetic + 1 tanh (erf form alike)
+    # reductions: one FLOP per input element
+    "sum": 1,
+    "mean": 1,
+    "amax": 1,
+    "amin": 1,
+    "var": 3,
+    "std": 3,
+    # softmax along a dim: max, subtract, exp, sum, divide
+    "_softmax": 5,
+    "_log_softmax": 5,
+    # layer norm: mean (1), subtract (1), square (1), variance sum (1), scale by 1/std (1), weight (1), bias (1)
+    "native_layer_norm": 7,
+    # RMS norm: square (1), sum (1), scale (1), weight (1)
+    "_fused_rms_norm": 4,
+    "native_batch_norm": 4,  # (x - mean) * rstd * weight + bias, statistics given
+}
+
+#: How pointwise FLOPs are counted (stored with each workload).
+POINTWISE_RULE = (
+    "pointwise ops: FLOPs per element x elements (output for elementwise ops, first input for "
+    "reductions, softmax and norms); gelu 8, silu 4, sigmoid 3, softmax 5, layer_norm 7, rms_norm 4, "
+    "add/mul/div/relu 1; matmul/conv/attention by torch.utils.flop_counter"
+)
+
+_PER_INPUT = frozenset(
+    {
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "var",
+        "std",
+        "_softmax",
+        "_log_softmax",
+        "native_layer_norm",
+        "_fused_rms_norm",
+        "native_batch_norm",
+    }
+)
+
+
+def _numel(shape: Any) -> int:
+    """Elements of a torch.Size (or the first Size in a tuple of them); 0 for anything else."""
+    if isinstance(shape, (tuple, list)) and shape and all(isinstance(size, int) for size in shape):
+        count = 1
+        for size in shape:
+            count *= size
+        return count
+    if isinstance(shape, (tuple, list)) and len(shape) == 0:
+        return 1  # a 0-d tensor
+    if isinstance(shape, (tuple, list)):
+        for item in shape:
+            if isinstance(item, (tuple, list)):
+                return _numel(item)
+    return 0
+
+
+def pointwise_flops(op: str, input_shape: Any, output_shape: Any) -> int:
+    """FLOPs of one call of pointwise op ``op`` (a key of :data:`POINTWISE_FLOPS_PER_ELEMENT`,
+    with or without a trailing ``_`` for the in-place form), from its first input's and its
+    output's shapes (tuples of ints). 0 for an op not in the table."""
+    name = op[:-1] if op.endswith("_") and op[:-1] in POINTWISE_FLOPS_PER_ELEMENT else op
+    per = POINTWISE_FLOPS_PER_ELEMENT.get(name)
+    if per is None:
+        return 0
+    elements = _numel(input_shape) if name in _PER_INPUT else _numel(output_shape) or _numel(input_shape)
+    return int(per * elements)
+
+
+def pointwise_flop_formulas() -> dict[Any, Any]:
+    """The table as FlopCounterMode ``custom_mapping`` formulas (aten overload packet -> formula),
+    in-place variants included. Imports torch."""
+    import torch
+
+    formulas: dict[Any, Any] = {}
+    for name in POINTWISE_FLOPS_PER_ELEMENT:
+        for variant in (name, name + "_"):
+            packet = getattr(torch.ops.aten, variant, None)
+            if packet is None:
+                continue
+
+            def formula(*args: Any, out_shape: Any = None, _name: str = name, **kwargs: Any) -> int:
+                first = next((arg for arg in args if isinstance(arg, (tuple, list))), None)
+                return pointwise_flops(_name, first, out_shape)
+
+            formulas[packet] = formula
+    return formulas
 
 
 @dataclass(frozen=True)
@@ -69,19 +203,45 @@ class CountResult:
         return max(self.flops_by_dtype.items(), key=lambda item: item[1])[0]
 
 
+def tf32_allowed(op_kind: str = "matmul") -> bool:
+    """Whether CUDA float32 matmuls (or ``op_kind="conv"`` convolutions) may run as TF32.
+
+    torch >= 2.9 has ``torch.backends.cuda.matmul.fp32_precision`` / ``cudnn.conv.fp32_precision``
+    ("tf32", "ieee", or "none" = the global ``torch.backends.fp32_precision``); once user code set
+    one, reading the legacy ``allow_tf32`` or ``get_float32_matmul_precision()`` raises ("mix of
+    the legacy and new APIs"). So: the new setting when it says tf32 or ieee, else the legacy
+    flags, and never raise (an unreadable setting counts as fp32)."""
+    import torch
+
+    backends = torch.backends
+    if op_kind == "conv":
+        backend = getattr(backends.cudnn, "conv", None)
+    else:
+        backend = getattr(backends.cuda, "matmul", None)
+    setting = getattr(backend, "fp32_precision", None) if backend is not None else None
+    if isinstance(setting, str) and setting == "none":
+        setting = getattr(backends, "fp32_precision", None)
+    if setting == "tf32":
+        return True
+    if setting == "ieee":
+        return False
+    try:
+        if op_kind == "conv":
+            return bool(backends.cudnn.allow_tf32)
+        return bool(backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:
+        return False
+
+
 def torch_dtype_roof_name(dtype: Any, device_type: str = "cpu", op_kind: str = "matmul") -> str | None:
     """Compute roof name for a torch dtype: float32 -> ``"fp32"`` (``"tf32"`` for CUDA matmuls and
-    convolutions when TF32 is allowed), bfloat16 -> ``"bf16"``, float8 -> ``"fp8"``, int8 -> ``"int8"``."""
+    convolutions when TF32 is allowed, :func:`tf32_allowed`), bfloat16 -> ``"bf16"``, float8 ->
+    ``"fp8"``, int8 -> ``"int8"``."""
     import torch
 
     if dtype == torch.float32:
-        if device_type == "cuda":
-            if op_kind == "conv" and torch.backends.cudnn.allow_tf32:
-                return "tf32"
-            if op_kind == "matmul" and (
-                torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest"
-            ):
-                return "tf32"
+        if device_type == "cuda" and op_kind in ("matmul", "conv") and tf32_allowed(op_kind):
+            return "tf32"
         return "fp32"
     names = {
         torch.float64: "fp64",
@@ -127,13 +287,14 @@ def count_call(
     """Run ``fn(*args, **kwargs)`` once under the counters; returns the counts and fn's result.
 
     ``flop_formulas`` adds FLOP formulas (aten op -> formula), passed to FlopCounterMode as its
-    ``custom_mapping``."""
+    ``custom_mapping`` after the pointwise formulas (:data:`POINTWISE_FLOPS_PER_ELEMENT`), so a
+    caller's formula wins."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False, custom_mapping=flop_formulas or {})
+    counter = FlopCounterMode(display=False, custom_mapping={**pointwise_flop_formulas(), **(flop_formulas or {})})
     registry = counter.flop_registry
 
     def storage_key(tensor: Any) -> tuple[str, int] | None:
@@ -172,7 +333,9 @@ def count_call(
                 for position, argument in enumerate(schema.arguments):
                     if argument.alias_info is None or not argument.alias_info.is_write:
                         continue
-                    value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+                    value = (
+                        kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+                    )
                     for leaf in tree_leaves(value):
                         if isinstance(leaf, torch.Tensor):
                             mutated.append(leaf)
@@ -204,12 +367,23 @@ def count_call(
                     flops = 0
                 tensors = [leaf for leaf in tree_leaves(args) if isinstance(leaf, torch.Tensor)]
                 if tensors and flops:
-                    kind = "conv" if "conv" in str(packet) else "matmul"
-                    name = torch_dtype_roof_name(tensors[0].dtype, tensors[0].device.type, kind) or str(tensors[0].dtype)
+                    short_name = str(packet).split(".")[-1]
+                    kind = (
+                        "conv"
+                        if "conv" in str(packet)
+                        else ("pointwise" if short_name.rstrip("_") in POINTWISE_FLOPS_PER_ELEMENT else "matmul")
+                    )
+                    name = torch_dtype_roof_name(tensors[0].dtype, tensors[0].device.type, kind) or str(
+                        tensors[0].dtype
+                    )
                     self.flops_by_dtype[name] += flops
             else:
                 short = str(packet).split(".", 1)[-1]
-                if not getattr(func, "is_view", False) and short not in ZERO_FLOP_OPS and not short.startswith("_foreach_copy"):
+                if (
+                    not getattr(func, "is_view", False)
+                    and short not in ZERO_FLOP_OPS
+                    and not short.startswith("_foreach_copy")
+                ):
                     self.no_formula[str(packet)] += 1
             return out
 

@@ -14,15 +14,26 @@ are at the boost clock). Assumptions, stated because the counters do not say whi
 - with only "any tensor" activity (no per-pipe split), all of it counts as HMMA.
 
 DRAM bytes/s come from ``dram_bandwidth_bytes_per_s`` (GPM DRAM_BW_UTIL x theoretical bandwidth).
+
+The device is named by its CUDA index (``cuda:N``) as this process's ``CUDA_VISIBLE_DEVICES`` and
+PCI order give it (:func:`cuda_device_name`, through :mod:`gpuscope.telemetry.nvml.mapping`), not
+by the NVML index, which need not match; a GPU CUDA cannot see here is ``nvml:N``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuscope.roofline.datasheet import GpuDatasheet, match_gpu_datasheet
-from gpuscope.roofline.model import DeviceKey, Placement, Point, RooflineModel, place_point
+from gpuscope.roofline.model import (
+    DeviceKey,
+    Placement,
+    Point,
+    RooflineModel,
+    place_point,
+)
 from gpuscope.telemetry.values import Reason, Unavailable
 
 __all__ = [
@@ -33,6 +44,7 @@ __all__ = [
     "estimate_live_position",
     "estimate_point",
     "live_placement",
+    "cuda_device_name",
 ]
 
 LIVE_LABEL = "estimated from activity counters"
@@ -46,7 +58,15 @@ ASSUMPTIONS = (
 )
 
 
-_PIPE_DTYPES = {"hmma": "bf16", "tensor": "bf16", "imma": "fp8", "dfma": "fp64", "fp64": "fp64", "fp32": "fp32", "fp16": "fp16"}
+_PIPE_DTYPES = {
+    "hmma": "bf16",
+    "tensor": "bf16",
+    "imma": "fp8",
+    "dfma": "fp64",
+    "fp64": "fp64",
+    "fp32": "fp32",
+    "fp16": "fp16",
+}
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,7 @@ class LiveEstimate:
     """An estimated roofline position of one GPU at one instant."""
 
     gpu_index: int
-    device: str  # "cuda:0" (NVML index)
+    device: str  # "cuda:0" (CUDA index, see cuda_device_name)
     name: str
     flop_per_s: float
     dram_bytes_per_s: float
@@ -124,15 +144,30 @@ class LiveEstimate:
         )
 
 
+def cuda_device_name(gpu: Any, gpus: Sequence[Any] | None = None) -> str:
+    """``cuda:N`` for NVML sample ``gpu`` among all of ``gpus`` (one telemetry sample's GPUs), as
+    CUDA numbers it in this process; ``nvml:N`` when CUDA cannot see it. Without ``gpus`` only
+    ``gpu`` is known: NVML index taken as the CUDA index (the old assumption)."""
+    if gpus is None:
+        return f"cuda:{gpu.index}"
+    from gpuscope.telemetry.nvml.mapping import cuda_index_of
+
+    index = cuda_index_of(gpu, gpus)
+    return f"nvml:{gpu.index}" if index is None else f"cuda:{index}"
+
+
 def _value(metric: Any) -> float | None:
     if metric is None or isinstance(metric, Unavailable):
         return None
     return float(metric)
 
 
-def estimate_live_position(sample: Any, peaks: PipePeaks | None = None) -> LiveEstimate | Unavailable:
+def estimate_live_position(
+    sample: Any, peaks: PipePeaks | None = None, *, gpus: Sequence[Any] | None = None
+) -> LiveEstimate | Unavailable:
     """The estimated position of the work on the GPU of ``sample`` (a :class:`GpuSample`), or
-    :class:`Unavailable` saying why (no GPM counters, unknown GPU, idle, GPU lost)."""
+    :class:`Unavailable` saying why (no GPM counters, unknown GPU, idle, GPU lost). Pass all of
+    the telemetry sample's ``gpus`` so the device gets its CUDA name (:func:`cuda_device_name`)."""
     if getattr(sample, "state", "ok") != "ok":
         return Unavailable(Reason.GPU_LOST, f"GPU {sample.index} is {sample.state}")
     if peaks is None:
@@ -169,7 +204,10 @@ def estimate_live_position(sample: Any, peaks: PipePeaks | None = None) -> LiveE
         # A specific reason (no permission, not supported) says more than "not collected".
         specific = [reason for reason in reasons if reason.reason != Reason.ERROR]
         reason = (specific or reasons or [Unavailable(Reason.NOT_SUPPORTED, "no pipe activity counters")])[0]
-        return Unavailable(reason.reason, f"activity counters unavailable ({reason.detail or reason.reason.value}); needs GPM on Hopper or newer")
+        return Unavailable(
+            reason.reason,
+            f"activity counters unavailable ({reason.detail or reason.reason.value}); needs GPM on Hopper or newer",
+        )
     dram = _value(sample.dram_bandwidth_bytes_per_s)
     if dram is None:
         percent, peak_bytes = _value(sample.dram_bandwidth_percent_of_peak), _value(sample.dram_peak_bytes_per_s)
@@ -178,7 +216,9 @@ def estimate_live_position(sample: Any, peaks: PipePeaks | None = None) -> LiveE
     if dram is None:
         reason = sample.dram_bandwidth_bytes_per_s
         detail = reason.detail if isinstance(reason, Unavailable) else "missing"
-        return Unavailable(reason.reason if isinstance(reason, Unavailable) else Reason.ERROR, f"DRAM bandwidth unavailable ({detail})")
+        return Unavailable(
+            reason.reason if isinstance(reason, Unavailable) else Reason.ERROR, f"DRAM bandwidth unavailable ({detail})"
+        )
     clock, clock_max = _value(sample.sm_clock_mhz), _value(sample.sm_clock_max_mhz)
     scale = clock / clock_max if clock is not None and clock_max else None
     if scale is not None:
@@ -188,7 +228,7 @@ def estimate_live_position(sample: Any, peaks: PipePeaks | None = None) -> LiveE
         return Unavailable(Reason.NOT_APPLICABLE, "GPU idle: no pipe activity and no DRAM traffic")
     return LiveEstimate(
         gpu_index=sample.index,
-        device=f"cuda:{sample.index}",
+        device=cuda_device_name(sample, gpus),
         name=sample.name,
         flop_per_s=flop_per_s,
         dram_bytes_per_s=max(0.0, dram),
@@ -213,11 +253,13 @@ def live_placement(estimate: LiveEstimate, model: RooflineModel | None = None, h
     return place_point(point, device)
 
 
-def estimate_point(sample: Any, key: DeviceKey | None = None, peaks: PipePeaks | None = None) -> Point | None:
+def estimate_point(
+    sample: Any, key: DeviceKey | None = None, peaks: PipePeaks | None = None, *, gpus: Sequence[Any] | None = None
+) -> Point | None:
     """The live estimate of ``sample`` (a :class:`GpuSample`) as an ``estimated`` chart point on
     device ``key`` (default: ``cuda:<index>`` with no host), or None when it cannot be estimated
     (use :func:`estimate_live_position` to learn why)."""
-    estimate = estimate_live_position(sample, peaks)
+    estimate = estimate_live_position(sample, peaks, gpus=gpus)
     if isinstance(estimate, Unavailable):
         return None
     point = estimate.to_point(host=key.host if key else None, rank=key.rank if key else None)

@@ -1,9 +1,18 @@
 """Build a :class:`RooflineModel` from one or more results files (probe ceilings, measured
 workloads) plus the built-in datasheet roofs; and turn a model into JSON.
 
-Several files combine: devices are keyed by (host, rank, device), so a CPU run and a GPU run of
-one machine share a host, and two machines stay apart. The host comes from a ceiling's or
-device entry's ``host``, else the file's ``system.hostname``.
+Several files combine into one machine identity: a device is the same device in every file that
+measured it, merged by host identity plus device identity, never by label strings:
+
+- the host is a ceiling's, workload's or device entry's ``host``, else the file's ``system.hostname``;
+- a CPU is (host, CPU model): the ranks of one host share it, and a file that does not name the
+  model (an old ``gpuscope.measure`` file) joins the one CPU its host has;
+- a GPU with a ``uuid`` is that UUID wherever it appears; without one it is (host, device) in a
+  single-rank file, and (host, rank, device) in a multi-rank file, whose ranks may each see
+  their GPU as ``cuda:0``.
+
+So ``vm/r0:cpu`` in a probe file and ``vm:cpu`` in a measure file are one CPU: the measure
+file's points are judged against the probe file's measured roofs.
 """
 
 from __future__ import annotations
@@ -11,26 +20,27 @@ from __future__ import annotations
 import os
 import re
 import socket
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from gpuscope.results import load_results
 from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, match_gpu_datasheet
 from gpuscope.roofline.model import (
     DATASHEET,
     MEASURED,
+    BandwidthPoint,
     DeviceKey,
     DeviceRoofs,
     Point,
     Roof,
     RooflineModel,
     place_point,
-    ridge_points,
 )
 from gpuscope.roofline.stragglers import ceiling_median, is_straggler, straggler_margin
+from gpuscope.schema.core import finite_or_none
 
-__all__ = ["load_model", "build_model", "model_to_json", "point_from_workload", "MODEL_JSON_SCHEMA"]
+__all__ = ["load_model", "build_model", "model_to_json", "model_from_json", "point_from_workload", "MODEL_JSON_SCHEMA"]
 
-MODEL_JSON_SCHEMA = "gpuscope.roofline"
 
 _FAILED_STATUSES = frozenset({"failed", "error", "invalid", "skipped", "validation_failed"})
 _UNIT_FOR_KIND = {"compute": "FLOP/s", "memory": "B/s", "transfer": "B/s", "collective": "B/s"}
@@ -54,9 +64,12 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _clean(value: Any) -> Any:
-    """``value`` with every control character in its strings (keys too) replaced by '?'."""
+    """``value`` with every control, bidi and surrogate character in its strings (keys too)
+    shown escaped (:func:`gpuscope.textsafe.safe_text`, the rule for all terminal output)."""
     if isinstance(value, str):
-        return _CONTROL.sub("?", value)
+        from gpuscope.textsafe import safe_text
+
+        return safe_text(value)
     if isinstance(value, dict):
         return {_clean(key): _clean(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -72,17 +85,13 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _number_or_none(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
 class _Builder:
     def __init__(self) -> None:
         self.devices: dict[DeviceKey, DeviceRoofs] = {}
         self.points: list[Point] = []
         self.warnings: list[str] = []
+        self.entries: dict[DeviceKey, dict[str, Any]] = {}  # the first devices entry naming each device
+        self.bandwidths: list[BandwidthPoint] = []
 
     def device(self, key: DeviceKey, device_type: str | None = None, name: str | None = None) -> DeviceRoofs:
         entry = self.devices.get(key)
@@ -113,11 +122,16 @@ def _device_placement(document: dict[str, Any], default_host: str | None) -> dic
     for entry in document.get("devices", []):
         device = _str_or_none(entry.get("device"))
         if device:
-            seen.setdefault(device, []).append((_str_or_none(entry.get("host")) or default_host, _int_or_none(entry.get("rank"))))
+            seen.setdefault(device, []).append(
+                (_str_or_none(entry.get("host")) or default_host, _int_or_none(entry.get("rank")))
+            )
     return {device: places[0] for device, places in seen.items() if len(set(places)) == 1}
 
 
-def _key(item: dict[str, Any], placement: dict[str, tuple[str | None, int | None]], default_host: str | None) -> DeviceKey | None:
+def _raw_key(
+    item: dict[str, Any], placement: dict[str, tuple[str | None, int | None]], default_host: str | None
+) -> DeviceKey | None:
+    """(host, rank, device) as the file writes it."""
     device = _str_or_none(item.get("device"))
     if device is None:
         return None
@@ -125,6 +139,78 @@ def _key(item: dict[str, Any], placement: dict[str, tuple[str | None, int | None
     host = _str_or_none(item.get("host")) or host
     item_rank = _int_or_none(item.get("rank"))
     return DeviceKey(host=host, rank=item_rank if item_rank is not None else rank, device=device)
+
+
+class _Identities:
+    """Maps each file's (host, rank, device) to one machine-wide :class:`DeviceKey` (see the
+    module docstring for the rule)."""
+
+    def __init__(self) -> None:
+        self.by_uuid: dict[str, DeviceKey] = {}
+        self.cpu_models: dict[str | None, set[str]] = {}  # host -> CPU models named on it
+
+    @staticmethod
+    def _is_cpu(device: str, kind: str | None) -> bool:
+        return kind == "cpu" or device == "cpu" or device.startswith("cpu:")
+
+    def note_document(
+        self, document: dict[str, Any], placement: dict[str, tuple[str | None, int | None]], default_host: str | None
+    ) -> None:
+        system = document.get("system") or {}
+        for entry in document.get("devices", []):
+            key = _raw_key(entry, placement, default_host)
+            if key is not None and self._is_cpu(key.device, _str_or_none(entry.get("type"))):
+                model = _str_or_none(entry.get("name")) or _str_or_none(system.get("cpu_model"))
+                if model:
+                    self.cpu_models.setdefault(key.host, set()).add(model.strip())
+
+    def key_of(self, raw: DeviceKey, document: dict[str, Any], multi_rank: bool) -> DeviceKey:
+        entry = _device_entry(document, raw)
+        kind = _str_or_none(entry.get("type")) if entry else None
+        if self._is_cpu(raw.device, kind):
+            system = document.get("system") or {}
+            model = (_str_or_none(entry.get("name")) if entry else None) or _str_or_none(system.get("cpu_model"))
+            models = self.cpu_models.get(raw.host, set())
+            if model is None or len(models) <= 1:
+                return DeviceKey(raw.host, None, "cpu")
+            return DeviceKey(raw.host, None, f"cpu:{model.strip()}")  # one hostname, two machines
+        uuid = _str_or_none(entry.get("uuid")) if entry else None
+        if uuid:
+            canonical = uuid.lower().removeprefix("gpu-")
+            found = self.by_uuid.get(canonical)
+            if found is None:
+                found = DeviceKey(raw.host, raw.rank if multi_rank else None, raw.device)
+                self.by_uuid[canonical] = found
+            return found
+        return DeviceKey(raw.host, raw.rank if multi_rank else None, raw.device)
+
+
+def _device_entry(document: dict[str, Any], raw: DeviceKey) -> dict[str, Any] | None:
+    """The ``devices`` entry of ``raw`` in ``document`` (same device, host and rank where given)."""
+    system = document.get("system") or {}
+    default_host = _str_or_none(system.get("hostname"))
+    fallback: dict[str, Any] | None = None
+    for entry in document.get("devices", []):
+        if entry.get("device") != raw.device:
+            continue
+        host = _str_or_none(entry.get("host")) or default_host
+        rank = _int_or_none(entry.get("rank"))
+        if host == raw.host and (rank is None or raw.rank is None or rank == raw.rank):
+            return dict(entry)
+        fallback = fallback or (entry if host == raw.host else None)
+    return fallback
+
+
+def _multi_rank(document: dict[str, Any]) -> bool:
+    """True for a multi-rank (distributed) file: more than one rank named, or a ``distributed`` block."""
+    ranks = {
+        _int_or_none(item.get("rank"))
+        for part in ("devices", "ceilings", "workloads")
+        for item in document.get(part, [])
+        if isinstance(item, dict)
+    }
+    ranks.discard(None)
+    return len(ranks) > 1 or isinstance(document.get("distributed"), dict)
 
 
 def point_from_workload(workload: dict[str, Any], key: DeviceKey, origin: str | None = None) -> Point:
@@ -140,7 +226,7 @@ def point_from_workload(workload: dict[str, Any], key: DeviceKey, origin: str | 
         bytes=float(workload["bytes"]),
         time_s=float(workload["time_s"]),
         dtype=_str_or_none(workload.get("dtype")),
-        dram_bytes_measured=_number_or_none(workload.get("dram_bytes_measured")),
+        dram_bytes_measured=finite_or_none(workload.get("dram_bytes_measured")),
         bytes_rule=_str_or_none(workload.get("bytes_rule")),
         source=_str_or_none(workload.get("source")) or "results",
         warm=warm,
@@ -164,16 +250,34 @@ def build_model(
     matches, since a results file may come from another machine."""
     builder = _Builder()
     documents = [(_clean(source), _clean(document)) for source, document in documents]
+    identities = _Identities()
+    for _source, document in documents:
+        system = document.get("system") or {}
+        default_host = _str_or_none(system.get("hostname"))
+        identities.note_document(document, _device_placement(document, default_host), default_host)
     for source, document in documents:
         system = document.get("system") or {}
         default_host = _str_or_none(system.get("hostname"))
         placement = _device_placement(document, default_host)
+        multi_rank = _multi_rank(document)
+
+        def _key(
+            item: dict[str, Any],
+            placement: dict[str, tuple[str | None, int | None]],
+            default_host: str | None,
+            document: dict[str, Any] = document,
+            multi_rank: bool = multi_rank,
+        ) -> DeviceKey | None:
+            raw = _raw_key(item, placement, default_host)
+            return None if raw is None else identities.key_of(raw, document, multi_rank)
+
         for entry in document.get("devices", []):
             key = _key(entry, placement, default_host)
             if key is None:
                 builder.warnings.append(f"{source}: a devices entry has no 'device'; ignored")
                 continue
             builder.device(key, _str_or_none(entry.get("type")), _str_or_none(entry.get("name")))
+            builder.entries.setdefault(key, entry)
         for position, ceiling in enumerate(document.get("ceilings", [])):
             key = _key(ceiling, placement, default_host)
             assert key is not None  # validate_results checked 'device'
@@ -185,14 +289,21 @@ def build_model(
                 continue
             status = ceiling.get("status")
             if isinstance(status, str) and status.lower() in _FAILED_STATUSES:
-                builder.warnings.append(f"{source}: ceilings[{position}] ({ceiling['name']}) has status {status!r}; ignored")
+                builder.warnings.append(
+                    f"{source}: ceilings[{position}] ({ceiling['name']}) has status {status!r}; ignored"
+                )
                 continue
             builder.add_roof(
                 Roof(
                     key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED, _str_or_none(ceiling.get("note")) or "", source,
-                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling),
+                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling), size_bytes=finite_or_none(ceiling.get("size_bytes")),
                 )
             )  # fmt: skip
+        for measurement in document.get("measurements", []):
+            link = _bandwidth_point(measurement)
+            key = _key(measurement, placement, default_host) if link is not None else None
+            if link is not None and key is not None:
+                builder.bandwidths.append(BandwidthPoint(key, *link))
         for workload in document.get("workloads", []):
             key = _key(workload, placement, default_host)
             if key is None:
@@ -210,16 +321,44 @@ def build_model(
         sources=[source for source, _ in documents],
         warnings=builder.warnings,
         straggler_margin=margins[0] if margins else None,
+        bandwidths=builder.bandwidths,
     )
     model.placements = [place_point(point, model.device(point.key)) for point in model.points]
     return model
+
+
+def _bandwidth_point(measurement: Any) -> tuple[str, float, float] | None:
+    """``(link, size_bytes, bytes_per_s)`` of an ok transfer or collective measurement (bus
+    bandwidth for collectives), else None."""
+    if not isinstance(measurement, dict) or measurement.get("kind") not in ("transfer", "collective"):
+        return None
+    if str(measurement.get("status") or "ok").lower() in _FAILED_STATUSES:
+        return None
+    found = measurement.get("parameters")
+    parameters: dict[str, Any] = found if isinstance(found, dict) else {}
+    size = finite_or_none(parameters.get("size_bytes"))
+    if measurement["kind"] == "collective":
+        link = f"{parameters.get('op') or 'collective'}.busbw"
+        rate = finite_or_none(measurement.get("busbw_bytes_per_s")) or finite_or_none(measurement.get("bytes_per_s"))
+    else:
+        link = _str_or_none(measurement.get("ceiling_name")) or str(parameters.get("direction") or "transfer")
+        rate = finite_or_none(measurement.get("bytes_per_s"))
+    if size is None or rate is None or size <= 0 or rate <= 0:
+        return None
+    return link, size, rate
 
 
 def _device_order(device: DeviceRoofs) -> tuple[Any, ...]:
     key = device.key
     kind_rank = 0 if device.device_type == "gpu" else (1 if device.device_type == "cpu" else 2)
     index = key.device.rsplit(":", 1)[-1]
-    return (key.host or "", key.rank if key.rank is not None else -1, kind_rank, int(index) if index.isdigit() else 0, key.device)
+    return (
+        key.host or "",
+        key.rank if key.rank is not None else -1,
+        kind_rank,
+        int(index) if index.isdigit() else 0,
+        key.device,
+    )
 
 
 def _add_datasheet_roofs(
@@ -242,12 +381,50 @@ def _add_datasheet_roofs(
                 value = sheet.compute_flop_per_s.get(dtype)
                 if value and dtype != "int8":  # int8 is OP/s, not FLOP/s
                     builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
-            builder.add_roof(Roof(key, "memory", "dram", sheet.memory_bytes_per_s, "B/s", DATASHEET, f"{sheet.label} {sheet.memory_kind}"))
-            builder.add_roof(Roof(key, "transfer", "pcie.h2d", sheet.pcie_bytes_per_s_per_direction, "B/s", DATASHEET, "PCIe, one direction"))
-            builder.add_roof(Roof(key, "transfer", "pcie.d2h", sheet.pcie_bytes_per_s_per_direction, "B/s", DATASHEET, "PCIe, one direction"))
+            builder.add_roof(
+                Roof(
+                    key,
+                    "memory",
+                    "dram",
+                    sheet.memory_bytes_per_s,
+                    "B/s",
+                    DATASHEET,
+                    f"{sheet.label} {sheet.memory_kind}",
+                )
+            )
+            builder.add_roof(
+                Roof(
+                    key,
+                    "transfer",
+                    "pcie.h2d",
+                    sheet.pcie_bytes_per_s_per_direction,
+                    "B/s",
+                    DATASHEET,
+                    "PCIe, one direction",
+                )
+            )
+            builder.add_roof(
+                Roof(
+                    key,
+                    "transfer",
+                    "pcie.d2h",
+                    sheet.pcie_bytes_per_s_per_direction,
+                    "B/s",
+                    DATASHEET,
+                    "PCIe, one direction",
+                )
+            )
             if sheet.nvlink_bytes_per_s_per_direction:
                 builder.add_roof(
-                    Roof(key, "transfer", "nvlink", sheet.nvlink_bytes_per_s_per_direction, "B/s", DATASHEET, "NVLink total, one direction")
+                    Roof(
+                        key,
+                        "transfer",
+                        "nvlink",
+                        sheet.nvlink_bytes_per_s_per_direction,
+                        "B/s",
+                        DATASHEET,
+                        "NVLink total, one direction",
+                    )
                 )
             device.notes.extend(sheet.notes)
         elif device.device_type == "cpu":
@@ -261,6 +438,26 @@ def _add_datasheet_roofs(
             same_model = device.name is not None and device.name.strip() == str(getattr(cpu, "model", "")).strip()
             same_host = device.name is None and key.host in (None, hostname)
             if not (same_model or same_host):
+                recorded = {
+                    dtype: finite_or_none(builder.entries.get(key, {}).get(f"datasheet_peak_{dtype}_flop_per_s"))
+                    for dtype in ("fp32", "fp64")
+                }
+                if any(recorded.values()):  # the probe recorded the peak on the machine itself
+                    device.datasheet = f"{device.name or 'CPU'}: recorded by the probe on that machine"
+                    for dtype, value in recorded.items():
+                        if value:
+                            builder.add_roof(
+                                Roof(
+                                    key,
+                                    "compute",
+                                    dtype,
+                                    value,
+                                    "FLOP/s",
+                                    DATASHEET,
+                                    "cores x SIMD FLOP/cycle x clock, as the probe recorded it",
+                                )
+                            )
+                    continue
                 device.notes.append(
                     f"no CPU datasheet roof: the results come from {device.name or key.host!r}, this machine has {getattr(cpu, 'model', '?')!r}"
                 )
@@ -269,11 +466,17 @@ def _add_datasheet_roofs(
             if not peaks:
                 device.notes.append("no CPU datasheet roof: clock frequency unknown")
                 continue
-            device.datasheet = f"{getattr(cpu, 'model', 'CPU')} (cores x SIMD x clock)"
+            cores = getattr(cpu, "physical_cores", None) or getattr(cpu, "logical_cores", "?")
+            clock = getattr(cpu, "clock_source", "max clock")
+            device.datasheet = (
+                f"{getattr(cpu, 'model', 'CPU')}: {cores} cores x {getattr(cpu, 'simd', 'SIMD')} x {clock}"
+            )
             if device.name is None:
                 device.name = getattr(cpu, "model", None)
             for dtype, value in peaks.items():
-                builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, "cores x SIMD FLOP/cycle x max clock"))
+                per_cycle = getattr(cpu, f"{dtype}_flop_per_cycle_per_core", "?")
+                note = f"{cores} cores x {per_cycle} FLOP/cycle x {clock}"
+                builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
 
 
 def _local_cpu_info() -> Any:
@@ -282,112 +485,5 @@ def _local_cpu_info() -> Any:
     return cpu_info()
 
 
-# --- JSON ------------------------------------------------------------------------------------
-
-
-def _roof_json(roof: Roof | None) -> dict[str, Any] | None:
-    if roof is None:
-        return None
-    return {
-        "kind": roof.kind,
-        "name": roof.name,
-        "value": roof.value,
-        "unit": roof.unit,
-        "source": roof.source,
-        "note": roof.note or None,
-        "origin": roof.origin,
-        "straggler": roof.straggler,
-        "median_value": roof.median_value,
-        "below_median_percent": roof.below_median_percent,
-    }
-
-
-def model_to_json(model: RooflineModel) -> dict[str, Any]:
-    """The model as plain JSON data (``gpuscope roofline --json``)."""
-    devices = []
-    for device in model.devices:
-        devices.append(
-            {
-                "host": device.key.host,
-                "rank": device.key.rank,
-                "device": device.key.device,
-                "label": model.device_label(device.key),
-                "type": device.device_type,
-                "name": device.name,
-                "datasheet": device.datasheet,
-                "straggler": device.straggler,
-                "notes": list(device.notes),
-                "roofs": [_roof_json(roof) for roof in sorted(device.roofs, key=lambda r: (r.kind, r.source, -r.value))],
-                "ridge_points": [
-                    {
-                        "compute": ridge.compute.name,
-                        "compute_source": ridge.compute.source,
-                        "memory": ridge.memory.name,
-                        "memory_source": ridge.memory.source,
-                        "intensity_flop_per_byte": ridge.intensity_flop_per_byte,
-                    }
-                    for ridge in ridge_points(device)
-                ],
-            }
-        )
-    points = []
-    for placement in model.placements:
-        point = placement.point
-        points.append(
-            {
-                "name": point.name,
-                "host": point.key.host,
-                "rank": point.key.rank,
-                "device": point.key.device,
-                "label": model.device_label(point.key),
-                "dtype": point.dtype,
-                "flops": point.flops,
-                "bytes": point.bytes,
-                "bytes_rule": point.bytes_rule,
-                "dram_bytes_measured": point.dram_bytes_measured,
-                "time_s": point.time_s,
-                "flop_per_s": point.flop_per_s,
-                "intensity_flop_per_byte": point.intensity_flop_per_byte,
-                "dram_intensity_flop_per_byte": point.dram_intensity_flop_per_byte,
-                "intensity_basis": placement.intensity_basis,
-                "source": point.source,
-                "warm": point.warm,
-                "estimated": point.estimated,
-                "bound": placement.bound,
-                "efficiency": placement.efficiency,
-                "attainable_flop_per_s": placement.attainable_flop_per_s,
-                "ridge_flop_per_byte": placement.ridge_flop_per_byte,
-                "compute_roof": _roof_json(placement.compute_roof),
-                "memory_roof": _roof_json(placement.memory_roof),
-                "above_roof": placement.above_roof,
-                "note": placement.note or None,
-                "origin": point.origin,
-                "straggler": point.straggler,
-            }
-        )
-    stragglers = [
-        {
-            "host": device.key.host,
-            "rank": device.key.rank,
-            "device": device.key.device,
-            "label": model.device_label(device.key),
-            "name": device.name,
-            "kind": roof.kind,
-            "ceiling": roof.name,
-            "value": roof.value,
-            "unit": roof.unit,
-            "median_value": roof.median_value,
-            "below_median_percent": roof.below_median_percent,
-        }
-        for device, roof in model.stragglers
-    ]
-    return {
-        "schema": MODEL_JSON_SCHEMA,
-        "schema_version": 1,
-        "sources": list(model.sources),
-        "warnings": list(model.warnings),
-        "straggler_margin": model.straggler_margin,
-        "stragglers": stragglers,
-        "devices": devices,
-        "points": points,
-    }
+# The model's JSON form lives in model_json; re-exported here (``roofline --json``, the report).
+from gpuscope.roofline.model_json import MODEL_JSON_SCHEMA, model_from_json, model_to_json  # noqa: E402

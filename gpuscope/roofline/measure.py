@@ -15,15 +15,17 @@ import platform
 import socket
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.roofline.counting import BYTES_RULE, CountResult, count_call
 from gpuscope.roofline.model import PerCallRates
 from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
+from gpuscope.telemetry.energy import energy_fields
 from gpuscope.telemetry.values import Reason, Unavailable
 
 __all__ = ["measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload", "dram_bytes_per_call"]
@@ -50,6 +52,7 @@ class MeasuredWorkload(PerCallRates):
     device_name: str | None = None
     results_path: str | None = None
     notes: list[str] = field(default_factory=list)
+    energy: Any = None  # EnergyResult of one call (gpuscope.telemetry.energy), None when not measured
 
     @property
     def time_s(self) -> float:
@@ -94,6 +97,7 @@ class MeasuredWorkload(PerCallRates):
             "source": "measure",
             "notes": list(self.notes) + list(self.timing.notes) + list(self.counts.notes),
             "created": time.time(),
+            **energy_fields(self.energy, self.flops),  # energy_j per call, or why not (never 0 J)
         }
 
     def summary_lines(self) -> list[str]:
@@ -215,28 +219,15 @@ def dram_bytes_per_call(intervals: list[tuple[float, Any, int]]) -> float | Unav
 
 
 def _match_gpu(sample: Any, device: Any) -> Any:
-    """The GpuSample of ``device`` in a telemetry Sample (by UUID, else by index)."""
-    import torch
+    """The GpuSample of ``device`` in a telemetry Sample: by UUID, else by ``CUDA_VISIBLE_DEVICES``
+    and PCI order (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`)."""
+    from gpuscope.telemetry.nvml import mapping
 
-    uuid = ""
-    try:
-        uuid = str(torch.cuda.get_device_properties(device).uuid).lower().removeprefix("gpu-")
-    except Exception:  # noqa: BLE001 - older torch has no uuid
-        uuid = ""
-    gpus = [gpu for gpu in getattr(sample, "gpus", []) if getattr(gpu, "mig_parent_index", None) is None]
-    if uuid:
-        for gpu in gpus:
-            if str(getattr(gpu, "uuid", "")).lower().removeprefix("gpu-") == uuid:
-                return gpu
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    index = device.index
-    if visible and all(part.strip().isdigit() for part in visible.split(",")):
-        mapping = [int(part) for part in visible.split(",")]
-        index = mapping[index] if index < len(mapping) else index
-    for gpu in gpus:
-        if getattr(gpu, "index", None) == index:
-            return gpu
-    return None
+    index = device.index or 0
+    match = mapping.match_cuda_device(
+        list(getattr(sample, "gpus", []) or []), index, cuda_uuid=mapping.cuda_device_uuid(index)
+    )
+    return match.gpu if match is not None else None
 
 
 def _default_collector() -> Any:
@@ -281,7 +272,11 @@ def _measure_dram_bytes(
             synchronize()
             current = collector.sample()
             gpu = select_gpu(current)
-            bandwidth = gpu.dram_bandwidth_bytes_per_s if gpu is not None else Unavailable(Reason.GPU_LOST, "GPU left the sample")
+            bandwidth = (
+                gpu.dram_bandwidth_bytes_per_s
+                if gpu is not None
+                else Unavailable(Reason.GPU_LOST, "GPU left the sample")
+            )
             intervals.append((current.timestamp - previous.timestamp, bandwidth, batch))
             previous = current
         return dram_bytes_per_call(intervals)
@@ -315,27 +310,34 @@ def _system_info() -> dict[str, Any]:
     }
 
 
-def append_workload(path: str | os.PathLike[str], workload: dict[str, Any], device_entry: dict[str, Any], system: dict[str, Any]) -> None:
+def append_workload(
+    path: str | os.PathLike[str], workload: dict[str, Any], device_entry: dict[str, Any], system: dict[str, Any]
+) -> None:
     """Append ``workload`` to the results file at ``path`` (created when absent), adding the
     device entry when the file does not list that device yet. Atomic: a reader never sees a
-    half-written file. Raises :class:`BadInputError` for an existing file that is not results."""
-    from gpuscope.results import load_results, new_results, write_json_atomic
+    half-written file. Read, change and write happen under the file's lock (processes appending
+    to one file wait for each other: none loses another's workload). Raises
+    :class:`BadInputError` for an existing file that is not results."""
+    from gpuscope.fileio import OutputLock, check_output, write_json_atomic
+    from gpuscope.results import load_results, new_results
 
     target = Path(path)
-    if target.exists():
-        document = load_results(target)
-    else:
-        if target.parent and not target.parent.exists():
-            raise UsageError(f"{path}: folder {target.parent} does not exist")
-        document = new_results(system=system)
-    known = {(entry.get("device"), entry.get("host")) for entry in document["devices"]}
-    if (device_entry["device"], device_entry.get("host")) not in known:
-        document["devices"].append(device_entry)
-    document["workloads"].append(workload)
-    try:
-        write_json_atomic(target, document)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    check_output(target, allow_inputs=True)
+    with OutputLock(target, wait_s=300.0):
+        if target.exists():
+            document = load_results(target)
+        else:
+            if target.parent and not target.parent.exists():
+                raise UsageError(f"{path}: folder {target.parent} does not exist")
+            document = new_results(system=system)
+        known = {(entry.get("device"), entry.get("host")) for entry in document["devices"]}
+        if (device_entry["device"], device_entry.get("host")) not in known:
+            document["devices"].append(device_entry)
+        document["workloads"].append(workload)
+        try:
+            write_json_atomic(target, document, replace_input=True)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
 
 
 # --- the public function -----------------------------------------------------------------------
@@ -359,6 +361,7 @@ def measure(
     telemetry: bool = True,
     dram_window_s: float = 1.0,
     collector_factory: Callable[[], Any] | None = None,
+    energy: bool = True,
 ) -> MeasuredWorkload:
     """Time ``fn(*args, **kwargs)`` and place it on the roofline.
 
@@ -378,6 +381,8 @@ def measure(
       samples shrinks (to no fewer than 3) to fit ``max_time_s``.
     - ``telemetry``: on a GPU with GPM (Hopper and newer), run for ``dram_window_s`` more while
       sampling DRAM bandwidth and record the DRAM bytes moved per call.
+    - ``energy``: where the device has an energy counter (NVML on NVIDIA GPUs, RAPL on CPUs), run
+      about 1 s more between two reads of it and record the joules of one call.
     """
     import torch
 
@@ -391,11 +396,13 @@ def measure(
     with contextlib.ExitStack() as stack:
         if resolved.type == "cuda":
             stack.enter_context(torch.cuda.device(resolved))  # the caller's current device is kept
-        started = time.perf_counter()
         counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)  # also the first, discarded run
+        # A warm, uncounted call sizes the sample budget (the counted call is many times slower).
+        started = time.perf_counter()
+        call()
         if resolved.type == "cuda":
             torch.cuda.synchronize(resolved)
-        first_call_s = time.perf_counter() - started  # an over-estimate (counting overhead): sizes N
+        first_call_s = time.perf_counter() - started
         if counts.uncounted_ops and flops is None:
             listed = ", ".join(f"{op} x{calls}" for op, calls in counts.uncounted_ops.items())
             warnings.warn(
@@ -419,7 +426,9 @@ def measure(
         notes: list[str] = []
         dram: float | Unavailable
         if resolved.type != "cuda":
-            dram = Unavailable(Reason.NOT_APPLICABLE, "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only")
+            dram = Unavailable(
+                Reason.NOT_APPLICABLE, "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only"
+            )
         elif not telemetry:
             dram = Unavailable(Reason.NOT_APPLICABLE, "telemetry turned off")
         else:
@@ -431,6 +440,16 @@ def measure(
                 synchronize=lambda: torch.cuda.synchronize(resolved),
                 select_gpu=lambda sample: _match_gpu(sample, resolved),
                 device_text=str(resolved),
+            )
+        energy_result = None
+        if energy:
+            from gpuscope.telemetry.energy import energy_per_call
+
+            energy_result, _ = energy_per_call(
+                call,
+                str(resolved) if resolved.type == "cuda" else "cpu",
+                per_call_s=timing.median_s,
+                synchronize=(lambda: torch.cuda.synchronize(resolved)) if resolved.type == "cuda" else (lambda: None),
             )
     total_flops = float(flops) if flops is not None else float(counts.flops)
     total_bytes = float(bytes_moved) if bytes_moved is not None else float(counts.bytes)
@@ -452,6 +471,7 @@ def measure(
         dram_bytes_measured=dram,
         device_name=_device_name(resolved),
         notes=notes,
+        energy=energy_result,
     )
     if results is not None:
         entry = {
@@ -460,6 +480,11 @@ def measure(
             "name": workload.device_name,
             "host": workload.host,
         }
+        if resolved.type == "cuda":  # the GPU's identity across files (gpuscope.roofline.loading)
+            try:
+                entry["uuid"] = str(torch.cuda.get_device_properties(resolved).uuid)
+            except Exception:  # noqa: BLE001 - older torch has no uuid
+                pass
         append_workload(results, workload.to_workload(), entry, _system_info())
         workload.results_path = str(results)
     return workload

@@ -17,8 +17,9 @@ miscounted (or, for a warm run, data came from a cache rather than DRAM).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal
+from typing import Literal
 
 from gpuscope.telemetry.values import Unavailable
 
@@ -33,6 +34,7 @@ __all__ = [
     "Point",
     "Placement",
     "Ridge",
+    "BandwidthPoint",
     "RooflineModel",
     "attainable_flop_per_s",
     "ridge_point_flop_per_byte",
@@ -44,7 +46,35 @@ __all__ = [
     "ridge_points",
     "place_point",
     "is_finite_positive",
+    "DRAM_ROOF_RULE",
+    "ABOVE_DATASHEET_TOLERANCE",
+    "ABOVE_DATASHEET_TEXT",
+    "is_above_datasheet",
+    "AboveDatasheet",
+    "datasheet_twin",
+    "above_datasheet",
 ]
+
+#: The one rule that picks a device's default DRAM roof (the one points are judged against and
+#: ridge points use).
+DRAM_ROOF_RULE = (
+    "default DRAM roof: the measured STREAM triad (2 reads + 1 write, the mix of most streaming ops "
+    "and the figure STREAM and vendors quote), else the best other DRAM kernel measured, else the datasheet"
+)
+
+#: A measured ceiling more than this fraction above its datasheet roof is flagged.
+ABOVE_DATASHEET_TOLERANCE = 0.02
+ABOVE_DATASHEET_TEXT = "above datasheet: the datasheet entry or the measurement is wrong"
+
+
+def is_above_datasheet(percent_of_spec: object) -> bool:
+    """Whether a measured ceiling at ``percent_of_spec`` % of its datasheet value is flagged."""
+    return (
+        isinstance(percent_of_spec, (int, float))
+        and not isinstance(percent_of_spec, bool)
+        and percent_of_spec > 100.0 * (1.0 + ABOVE_DATASHEET_TOLERANCE)
+    )
+
 
 MEASURED = "measured"
 DATASHEET = "datasheet"
@@ -116,6 +146,7 @@ class Roof:
     origin: str | None = None  # the results file a measured roof came from
     straggler: bool = False  # a multi-rank run flagged it: more than the margin below the median
     median_value: float | None = None  # median of this ceiling across ranks (same unit), when compared
+    size_bytes: float | None = None  # transfer/collective: the message size that reached this rate
 
     @property
     def below_median_percent(self) -> float | None:
@@ -229,6 +260,16 @@ class Point(PerCallRates):
     straggler: bool = False  # the workload or probe measurement is a straggler's (multi-rank run)
 
 
+@dataclass(frozen=True)
+class BandwidthPoint:
+    """One interconnect measurement: a transfer or collective ``link`` (``"h2d.pinned"``,
+    ``"allreduce.busbw"``) at one message size, in bytes per second."""
+
+    key: DeviceKey
+    link: str
+    size_bytes: float
+    bytes_per_s: float
+
 
 @dataclass(frozen=True)
 class Ridge:
@@ -275,17 +316,27 @@ class RooflineModel:
     sources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     straggler_margin: float | None = None  # the margin a multi-rank run flagged stragglers with
+    bandwidths: list[BandwidthPoint] = field(default_factory=list)  # transfers and collectives by message size
 
     @property
     def stragglers(self) -> list[tuple[DeviceRoofs, Roof]]:
         """Every straggler roof with its device, in device order."""
-        return [(device, roof) for device in self.devices for roof in sorted(device.stragglers, key=lambda r: (r.kind, r.name))]
+        return [
+            (device, roof)
+            for device in self.devices
+            for roof in sorted(device.stragglers, key=lambda r: (r.kind, r.name))
+        ]
 
     def device(self, key: DeviceKey) -> DeviceRoofs | None:
         for device in self.devices:
             if device.key == key:
                 return device
         return None
+
+    @property
+    def above_datasheet(self) -> list[AboveDatasheet]:
+        """Every measured ceiling above its datasheet roof, in device order."""
+        return [item for device in self.devices for item in above_datasheet(device)]
 
     @property
     def multi_host(self) -> bool:
@@ -295,7 +346,7 @@ class RooflineModel:
     def device_label(self, key: DeviceKey) -> str:
         return key.label(with_host=self.multi_host)
 
-    def replace_points(self, points: Iterable[Point]) -> "RooflineModel":
+    def replace_points(self, points: Iterable[Point]) -> RooflineModel:
         """A copy with these points (placed again); the roofs are shared."""
         new_points = list(points)
         return RooflineModel(
@@ -305,13 +356,16 @@ class RooflineModel:
             sources=list(self.sources),
             warnings=list(self.warnings),
             straggler_margin=self.straggler_margin,
+            bandwidths=list(self.bandwidths),
         )
 
 
 # --- pure functions ----------------------------------------------------------------------------
 
 
-def attainable_flop_per_s(intensity_flop_per_byte: float, compute_flop_per_s: float, memory_bytes_per_s: float) -> float:
+def attainable_flop_per_s(
+    intensity_flop_per_byte: float, compute_flop_per_s: float, memory_bytes_per_s: float
+) -> float:
     """``min(compute, intensity * memory)``: the roofline at this intensity (FLOP/s)."""
     if intensity_flop_per_byte < 0 or compute_flop_per_s <= 0 or memory_bytes_per_s <= 0:
         raise ValueError("intensity must be >= 0 and roofs > 0")
@@ -345,9 +399,68 @@ def compute_roof_for(device: DeviceRoofs, dtype: str | None) -> Roof | None:
 
 
 def memory_roof_for(device: DeviceRoofs, level: str = "dram") -> Roof | None:
-    """The memory roof of ``level`` (default DRAM/HBM): the best measured one, else the datasheet."""
+    """The memory roof of ``level`` (default DRAM/HBM) by :data:`DRAM_ROOF_RULE`: the measured
+    triad, else the best measured kernel of the level, else the datasheet."""
     memory = [roof for roof in device.memory if roof.level == level]
-    return _best(roof for roof in memory if roof.source == MEASURED) or _best(memory)
+    measured = [roof for roof in memory if roof.source == MEASURED]
+    triad = [roof for roof in measured if roof.name.split(".", 1)[-1] == "triad"]
+    return _best(triad) or _best(measured) or _best(memory)
+
+
+@dataclass(frozen=True)
+class AboveDatasheet:
+    """A measured ceiling above its datasheet roof: ``ratio`` = measured / datasheet (> 1)."""
+
+    device: DeviceRoofs
+    measured: Roof
+    datasheet: Roof
+    ratio: float
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.measured.name} {self.ratio * 100:.0f}% of datasheet {self.datasheet.name}: {ABOVE_DATASHEET_TEXT}"
+        )
+
+
+def datasheet_twin(device: DeviceRoofs, roof: Roof) -> Roof | None:
+    """The datasheet roof a measured ``roof`` is held against: compute the same dtype (the
+    highest variant: fp64 against fp64.tensor too), memory the same level, pinned host copies
+    against PCIe each way, NVLink and peer copies against NVLink; None when there is none."""
+    sheets = [other for other in device.roofs if other.source == DATASHEET and other.kind == roof.kind]
+    if roof.kind == "compute":
+        dtype = roof.name.split(".", 1)[0]
+        return _best(other for other in sheets if roof_serves_dtype(other.name, dtype))
+    if roof.kind == "memory":
+        return _best(other for other in sheets if other.level == roof.level)
+    if roof.kind == "transfer":
+        head = roof.name.lower()
+        if "pageable" in head:
+            return None
+        wanted = (
+            "pcie.h2d"
+            if head.startswith(("h2d", "pcie.h2d"))
+            else "pcie.d2h"
+            if head.startswith(("d2h", "pcie.d2h"))
+            else "nvlink"
+            if head.startswith(("nvlink", "p2p", "d2d.peer"))
+            else None
+        )
+        return _best(other for other in sheets if other.name == wanted)
+    return None
+
+
+def above_datasheet(device: DeviceRoofs) -> list[AboveDatasheet]:
+    """Every measured ceiling of ``device`` more than :data:`ABOVE_DATASHEET_TOLERANCE` above its
+    datasheet roof (the datasheet entry, its clock, or the measurement is wrong)."""
+    found = []
+    for roof in device.roofs:
+        if roof.source != MEASURED:
+            continue
+        twin = datasheet_twin(device, roof)
+        if twin is not None and twin.value > 0 and roof.value > twin.value * (1 + ABOVE_DATASHEET_TOLERANCE):
+            found.append(AboveDatasheet(device, roof, twin, roof.value / twin.value))
+    return sorted(found, key=lambda item: (item.measured.kind, item.measured.name))
 
 
 def ridge_points(device: DeviceRoofs) -> list[Ridge]:
@@ -400,11 +513,9 @@ def place_point(point: Point, device: DeviceRoofs | None) -> Placement:
         note = _above_note(compute, efficiency) if above else "no bytes counted: placed against the compute roof only"
         return Placement(point, None, basis, compute, memory, None, compute.value, "compute", efficiency, above, note)
     if memory is None:
-        assert compute is not None
-        efficiency = achieved / compute.value
-        above = efficiency > 1 + ABOVE_ROOF_TOLERANCE
-        note = _above_note(compute, efficiency) if above else "no DRAM roof: placed against the compute roof only"
-        return Placement(point, intensity, basis, compute, None, None, compute.value, "compute", efficiency, above, note)
+        return unknown(
+            "no DRAM roof for this device: bound unknown (run `gpuscope probe` to measure one)", compute, None
+        )
     if compute is None:
         attainable = intensity * memory.value
         efficiency = achieved / attainable if attainable > 0 else None

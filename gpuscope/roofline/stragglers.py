@@ -33,16 +33,21 @@ def ceiling_median(ceiling: dict[str, Any]) -> float | None:
 
 def below_median_percent(value: Any, median: Any) -> float | None:
     """How far ``value`` is below ``median``, in percent of the median (negative when above)."""
-    value, median = _positive(value), _positive(median)
-    if value is None or median is None:
+    value_f, median_f = _positive(value), _positive(median)
+    if value_f is None or median_f is None:
         return None
-    return (1.0 - value / median) * 100.0
+    return (1.0 - value_f / median_f) * 100.0
 
 
 def straggler_margin(document: dict[str, Any]) -> float | None:
     """The margin (a fraction, 0.10 = 10%) the probe run used, or None when not recorded."""
     margin = document.get("straggler_margin")
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not math.isfinite(margin) or not 0 < margin < 1:
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, (int, float))
+        or not math.isfinite(margin)
+        or not 0 < margin < 1
+    ):
         return None
     return float(margin)
 

@@ -20,15 +20,9 @@ def format_si(value: float | None, unit: str = "", digits: int = 3) -> str:
     magnitude = abs(value)
     if magnitude == 0:
         return f"0 {unit}".rstrip() if unit else "0"
-    scale, prefix = 1.0, ""
-    if magnitude >= 1:
-        for scale, prefix in _PREFIXES:
-            if magnitude >= scale * 0.9995:
-                break
-    else:
-        for scale, prefix in _SMALL:
-            if magnitude >= scale * 0.9995:
-                break
+    # the first prefix the magnitude reaches, else the last one
+    table = _PREFIXES if magnitude >= 1 else _SMALL
+    scale, prefix = next((entry for entry in table if magnitude >= entry[0] * 0.9995), table[-1])
     scaled = magnitude / scale
     decimals = max(0, max(1, digits) - 1 - int(math.floor(math.log10(scaled))) if scaled > 0 else 0)
     text = f"{scaled:.{decimals}f}"

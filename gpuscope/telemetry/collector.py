@@ -132,7 +132,7 @@ class TelemetryCollector:
                 pass
         self._gpu = None
 
-    def __enter__(self) -> "TelemetryCollector":
+    def __enter__(self) -> TelemetryCollector:
         self.open()
         return self
 
@@ -150,6 +150,8 @@ def _make_nvml(gpm: bool, processes: bool) -> tuple[GpuSource | None, Unavailabl
         from gpuscope.telemetry.nvml import NvmlCollector
     except ImportError as exc:
         if exc.name == "pynvml":
-            return None, Unavailable(Reason.NO_DRIVER, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)")
+            return None, Unavailable(
+                Reason.NO_DRIVER, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)"
+            )
         return None, Unavailable(Reason.ERROR, f"NVML support not importable: {exc}")
     return NvmlCollector(gpm=gpm, processes=processes), None

@@ -11,7 +11,45 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CacheLevel", "CpuInfo", "cpu_info", "parse_cache_size"]
+__all__ = ["CacheLevel", "CpuInfo", "cpu_info", "parse_cache_size", "BOOST_CLOCKS_MHZ", "boost_clock_mhz"]
+
+#: Maximum (boost) clocks of common server CPUs, MHz, from the vendors' product pages; used when
+#: the kernel does not expose cpufreq (most VMs). Matched as a whole word in the model name.
+BOOST_CLOCKS_MHZ: tuple[tuple[str, float], ...] = (
+    ("EPYC 7763", 3500),
+    ("EPYC 7713", 3675),
+    ("EPYC 7543", 3700),
+    ("EPYC 7B13", 3500),
+    ("EPYC 7R13", 3600),
+    ("EPYC 7V13", 3675),
+    ("EPYC 7742", 3400),
+    ("EPYC 7R32", 3300),
+    ("EPYC 9654", 3700),
+    ("EPYC 9R14", 3700),
+    ("EPYC 9B14", 3700),
+    ("EPYC 9554", 3750),
+    ("EPYC 9V84", 3700),
+    ("Xeon Platinum 8480", 3800),
+    ("Xeon Platinum 8488C", 3800),
+    ("Xeon Platinum 8375C", 3500),
+    ("Xeon Platinum 8259CL", 3500),
+    ("Xeon Platinum 8275CL", 3600),
+    ("Xeon Platinum 8358", 3400),
+    ("Xeon Platinum 8370C", 3500),
+    ("Xeon Platinum 8272CL", 3700),
+    ("Xeon Gold 6248", 3900),
+    ("Xeon Platinum 8468", 3800),
+    ("Xeon Platinum 8462Y", 4100),
+)
+
+
+def boost_clock_mhz(model: str) -> float | None:
+    """The table's maximum clock (MHz) for a CPU model name, or None when it is not listed."""
+    for name, mhz in BOOST_CLOCKS_MHZ:
+        if re.search(r"(?<![\w])" + re.escape(name) + r"(?![\w])", model, flags=re.IGNORECASE):
+            return mhz
+    return None
+
 
 _SYS_CPU = Path("/sys/devices/system/cpu")
 
@@ -42,6 +80,9 @@ class CpuInfo:
     simd: str = "scalar"  # widest vector ISA: avx512, avx2, avx, sse2, neon, sve, scalar
     fp32_flop_per_cycle_per_core: int = 2
     caches: tuple[CacheLevel, ...] = ()
+    #: where ``max_frequency_mhz`` came from: "cpufreq cpuinfo_max_freq", "boost clock table",
+    #: "current clock in /proc/cpuinfo; the maximum is not exposed", or "unknown"
+    max_frequency_source: str = "unknown"
 
     @property
     def fp64_flop_per_cycle_per_core(self) -> int:
@@ -63,8 +104,18 @@ class CpuInfo:
                 return cache.size_bytes
         return None
 
+    @property
+    def clock_source(self) -> str:
+        """Which clock the datasheet peak uses, and where it came from (one line)."""
+        if self.max_frequency_mhz:
+            return f"{self.max_frequency_mhz:.0f} MHz ({self.max_frequency_source})"
+        if self.base_frequency_mhz:
+            return f"{self.base_frequency_mhz:.0f} MHz (base clock: the maximum is unknown)"
+        return "clock unknown"
+
     def peak_flop_per_s(self, dtype: str = "fp32") -> float | None:
-        """Datasheet peak: physical cores x SIMD FLOP/cycle x max clock. None without a clock."""
+        """Datasheet peak (FLOP/s): physical cores x SIMD FLOP/cycle x max clock (see
+        :attr:`clock_source`). None without a clock."""
         clock_mhz = self.max_frequency_mhz or self.base_frequency_mhz
         if clock_mhz is None:
             return None
@@ -166,10 +217,24 @@ def read_cpu_info(proc_cpuinfo: Path, sys_cpu: Path) -> CpuInfo:
     if cores_per_socket and cores_per_socket.isdigit():
         sockets = len({line.split(":")[1].strip() for line in text.splitlines() if line.startswith("physical id")}) or 1
         physical = int(cores_per_socket) * sockets
-    max_mhz = None
+    max_mhz, max_source = None, "unknown"
     max_khz = _read(sys_cpu / "cpu0" / "cpufreq" / "cpuinfo_max_freq")
     if max_khz and max_khz.isdigit():
-        max_mhz = int(max_khz) / 1000
+        max_mhz, max_source = int(max_khz) / 1000, "cpufreq cpuinfo_max_freq"
+    elif boost_clock_mhz(model) is not None:
+        max_mhz, max_source = boost_clock_mhz(model), "boost clock table"
+    else:
+        current = []
+        for line in text.splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key.strip() == "cpu MHz":
+                try:
+                    current.append(float(value))
+                except ValueError:
+                    pass
+        if current:
+            max_mhz = max(current)
+            max_source = "current clock in /proc/cpuinfo; the maximum is not exposed"
     base_mhz = None
     base_khz = _read(sys_cpu / "cpu0" / "cpufreq" / "base_frequency")
     if base_khz and base_khz.isdigit():
@@ -193,4 +258,5 @@ def read_cpu_info(proc_cpuinfo: Path, sys_cpu: Path) -> CpuInfo:
         simd=simd,
         fp32_flop_per_cycle_per_core=per_cycle,
         caches=_read_caches(sys_cpu, logical),
+        max_frequency_source=max_source,
     )

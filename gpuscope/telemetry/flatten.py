@@ -45,7 +45,12 @@ def _flatten_into(data: dict[str, Any], prefix: str, values: dict[str, Any], mis
         key = prefix + name
         if isinstance(value, dict):
             _flatten_into(value, key + ".", values, missing)
-        elif isinstance(value, list) and name not in JSON_CELL_FIELDS and value and all(isinstance(v, dict) for v in value):
+        elif (
+            isinstance(value, list)
+            and name not in JSON_CELL_FIELDS
+            and value
+            and all(isinstance(v, dict) for v in value)
+        ):
             for index, item in enumerate(value):
                 _flatten_into(item, f"{key}.{index}.", values, missing)
         else:
@@ -151,7 +156,8 @@ def unflatten_row(cells: dict[str, Any], missing: dict[str, str]) -> dict[str, A
         if isinstance(parent, dict):
             parent.setdefault("unavailable", {})[parts[-1]] = reason
             parent[parts[-1]] = None
-    return _lists(root)
+    nested: dict[str, Any] = _lists(root)
+    return nested
 
 
 def _container(root: dict[str, Any], parts: list[str]) -> Any:

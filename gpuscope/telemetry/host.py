@@ -1,8 +1,9 @@
-"""Host telemetry: CPU per core, load, memory, NICs and InfiniBand/RoCE ports.
+"""Host telemetry: CPU per core, load, memory, NICs, InfiniBand/RoCE ports and disk I/O.
 
 Rates (CPU utilization, bytes/s) are differences between two reads over monotonic time,
 so the first sample carries ``Unavailable(WARMING_UP)`` for them, never a fake zero.
-Each tick costs a handful of small /proc and /sys reads (no per-process scans).
+Each tick costs a handful of small /proc and /sys reads (no per-process scans; those are in
+:mod:`gpuscope.telemetry.hostprocs`). Disk I/O is one read of ``/proc/diskstats``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ _IB_SATURATED_32 = 2**32 - 1
 _SLOW_REFRESH_S = 5.0
 #: CPU clocks are re-read at most this often (one file per CPU on big hosts), seconds.
 _FREQUENCY_REFRESH_S = 1.0
+
+#: /proc/diskstats counts 512-byte sectors whatever the device's sector size.
+_SECTOR_BYTES = 512
+#: Block devices that are not physical disks (or would count the same I/O twice).
+_VIRTUAL_DISK_PREFIXES = ("loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd")
 
 _WARMING = Unavailable(Reason.WARMING_UP, "a rate needs two samples")
 _RESET = Unavailable(Reason.WARMING_UP, "counter went backwards (reset or wrap); the rate resumes next sample")
@@ -74,11 +80,16 @@ def _rate(previous: _Counter | None, rx: int, tx: int, now_s: float) -> tuple[Me
 class HostCollector:
     """Samples the host. Not thread-safe: one caller at a time (``TelemetryCollector`` locks).
 
-    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband`` is looked up, so tests can
-    build a fake tree; ``clock`` is the monotonic clock used for rates, in seconds.
+    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband`` and ``block`` are looked up,
+    and ``diskstats`` is the disk counters file, so tests can build a fake tree; ``clock`` is the monotonic clock used for rates, in seconds.
     """
 
-    def __init__(self, sysfs_root: str | os.PathLike[str] = "/sys", clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        sysfs_root: str | os.PathLike[str] = "/sys",
+        clock: Callable[[], float] = time.monotonic,
+        diskstats: str | os.PathLike[str] = "/proc/diskstats",
+    ) -> None:
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
         self._clock = clock
         self._hostname = socket.gethostname()
@@ -96,6 +107,10 @@ class HostCollector:
         self._ib_ports: list[tuple[str, int, Path]] = []
         self._ib_link_layer: dict[tuple[str, int], str] = {}
         self._slow_refreshed_at_s: float | None = None
+        self._diskstats_path = Path(diskstats)
+        self._block_root = Path(sysfs_root) / "block"
+        self._disks: set[str] = set()
+        self._disk_prev: _Counter | None = None
         self._frequencies_mhz: list[Metric[float]] = []
         self._frequencies_read_at_s: float | None = None
 
@@ -109,8 +124,14 @@ class HostCollector:
             self._slow_refreshed_at_s = now_s
         cores, total_percent = self._cpu(now_s)
         load = self._load_average()
-        memory = psutil.virtual_memory()
+        try:
+            memory = self._last_memory = psutil.virtual_memory()
+        except OSError:  # /proc/meminfo unreadable (e.g. out of file descriptors): the last reading
+            from types import SimpleNamespace
+
+            memory = getattr(self, "_last_memory", None) or SimpleNamespace(total=0, used=0, available=0)
         swap_total, swap_used = self._swap()
+        disk = self._disk(now_s)
         return HostSample(
             hostname=self._hostname,
             cpu_model=self._cpu_model,
@@ -128,12 +149,21 @@ class HostCollector:
             swap_used_bytes=swap_used,
             nics=self._nics(now_s),
             infiniband_ports=self._infiniband(now_s),
+            disk_read_bytes_per_s=disk[0],
+            disk_write_bytes_per_s=disk[1],
         )
 
     # --- CPU ---------------------------------------------------------------------------------
 
     def _cpu(self, now_s: float) -> tuple[list[CpuCoreSample], Metric[float]]:
-        times = psutil.cpu_times(percpu=True)
+        try:
+            times = psutil.cpu_times(percpu=True)
+        except OSError as exc:  # /proc/stat unreadable (e.g. out of file descriptors): unavailable, not a crash
+            missing = Unavailable(Reason.ERROR, f"cannot read CPU times: {exc.strerror or exc}")
+            return [
+                CpuCoreSample(core=i, utilization_percent=missing, frequency_mhz=missing)
+                for i in range(len(self._cpu_prev or []))
+            ], missing
         current: list[tuple[float, float]] = []
         for t in times:
             total = sum(t)
@@ -220,10 +250,46 @@ class HostCollector:
             return missing, missing
         return int(swap.total), int(swap.used)
 
+    # --- disks -------------------------------------------------------------------------------
+
+    def _disk(self, now_s: float) -> tuple[Metric[float], Metric[float]]:
+        """(read, write) bytes/s summed over the physical disks since the previous call."""
+        try:
+            text = self._diskstats_path.read_text(encoding="ascii", errors="replace")
+        except OSError as exc:
+            missing = Unavailable(Reason.NOT_SUPPORTED, f"{self._diskstats_path} unreadable ({exc.strerror or exc})")
+            return missing, missing
+        read_sectors = write_sectors = 0
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) >= 10 and fields[2] in self._disks:
+                try:
+                    read_sectors += int(fields[5])
+                    write_sectors += int(fields[9])
+                except ValueError:
+                    continue
+        previous, self._disk_prev = self._disk_prev, _Counter(read_sectors, write_sectors, now_s)
+        if not self._disks:
+            missing = Unavailable(Reason.NOT_APPLICABLE, f"no physical disks under {self._block_root}")
+            return missing, missing
+        read_rate, write_rate = _rate(previous, read_sectors, write_sectors, now_s)
+        return (
+            read_rate * _SECTOR_BYTES if isinstance(read_rate, float) else read_rate,
+            write_rate * _SECTOR_BYTES if isinstance(write_rate, float) else write_rate,
+        )
+
+    def _refresh_disks(self) -> None:
+        try:
+            names = os.listdir(self._block_root)
+        except OSError:
+            names = []
+        self._disks = {name for name in names if not name.startswith(_VIRTUAL_DISK_PREFIXES)}
+
     # --- network -----------------------------------------------------------------------------
 
     def _refresh_slow(self) -> None:
-        """Re-read what changes rarely: NIC link state and speed, the InfiniBand port list."""
+        """Re-read what changes rarely: NIC link state and speed, the InfiniBand port list, the disks."""
+        self._refresh_disks()
         try:
             self._nic_stats = dict(psutil.net_if_stats())
         except OSError:
@@ -290,7 +356,9 @@ class HostCollector:
                 link_layer = _read_text(port_dir / "link_layer") or "InfiniBand"  # absent on old kernels: IB
                 self._ib_link_layer[key] = link_layer
             state_text = _read_text(port_dir / "state")
-            state = state_text.partition(":")[2].strip() if state_text and ":" in state_text else (state_text or "unknown")
+            state = (
+                state_text.partition(":")[2].strip() if state_text and ":" in state_text else (state_text or "unknown")
+            )
             rate_text = _read_text(port_dir / "rate")
             rate: Metric[float]
             parsed_rate = parse_ib_rate_gbit_per_s(rate_text) if rate_text else None
@@ -320,7 +388,11 @@ class HostCollector:
         rx_text = _read_text(counters / "port_rcv_data")
         tx_text = _read_text(counters / "port_xmit_data")
         if rx_text is None or tx_text is None:
-            reason = Reason.NO_PERMISSION if (counters.is_dir() and not os.access(counters, os.R_OK)) else Reason.NOT_SUPPORTED
+            reason = (
+                Reason.NO_PERMISSION
+                if (counters.is_dir() and not os.access(counters, os.R_OK))
+                else Reason.NOT_SUPPORTED
+            )
             missing = Unavailable(reason, f"no readable port_rcv_data/port_xmit_data under {counters}")
             return missing, missing
         try:
@@ -330,7 +402,9 @@ class HostCollector:
             return bad, bad
         seen[key] = _Counter(rx_words, tx_words, now_s)
         rx_rate, tx_rate = _rate(self._ib_prev.get(key), rx_words, tx_words, now_s)
-        saturated = Unavailable(Reason.ERROR, "32-bit data counter saturated at 2^32-1 (clear it with `perfquery -x -R`)")
+        saturated = Unavailable(
+            Reason.ERROR, "32-bit data counter saturated at 2^32-1 (clear it with `perfquery -x -R`)"
+        )
         if rx_words == _IB_SATURATED_32:
             rx_rate = saturated
         if tx_words == _IB_SATURATED_32:

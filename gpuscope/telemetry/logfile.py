@@ -12,17 +12,20 @@ import csv
 import errno
 import io
 import json
-import math
 import os
 import stat
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
+
 from gpuscope.errors import BadInputError, GpuscopeError, UsageError
-from gpuscope.telemetry.logcheck import RecordTypeError, check_record
+from gpuscope.fileio import check_input_size
+from gpuscope.schema.core import encode_json, problem_of
+from gpuscope.schema.telemetry import RecordError, VersionError, convert_record, decode_record
 from gpuscope.telemetry.flatten import ABSENT_PREFIX, column_converter, encode_cell, flatten_record, unflatten_row
-from gpuscope.telemetry.records import SCHEMA_VERSION, Sample, record_from_dict, record_to_dict
+from gpuscope.telemetry.records import Sample, record_to_dict
 
 __all__ = [
     "FORMATS",
@@ -59,20 +62,8 @@ def sample_to_json_dict(sample: Sample) -> dict[str, Any]:
 
 
 def _dumps(data: dict[str, Any]) -> str:
-    try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False)
-    except ValueError:  # a NaN or inf slipped through a collector: never write invalid JSON
-        return json.dumps(_finite(data), separators=(",", ":"), allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
+    """One log line; a NaN or inf that slipped through a collector is written as null."""
+    return encode_json(data).decode("utf-8")
 
 
 # --- writers ---------------------------------------------------------------------------------
@@ -92,6 +83,7 @@ class LogWriter:
         self._close_fd = close_fd
         self._on_warning = on_warning or (lambda message: warnings.warn(message, stacklevel=3))
         self.records_written = 0
+        self._lock: Any = None  # the OutputLock of a file opened by open_log_writer
         try:
             self._seekable = stat.S_ISREG(os.fstat(fd).st_mode)
             self._good_offset = os.lseek(fd, 0, os.SEEK_CUR) if self._seekable else 0
@@ -138,8 +130,11 @@ class LogWriter:
             except OSError:
                 pass
             self._close_fd = False
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
-    def __enter__(self) -> "LogWriter":
+    def __enter__(self) -> LogWriter:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -162,10 +157,18 @@ class CsvWriter(LogWriter):
     dropped with one warning.
     """
 
-    def __init__(self, fd: int, label: str, close_fd: bool, on_warning: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        label: str,
+        close_fd: bool,
+        on_warning: Callable[[str], None] | None = None,
+        columns: list[str] | None = None,
+    ) -> None:
         super().__init__(fd, label, close_fd, on_warning)
-        self._columns: list[str] | None = None
-        self._column_set: frozenset[str] = frozenset()
+        #: ``columns`` (without ``unavailable``): the header of a file being continued (--append).
+        self._columns: list[str] | None = columns
+        self._column_set: frozenset[str] = frozenset(columns or ())
         self._warned_extra = False
 
     def _format(self, sample: Sample) -> bytes:
@@ -197,23 +200,109 @@ class CsvWriter(LogWriter):
 
 
 def open_log_writer(
-    path: str | os.PathLike[str] | None, fmt: str = "jsonl", on_warning: Callable[[str], None] | None = None
+    path: str | os.PathLike[str] | None,
+    fmt: str = "jsonl",
+    on_warning: Callable[[str], None] | None = None,
+    *,
+    existing: str = "replace",
 ) -> LogWriter:
-    """A writer for ``path`` (``None`` or ``"-"``: standard output), truncating the file.
+    """A writer for ``path`` (``None`` or ``"-"``: standard output).
 
-    Raises :class:`UsageError` (one line) for an unknown format or a path that cannot be written.
+    ``existing`` says what to do with a file that already holds data: ``"replace"`` (the
+    library default) truncates it, ``"refuse"`` raises :class:`UsageError` (``gpuscope log``
+    without ``--append``/``--force``), ``"append"`` continues it after dropping an incomplete
+    last line (a killed run), reusing a CSV file's header. The file is locked
+    (:class:`~gpuscope.fileio.OutputLock`) until the writer is closed: a second writer gets a
+    one-line :class:`~gpuscope.errors.ResourceError` (exit 4). FIFOs, devices and symlinks to
+    them are refused (write to standard output instead); an existing file keeps its mode.
     """
+    from gpuscope.fileio import OutputLock, check_output
+
     if fmt not in FORMATS:
         raise UsageError(f"unknown log format {fmt!r} (choose jsonl or csv)")
+    if existing not in ("replace", "refuse", "append"):
+        raise ValueError(f"existing must be replace, refuse or append, not {existing!r}")
     cls = JsonlWriter if fmt == "jsonl" else CsvWriter
     if path is None or str(path) == "-":
         return cls(1, "standard output", close_fd=False, on_warning=on_warning)
     label = os.fspath(path)
+    check_output(label, option="--output")
+    lock = OutputLock(label)
+    lock.acquire()
     try:
-        fd = os.open(label, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-    except OSError as exc:
-        raise UsageError(f"cannot write output {label}: {exc.strerror or exc}") from None
-    return cls(fd, label, close_fd=True, on_warning=on_warning)
+        try:
+            fd = os.open(label, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError as exc:
+            raise UsageError(f"cannot write output {label}: {exc.strerror or exc}") from None
+        try:
+            columns = _prepare_existing(fd, label, fmt, existing)
+            writer: LogWriter = (
+                CsvWriter(fd, label, close_fd=True, on_warning=on_warning, columns=columns)
+                if cls is CsvWriter
+                else JsonlWriter(fd, label, close_fd=True, on_warning=on_warning)
+            )
+        except BaseException:
+            os.close(fd)
+            raise
+    except BaseException:
+        lock.release()
+        raise
+    writer._lock = lock
+    return writer
+
+
+def _prepare_existing(fd: int, label: str, fmt: str, existing: str) -> list[str] | None:
+    """Truncate, refuse or position ``fd`` for appending (see :func:`open_log_writer`); returns
+    the CSV header's data columns when continuing a CSV log."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"--output {label}: not a regular file; write to standard output with -o - instead")
+    size = info.st_size
+    if size == 0:
+        return None
+    if existing == "refuse":
+        raise UsageError(
+            f"--output {label} already exists ({size} bytes); add --append to continue it or --force to replace it"
+        )
+    if existing == "replace":
+        os.ftruncate(fd, 0)
+        return None
+    kept = _last_complete_line_end(fd, size)
+    if kept < size:
+        os.ftruncate(fd, kept)
+    os.lseek(fd, 0, os.SEEK_END)
+    if kept == 0:
+        return None
+    head = os.pread(fd, min(kept, MAX_LINE_BYTES), 0).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
+    if head.lstrip(_BLANK).startswith("{"):
+        if fmt != "jsonl":
+            raise UsageError(f"--append {label}: the file is a JSON lines log; add --format jsonl")
+        return None
+    if head.startswith("schema_version,"):
+        if fmt != "csv":
+            raise UsageError(f"--append {label}: the file is a CSV log; add --format csv")
+        columns = next(csv.reader([head]))
+        if columns[-1:] != [UNAVAILABLE_COLUMN]:
+            raise UsageError(
+                f"--append {label}: its CSV header does not end with '{UNAVAILABLE_COLUMN}'; not a gpuscope log"
+            )
+        return columns[:-1]
+    raise UsageError(
+        f"--append {label}: not a gpuscope telemetry log; choose another --output or --force to replace it"
+    )
+
+
+def _last_complete_line_end(fd: int, size: int) -> int:
+    """The offset just after the last newline of the file (0 when there is none)."""
+    position = size
+    while position > 0:
+        start = max(0, position - 64 * 1024)
+        block = os.pread(fd, position - start, start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
 
 
 # --- reader ----------------------------------------------------------------------------------
@@ -223,34 +312,59 @@ def _warn(message: str) -> None:
     warnings.warn(message, TruncatedLogWarning, stacklevel=4)
 
 
-def read_log(path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None) -> Iterator[Sample]:
-    """The samples of a JSONL or CSV telemetry log, oldest first.
+def read_log(
+    path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None, reader: str | None = None
+) -> Iterator[Sample]:
+    """The samples of a JSONL or CSV telemetry log, oldest first, decoded and checked by the
+    wire types of :mod:`gpuscope.schema.telemetry`.
 
     An incomplete last line (a killed writer) is skipped with a :class:`TruncatedLogWarning`
     (or ``on_warning(message)``). Anything else wrong raises :class:`BadInputError` naming the
-    file and line: garbage, an unsupported ``schema_version``, an empty file.
+    file and line: garbage, a field of the wrong type (with its JSON path), an unsupported
+    ``schema_version``, an empty file, a gpuscope file of another kind (``reader`` names the
+    command in that message: "x.json is a probe results file; replay reads ...").
     """
-    label = os.fspath(path)
-    for line_number, data in _read_numbered(label, on_warning):
-        try:
-            yield record_from_dict(Sample, data)
-        except (TypeError, ValueError, AttributeError) as exc:
-            raise BadInputError(f"{label}:{line_number}: not a gpuscope telemetry record ({exc})") from None
+    for _, sample in _read_numbered(os.fspath(path), on_warning, reader):
+        yield sample
 
 
-def read_log_dicts(path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None) -> Iterator[dict[str, Any]]:
+def read_log_dicts(
+    path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None
+) -> Iterator[dict[str, Any]]:
     """Like :func:`read_log` but yields each record as the plain dict (``record_to_dict`` shape)."""
-    for _, data in _read_numbered(os.fspath(path), on_warning):
-        yield data
+    for _, sample in _read_numbered(os.fspath(path), on_warning, None):
+        yield sample_to_json_dict(sample)
 
 
-def _read_numbered(label: str, on_warning: Callable[[str], None] | None) -> Iterator[tuple[int, dict[str, Any]]]:
+def _kind_problem(label: str, handle: io.BufferedReader, reader: str | None) -> str | None:
+    """ "<label> is a probe results file; <reader> reads a `gpuscope log` telemetry log" when the
+    file is a gpuscope file of another kind."""
+    from gpuscope.schema.kinds import KIND_NAMES, LOG, current_reader, sniff_kind
+
+    try:
+        handle.seek(0)
+        raw = handle.read(64 * 1024 * 1024)
+    except OSError:
+        return None
+    kind = sniff_kind(raw)
+    if kind is None or kind == LOG:
+        return None
+    return f"{label} is {KIND_NAMES[kind]}; {reader or current_reader()} reads {KIND_NAMES[LOG]}"
+
+
+def _read_numbered(
+    label: str, on_warning: Callable[[str], None] | None, reader: str | None
+) -> Iterator[tuple[int, Sample]]:
     warn = on_warning or _warn
     try:
         handle = open(label, "rb")  # noqa: SIM115 - closed below; a generator owns it
     except OSError as exc:
         raise BadInputError(f"{label}: cannot read telemetry log: {exc.strerror or exc}") from None
     with handle:
+        try:
+            check_input_size(handle.fileno(), label, "telemetry log")
+        except OSError as exc:
+            raise BadInputError(f"{label}: cannot read telemetry log: {exc.strerror or exc}") from None
         lines = _lines_with_last_flag(handle, label)
         first = next(lines, None)
         while first is not None and not first[1].strip(_BLANK):
@@ -268,13 +382,16 @@ def _read_numbered(label: str, on_warning: Callable[[str], None] | None) -> Iter
         else:
             raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
         count = 0
-        for number, data in records:
-            try:
-                check_record(data)
-            except RecordTypeError as exc:
-                raise BadInputError(f"{label}:{number}: not a gpuscope telemetry record ({exc})") from None
-            count += 1
-            yield number, data
+        try:
+            for number, sample in records:
+                count += 1
+                yield number, sample
+        except BadInputError:
+            if count == 0:  # the first record failed: perhaps a gpuscope file of another kind
+                problem = _kind_problem(label, handle, reader)
+                if problem:
+                    raise BadInputError(problem) from None
+            raise
         if count == 0:
             raise BadInputError(f"{label}: empty telemetry log (no complete records)")
 
@@ -293,8 +410,7 @@ def _lines_with_last_flag(handle: io.BufferedReader, label: str) -> Iterator[tup
                 yield number, _decode(previous, label, number), False, True
                 previous = None
             raise BadInputError(
-                f"{label}:{number + 1}: line longer than {MAX_LINE_BYTES} bytes; "
-                "not a gpuscope telemetry record"
+                f"{label}:{number + 1}: line longer than {MAX_LINE_BYTES} bytes; not a gpuscope telemetry record"
             )
         if previous is not None:
             number += 1
@@ -314,25 +430,41 @@ def _decode(raw: bytes, label: str, number: int) -> str:
 
 
 def _read_jsonl(
-    label: str, head: list[tuple[int, str, bool, bool]], rest: Iterator[tuple[int, str, bool, bool]], warn: Callable[[str], None]
-) -> Iterator[tuple[int, dict[str, Any]]]:
+    label: str,
+    head: list[tuple[int, str, bool, bool]],
+    rest: Iterator[tuple[int, str, bool, bool]],
+    warn: Callable[[str], None],
+) -> Iterator[tuple[int, Sample]]:
     for number, text, is_last, complete in _chain(head, rest):
         if not text.strip(_BLANK):
             continue
-        problem = "not a JSON object"
         try:
-            data = json.loads(text, parse_constant=_reject_constant)
+            sample = decode_record(text)
         except RecursionError:
-            data, problem = None, "not a JSON object (nested too deeply)"
-        except ValueError as exc:
-            data, problem = None, f"not a JSON object ({str(exc).splitlines()[0][:120]})"
-        if not isinstance(data, dict):
-            if is_last and not complete:
-                warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
-                return
-            raise BadInputError(f"{label}:{number}: {problem}")
-        _check_version(label, number, data.get("schema_version"))
-        yield number, data
+            problem = "not a JSON object (nested too deeply)"
+        except RecordError as exc:
+            raise BadInputError(_record_problem(label, number, exc)) from None
+        except msgspec.ValidationError as exc:
+            if str(exc).startswith("Expected `object`"):
+                problem = f"not a JSON object ({problem_of(exc)})"
+            else:
+                raise BadInputError(_record_problem(label, number, exc)) from None
+        except msgspec.DecodeError as exc:
+            problem = f"not a JSON object ({problem_of(exc)})"
+        else:
+            yield number, sample
+            continue
+        if is_last and not complete:
+            warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+            return
+        raise BadInputError(f"{label}:{number}: {problem}")
+
+
+def _record_problem(label: str, number: int, error: Exception) -> str:
+    if isinstance(error, VersionError):
+        return f"{label}:{number}: {error}"
+    text = error if isinstance(error, RecordError) else problem_of(error)  # type: ignore[arg-type]
+    return f"{label}:{number}: not a gpuscope telemetry record ({text})"
 
 
 def _csv_line(cells: list[str]) -> str:
@@ -342,26 +474,17 @@ def _csv_line(cells: list[str]) -> str:
     return buffer.getvalue()
 
 
-def _reject_constant(name: str) -> Any:
-    """NaN and Infinity are not JSON and never written by gpuscope: the line is not a record."""
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _chain(head: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
     yield from head
     yield from rest
 
 
-def _check_version(label: str, number: int, version: Any) -> None:
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        if version is None:
-            raise BadInputError(f"{label}:{number}: record has no schema_version")
-        raise BadInputError(f"{label}:{number}: schema_version {version!r} is not supported (this gpuscope reads {SCHEMA_VERSION})")
-
-
 def _read_csv(
-    label: str, header_line: tuple[int, str, bool, bool], rest: Iterator[tuple[int, str, bool, bool]], warn: Callable[[str], None]
-) -> Iterator[tuple[int, dict[str, Any]]]:
+    label: str,
+    header_line: tuple[int, str, bool, bool],
+    rest: Iterator[tuple[int, str, bool, bool]],
+    warn: Callable[[str], None],
+) -> Iterator[tuple[int, Sample]]:
     number, text, is_last, complete = header_line
     columns = next(csv.reader([text]))
     if not columns or columns[-1] != UNAVAILABLE_COLUMN:
@@ -385,9 +508,7 @@ def _read_csv(
         # for those cells (csv.reader accepts a line cut inside a quoted cell); a line cut just
         # before its 'unavailable' cell has the right cell count but lost the reasons of its
         # empty cells: both are skipped as incomplete.
-        cut = is_last and not complete and (
-            _csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1])
-        )
+        cut = is_last and not complete and (_csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1]))
         if len(cells) != len(columns) or cut:
             if is_last and not complete:
                 warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
@@ -408,5 +529,7 @@ def _read_csv(
             raise BadInputError(f"{label}:{number}: bad cell ({exc})") from None
         if not isinstance(missing, dict):
             raise BadInputError(f"{label}:{number}: the '{UNAVAILABLE_COLUMN}' cell is not a JSON object")
-        _check_version(label, number, values.get("schema_version"))
-        yield number, unflatten_row(values, {str(k): str(v) for k, v in missing.items()})
+        try:
+            yield number, convert_record(unflatten_row(values, {str(k): str(v) for k, v in missing.items()}))
+        except RecordError as exc:
+            raise BadInputError(_record_problem(label, number, exc)) from None

@@ -86,6 +86,8 @@ class HostSample:
     swap_used_bytes: Metric[int]
     nics: list[NicSample]
     infiniband_ports: list[InfinibandPortSample]
+    disk_read_bytes_per_s: Metric[float] = NOT_COLLECTED  # all physical disks
+    disk_write_bytes_per_s: Metric[float] = NOT_COLLECTED
 
 
 @dataclass(slots=True)
@@ -174,6 +176,7 @@ class Sample:
     gpu_unavailable: Unavailable | None = None  # why there is no GPU side at all
     sample_cost_s: float = 0.0  # wall time spent collecting this sample
     schema_version: int = SCHEMA_VERSION
+    alerts: list[str] = field(default_factory=list)  # "level kind message" (gpuscope.telemetry.alerts), worst first
 
 
 # --- serialisation -------------------------------------------------------------------------
@@ -186,7 +189,9 @@ def _register(*classes: type) -> None:
         _RECORD_TYPES[cls.__name__] = cls
 
 
-_register(CpuCoreSample, NicSample, InfinibandPortSample, HostSample, NvLinkLinkSample, GpuProcessSample, GpuSample, Sample)
+_register(
+    CpuCoreSample, NicSample, InfinibandPortSample, HostSample, NvLinkLinkSample, GpuProcessSample, GpuSample, Sample
+)
 
 
 def record_to_dict(record: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TypeVar, Union
+from typing import TypeAlias, TypeVar
 
 __all__ = ["Reason", "Unavailable", "Metric", "is_available", "value_or_none"]
 
@@ -38,7 +38,7 @@ class Unavailable:
         return self.reason.value + (f": {self.detail}" if self.detail else "")
 
     @classmethod
-    def from_json(cls, text: str) -> "Unavailable":
+    def from_json(cls, text: str) -> Unavailable:
         code, _, detail = text.partition(": ")
         try:
             reason = Reason(code)
@@ -48,7 +48,7 @@ class Unavailable:
 
 
 T = TypeVar("T")
-Metric = Union[T, Unavailable]
+Metric: TypeAlias = T | Unavailable
 
 
 def is_available(value: object) -> bool:

@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import TYPE_CHECKING, Any
 
 import pynvml
 
 from gpuscope.telemetry.nvml.structs import gpm_metrics_view
-from gpuscope.testing._fake_nvml_symbols import FakeReturn, as_int, handle_address, put, write_pointer
+from gpuscope.testing._fake_nvml_symbols import (
+    FakeReturn,
+    as_int,
+    handle_address,
+    put,
+    write_pointer,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuscope.testing.fake_nvml import FakeGpu
@@ -44,10 +51,31 @@ for _name in dir(pynvml):
         _GPM_LINK[int(getattr(pynvml, _name))] = (_match.group(2).lower(), int(_match.group(1)))
 
 
+#: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
+GPM_MIN_WINDOW_S = 0.1
+
+
+class _ProcessInfoV1(ctypes.Structure):
+    """nvml.h nvmlProcessInfo_v1_t (16 bytes)."""
+
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+
+
+class _ProcessInfoV2(ctypes.Structure):
+    """nvml.h nvmlProcessInfo_v2_t (24 bytes), what the _v2 and _v3 calls fill."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
 class GpmMigProcessSymbols:
     """Process, MIG and GPM symbols (mixed into FakeNvml after SymbolsMixin)."""
 
-    gpus: list["FakeGpu"]
+    gpus: list[FakeGpu]
     _gpm_samples: dict[int, Any]
 
     # --- processes -----------------------------------------------------------------------------
@@ -63,7 +91,12 @@ class GpmMigProcessSymbols:
             found += [(p, item.gpu_instance_id, item.compute_instance_id) for p in item.processes if p.kind == kind]
         return found
 
-    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str) -> int:
+    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str, entry_type: type = None) -> int:  # type: ignore[assignment]
+        """The two-call protocol. Entries are written in the driver's own layout
+        (``entry_type``: nvml.h's nvmlProcessInfo_v1_t or _v2_t), whatever struct the caller
+        allocated, as the real library does: a binding with a wrong struct reads garbage
+        (nvidia-ml-py 12.535.77 passes a 32-byte struct to the 24-byte _v3 call)."""
+        entry_type = entry_type or _ProcessInfoV2
         found = self._processes(handle, kind)
         count = ref_count._obj
         if array is None:
@@ -72,26 +105,35 @@ class GpmMigProcessSymbols:
         if count.value < len(found):
             count.value = len(found)
             return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
+        base = ctypes.addressof(array)
+        if ctypes.sizeof(array) < len(found) * ctypes.sizeof(entry_type):
+            return pynvml.NVML_ERROR_INSUFFICIENT_SIZE  # the real call would write past the buffer
         for slot, (process, gi_id, ci_id) in enumerate(found):
-            entry = array[slot]
+            entry = entry_type.from_address(base + slot * ctypes.sizeof(entry_type))
             entry.pid = process.pid
-            entry.usedGpuMemory = _NOT_AVAILABLE_ULL if process.used_gpu_memory_bytes is None else process.used_gpu_memory_bytes
+            entry.usedGpuMemory = (
+                _NOT_AVAILABLE_ULL if process.used_gpu_memory_bytes is None else process.used_gpu_memory_bytes
+            )
             if hasattr(entry, "gpuInstanceId"):
                 entry.gpuInstanceId, entry.computeInstanceId = gi_id, ci_id
         count.value = len(found)
         return _OK
 
     def _sym_nvmlDeviceGetComputeRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "compute")
+        return self._running(handle, count, array, "compute", _ProcessInfoV1)
 
-    _sym_nvmlDeviceGetComputeRunningProcesses_v2 = _sym_nvmlDeviceGetComputeRunningProcesses
-    _sym_nvmlDeviceGetComputeRunningProcesses_v3 = _sym_nvmlDeviceGetComputeRunningProcesses
+    def _sym_nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
+        return self._running(handle, count, array, "compute", _ProcessInfoV2)
+
+    _sym_nvmlDeviceGetComputeRunningProcesses_v3 = _sym_nvmlDeviceGetComputeRunningProcesses_v2
 
     def _sym_nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "graphics")
+        return self._running(handle, count, array, "graphics", _ProcessInfoV1)
 
-    _sym_nvmlDeviceGetGraphicsRunningProcesses_v2 = _sym_nvmlDeviceGetGraphicsRunningProcesses
-    _sym_nvmlDeviceGetGraphicsRunningProcesses_v3 = _sym_nvmlDeviceGetGraphicsRunningProcesses
+    def _sym_nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
+        return self._running(handle, count, array, "graphics", _ProcessInfoV2)
+
+    _sym_nvmlDeviceGetGraphicsRunningProcesses_v3 = _sym_nvmlDeviceGetGraphicsRunningProcesses_v2
 
     def _sym_nvmlDeviceGetProcessUtilization(self, handle: Any, samples: Any, ref_count: Any, last_seen: Any) -> int:
         _, gpu, mig = self._target(handle)
@@ -184,7 +226,7 @@ class GpmMigProcessSymbols:
             return _INVALID
         return _OK
 
-    def _gpm_check(self, gpu: "FakeGpu", sample: Any) -> int:
+    def _gpm_check(self, gpu: FakeGpu, sample: Any) -> int:
         if not gpu.gpm:
             raise FakeReturn(_NOT_SUPPORTED)
         if gpu.gpm_no_permission:
@@ -224,6 +266,8 @@ class GpmMigProcessSymbols:
         second = self._gpm_samples.get(handle_address(request.sample2))
         if first is None or second is None or first[1:3] != second[1:3] or second[0] <= first[0]:
             return _INVALID
+        if round((second[0] - first[0]) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
+            return _INVALID
         gpu = self.gpus[first[1]]
         is_mig = first[2] is not None
         seconds = second[0] - first[0]
@@ -240,7 +284,9 @@ class GpmMigProcessSymbols:
             metric.value = value
         return _OK
 
-    def _gpm_metric(self, gpu: "FakeGpu", is_mig: bool, metric_id: int, delta: Any, seconds: float) -> tuple[int, float]:
+    def _gpm_metric(
+        self, gpu: FakeGpu, is_mig: bool, metric_id: int, delta: Any, seconds: float
+    ) -> tuple[int, float]:
         from gpuscope.testing._fake_nvml_model import error_code
 
         if metric_id in gpu.gpm_metric_errors:
@@ -255,7 +301,10 @@ class GpmMigProcessSymbols:
             return _OK, delta("pcie_tx_bytes") / seconds / MIB
         if metric_id == pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC:
             return _OK, delta("pcie_rx_bytes") / seconds / MIB
-        if metric_id in (pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC):
+        if metric_id in (
+            pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+            pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+        ):
             if gpu.nvlink_links == 0:
                 return _NOT_SUPPORTED, 0.0
             direction = "tx" if metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC else "rx"

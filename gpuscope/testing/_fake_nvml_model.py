@@ -11,11 +11,14 @@ from typing import Any
 
 import pynvml
 
+from gpuscope.telemetry.nvml import compat
+
 __all__ = [
     "GIB",
     "MIB",
     "OLD_DRIVER_MISSING_SYMBOLS",
     "ACTIVITY_ATTRS",
+    "MODEL_NOT_SUPPORTED",
     "error_code",
     "FakeClock",
     "FakeLoad",
@@ -45,6 +48,26 @@ OLD_DRIVER_MISSING_SYMBOLS: frozenset[str] = frozenset(
         "nvmlDeviceGetMemoryInfo_v2",
     }
 )
+
+#: What each model answers NotSupported, as the real boards do: model -> (C symbols, field ids).
+#: Data-center boards have no fan (fan speed); the L4 (GDDR6, passive) has no fan and no memory
+#: temperature sensor. The builders apply these; override ``errors``/``field_errors`` to change.
+MODEL_NOT_SUPPORTED: dict[str, tuple[frozenset[str], frozenset[int]]] = {
+    "h100": (frozenset({"nvmlDeviceGetFanSpeed"}), frozenset()),
+    "h200": (frozenset({"nvmlDeviceGetFanSpeed"}), frozenset()),
+    "a100": (frozenset({"nvmlDeviceGetFanSpeed"}), frozenset()),
+    "l4": (frozenset({"nvmlDeviceGetFanSpeed"}), frozenset({int(pynvml.NVML_FI_DEV_MEMORY_TEMP)})),
+}
+
+
+def _not_supported(model: str) -> dict[str, Any]:
+    """Builder defaults: the model's NotSupported symbols and fields (:data:`MODEL_NOT_SUPPORTED`)."""
+    symbols, fields = MODEL_NOT_SUPPORTED[model]
+    return {
+        "errors": {symbol: pynvml.NVML_ERROR_NOT_SUPPORTED for symbol in symbols},
+        "field_errors": {field_id: pynvml.NVML_ERROR_NOT_SUPPORTED for field_id in fields},
+    }
+
 
 #: FakeLoad attributes that GPM reports as averages over a window (percent).
 ACTIVITY_ATTRS: tuple[str, ...] = (
@@ -195,11 +218,19 @@ class FakeGpu:
     pcie_width: int = 16
     nvlink_links: int = 0  # links the GPU has (0: no NVLink)
     nvlink_inactive: frozenset[int] = frozenset()  # present but down
-    nvlink_version: int = 0  # pynvml.NVML_NVLINK_VERSION_* enum, as nvmlDeviceGetNvLinkVersion returns
+    nvlink_version: int = 0  # nvmlNvlinkVersion_t enum (compat.NVLINK_VERSION_*), as nvmlDeviceGetNvLinkVersion returns
     nvlink_scope_ignored: bool = False  # driver returns the GPU-wide counter for every link
     gpm: bool = False
     gpm_no_permission: bool = False  # nvmlGpmSampleGet -> NoPermission (RmProfilingAdminOnly=1)
     pcie_counters: bool = True  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES supported
+    #: when absent, what each field answers: "NotSupported", or "InvalidArgument" (a driver
+    #: 550 that does not know the field ids)
+    pcie_counters_error: Any = "NotSupported"
+    #: 64; 32 (unsigned int values that wrap at 2**32); or "ull32" (typed unsigned long long but
+    #: wrapping at 2**32, as "Value can be wrapped" allows)
+    pcie_counter_bits: int | str = 64
+    #: bytes already counted at boot-to-now (so 64-bit counters read above 2**32 from the start)
+    pcie_counter_start_bytes: int = 1 << 40
     ecc: bool = True
     ecc_corrected: int = 0
     ecc_uncorrected: int = 0
@@ -242,7 +273,7 @@ class FakeGpu:
     # --- builders -------------------------------------------------------------------------
 
     @classmethod
-    def h100(cls, **overrides: Any) -> "FakeGpu":
+    def h100(cls, **overrides: Any) -> FakeGpu:
         """H100 SXM 80 GB: Hopper, GPM, 18 NVLink 4 links, HBM3 5120-bit at 2619 MHz (3.35 TB/s)."""
         values: dict[str, Any] = dict(
             name="NVIDIA H100 80GB HBM3",
@@ -255,17 +286,17 @@ class FakeGpu:
             compute_capability=(9, 0),
             pcie_generation=5,
             nvlink_links=18,
-            nvlink_version=pynvml.NVML_NVLINK_VERSION_4_0,
+            nvlink_version=compat.NVLINK_VERSION_4_0,
             gpm=True,
             mig_capable=True,
-            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
             load=FakeLoad(memory_clock_mhz=2619.0),
+            **_not_supported("h100"),
         )
         values.update(overrides)
         return cls(**values)
 
     @classmethod
-    def h200(cls, **overrides: Any) -> "FakeGpu":
+    def h200(cls, **overrides: Any) -> FakeGpu:
         """H200 SXM 141 GB: as H100 with HBM3e 6144-bit at 3201 MHz (4.9 TB/s)."""
         values: dict[str, Any] = dict(
             name="NVIDIA H200",
@@ -273,12 +304,13 @@ class FakeGpu:
             memory_bus_width_bits=6144,
             max_memory_clock_mhz=3201,
             load=FakeLoad(memory_clock_mhz=3201.0),
+            **_not_supported("h200"),
         )
         values.update(overrides)
         return cls.h100(**values)
 
     @classmethod
-    def a100(cls, **overrides: Any) -> "FakeGpu":
+    def a100(cls, **overrides: Any) -> FakeGpu:
         """A100 SXM4 80 GB: Ampere, no GPM, 12 NVLink 3 links, HBM2e 5120-bit at 1593 MHz."""
         values: dict[str, Any] = dict(
             name="NVIDIA A100-SXM4-80GB",
@@ -291,16 +323,16 @@ class FakeGpu:
             compute_capability=(8, 0),
             pcie_generation=4,
             nvlink_links=12,
-            nvlink_version=pynvml.NVML_NVLINK_VERSION_3_0,
+            nvlink_version=compat.NVLINK_VERSION_3_0,
             gpm=False,
             mig_capable=True,
-            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
+            **_not_supported("a100"),
         )
         values.update(overrides)
         return cls(**values)
 
     @classmethod
-    def l4(cls, **overrides: Any) -> "FakeGpu":
+    def l4(cls, **overrides: Any) -> FakeGpu:
         """L4: Ada PCIe card, no NVLink, no GPM, no MIG, 192-bit GDDR6."""
         values: dict[str, Any] = dict(
             name="NVIDIA L4",
@@ -312,7 +344,7 @@ class FakeGpu:
             power_limit_w=72.0,
             compute_capability=(8, 9),
             pcie_generation=4,
-            errors={"nvmlDeviceGetFanSpeed": pynvml.NVML_ERROR_NOT_SUPPORTED},
+            **_not_supported("l4"),
         )
         values.update(overrides)
         return cls(**values)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
+from gpuscope.telemetry.nvml import compat
 from gpuscope.telemetry.nvml.structs import field_values_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,6 +26,7 @@ _OK = pynvml.NVML_SUCCESS
 _NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 _INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
 _SCOPE_ALL = 0xFFFFFFFF
+
 
 class FakeReturn(Exception):
     """Raised inside a symbol to return ``code`` at once."""
@@ -73,12 +75,12 @@ def _set_value(field_value: Any, value_type: int, value: float) -> None:
 class SymbolsMixin:
     """NVML C symbols over the scripted GPUs of a FakeNvml (``self``)."""
 
-    gpus: list["FakeGpu"]
+    gpus: list[FakeGpu]
     _gpm_samples: dict[int, Any]
 
     # --- helpers ----------------------------------------------------------------------------
 
-    def _target(self, handle: Any) -> tuple[int, "FakeGpu", "FakeMig | None"]:
+    def _target(self, handle: Any) -> tuple[int, FakeGpu, FakeMig | None]:
         address = handle_address(handle)
         index, slot = (address >> 16) - 1, ((address >> 8) & 0xFF) - 1
         if not 0 <= index < len(self.gpus) or address & 0xFF:
@@ -90,7 +92,7 @@ class SymbolsMixin:
             raise FakeReturn(_INVALID)
         return index, gpu, gpu.mig[slot]
 
-    def _gpu_only(self, handle: Any) -> tuple[int, "FakeGpu"]:
+    def _gpu_only(self, handle: Any) -> tuple[int, FakeGpu]:
         """The GPU of a full-GPU handle; a MIG handle gets NotSupported."""
         index, gpu, mig = self._target(handle)
         if mig is not None:
@@ -245,7 +247,7 @@ class SymbolsMixin:
         return put(ref, self._temperature(handle, as_int(sensor)))
 
     def _sym_nvmlDeviceGetTemperatureV(self, handle: Any, ref: Any) -> int:
-        if ref._obj.version != pynvml.nvmlTemperature_v1:
+        if ref._obj.version != compat.TEMPERATURE_V1:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
         ref._obj.temperature = self._temperature(handle, int(ref._obj.sensorType))
         return _OK
@@ -289,10 +291,14 @@ class SymbolsMixin:
     def _sym_nvmlDeviceGetPcieThroughput(self, handle: Any, counter: Any, ref: Any) -> int:
         """The real call blocks ~20 ms; the fake answers at once (tests count the calls)."""
         gpu = self._gpu_only(handle)[1]
-        rate = gpu.load.pcie_tx_bytes_per_s if as_int(counter) == pynvml.NVML_PCIE_UTIL_TX_BYTES else gpu.load.pcie_rx_bytes_per_s
+        rate = (
+            gpu.load.pcie_tx_bytes_per_s
+            if as_int(counter) == pynvml.NVML_PCIE_UTIL_TX_BYTES
+            else gpu.load.pcie_rx_bytes_per_s
+        )
         return put(ref, int(rate / 1000))
 
-    def _link(self, handle: Any, link: Any) -> tuple["FakeGpu", int]:
+    def _link(self, handle: Any, link: Any) -> tuple[FakeGpu, int]:
         gpu = self._gpu_only(handle)[1]
         number = as_int(link)
         if gpu.nvlink_links == 0:
@@ -320,13 +326,17 @@ class SymbolsMixin:
             field_value = values[number]
             field_value.timestamp = stamp
             field_value.latencyUsec = 0
-            code, value_type, value = self._field(index, gpu, mig, int(field_value.fieldId), int(field_value.scopeId), meter)
+            code, value_type, value = self._field(
+                index, gpu, mig, int(field_value.fieldId), int(field_value.scopeId), meter
+            )
             field_value.nvmlReturn = code
             if code == _OK:
                 _set_value(field_value, value_type, value)
         return _OK
 
-    def _field(self, index: int, gpu: "FakeGpu", mig: "FakeMig | None", field_id: int, scope: int, meter: "_Meter") -> tuple[int, int, float]:
+    def _field(
+        self, index: int, gpu: FakeGpu, mig: FakeMig | None, field_id: int, scope: int, meter: _Meter
+    ) -> tuple[int, int, float]:
         from gpuscope.testing._fake_nvml_model import error_code
 
         uint, ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
@@ -338,7 +348,11 @@ class SymbolsMixin:
         if field_id in (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL):
             if not gpu.ecc:
                 return _NOT_SUPPORTED, 0, 0
-            return _OK, ull, gpu.ecc_corrected if field_id == pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL else gpu.ecc_uncorrected
+            return (
+                _OK,
+                ull,
+                gpu.ecc_corrected if field_id == pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL else gpu.ecc_uncorrected,
+            )
         if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
             return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))  # type: ignore[attr-defined]
         if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
@@ -358,9 +372,14 @@ class SymbolsMixin:
             else:
                 return _INVALID, 0, 0
             return _OK, ull, int(total // 1024)  # KiB
-        if field_id in (pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES):
+        if field_id in (compat.FI_PCIE_COUNT_TX_BYTES, compat.FI_PCIE_COUNT_RX_BYTES):
             if not gpu.pcie_counters:
-                return _NOT_SUPPORTED, 0, 0
-            key = "pcie_tx_bytes" if field_id == pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES else "pcie_rx_bytes"
-            return _OK, ull, int(acc[key])
+                return error_code(gpu.pcie_counters_error), 0, 0
+            key = "pcie_tx_bytes" if field_id == compat.FI_PCIE_COUNT_TX_BYTES else "pcie_rx_bytes"
+            total = int(gpu.pcie_counter_start_bytes + acc[key])
+            if gpu.pcie_counter_bits == 32:
+                return _OK, uint, total % (1 << 32)
+            if gpu.pcie_counter_bits == "ull32":
+                return _OK, ull, total % (1 << 32)
+            return _OK, ull, total
         return _NOT_SUPPORTED, 0, 0

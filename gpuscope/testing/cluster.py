@@ -20,7 +20,9 @@ STRAGGLER_RANK = 2
 _N = 8192
 
 
-def _rank_document(rank: int, host: str, device: str, bf16_flop_per_s: float, dram_bytes_per_s: float) -> dict[str, Any]:
+def _rank_document(
+    rank: int, host: str, device: str, bf16_flop_per_s: float, dram_bytes_per_s: float
+) -> dict[str, Any]:
     measurements: list[dict[str, Any]] = []
     ceilings: list[dict[str, Any]] = []
 
@@ -46,7 +48,8 @@ def _rank_document(rank: int, host: str, device: str, bf16_flop_per_s: float, dr
                 "error": None,
             }
         )
-        ceilings.append({"device": device, "kind": "compute" if unit == "FLOP/s" else ("memory" if kind == "memory" else "transfer"),
+        ceiling_kind = "compute" if unit == "FLOP/s" else ("memory" if kind == "memory" else "transfer")
+        ceilings.append({"device": device, "kind": ceiling_kind,
                          "name": ceiling, "value": value, "unit": unit, "measurement_id": mid})  # fmt: skip
 
     gemm_flops, gemm_bytes = 2.0 * _N**3, 3.0 * _N * _N * 2
@@ -96,7 +99,11 @@ def multi_rank_results(
         bf16 = 780e12 * (slow_fraction if rank == STRAGGLER_RANK else 1.0) * (1.0 + 0.002 * rank)
         dram = 3.0e12 * (0.96 if rank == 3 else 1.0)
         document = _rank_document(rank, host, f"cuda:{local_rank}", bf16, dram)
-        reports.append(RankReport(rank=rank, host=host, status="ok", results=document, local_rank=local_rank, device=f"cuda:{local_rank}"))
+        reports.append(
+            RankReport(
+                rank=rank, host=host, status="ok", results=document, local_rank=local_rank, device=f"cuda:{local_rank}"
+            )
+        )
     merged = merge_rank_results(reports, world_size=4, suite={"name": "quick"}, margin=margin, backend="nccl")
     merged["created"] = 1_700_000_200.0
     return merged

@@ -27,6 +27,16 @@ GPM, 12 NVLink 3 links), ``l4()`` (PCIe, no NVLink); any field by keyword, e.g.
 ``FakeGpu.h100(nvlink_links=4, mig=["3g.40gb", "4g.40gb"], processes=[FakeProcess(pid)])``.
 An old driver: ``FakeNvml(..., missing_symbols=OLD_DRIVER_MISSING_SYMBOLS)``.
 
+It disagrees with gpuscope the way real drivers do: each model answers NotSupported where the
+real board does (``MODEL_NOT_SUPPORTED``: no fan, no L4 memory sensor); PCIe byte counters count
+since boot and may be 32-bit (``pcie_counter_bits=32``: unsigned int wrapping at 2**32;
+``"ull32"``: typed 64-bit but wrapping) or unknown to the driver (``pcie_counters=False,
+pcie_counters_error="InvalidArgument"``, driver 550); ``nvmlGpmMetricsGet`` refuses samples
+100 ms or less apart; process lists are written in nvml.h's own entry layout whatever struct
+the binding passed; ``pci_bus_id`` can put NVML's numbering out of CUDA's order. It uses no
+pynvml name that nvidia-ml-py 12.535.77 (the declared minimum) lacks: see
+:mod:`gpuscope.telemetry.nvml.compat`.
+
 Values move with the clock: counters (energy, PCIe, NVLink, DRAM bytes, GPM activity
 integrals) integrate the scripted :class:`FakeLoad` rates exactly, so a rate read over any
 window equals the scripted rate. Gauges (utilization, power, clocks, temperatures) read the
@@ -52,8 +62,9 @@ import random
 import threading
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import pynvml
 
@@ -89,6 +100,7 @@ __all__ = [
     "MIB",
 ]
 
+
 @dataclass
 class _Injection:
     symbol: str
@@ -101,7 +113,7 @@ class _Injection:
 class _Symbol:
     """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it."""
 
-    def __init__(self, fake: "FakeNvml", name: str, impl: Callable[..., int]) -> None:
+    def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int]) -> None:
         self.fake = fake
         self.name = name
         self.impl = impl
@@ -155,7 +167,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
                     mig.name = f"{gpu.name} MIG {mig.profile}"
 
     @classmethod
-    def with_gpus(cls, gpus: Sequence[FakeGpu], **options: Any) -> "FakeNvml":
+    def with_gpus(cls, gpus: Sequence[FakeGpu], **options: Any) -> FakeNvml:
         """A fake with these GPUs (index = position). Options as for the constructor."""
         return cls(gpus, **options)
 
@@ -223,7 +235,13 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
     # --- faults --------------------------------------------------------------------------------
 
     def inject(
-        self, symbol: str, error: int | str | type, *, gpu: int | None = None, after_calls: int = 0, count: int | None = 1
+        self,
+        symbol: str,
+        error: int | str | type,
+        *,
+        gpu: int | None = None,
+        after_calls: int = 0,
+        count: int | None = 1,
     ) -> None:
         """Make ``symbol`` return ``error``: skip ``after_calls`` matching calls, then fail
         ``count`` calls (``None``: every call). ``gpu`` limits it to calls on that GPU."""
@@ -408,4 +426,3 @@ def no_nvml_library() -> Iterator[None]:
             pynvml.nvmlLib, cache, pynvml._nvmlLib_refcount = saved
             pynvml._nvmlGetFunctionPointer_cache.clear()
             pynvml._nvmlGetFunctionPointer_cache.update(cache)
-

@@ -18,7 +18,9 @@ HOSTILE = "<script>alert(1)</script>"
 T0 = 1_700_000_000.0
 
 
-def _measurement(mid: str, name: str, kind: str, device: str, start: float, duration: float, samples_s: list[float], **extra: Any) -> dict[str, Any]:
+def _measurement(
+    mid: str, name: str, kind: str, device: str, start: float, duration: float, samples_s: list[float], **extra: Any
+) -> dict[str, Any]:
     return {
         "id": mid,
         "kind": kind,
@@ -68,7 +70,15 @@ def make_results(
         best = 1.0
         samples = [best * (1 + spread * i) for i in range(5)]
         measurements.append(_measurement(mid, f"{device} {name}", kind, device, clock, 4.0, samples))
-        entry = {"device": device, "kind": kind, "name": name, "value": value, "unit": unit, "measurement_id": mid, "host": hostname}
+        entry = {
+            "device": device,
+            "kind": kind,
+            "name": name,
+            "value": value,
+            "unit": unit,
+            "measurement_id": mid,
+            "host": hostname,
+        }
         if rank is not None:
             entry["rank"] = rank
         ceilings.append(entry)
@@ -76,7 +86,13 @@ def make_results(
 
     for index in range(gpus):
         device = f"cuda:{index}"
-        entry = {"device": device, "type": "gpu", "name": "NVIDIA H100 80GB HBM3", "host": hostname, "memory_total_bytes": 80e9}
+        entry = {
+            "device": device,
+            "type": "gpu",
+            "name": "NVIDIA H100 80GB HBM3",
+            "host": hostname,
+            "memory_total_bytes": 80e9,
+        }
         if rank is not None:
             entry["rank"] = rank
         devices.append(entry)
@@ -100,7 +116,7 @@ def make_results(
         )
     )
     n = 8192
-    workloads = [
+    workloads: list[dict[str, Any]] = [
         {
             "name": f"gemm {n} bf16 {evil}".strip(),
             "device": "cuda:0" if gpus else "cpu",
@@ -173,7 +189,14 @@ def make_results(
     }
 
 
-def make_log_samples(count: int = 120, gpus: int = 2, interval_s: float = 0.5, t0: float = T0, hostile: bool = False, hostname: str = "node-a") -> list[Any]:
+def make_log_samples(
+    count: int = 120,
+    gpus: int = 2,
+    interval_s: float = 0.5,
+    t0: float = T0,
+    hostile: bool = False,
+    hostname: str = "node-a",
+) -> list[Any]:
     """Telemetry samples with moving values (utilization, power, DRAM, temperature, clocks)."""
     samples = []
     for tick in range(count):
@@ -197,7 +220,14 @@ def make_log_samples(count: int = 120, gpus: int = 2, interval_s: float = 0.5, t
             gpu.nvlink_rx_bytes_per_s = 90e9 * wave
             if hostile:
                 gpu.processes = [
-                    GpuProcessSample(pid=4242, name=HOSTILE + " --token=hunter2", user="mallory", gpu_memory_bytes=30e9, sm_percent=90.0, kind="compute")
+                    GpuProcessSample(
+                        pid=4242,
+                        name=HOSTILE + " --token=hunter2",
+                        user="mallory",
+                        gpu_memory_bytes=30_000_000_000,
+                        sm_percent=90.0,
+                        kind="compute",
+                    )
                 ]
         samples.append(sample)
     return samples

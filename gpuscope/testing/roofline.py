@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["results_document", "ceiling", "workload", "h200_results", "cpu_results", "write_results"]
+__all__ = ["results_document", "ceiling", "workload", "h200_results", "cpu_results", "fleet_results", "write_results"]
 
 
 def ceiling(device: str, kind: str, name: str, value: float, **extra: Any) -> dict[str, Any]:
@@ -95,6 +95,46 @@ def cpu_results(hostname: str = "laptop") -> dict[str, Any]:
             ceiling("cpu", "memory", "llc.copy", 90e9),
         ],
         workloads=[workload("stencil", "cpu", 1e9, 4e9, 0.2, dtype="fp64")],
+    )
+
+
+def fleet_results(hostname: str = "gpu-node") -> dict[str, Any]:
+    """One host with a measured 2-core CPU, a measured H200 and a datasheet-only A100, and a
+    dozen workloads across them (memory- and compute-bound, several dtypes, one above its roof)."""
+    return results_document(
+        hostname,
+        devices=[
+            {"device": "cuda:0", "type": "gpu", "name": "NVIDIA H200", "host": hostname, "uuid": "GPU-aaaa"},
+            {"device": "cuda:1", "type": "gpu", "name": "NVIDIA A100-SXM4-80GB", "host": hostname, "uuid": "GPU-bbbb"},
+            {"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": hostname, "physical_cores": 2},
+        ],
+        ceilings=[
+            ceiling("cuda:0", "compute", "bf16", 790e12),
+            ceiling("cuda:0", "compute", "fp32", 51e12),
+            ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
+            ceiling("cuda:0", "memory", "l2.triad", 11e12),
+            ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+            ceiling("cpu", "compute", "fp32", 204e9),
+            ceiling("cpu", "compute", "fp64", 107e9),
+            ceiling("cpu", "memory", "dram.triad", 23e9),
+            ceiling("cpu", "memory", "dram.copy", 31e9),
+            ceiling("cpu", "memory", "l2.copy", 214e9),
+            ceiling("cpu", "collective", "allreduce.busbw", 1.5e9),
+        ],
+        workloads=[
+            workload("axpy 8M fp32", "cpu", 16.8e6, 100.7e6, 0.0075, dtype="fp32"),
+            workload("matmul 2048 fp32", "cpu", 17.2e9, 50.3e6, 0.094, dtype="fp32"),
+            workload("mlp 1024x4096 fp32", "cpu", 8.6e9, 33.6e6, 0.06, dtype="fp32"),
+            workload("stencil fp64", "cpu", 1e9, 4e9, 0.25, dtype="fp64"),
+            workload("layernorm bf16", "cuda:0", 58.7e6, 67.1e6, 0.000022, dtype="bf16"),
+            workload("attention bf16", "cuda:0", 550e9, 1.34e9, 0.00088, dtype="bf16"),
+            workload("matmul 8192 bf16", "cuda:0", 1.1e12, 4.0e8, 0.0014, dtype="bf16"),
+            workload("softmax fp32", "cuda:0", 83.9e6, 134e6, 0.000041, dtype="fp32"),
+            workload("gelu fp32", "cuda:0", 134e6, 134e6, 0.000035, dtype="fp32"),
+            workload("conv fp32", "cuda:0", 240e9, 0.5e9, 0.0065, dtype="fp32"),
+            workload("matmul 4096 bf16", "cuda:1", 137e9, 1e8, 0.00065, dtype="bf16"),
+            workload("embedding bag fp32", "cuda:1", 20e6, 400e6, 0.00035, dtype="fp32"),
+        ],
     )
 
 

@@ -43,7 +43,9 @@ def make_host_sample(cores: int = 4, tick: int = 0) -> HostSample:
         swap_total_bytes=0,
         swap_used_bytes=0,
         nics=[
-            NicSample("lo", 10.0 * tick, 10.0 * tick, True, Unavailable(Reason.NOT_SUPPORTED, "no speed"), is_loopback=True),
+            NicSample(
+                "lo", 10.0 * tick, 10.0 * tick, True, Unavailable(Reason.NOT_SUPPORTED, "no speed"), is_loopback=True
+            ),
             NicSample("eth0", 1.25e6 * tick, 2.5e5 * tick, True, 25000.0),
         ],
         infiniband_ports=[
@@ -55,8 +57,14 @@ def make_host_sample(cores: int = 4, tick: int = 0) -> HostSample:
 def make_gpu_sample(index: int = 0, tick: int = 0, lost: bool = False) -> GpuSample:
     """A Hopper-like GPU with GPM values; ``lost=True`` gives a lost GPU (every metric unavailable)."""
     if lost:
-        return GpuSample(index=index, name="NVIDIA H100 80GB HBM3", uuid=f"GPU-{index:08d}", pci_bus_id=f"0000:{index + 1:02x}:00.0",
-                         architecture="hopper", state="lost")
+        return GpuSample(
+            index=index,
+            name="NVIDIA H100 80GB HBM3",
+            uuid=f"GPU-{index:08d}",
+            pci_bus_id=f"0000:{index + 1:02x}:00.0",
+            architecture="hopper",
+            state="lost",
+        )
     return GpuSample(
         index=index,
         name="NVIDIA H100 80GB HBM3",
@@ -99,7 +107,9 @@ def make_gpu_sample(index: int = 0, tick: int = 0, lost: bool = False) -> GpuSam
         ecc_corrected_errors=0,
         ecc_uncorrected_errors=0,
         processes=[
-            GpuProcessSample(pid=1234, name="python", user="alice", gpu_memory_bytes=39 * 10**9, sm_percent=75.0, kind="compute"),
+            GpuProcessSample(
+                pid=1234, name="python", user="alice", gpu_memory_bytes=39 * 10**9, sm_percent=75.0, kind="compute"
+            ),
         ],
     )
 

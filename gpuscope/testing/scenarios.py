@@ -22,6 +22,21 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``lost_retry_s``: how often the collector retries a lost GPU (default: the collector's own).
 - ``busy``: ``1`` gives every GPU a steady, non-zero load (default 1).
 - ``init_error``: an NVML error name that ``nvmlInit`` returns (e.g. ``DriverNotLoaded``).
+- ``pci_order``: ``+``-separated NVML indices in PCI bus order, e.g. ``2+0+1``: NVML index 2 sits
+  on the lowest bus, so NVML's numbering differs from CUDA's (which follows the bus for identical
+  GPUs). Use :func:`cuda_uuids` for what torch would report per CUDA device.
+- ``pcie_bits``: ``64`` (default), ``32`` (unsigned-int PCIe byte counters wrapping at 2**32) or
+  ``ull32`` (typed 64-bit, wrapping at 2**32).
+- ``gpm``: ``noperm``: GPM samples answer NoPermission (RmProfilingAdminOnly=1).
+- ``driver``: ``550``: a driver-550 system (versions 550.127.05 / CUDA 12.4) that does not know
+  the PCIe byte-counter fields (InvalidArgument per field). ``gpm=noperm,driver=550`` is the
+  case where neither GPM nor the counters give PCIe rates.
+
+- ``sick``: an NVML error name (e.g. ``Unknown``) that every per-sample metric call answers
+  (:data:`METRIC_SYMBOLS`) while init, the GPU count and identity still work: a GPU whose every
+  metric is an error.
+
+Every model answers NotSupported where the real one does (:data:`MODEL_NOT_SUPPORTED`).
 
 A malformed value raises :class:`gpuscope.errors.UsageError` (one line, exit 2).
 """
@@ -35,7 +50,7 @@ from typing import Any
 
 from gpuscope.errors import UsageError
 
-__all__ = ["ENV_VAR", "Scenario", "parse_scenario", "build_fake", "install_from_environment"]
+__all__ = ["ENV_VAR", "Scenario", "parse_scenario", "build_fake", "install_from_environment", "cuda_uuids"]
 
 ENV_VAR = "GPUSCOPE_FAKE_NVML"
 _MODELS = ("h100", "h200", "a100", "l4")
@@ -60,6 +75,11 @@ class Scenario:
     lost_retry_s: float | None = None
     busy: bool = True
     init_error: str | None = None
+    pci_order: list[int] | None = None
+    pcie_bits: int | str = 64
+    gpm_no_permission: bool = False
+    driver: str | None = None
+    sick: str | None = None
 
 
 def _number(key: str, text: str, low: float, high: float) -> float:
@@ -116,12 +136,62 @@ def parse_scenario(text: str) -> Scenario:
             scenario.busy = value.strip() not in ("0", "false", "no")
         elif key == "init_error":
             scenario.init_error = value.strip()
+        elif key == "pci_order":
+            try:
+                scenario.pci_order = [int(part) for part in value.split("+")]
+            except ValueError:
+                raise UsageError(f"{ENV_VAR}: pci_order={value!r} is not +-separated GPU indices") from None
+        elif key == "pcie_bits":
+            if value.strip() not in ("64", "32", "ull32"):
+                raise UsageError(f"{ENV_VAR}: pcie_bits={value!r} must be 64, 32 or ull32")
+            scenario.pcie_bits = value.strip() if value.strip() == "ull32" else int(value)
+        elif key == "gpm":
+            if value.strip() != "noperm":
+                raise UsageError(f"{ENV_VAR}: gpm={value!r}: only gpm=noperm is known")
+            scenario.gpm_no_permission = True
+        elif key == "sick":
+            scenario.sick = value.strip()
+        elif key == "driver":
+            if value.strip() != "550":
+                raise UsageError(f"{ENV_VAR}: driver={value!r}: only driver=550 is known")
+            scenario.driver = "550"
         else:
             raise UsageError(f"{ENV_VAR}: unknown key {key!r}")
     for index, _, _ in scenario.lose:
         if index >= len(scenario.gpus):
             raise UsageError(f"{ENV_VAR}: lose names GPU {index}, but there are {len(scenario.gpus)} GPUs")
+    if scenario.pci_order is not None and sorted(scenario.pci_order) != list(range(len(scenario.gpus))):
+        raise UsageError(f"{ENV_VAR}: pci_order must list each of the {len(scenario.gpus)} GPU indices once")
     return scenario
+
+
+#: The per-sample metric calls ``sick=`` breaks (identity, init and counts keep working).
+METRIC_SYMBOLS = frozenset(
+    {
+        "nvmlDeviceGetUtilizationRates",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlDeviceGetClockInfo",
+        "nvmlDeviceGetPowerUsage",
+        "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetTemperatureV",
+        "nvmlDeviceGetFanSpeed",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        "nvmlDeviceGetFieldValues",
+        "nvmlDeviceGetEnforcedPowerLimit",
+        "nvmlDeviceGetCurrPcieLinkGeneration",
+        "nvmlDeviceGetCurrPcieLinkWidth",
+        "nvmlGpmSampleGet",
+        "nvmlGpmMetricsGet",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        "nvmlDeviceGetProcessUtilization",
+    }
+)
+
+#: Driver 550 versions for ``driver=550``.
+_DRIVER_550 = {"driver_version": "550.127.05", "nvml_version": "12.550.127.05", "cuda_driver_version": 12040}
 
 
 def build_fake(scenario: Scenario, clock: Any = None) -> Any:
@@ -132,9 +202,17 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
     clock = clock if clock is not None else FakeClock(real=True)
     gpus = []
     for position, model in enumerate(scenario.gpus):
-        options: dict[str, Any] = {"wobble": 0.02, "seed": position}
+        options: dict[str, Any] = {"wobble": 0.02, "seed": position, "pcie_counter_bits": scenario.pcie_bits}
         if scenario.links is not None:
             options["nvlink_links"] = scenario.links
+        if scenario.gpm_no_permission:
+            options["gpm_no_permission"] = True
+        if scenario.driver == "550":
+            options["pcie_counters"] = False
+            options["pcie_counters_error"] = "InvalidArgument"
+        if scenario.pci_order is not None:
+            bus = scenario.pci_order.index(position)
+            options["pci_bus_id"] = f"00000000:{0x18 + 0x10 * bus:02X}:00.0"
         gpus.append(getattr(FakeGpu, model)(**options))
     init_error = None
     if scenario.init_error:
@@ -142,7 +220,8 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
             init_error = error_code(scenario.init_error)
         except ValueError:
             raise UsageError(f"{ENV_VAR}: init_error {scenario.init_error!r} is not an NVML error name") from None
-    fake = FakeNvml.with_gpus(gpus, clock=clock, init_error=init_error)
+    versions = _DRIVER_550 if scenario.driver == "550" else {}
+    fake = FakeNvml.with_gpus(gpus, clock=clock, init_error=init_error, **versions)
     if scenario.busy:
         for index in range(len(gpus)):
             fake.set_load(
@@ -159,11 +238,18 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
                 power_w=450.0,
                 memory_used_bytes=40 * GIB,
             )
+    if scenario.random > 0 and scenario.sick:
+        raise UsageError(f"{ENV_VAR}: random and sick cannot be combined")
     if scenario.random > 0:
         try:
             fake.inject_random(scenario.random, seed=scenario.seed, errors=scenario.errors)
         except ValueError as exc:
             raise UsageError(f"{ENV_VAR}: errors: {exc}") from None
+    if scenario.sick:
+        try:
+            fake.inject_random(1.0, seed=scenario.seed, errors=(scenario.sick,), symbols=METRIC_SYMBOLS)
+        except ValueError as exc:
+            raise UsageError(f"{ENV_VAR}: sick: {exc}") from None
     now = clock()
     for index, start_s, end_s in scenario.lose:
         fake.lose_gpu(index, at_time_s=now + start_s)
@@ -193,3 +279,30 @@ def install_from_environment() -> Any:
     context.__enter__()  # for the rest of the process: this is a test run
     _installed, _context = fake, context
     return fake
+
+
+def cuda_uuids(fake: Any, visible_devices: str | None = None) -> list[str]:
+    """The UUIDs torch would report for CUDA devices 0, 1, ... on ``fake`` (bare, lower case,
+    as ``torch.cuda.get_device_properties(i).uuid``): identical GPUs in PCI bus order, then
+    filtered and reordered by ``visible_devices`` (``CUDA_VISIBLE_DEVICES``: indices into that
+    order or ``GPU-`` UUIDs). For tests that replace
+    :func:`gpuscope.telemetry.nvml.mapping.cuda_device_uuid`."""
+    from gpuscope.telemetry.nvml.mapping import normalize_uuid, parse_visible_devices
+
+    ordered = [normalize_uuid(gpu.uuid) for gpu in sorted(fake.gpus, key=lambda gpu: str(gpu.pci_bus_id))]
+    entries = parse_visible_devices(visible_devices)
+    if entries is None:
+        return ordered
+    out: list[str] = []
+    for entry in entries:
+        if entry.isdigit():
+            if int(entry) >= len(ordered):
+                break
+            out.append(ordered[int(entry)])
+        else:
+            wanted = normalize_uuid(entry)
+            match = [uuid for uuid in ordered if uuid.startswith(wanted)]
+            if len(match) != 1:
+                break
+            out.append(match[0])
+    return out

@@ -8,8 +8,9 @@ no overlap); errors back off up to 30 s. Only screens on the current stack are u
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -19,14 +20,16 @@ from textual.theme import BUILTIN_THEMES
 from textual.worker import Worker, WorkerState
 
 from gpuscope.resources import themes_dir
+from gpuscope.telemetry.alerts import Alert, evaluate, load_thresholds
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.sampler import RingBuffer
+from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.tui import config
-from gpuscope.tui.history import History
+from gpuscope.tui.history import WINDOWS_S, History, capacity_for, window_label
 from gpuscope.tui.screens.base import GpuscopeScreen
-from gpuscope.tui.screens.dashboard import PANELS, DashboardScreen
-from gpuscope.tui.screens.processes import ProcessesScreen
+from gpuscope.tui.screens.dashboard import PANEL_KEYS, PANELS, DashboardScreen
 from gpuscope.tui.screens.probes import ProbesScreen
+from gpuscope.tui.screens.processes import ProcessesScreen
 from gpuscope.tui.screens.roofline import RooflineScreen
 from gpuscope.tui.sources import ReplayCursor, TelemetrySource
 from gpuscope.tui.themes import DEFAULT_THEME, ChartPalette, ThemeFile, discover_themes, fallback_theme
@@ -58,6 +61,7 @@ class GpuscopeApp(App):
         Binding("s", "save_screenshot", "Screenshot"),
         Binding("R", "save_report", "Report", show=False),
         Binding("t", "change_theme", "Theme", show=False),
+        Binding("w", "cycle_window", "Window", show=False),
         Binding("question_mark", "show_help_panel", "Keys", show=False),
         Binding("q", "quit", "Quit"),
         Binding("space", "replay_toggle", "Pause", show=False),
@@ -81,7 +85,7 @@ class GpuscopeApp(App):
         probe_results: Sequence[dict[str, Any]] = (),
         theme_dirs: Sequence[Path] | None = None,
         settings_path: Path | None = None,
-        history_size: int = 300,
+        history_size: int | None = None,
         persist_settings: bool = True,
         extra_suites: Sequence[Path] = (),
     ) -> None:
@@ -91,9 +95,20 @@ class GpuscopeApp(App):
         self.source = source
         self.replay = replay
         self.interval_s = max(MIN_INTERVAL_S, interval_s)
-        self.history = History(history_size)
+        self.history = History(history_size or capacity_for(self.interval_s))
+        #: Seconds the history charts span (key ``w`` cycles through :data:`WINDOWS_S`).
+        self.history_window_s = WINDOWS_S[0]
         self.latest_sample: Sample | None = None
-        self.recent_samples: RingBuffer[Sample] = RingBuffer(max(history_size, 600))
+        self.recent_samples: RingBuffer[Sample] = RingBuffer(600)
+        #: Host processes from the last scan, or why there are none (scanned only while shown).
+        self.host_processes: Any = (
+            Unavailable(Reason.WARMING_UP, "not scanned yet")
+            if source is not None
+            else Unavailable(Reason.NOT_APPLICABLE, "a replay has no host processes (they are not in the log)")
+        )
+        self._processes_scanned_at = 0.0
+        #: Thresholds crossed by the latest sample, worst first.
+        self.alerts: list[Alert] = []
         self.probe_results: list[dict[str, Any]] = list(probe_results)
         #: Bumped whenever probe_results changes (screens rebuild their roofline model then).
         self.results_version = 0
@@ -108,6 +123,12 @@ class GpuscopeApp(App):
         self._startup_messages: list[tuple[str, str]] = []
         if settings_problem:
             self._startup_messages.append((settings_problem, "warning"))
+        self.alert_thresholds, thresholds_problem = load_thresholds(self._settings_path.parent / "alerts.toml")
+        if thresholds_problem:
+            self._startup_messages.append((thresholds_problem, "warning"))
+        label = self.source_label.lower()
+        #: True when the data comes from fake hardware (demo, fake NVML): reports say so.
+        self.simulated = bool(getattr(source, "simulated", False)) or "demo" in label or "fake" in label
         self._poll_errors = 0
         self._next_due = 0.0
         self._poll_timer: Any = None
@@ -134,7 +155,9 @@ class GpuscopeApp(App):
         wanted = requested or self.settings.theme or DEFAULT_THEME
         if wanted not in found:
             available = ", ".join(sorted(found))
-            self._startup_messages.append((f"No usable theme named {wanted!r}; using {DEFAULT_THEME} (available: {available})", "error"))
+            self._startup_messages.append(
+                (f"No usable theme named {wanted!r}; using {DEFAULT_THEME} (available: {available})", "error")
+            )
             wanted = DEFAULT_THEME
         self._persist_theme = False
         self.theme = wanted
@@ -162,7 +185,11 @@ class GpuscopeApp(App):
         try:
             config.save_settings(self.settings, self._settings_path)
         except OSError as exc:
-            self.notify(f"Could not save settings to {self._settings_path}: {exc.strerror or exc}", severity="warning", markup=False)
+            self.notify(
+                f"Could not save settings to {self._settings_path}: {exc.strerror or exc}",
+                severity="warning",
+                markup=False,
+            )
 
     def set_panel_hidden(self, name: str, hidden: bool) -> None:
         """Remember that dashboard panel ``name`` is hidden (or shown) across runs."""
@@ -229,17 +256,53 @@ class GpuscopeApp(App):
 
     # --- live polling ------------------------------------------------------------------------
 
+    def _processes_wanted(self) -> bool:
+        """Scan host processes with this poll? Every poll while the processes screen shows,
+        every :data:`PROCESS_PANEL_S` while the dashboard's top-processes panel shows."""
+        screen = self.screen if self.screen_stack else None
+        wants = getattr(screen, "wants_host_processes", None)
+        period = wants() if callable(wants) else None
+        return period is not None and time.monotonic() - self._processes_scanned_at >= period - 0.05
+
     def _start_poll(self) -> None:
         self._poll_timer = None
-        self._poll_worker()
+        scan = self._processes_wanted()
+        if scan:
+            self._processes_scanned_at = time.monotonic()
+        self._poll_worker(scan)
 
     @work(thread=True, group="telemetry", exit_on_error=False, name="poll")
-    def _poll_worker(self) -> Sample:
+    def _poll_worker(self, scan_processes: bool = False) -> tuple[Sample, Any]:
         assert self.source is not None
         if not self._source_open:
             self.source.open()
             self._source_open = True
-        return self.source.sample()
+        sample = self.source.sample()
+        processes = self.source.host_processes() if scan_processes else None
+        return sample, processes
+
+    def refresh_host_processes(self) -> None:
+        """Scan host processes now, off the UI thread (a screen that shows them just opened)."""
+        if self.source is None:
+            self.host_processes = Unavailable(
+                Reason.NOT_APPLICABLE, "a replay has no host processes (they are not in the log)"
+            )
+            return
+        source = self.source
+        self._processes_scanned_at = time.monotonic()
+
+        def scan() -> None:
+            found = source.host_processes()
+            self.call_from_thread(self._processes_arrived, found)
+
+        self.run_worker(scan, thread=True, group="processes", name="processes", exclusive=True, exit_on_error=False)
+
+    def _processes_arrived(self, processes: Any) -> None:
+        self.host_processes = processes
+        if self.latest_sample is not None:
+            for screen in self._gpuscope_screens():
+                if hasattr(screen, "processes_changed"):
+                    screen.processes_changed()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
@@ -247,7 +310,10 @@ class GpuscopeApp(App):
             return
         if event.state == WorkerState.SUCCESS:
             self._poll_errors = 0
-            self._deliver(worker.result)
+            sample, processes = worker.result
+            if processes is not None:
+                self.host_processes = processes
+            self._deliver(sample)
             self._next_due += self.interval_s
             now = time.monotonic()
             if self._next_due < now:  # fell behind (slow sample, suspended): do not burst
@@ -257,7 +323,9 @@ class GpuscopeApp(App):
             self._poll_errors += 1
             delay = min(MAX_BACKOFF_S, self.interval_s * 2**self._poll_errors)
             if self._poll_errors in (1, 4) or delay >= MAX_BACKOFF_S and self._poll_errors % 10 == 0:
-                self.notify(f"Telemetry failed: {worker.error}; retrying in {delay:.0f} s", severity="error", markup=False)
+                self.notify(
+                    f"Telemetry failed: {worker.error}; retrying in {delay:.0f} s", severity="error", markup=False
+                )
             self._next_due = time.monotonic() + delay
             self._poll_timer = self.set_timer(delay, self._start_poll, name="poll")
 
@@ -266,6 +334,10 @@ class GpuscopeApp(App):
         if push_history:
             self.history.push(sample)
             self.recent_samples.append(sample)
+        try:
+            self.alerts = evaluate(sample, self.alert_thresholds)
+        except Exception as exc:  # noqa: BLE001 - a malformed record must not stop the UI
+            self.alerts = [Alert("warning", "error", None, "", f"alerts not evaluated: {exc}")]
         for screen in self._gpuscope_screens():
             screen.receive_sample(sample)
 
@@ -350,6 +422,24 @@ class GpuscopeApp(App):
             return
         self.notify(f"Screenshot saved: {path}", markup=False)
 
+    def action_cycle_window(self) -> None:
+        """Switch the history charts' window: 1, 5, 15 minutes (bounded by the history kept)."""
+        position = WINDOWS_S.index(self.history_window_s) if self.history_window_s in WINDOWS_S else -1
+        self.history_window_s = WINDOWS_S[(position + 1) % len(WINDOWS_S)]
+        kept_s = self.history.capacity * self.interval_s if self.replay is None else None
+        note = (
+            f" (history keeps {window_label(kept_s)} at this interval)"
+            if kept_s and kept_s < self.history_window_s
+            else ""
+        )
+        self.notify(
+            f"History charts: last {window_label(self.history_window_s)}{note} (press w to change)",
+            timeout=2,
+            markup=False,
+        )
+        if self.latest_sample is not None:
+            self._deliver(self.latest_sample, push_history=False)
+
     def action_save_report(self) -> None:
         """Write a snapshot report (gpuscope.report) from what the app has seen."""
         from gpuscope.tui.report_hook import save_report
@@ -358,19 +448,33 @@ class GpuscopeApp(App):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for mode, key, label in SCREEN_TABS:
-            yield SystemCommand(f"Screen: {label}", f"Show the {label.lower()} screen (key {key})", lambda m=mode: self.switch_mode(m))
-        yield SystemCommand("Save screenshot (SVG)", f"Save the current screen as SVG in {config.screenshots_dir()} (key s)", self.action_save_screenshot)
-        yield SystemCommand("Save snapshot report", f"Write a report of this session in {config.screenshots_dir()} (key R)", self.action_save_report)
+            yield SystemCommand(
+                f"Screen: {label}", f"Show the {label.lower()} screen (key {key})", lambda m=mode: self.switch_mode(m)
+            )
+        yield SystemCommand(
+            "Save screenshot (SVG)",
+            f"Save the current screen as SVG in {config.screenshots_dir()} (key s)",
+            self.action_save_screenshot,
+        )
+        yield SystemCommand(
+            "Save snapshot report",
+            f"Write a report of this session in {config.screenshots_dir()} (key R)",
+            self.action_save_report,
+        )
         for name in PANELS:
             yield SystemCommand(
                 f"Toggle {name} panel",
-                f"Hide or show the dashboard's {name} panel (key {name[0]} on the dashboard)",
+                f"Hide or show the dashboard's {name} panel (key {PANEL_KEYS[name]} on the dashboard)",
                 lambda n=name: self._toggle_panel(n),
             )
         if self.replay is not None:
             yield SystemCommand("Replay: pause/resume", "Pause or resume the replay (space)", self.action_replay_toggle)
-            yield SystemCommand("Replay: to start", "Seek to the first sample (home)", lambda: self.action_replay_seek_fraction(0))
-            yield SystemCommand("Replay: to end", "Seek to the last sample (end)", lambda: self.action_replay_seek_fraction(1))
+            yield SystemCommand(
+                "Replay: to start", "Seek to the first sample (home)", lambda: self.action_replay_seek_fraction(0)
+            )
+            yield SystemCommand(
+                "Replay: to end", "Seek to the last sample (end)", lambda: self.action_replay_seek_fraction(1)
+            )
         for command in super().get_system_commands(screen):
             if command.title != "Screenshot":  # ours saves to the documented folder
                 yield command
@@ -381,7 +485,9 @@ class GpuscopeApp(App):
         """Show the screen of ``mode``. A screen shown before is already mounted: it is brought
         up to date with the latest sample at once and painted on the next frame, not behind
         Textual's 50 ms transition mask (kept for the first visit, which composes the screen)."""
-        if mode == self.current_mode or mode not in self._screen_stacks:
+        from gpuscope.tui.textual_compat import mode_is_mounted
+
+        if mode == self.current_mode or not mode_is_mounted(self, mode):
             return super().switch_mode(mode)
         self._skip_delay_update = True
         try:

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
+from gpuscope.fileio import read_bytes_bounded, write_text_atomic
 from gpuscope.paths import config_dir, data_dir
-from gpuscope.results import write_text_atomic
+from gpuscope.schema.core import problem_of
+from gpuscope.schema.themes import Name
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
@@ -30,8 +33,6 @@ __all__ = [
     "load_settings",
     "save_settings",
 ]
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 def config_path() -> Path:
@@ -52,13 +53,13 @@ def screenshots_dir() -> Path:
     return data_dir() / "screenshots"
 
 
-@dataclass
-class Settings:
-    """What the TUI remembers across runs."""
+class Settings(msgspec.Struct, kw_only=True):
+    """What the TUI remembers across runs (``config.toml``). Unknown keys are ignored (a newer
+    gpuscope's file still loads); a key of the wrong type is reported and its default used."""
 
-    theme: str | None = None
+    theme: Name | None = None
     """Name of the theme chosen last (``--theme`` or the command palette)."""
-    hidden_panels: list[str] = field(default_factory=list)
+    hidden_panels: list[Name] = msgspec.field(default_factory=list)
     """Dashboard panels the user hid (``gpus``, ``cpu``, ``memory``, ``network``)."""
 
 
@@ -69,7 +70,7 @@ def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     message naming the file and the field, so the UI can show it."""
     path = path or config_path()
     try:
-        raw = path.read_bytes()
+        raw = read_bytes_bounded(path, "settings")  # bounded: never /dev/zero into memory
     except FileNotFoundError:
         return Settings(), None
     except OSError as exc:
@@ -81,20 +82,17 @@ def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     except TomlSyntaxError as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
         return Settings(), f"{where}: not valid TOML ({exc.message}); using defaults"
-    settings = Settings()
     problem = None
-    theme = data.get("theme")
-    if theme is not None:
-        if isinstance(theme, str) and _NAME_RE.match(theme):
-            settings.theme = theme
-        else:
-            problem = f"{path}: field 'theme' must be a theme name, got {theme!r}; ignored"
-    hidden = data.get("hidden_panels", [])
-    if isinstance(hidden, list) and all(isinstance(item, str) for item in hidden):
-        settings.hidden_panels = [item for item in hidden if _NAME_RE.match(item)]
-    else:
-        problem = f"{path}: field 'hidden_panels' must be a list of strings; ignored"
-    return settings, problem
+    for _ in range(len(Settings.__struct_fields__) + 1):  # drop each bad key, keep the others
+        try:
+            return msgspec.convert(data, Settings, strict=True), problem
+        except msgspec.ValidationError as exc:
+            match = re.search(r"at `\$\.(\w+)", str(exc))
+            problem = f"{path}: {problem_of(exc)}; ignored"
+            if match is None or match.group(1) not in data:
+                break
+            data.pop(match.group(1))
+    return Settings(), problem
 
 
 def _toml_string(value: str) -> str:

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from gpuscope.telemetry.records import Sample
-from gpuscope.tui.sources import TelemetrySource
+from gpuscope.tui.sources import TelemetrySource, _ScansHost
 
 __all__ = ["DemoSource", "demo_fake_nvml"]
 
@@ -67,10 +67,11 @@ def demo_load(t_s: float) -> tuple[dict[str, float], dict[str, float]]:
     return h200, a100
 
 
-class DemoSource(TelemetrySource):
+class DemoSource(_ScansHost, TelemetrySource):
     """Live collector + fake NVML with moving loads."""
 
     label = "demo (fake NVML)"
+    simulated = True
 
     def __init__(self) -> None:
         self._fake: Any = None

@@ -1,12 +1,14 @@
 """Text for metric values: units, SI prefixes, and "n/a" for unavailable metrics (never 0).
 
-No Textual import. GB means 1e9 bytes (as everywhere in gpuscope).
+No Textual import. GB means 1e9 bytes (as everywhere in gpuscope); GPU memory is shown in
+MiB/GiB (2**20, 2**30 bytes), as nvidia-smi shows it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuscope.telemetry.values import Reason, Unavailable
 
@@ -14,6 +16,8 @@ __all__ = [
     "NA",
     "si",
     "fmt_bytes",
+    "fmt_mib",
+    "fmt_gib",
     "fmt_rate",
     "fmt_percent",
     "fmt_mhz",
@@ -68,6 +72,16 @@ def fmt_bytes(value: float) -> str:
     return si(float(value), "B")
 
 
+def fmt_mib(value: float) -> str:
+    """Bytes in binary mebibytes, as nvidia-smi shows GPU memory: ``61440 MiB``."""
+    return f"{value / 2**20:.0f} MiB"
+
+
+def fmt_gib(value: float) -> str:
+    """Bytes in binary gibibytes: ``79.6 GiB``."""
+    return f"{value / 2**30:.1f} GiB"
+
+
 def fmt_rate(value: float) -> str:
     """Bytes per second: ``3.21 TB/s``."""
     return si(float(value), "B/s")
@@ -104,7 +118,11 @@ def fmt_metric(value: Any, formatter: Callable[[Any], str] = str) -> str:
 def reason_text(value: Unavailable) -> str:
     """One human line for why a metric is unavailable: ``not supported by this GPU or driver: GPM needs Hopper``."""
     words = _REASON_WORDS.get(value.reason, value.reason.value)
-    return f"{words}: {value.detail}" if value.detail else words
+    if not value.detail:
+        return words
+    if words in value.detail:  # the detail already says it: say it once
+        return value.detail
+    return f"{words}: {value.detail}"
 
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"

@@ -1,18 +1,25 @@
 """Fixed-size metric histories for the dashboard charts (no Textual).
 
-Each series is a ring buffer of ``float | None`` (None where the metric was unavailable, so a
-chart shows a gap, never a zero). Keys are tuples: ``("gpu", uuid, field)`` or ``("host", name)``.
+Each series is a ring buffer (``collections.deque`` with ``maxlen``) of ``float | None`` (None
+where the metric was unavailable, so a chart shows a gap, never a zero). Keys are tuples:
+``("gpu", uuid, field)`` or ``("host", name)``.
+
+Memory is bounded: :func:`capacity_for` keeps the longest chart window (15 min) at the polling
+interval, at most :data:`MAX_POINTS` points per series (about 110 series with 8 GPUs: a few MB).
+Charts ask for a window (:meth:`History.window`) and downsample it to their width.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
+from itertools import islice
 
 from gpuscope.telemetry.records import GpuSample, Sample
 from gpuscope.telemetry.values import Unavailable
 
-__all__ = ["GPU_SERIES", "History", "gpu_key"]
+__all__ = ["GPU_SERIES", "History", "gpu_key", "WINDOWS_S", "MAX_POINTS", "capacity_for", "window_label"]
 
 #: GpuSample fields kept as history (the charts on each GPU card).
 GPU_SERIES = (
@@ -31,6 +38,22 @@ GPU_SERIES = (
     "nvlink_rx_bytes_per_s",
 )
 
+#: The chart windows offered (key ``w`` cycles), seconds.
+WINDOWS_S = (60.0, 300.0, 900.0)
+#: The most points one series keeps, whatever the interval (0.25 s x 15 min).
+MAX_POINTS = 3600
+
+
+def capacity_for(interval_s: float, longest_window_s: float = WINDOWS_S[-1]) -> int:
+    """Points per series that cover ``longest_window_s`` at ``interval_s`` (at least 300, for
+    replays and slow intervals), capped at :data:`MAX_POINTS`."""
+    return max(300, min(MAX_POINTS, math.ceil(longest_window_s / max(interval_s, 1e-3)) + 1))
+
+
+def window_label(window_s: float) -> str:
+    """``"1 min"``, ``"15 min"``, ``"30 s"``."""
+    return f"{window_s / 60:g} min" if window_s >= 60 else f"{window_s:g} s"
+
 
 def gpu_key(gpu: GpuSample) -> str:
     """A stable identity for a GPU or MIG instance across samples."""
@@ -42,7 +65,7 @@ def gpu_key(gpu: GpuSample) -> str:
 def _number(value: object) -> float | None:
     if isinstance(value, Unavailable) or value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value)
     return None
 
@@ -63,6 +86,8 @@ class History:
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = deque(maxlen=self.capacity)
+            # a series that appears late (a GPU hot-added) lines up with the timestamps
+            series.extend([None] * max(0, len(self.timestamps) - 1))
         series.append(value)
 
     def push(self, sample: Sample) -> None:
@@ -76,10 +101,12 @@ class History:
         self._push(("host", "cpu"), _number(host.cpu_utilization_percent))
         total = host.memory_total_bytes or 0
         self._push(("host", "memory"), 100.0 * host.memory_used_bytes / total if total else None)
-        rx = [_number(nic.rx_bytes_per_s) for nic in host.nics]
-        tx = [_number(nic.tx_bytes_per_s) for nic in host.nics]
+        rx = [_number(nic.rx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
+        tx = [_number(nic.tx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
         self._push(("host", "net_rx"), sum(v for v in rx if v is not None) if any(v is not None for v in rx) else None)
         self._push(("host", "net_tx"), sum(v for v in tx if v is not None) if any(v is not None for v in tx) else None)
+        self._push(("host", "disk_read"), _number(getattr(host, "disk_read_bytes_per_s", None)))
+        self._push(("host", "disk_write"), _number(getattr(host, "disk_write_bytes_per_s", None)))
 
     def extend(self, samples: Iterable[Sample]) -> None:
         for sample in samples:
@@ -92,6 +119,30 @@ class History:
     def values(self, *key: str) -> list[float]:
         """The available values of ``key``, oldest first (gaps dropped), for sparklines."""
         return [v for v in self._series.get(tuple(key), ()) if v is not None]
+
+    def spacing_s(self) -> float | None:
+        """Mean seconds between the stored samples, or None with fewer than two."""
+        if len(self.timestamps) < 2:
+            return None
+        span = self.timestamps[-1] - self.timestamps[0]
+        return span / (len(self.timestamps) - 1) if span > 0 else None
+
+    def points_in(self, window_s: float, spacing_s: float | None = None) -> int:
+        """How many points cover ``window_s`` at ``spacing_s`` (default: the stored spacing)."""
+        spacing = spacing_s or self.spacing_s() or 1.0
+        return max(2, min(self.capacity, round(window_s / spacing)))
+
+    def window(self, key: tuple[str, ...], points: int) -> list[float | None]:
+        """The last ``points`` values of ``key`` (oldest first), padded on the left with None
+        where the history is shorter, so the newest point is always at the right end."""
+        series = self._series.get(key)
+        if not series:
+            return [None] * points
+        recent = list(islice(reversed(series), points))
+        recent.reverse()
+        if len(recent) < points:
+            recent[:0] = [None] * (points - len(recent))
+        return recent
 
     def mean_between(self, key: tuple[str, ...], start_s: float, end_s: float) -> float | None:
         """Mean of ``key`` over samples with start_s <= timestamp <= end_s; None when none."""

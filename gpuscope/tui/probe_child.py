@@ -7,30 +7,19 @@ second; the measurements so far are still written to OUT (``partial`` true). No 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 from typing import Any
 
+from gpuscope.schema.events import Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started, encode_event
+
 __all__ = ["main"]
 
 
-def _say(event: str, **data: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **data}, default=str, allow_nan=False) + "\n")
+def _say(event: ProbeEvent) -> None:
+    sys.stdout.buffer.write(encode_event(event))
     sys.stdout.flush()
-
-
-def _finite(value: Any) -> Any:
-    import math
-
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(item) for item in value]
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
 
     from gpuscope.errors import GpuscopeError
-    from gpuscope.results import write_json_atomic
+    from gpuscope.fileio import write_json_atomic
 
     try:
         from gpuscope.probing import ProbeRunner, load_suite
@@ -54,15 +43,14 @@ def main(argv: list[str] | None = None) -> int:
         runner_box: dict[str, Any] = {}
 
         def on_progress(done: int, total: int, label: str) -> None:
-            _say("progress", done=done, total=total, name=label, phase="start" if done < total else "end")
+            _say(Progress(done=done, total=total, name=label, phase="start" if done < total else "end"))
 
         def on_measurement(record: dict[str, Any]) -> None:
             snapshot = runner_box["runner"].snapshot()
             _say(
-                "measurement",
-                measurement=_finite(record),
-                ceilings=_finite(snapshot.get("ceilings", [])),
-                workloads=_finite(snapshot.get("workloads", [])),
+                MeasurementDone(
+                    measurement=record, ceilings=snapshot.get("ceilings", []), workloads=snapshot.get("workloads", [])
+                )
             )
 
         runner = ProbeRunner(
@@ -70,19 +58,19 @@ def main(argv: list[str] | None = None) -> int:
             args.device,
             on_progress=on_progress,
             on_measurement=on_measurement,
-            on_message=lambda message: _say("log", line=message),
+            on_message=lambda message: _say(Log(line=message)),
         )
         runner_box["runner"] = runner
-        _say("started", total=len(runner.steps), suite=suite.name, device=args.device)
+        _say(Started(total=len(runner.steps), suite=suite.name, device=args.device))
         results = runner.run(cancel)
         write_json_atomic(args.output, results)
-        _say("finished", output=args.output, partial=bool(results.get("partial")))
+        _say(Finished(output=args.output, partial=bool(results.get("partial"))))
         return 0
     except GpuscopeError as exc:
-        _say("failed", message=str(exc))
+        _say(Failed(message=str(exc)))
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - reported to the UI as one line
-        _say("failed", message=f"{type(exc).__name__}: {exc}")
+        _say(Failed(message=f"{type(exc).__name__}: {exc}"))
         return 1
 
 

@@ -5,45 +5,35 @@ GIL for long stretches; in a child they cannot stall the UI, Ctrl-C style cancel
 signal, a crash cannot take the UI down, and torch is never imported into the UI process.
 
 Protocol: the child (``python -m gpuscope.tui.probe_child``) prints one JSON object per line on
-stdout, each with ``"event"``: ``started`` (total, suite, device), ``progress`` (done, total,
-name), ``measurement`` (the measurement dict as it will appear in the results file),
-``finished`` (output path, partial flag), ``failed`` (message). Other stdout lines are kept as
-``log`` events. :meth:`ProbeJob.cancel` sends SIGINT: the child stops within about a second and
-still writes the measurements so far, marked partial.
+stdout, decoded into the typed events of :mod:`gpuscope.schema.events` (``Started``,
+``Progress``, ``MeasurementDone``, ``Finished``, ``Failed``; other stdout lines become ``Log``);
+the reader adds ``Exited`` when the child ends. :meth:`ProbeJob.cancel` sends SIGINT: the child
+stops within about a second and still writes the measurements so far, marked partial.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
-__all__ = ["ProbeEvent", "ProbeJob", "EVENT_KINDS", "kill_all"]
+from gpuscope.schema.events import Exited, ProbeEvent, decode_event
 
-EVENT_KINDS = ("started", "progress", "measurement", "finished", "failed", "log", "exited")
+__all__ = ["ProbeEvent", "ProbeJob", "kill_all"]
 
 #: Children still running (so the app can stop them all when it quits).
-_ACTIVE: "set[ProbeJob]" = set()
+_ACTIVE: set[ProbeJob] = set()
 
 
 def kill_all() -> None:
     """Kill every probe child still running (called when the app exits)."""
     for job in list(_ACTIVE):
         job.kill()
-
-
-@dataclass(frozen=True)
-class ProbeEvent:
-    kind: str
-    data: dict[str, Any] = field(default_factory=dict)
-    wall_s: float = 0.0  # when the UI read it (time.time())
 
 
 class ProbeJob:
@@ -60,7 +50,17 @@ class ProbeJob:
         self._lock = threading.Lock()
 
     def command(self) -> list[str]:
-        return [self.python, "-m", "gpuscope.tui.probe_child", "--suite", self.suite, "--device", self.device, "--output", str(self.output)]
+        return [
+            self.python,
+            "-m",
+            "gpuscope.tui.probe_child",
+            "--suite",
+            self.suite,
+            "--device",
+            self.device,
+            "--output",
+            str(self.output),
+        ]
 
     def start(self) -> None:
         """Start the child (in its own process group, so a terminal Ctrl-C does not reach it)."""
@@ -81,26 +81,17 @@ class ProbeJob:
         _ACTIVE.add(self)
 
     def events(self) -> Iterator[ProbeEvent]:
-        """The child's events until it exits; the last one is ``exited`` (returncode, stderr tail)."""
+        """The child's events until it exits; the last one is :class:`Exited` (returncode, stderr tail)."""
         process = self.process
         assert process is not None and process.stdout is not None
         for line in process.stdout:
             line = line.strip()
-            if not line:
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                yield ProbeEvent("log", {"line": line}, time.time())
-                continue
-            if not isinstance(data, dict) or data.get("event") not in EVENT_KINDS:
-                yield ProbeEvent("log", {"line": line}, time.time())
-                continue
-            yield ProbeEvent(str(data.pop("event")), data, time.time())
+            if line:
+                yield decode_event(line, time.time())
         returncode = process.wait()
         _ACTIVE.discard(self)
         stderr = process.stderr.read() if process.stderr is not None else ""
-        yield ProbeEvent("exited", {"returncode": returncode, "stderr": stderr[-2000:]}, time.time())
+        yield Exited(returncode=returncode, stderr=stderr[-2000:], wall_s=time.time())
 
     def cancel(self) -> None:
         """Ask the child to stop (SIGINT); it keeps what it measured. Escalates if it ignores it."""

@@ -15,22 +15,61 @@ if TYPE_CHECKING:
 __all__ = ["save_report", "report_inputs"]
 
 
-def report_inputs(app: "GpuscopeApp") -> list[dict[str, Any]]:
+def _installed_version(package: str) -> str | None:
+    """A package's installed version without importing it (torch stays out of the UI process)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def system_of(app: GpuscopeApp) -> dict[str, Any]:
+    """The ``system`` object for a report from the TUI: host, CPU, OS, Python, torch, driver;
+    ``simulated`` names the fake source when the data is not from real hardware."""
+    import platform
+
+    sample = app.latest_sample
+    system: dict[str, Any] = {
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "torch": _installed_version("torch"),
+    }
+    if sample is not None:
+        host = sample.host
+        system.update(hostname=host.hostname, cpu_model=host.cpu_model, logical_cores=host.logical_cores)
+        if isinstance(host.physical_cores, int):
+            system["physical_cores"] = host.physical_cores
+        if isinstance(sample.driver_version, str):
+            system["driver"] = sample.driver_version
+        if isinstance(sample.cuda_driver_version, str):
+            system["cuda"] = sample.cuda_driver_version
+    if app.simulated:
+        system["simulated"] = f"{app.source_label}: simulated GPUs"
+    return system
+
+
+def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
     """The results documents to report: the loaded and measured ones, or, with none, an empty
-    results document naming this machine's devices (the report then shows the telemetry)."""
+    results document naming this machine's devices (the report then shows the telemetry). A
+    report of simulated data (demo, fake NVML) says so in its title."""
     if app.probe_results:
-        return list(app.probe_results)
+        documents = [dict(doc) for doc in app.probe_results]
+        if app.simulated and documents:
+            documents[0]["system"] = {**(documents[0].get("system") or {}), "simulated": system_of(app)["simulated"]}
+        return documents
     from gpuscope.results import new_results
     from gpuscope.tui.roofline_data import live_document
 
-    document = new_results(system={"hostname": app.latest_sample.host.hostname} if app.latest_sample else {})
+    document = new_results(system=system_of(app))
     live = live_document(app.latest_sample)
     if live is not None:
         document["devices"] = live["devices"]
     return [document]
 
 
-def save_report(app: "GpuscopeApp") -> None:
+def save_report(app: GpuscopeApp) -> None:
     """Write an HTML report into :func:`config.screenshots_dir`, or say why not (notification)."""
     try:
         from gpuscope.report import write_report

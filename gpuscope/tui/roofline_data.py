@@ -8,11 +8,19 @@ when results change, not every tick.
 from __future__ import annotations
 
 import socket
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gpuscope.telemetry.records import GpuSample, Sample
 
-__all__ = ["live_document", "measurement_points", "build_screen_model", "live_placements", "LIVE_LABEL"]
+__all__ = [
+    "live_document",
+    "measurement_points",
+    "build_screen_model",
+    "with_profile_clouds",
+    "live_placements",
+    "LIVE_LABEL",
+]
 
 #: How a live position is labelled everywhere it appears.
 LIVE_LABEL = "estimated from activity counters"
@@ -29,7 +37,8 @@ def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ())
     present: set[str] = set()
     rank: int | None = None
     for document in results:
-        system = document.get("system") if isinstance(document.get("system"), dict) else {}
+        raw_system = document.get("system")
+        system = raw_system if isinstance(raw_system, dict) else {}
         doc_host = system.get("hostname")
         for entry in list(document.get("devices", []) or []) + list(document.get("ceilings", []) or []):
             if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
@@ -38,13 +47,16 @@ def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ())
                 present.add(entry["device"])
                 if isinstance(entry.get("rank"), int) and rank is None:
                     rank = entry["rank"]
+    from gpuscope.roofline.live import cuda_device_name
+
     devices: list[dict[str, Any]] = []
     if "cpu" not in present:
         devices.append({"device": "cpu", "type": "cpu", "name": sample.host.cpu_model, "rank": rank})
     for gpu in sample.gpus:
-        name = f"cuda:{gpu.index}"
+        name = cuda_device_name(gpu, sample.gpus)  # CUDA's number (the mapping), not NVML's index
         if gpu.mig_parent_index is None and name not in present:
-            devices.append({"device": name, "type": "gpu", "name": gpu.name, "rank": rank})
+            uuid = gpu.uuid if isinstance(gpu.uuid, str) and gpu.uuid else None  # the same GPU as a probe file's
+            devices.append({"device": name, "type": "gpu", "name": gpu.name, "rank": rank, "uuid": uuid})
     return {
         "schema": "gpuscope.results",
         "schema_version": 1,
@@ -72,7 +84,8 @@ def measurement_points(document: dict[str, Any]) -> list[dict[str, Any]]:
         status = str(measurement.get("status", "ok")).lower()
         if status not in ("ok", "passed", "valid", "success"):
             continue
-        parameters = measurement.get("parameters") if isinstance(measurement.get("parameters"), dict) else {}
+        raw_parameters = measurement.get("parameters")
+        parameters = raw_parameters if isinstance(raw_parameters, dict) else {}
         if parameters.get("role") == "workload":
             continue  # already a point through the document's "workloads"
         flops, nbytes = _number(measurement.get("flops")), _number(measurement.get("bytes"))
@@ -110,13 +123,52 @@ def build_screen_model(
         doc = dict(document)
         if include_measurements:
             doc["workloads"] = list(document.get("workloads", []) or []) + measurement_points(document)
-        source = str((document.get("suite") or {}).get("path") or f"results {number + 1}") if isinstance(document.get("suite"), dict) else f"results {number + 1}"
+        source = (
+            str((document.get("suite") or {}).get("path") or f"results {number + 1}")
+            if isinstance(document.get("suite"), dict)
+            else f"results {number + 1}"
+        )
         documents.append((source, doc))
     live = live_document(sample, results)
     if live is not None:
         documents.append(("this machine", live))
     hostname = sample.host.hostname if sample is not None else socket.gethostname()
-    return build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname)
+    return with_profile_clouds(
+        build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname), documents
+    )
+
+
+def with_profile_clouds(model: Any, documents: Sequence[tuple[str, dict[str, Any]]]) -> Any:
+    """``model`` with each profile workload's one point (a results workload with ``source:
+    "profile"`` and a ``profile`` object, from ``documents``, (source, results document) pairs)
+    replaced, in its place, by its top groups' points (:func:`gpuscope.profiling.view.profile_points`
+    on the same device), each carrying its table row's time lost (and the step's speed-up at its
+    roof) in ``note``. Groups stay in the
+    profile's order (by time lost), so the chart's number n of a group is its table row. ``model``
+    itself when there is no profile."""
+    from dataclasses import replace
+
+    from gpuscope.profiling.view import profile_points, profile_rows, profile_workloads
+
+    clouds = {
+        (source, str(workload.get("name"))): workload
+        for source, document in documents
+        for workload in profile_workloads(document)
+    }
+    if not clouds:
+        return model
+    points = []
+    for placement in model.placements:
+        point = placement.point
+        workload = clouds.get((point.origin, point.name)) if point.source == "profile" else None
+        if workload is None:
+            points.append(point)
+            continue
+        for group, row in zip(profile_points(workload, point.key), profile_rows(workload), strict=True):
+            lost, gain = row[6], row[7]
+            note = f"lost {lost} ms" + (f" · step {gain} at roof" if gain != "-" else "")
+            points.append(replace(group, origin=point.origin, note=note))
+    return model.replace_points(points)
 
 
 def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[str]]:
@@ -126,7 +178,7 @@ def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[
     if sample is None or not sample.gpus:
         return [], []
     try:
-        from gpuscope.roofline.live import estimate_live_position
+        from gpuscope.roofline.live import cuda_device_name, estimate_live_position
     except ImportError:
         return [], ["live positions need gpuscope.roofline.live"]
     from dataclasses import replace
@@ -138,20 +190,21 @@ def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[
     for gpu in sample.gpus:
         if gpu.mig_parent_index is not None:
             continue
-        estimate = estimate_live_position(gpu)
+        estimate = estimate_live_position(gpu, gpus=sample.gpus)
         if isinstance(estimate, Unavailable):
-            reasons.append(f"cuda:{gpu.index} live: {estimate.detail or estimate.reason.value}")
+            reasons.append(f"{cuda_device_name(gpu, sample.gpus)} live: {estimate.detail or estimate.reason.value}")
             continue
         key = _device_key(model, gpu, sample)
-        point = replace(estimate.to_point(name=f"cuda:{gpu.index} now"), key=key)
+        point = replace(estimate.to_point(name=f"{estimate.device} now"), key=key)
         placements.append(place_point(point, model.device(key)))
     return placements, reasons
 
 
 def _device_key(model: Any, gpu: GpuSample, sample: Sample) -> Any:
+    from gpuscope.roofline.live import cuda_device_name
     from gpuscope.roofline.model import DeviceKey
 
-    wanted = f"cuda:{gpu.index}"
+    wanted = cuda_device_name(gpu, sample.gpus)
     for device in model.devices:
         if device.key.device == wanted and device.key.host in (sample.host.hostname, None):  # first match wins
             return device.key

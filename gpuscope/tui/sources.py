@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import abc
 import bisect
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.values import Reason, Unavailable
+
+if TYPE_CHECKING:
+    from gpuscope.telemetry.hostprocs import HostProcess, ProcessScanner
 
 __all__ = [
     "TelemetrySource",
@@ -44,13 +49,35 @@ class TelemetrySource(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources. Called once at exit, from a worker thread or the main thread."""
 
+    def host_processes(self) -> list[HostProcess] | Unavailable:
+        """Every host process now (blocking, a /proc scan), or why there are none."""
+        return Unavailable(Reason.NOT_APPLICABLE, "this source has no host processes")
 
-class LiveSource(TelemetrySource):
+
+class _ScansHost:
+    """Mixin: host processes from this machine's /proc."""
+
+    _scanner: ProcessScanner | None = None
+
+    def host_processes(self) -> list[HostProcess] | Unavailable:
+        from gpuscope.telemetry.hostprocs import ProcessScanner
+
+        if self._scanner is None:
+            self._scanner = ProcessScanner()
+        missing = self._scanner.available()
+        return missing if missing is not None else self._scanner.scan()
+
+
+class LiveSource(_ScansHost, TelemetrySource):
     """The real collector (:class:`gpuscope.telemetry.collector.TelemetryCollector`)."""
 
     def __init__(self, nvml: bool = True, label: str = "live") -> None:
+        import os
+
         self.nvml = nvml
-        self.label = label
+        #: GPUSCOPE_FAKE_NVML (tests, benchmarks) makes the GPUs fake: say so everywhere.
+        self.simulated = bool(os.environ.get("GPUSCOPE_FAKE_NVML")) and nvml
+        self.label = "live (fake NVML: simulated GPUs)" if self.simulated and label == "live" else label
         self._collector: Any = None
 
     def open(self) -> None:
@@ -78,12 +105,20 @@ class LiveSource(TelemetrySource):
 class ScriptedSource(TelemetrySource):
     """Returns prepared samples in order, then repeats the last one (tests, snapshots)."""
 
-    def __init__(self, samples: Sequence[Sample], label: str = "scripted") -> None:
+    def __init__(
+        self, samples: Sequence[Sample], label: str = "scripted", processes: Sequence[HostProcess] | None = None
+    ) -> None:
         if not samples:
             raise ValueError("ScriptedSource needs at least one sample")
         self._samples = list(samples)
         self._position = 0
         self.label = label
+        self._processes = None if processes is None else list(processes)
+
+    def host_processes(self) -> list[HostProcess] | Unavailable:
+        if self._processes is None:
+            return super().host_processes()
+        return list(self._processes)
 
     def sample(self) -> Sample:
         sample = self._samples[min(self._position, len(self._samples) - 1)]
@@ -171,4 +206,3 @@ class ReplayCursor:
     def window(self, count: int) -> list[Sample]:
         """The last ``count`` samples up to and including the current one (to rebuild history)."""
         return self.samples[max(0, self.position - count + 1) : self.position + 1]
-

@@ -31,15 +31,22 @@ the field; the app shows it and falls back to the default theme.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import msgspec
 from textual.color import Color, ColorParseError
+from textual.css.stylesheet import Stylesheet
 from textual.theme import Theme
 
+from gpuscope.fileio import read_bytes_bounded
+from gpuscope.schema.core import problem_of
+from gpuscope.schema.themes import PALETTE_LISTS, THEME_COLOURS, ChartTable, ThemeFileSpec
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
+
+if TYPE_CHECKING:
+    from gpuscope.roofline.paint_text import ChartPalette as RooflinePalette
 
 __all__ = [
     "DEFAULT_THEME",
@@ -55,12 +62,6 @@ __all__ = [
 DEFAULT_THEME = "gpuscope-dark"
 
 _MAX_THEME_BYTES = 256 * 1024
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_TUPLE_FIELDS = ("series", "gpu_roofs", "cpu_roofs")
-_THEME_COLOURS = (
-    "primary", "secondary", "accent", "warning", "error", "success",
-    "foreground", "background", "surface", "panel", "boost",
-)  # fmt: skip
 
 
 class ThemeError(Exception):
@@ -97,9 +98,9 @@ class ChartPalette:
             return self.bar_mid
         return self.bar_low
 
-    def roofline_palette(self):  # noqa: ANN201 - gpuscope.roofline.chart.ChartPalette
+    def roofline_palette(self) -> RooflinePalette:
         """The roofline chart's palette in these colours (RGB tuples for plotext)."""
-        from gpuscope.roofline.chart import DEFAULT_PALETTE
+        from gpuscope.roofline.paint_text import DEFAULT_PALETTE
 
         return DEFAULT_PALETTE.with_colors(
             gpu_roofs=tuple(_rgb(c) for c in self.gpu_roofs),
@@ -133,72 +134,54 @@ class ThemeFile:
         return self.theme.name
 
 
-def _colour(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise ThemeError(f"{where} must be a colour string, got {type(value).__name__}")
+def _colour(value: str, where: str) -> str:
     try:
-        return Color.parse(value).hex
+        colour = Color.parse(value)
     except ColorParseError:
         raise ThemeError(f"{where}: {value!r} is not a colour (use #rrggbb)") from None
+    if colour.ansi is not None:  # Textual cannot derive a theme's shades from a terminal colour
+        raise ThemeError(f"{where}: {value!r} is an ANSI colour name; use #rrggbb")
+    return colour.hex
 
 
 def parse_theme(data: dict[str, Any], source: str) -> ThemeFile:
-    """Build a :class:`ThemeFile` from parsed TOML ``data``; ``source`` names it in errors."""
-    unknown = set(data) - {"theme", "chart"}
-    if unknown:
-        raise ThemeError(f"{source}: unknown table or key {sorted(unknown)[0]!r} (expected [theme] and [chart])")
-    table = data.get("theme")
-    if not isinstance(table, dict):
-        raise ThemeError(f"{source}: missing [theme] table")
-    name = table.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ThemeError(f"{source}: [theme] name must be letters, digits, '-', '_' or '.', got {name!r}")
-    kwargs: dict[str, Any] = {"name": name}
-    for key, value in table.items():
-        where = f"{source}: [theme] {key}"
-        if key == "name":
-            continue
-        if key == "dark":
-            if not isinstance(value, bool):
-                raise ThemeError(f"{where} must be true or false")
-            kwargs["dark"] = value
-        elif key in _THEME_COLOURS:
-            kwargs[key] = _colour(value, where)
-        elif key in ("luminosity_spread", "text_alpha"):
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= 1:
-                raise ThemeError(f"{where} must be a number from 0 to 1")
-            kwargs[key] = float(value)
-        elif key == "variables":
-            if not isinstance(value, dict) or not all(
-                isinstance(k, str) and re.fullmatch(r"[a-z0-9-]{1,64}", k) and isinstance(v, str) and len(v) < 100
-                for k, v in value.items()
-            ):
-                raise ThemeError(f"{where} must map CSS variable names to strings")
-            kwargs["variables"] = dict(value)
-        else:
-            raise ThemeError(f"{where}: unknown key")
-    if "primary" not in kwargs:
-        raise ThemeError(f"{source}: [theme] primary is required")
-    chart = data.get("chart", {})
-    if not isinstance(chart, dict):
-        raise ThemeError(f"{source}: [chart] must be a table")
+    """Build a :class:`ThemeFile` from parsed TOML ``data`` (checked against
+    :class:`gpuscope.schema.themes.ThemeFileSpec`, colours by Textual); ``source`` names it in
+    errors: ``<file>: <problem> - at `$.theme.primary```."""
+    try:
+        spec = msgspec.convert(data, ThemeFileSpec, strict=True)
+    except msgspec.ValidationError as exc:
+        raise ThemeError(f"{source}: {problem_of(exc)}") from None
+    table = spec.theme
+    kwargs: dict[str, Any] = {"name": table.name, "dark": table.dark, "variables": dict(table.variables)}
+    for key in THEME_COLOURS:
+        value = getattr(table, key)
+        if value is not None:
+            kwargs[key] = _colour(value, f"{source}: [theme] {key}")
+    for key in ("luminosity_spread", "text_alpha"):
+        if getattr(table, key) is not None:
+            kwargs[key] = getattr(table, key)
     palette_kwargs: dict[str, Any] = {}
-    known = {f.name for f in fields(ChartPalette)}
-    for key, value in chart.items():
+    for key in ChartTable.__struct_fields__:
+        value = getattr(spec.chart, key)
+        if value is None:
+            continue
         where = f"{source}: [chart] {key}"
-        if key not in known:
-            raise ThemeError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
-        if key in _TUPLE_FIELDS:
-            if not isinstance(value, list) or not value or len(value) > 32:
-                raise ThemeError(f"{where} must be a list of 1 to 32 colours")
+        if key in PALETTE_LISTS:
             palette_kwargs[key] = tuple(_colour(item, f"{where}[{i}]") for i, item in enumerate(value))
         else:
             palette_kwargs[key] = _colour(value, where)
     try:
         theme = Theme(**kwargs)
-        theme.to_color_system()  # surfaces any remaining colour problem now, not at draw time
+        variables = theme.to_color_system().generate()  # surfaces any colour problem now, not at draw time
+        # The variables end up in the app's stylesheet: one that would break it is refused here.
+        sheet = Stylesheet(variables={**variables, **theme.variables})
+        sheet.add_source("Screen { color: $foreground; }")
+        sheet.parse()
     except Exception as exc:  # noqa: BLE001 - Textual's own validation; report it as one line
-        raise ThemeError(f"{source}: [theme] rejected by Textual ({exc})") from None
+        raise ThemeError(
+            f"{source}: [theme] rejected by Textual ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     return ThemeFile(theme=theme, palette=ChartPalette(**palette_kwargs))
 
 
@@ -208,7 +191,7 @@ def load_theme_file(path: Path) -> ThemeFile:
         size = path.stat().st_size
         if size > _MAX_THEME_BYTES:
             raise ThemeError(f"{path}: {size} bytes is too large for a theme file")
-        raw = path.read_bytes()
+        raw = read_bytes_bounded(path, "theme")  # bounded: never /dev/zero into memory
     except FileNotFoundError:
         raise ThemeError(f"{path}: no such file") from None
     except OSError as exc:

@@ -8,6 +8,8 @@
 - :mod:`.readings`     per-sample calls and how readings become GpuSample fields
 - :mod:`.collector`    :class:`NvmlCollector` and :class:`GpuSide`
 - :mod:`.capabilities` what is readable and why not (``gpuscope doctor``, the TUI)
+- :mod:`.compat`       names older nvidia-ml-py releases lack (the declared minimum is 12.535.77)
+- :mod:`.mapping`      which NVML GPU is CUDA device N (by UUID; CUDA_VISIBLE_DEVICES, MIG)
 """
 
 from gpuscope.telemetry.nvml.collector import DeviceStatus, GpuSide, NvmlCollector

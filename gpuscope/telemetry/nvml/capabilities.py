@@ -8,9 +8,10 @@ sample and turns what it saw into :class:`Check` lines (``gpuscope doctor`` prin
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.telemetry.nvml.collector import DeviceStatus, NvmlCollector
 from gpuscope.telemetry.nvml.gpm import GPM_MIN_INTERVAL_S
@@ -134,10 +135,20 @@ def _metric_check(name: str, value: Metric[Any], ok: Callable[[Any], str], *, no
     return Check(name, "ok", ok(value))
 
 
-def gpu_checks(sample: GpuSample, status: DeviceStatus | None = None, *, accounting: Metric[bool] | None = None, profiling_note: str = "") -> list[Check]:
+def gpu_checks(
+    sample: GpuSample,
+    status: DeviceStatus | None = None,
+    *,
+    accounting: Metric[bool] | None = None,
+    profiling_note: str = "",
+) -> list[Check]:
     """What is readable on one GPU (or MIG device) given one sample of it."""
     if sample.state == "lost":
-        return [check_from_unavailable("state", Unavailable(Reason.GPU_LOST, "the GPU fell off the bus or stopped answering"))]
+        return [
+            check_from_unavailable(
+                "state", Unavailable(Reason.GPU_LOST, "the GPU fell off the bus or stopped answering")
+            )
+        ]
     checks: list[Check] = []
     if status is not None and sample.mig_parent_index is None:
         gpm = status.gpm
@@ -146,38 +157,63 @@ def gpu_checks(sample: GpuSample, status: DeviceStatus | None = None, *, account
         _metric_check(
             "profiling",
             sample.sm_activity_percent,
-            lambda v: f"SM activity {v:.0f} %, tensor {_pct(sample.tensor_activity_percent)}, occupancy {_pct(sample.sm_occupancy_percent)}",
+            lambda v: (
+                f"SM activity {v:.0f} %, tensor {_pct(sample.tensor_activity_percent)}, "
+                f"occupancy {_pct(sample.sm_occupancy_percent)}"
+            ),
             note=profiling_note,
         )
     )
     if sample.mig_parent_index is None:
         peak = sample.dram_peak_bytes_per_s
         peak_text = "" if isinstance(peak, Unavailable) else f" of {_gb(peak)} peak"
-        checks.append(_metric_check("DRAM bandwidth", sample.dram_bandwidth_bytes_per_s, lambda v: f"{_gb(v)}{peak_text}", note=profiling_note))
+        checks.append(
+            _metric_check(
+                "DRAM bandwidth",
+                sample.dram_bandwidth_bytes_per_s,
+                lambda v: f"{_gb(v)}{peak_text}",
+                note=profiling_note,
+            )
+        )
         checks.append(_nvlink_check(sample, status))
         source = "GPM" if status is not None and status.gpm is None else "field counters"
         link = ""
-        if not isinstance(sample.pcie_link_generation, Unavailable) and not isinstance(sample.pcie_link_width, Unavailable):
+        if not isinstance(sample.pcie_link_generation, Unavailable) and not isinstance(
+            sample.pcie_link_width, Unavailable
+        ):
             link = f", link Gen{sample.pcie_link_generation} x{sample.pcie_link_width}"
+        rx = sample.pcie_rx_bytes_per_s
+        rx_text = "unavailable" if isinstance(rx, Unavailable) else _gb(rx)
         checks.append(
             _metric_check(
                 "PCIe counters",
                 sample.pcie_tx_bytes_per_s,
-                lambda v: f"TX {_gb(v)}, RX {_gb(sample.pcie_rx_bytes_per_s) if not isinstance(sample.pcie_rx_bytes_per_s, Unavailable) else 'unavailable'} (via {source}){link}",
+                lambda v: f"TX {_gb(v)}, RX {rx_text} (via {source}){link}",
             )
         )
     processes = sample.processes
     checks.append(_metric_check("processes", processes, lambda v: f"{len(v)} running"))
     if status is not None and sample.mig_parent_index is None:
         utilization = status.process_utilization
-        checks.append(Check("process SM %", "ok", "readable") if utilization is None else check_from_unavailable("process SM %", utilization))
+        checks.append(
+            Check("process SM %", "ok", "readable")
+            if utilization is None
+            else check_from_unavailable("process SM %", utilization)
+        )
     if accounting is not None:
         if isinstance(accounting, Unavailable):
             checks.append(check_from_unavailable("accounting", accounting))
         elif accounting:
             checks.append(Check("accounting", "ok", "per-process accounting is on"))
         else:
-            checks.append(Check("accounting", "unavailable", "per-process accounting is off", f"sudo nvidia-smi -i {sample.index} -am 1"))
+            checks.append(
+                Check(
+                    "accounting",
+                    "unavailable",
+                    "per-process accounting is off",
+                    f"sudo nvidia-smi -i {sample.index} -am 1",
+                )
+            )
     checks.append(_others_check(sample))
     return checks
 
@@ -208,7 +244,20 @@ def _nvlink_check(sample: GpuSample, status: DeviceStatus | None) -> Check:
     return Check("NVLink", "ok", detail + "; counters readable")
 
 
-_COVERED = ("dram_", "sm_activity", "sm_occupancy", "tensor", "hmma", "imma", "dfma", "fp", "pcie_tx", "pcie_rx", "nvlink_", "processes")
+_COVERED = (
+    "dram_",
+    "sm_activity",
+    "sm_occupancy",
+    "tensor",
+    "hmma",
+    "imma",
+    "dfma",
+    "fp",
+    "pcie_tx",
+    "pcie_rx",
+    "nvlink_",
+    "processes",
+)
 
 
 def _others_check(sample: GpuSample) -> Check:
@@ -250,7 +299,12 @@ def _library_version() -> str:
         return "nvidia-ml-py"
 
 
-def probe(*, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic, params_path: Path = _PARAMS) -> NvmlReport:
+def probe(
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    params_path: Path = _PARAMS,
+) -> NvmlReport:
     """Open NVML, wait one GPM window, sample once, and report what is readable. Never raises."""
     collector = NvmlCollector(clock=clock)
     try:
@@ -260,7 +314,9 @@ def probe(*, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], fl
             if failed.reason is Reason.NO_DRIVER:  # a host without an NVIDIA GPU: a finding, not a fault
                 library.status = "unavailable"
             if failed.reason is Reason.NOT_APPLICABLE:  # NVML works, no GPU
-                library = Check("library", "unavailable", f"libnvidia-ml loaded ({_library_version()}); {failed.detail}")
+                library = Check(
+                    "library", "unavailable", f"libnvidia-ml loaded ({_library_version()}); {failed.detail}"
+                )
             return NvmlReport(library, [], [])
         sleep(GPM_MIN_INTERVAL_S * 1.2)
         side = collector.sample()
@@ -273,7 +329,11 @@ def probe(*, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], fl
     note = _profiling_note(params_path)
     versions = [
         _metric_check(label, value, str)
-        for label, value in (("driver", side.driver_version), ("NVML", side.nvml_version), ("CUDA driver", side.cuda_driver_version))
+        for label, value in (
+            ("driver", side.driver_version),
+            ("NVML", side.nvml_version),
+            ("CUDA driver", side.cuda_driver_version),
+        )
     ]
     gpus = []
     for sample in side.gpus:

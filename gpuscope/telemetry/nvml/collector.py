@@ -14,15 +14,26 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from gpuscope.telemetry.nvml import session
-from gpuscope.telemetry.nvml.device import DeviceInfo, MigInfo, read_device_info, read_mig_devices
+from gpuscope.telemetry.nvml.device import (
+    DeviceInfo,
+    MigInfo,
+    read_device_info,
+    read_mig_devices,
+)
 from gpuscope.telemetry.nvml.fields import FieldSet
 from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS, GpmReader
 from gpuscope.telemetry.nvml.processes import ProcessReader
-from gpuscope.telemetry.nvml.readings import MetricCalls, fill_missing, prefer, throttle_reason_names
+from gpuscope.telemetry.nvml.readings import (
+    MetricCalls,
+    fill_missing,
+    prefer,
+    throttle_reason_names,
+)
 from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, NvLinkLinkSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
@@ -102,8 +113,17 @@ class _Gpu:
 def _identity(gpu: _Gpu, state: str) -> GpuSample:
     info = gpu.info
     if info is None:
-        return GpuSample(index=gpu.index, name="unknown", uuid="", pci_bus_id="unknown", architecture="unknown", state=state)
-    return GpuSample(index=info.index, name=info.name, uuid=info.uuid, pci_bus_id=info.pci_bus_id, architecture=info.architecture, state=state)
+        return GpuSample(
+            index=gpu.index, name="unknown", uuid="", pci_bus_id="unknown", architecture="unknown", state=state
+        )
+    return GpuSample(
+        index=info.index,
+        name=info.name,
+        uuid=info.uuid,
+        pci_bus_id=info.pci_bus_id,
+        architecture=info.architecture,
+        state=state,
+    )
 
 
 def _mig_identity(gpu: _Gpu, mig: _Mig, state: str) -> GpuSample:
@@ -117,7 +137,9 @@ def _mig_identity(gpu: _Gpu, mig: _Mig, state: str) -> GpuSample:
         state=state,
         mig_parent_index=gpu.index,
         mig_gpu_instance_id=None if isinstance(mig.info.gpu_instance_id, Unavailable) else mig.info.gpu_instance_id,
-        mig_compute_instance_id=None if isinstance(mig.info.compute_instance_id, Unavailable) else mig.info.compute_instance_id,
+        mig_compute_instance_id=None
+        if isinstance(mig.info.compute_instance_id, Unavailable)
+        else mig.info.compute_instance_id,
     )
 
 
@@ -134,7 +156,9 @@ class NvmlCollector:
     MAX_REOPEN_DELAY_S = 300.0
     OPEN_RETRY_INTERVAL_S = 30.0
 
-    def __init__(self, gpm: bool = True, processes: bool = True, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, gpm: bool = True, processes: bool = True, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._gpm_enabled = gpm
         self._processes_enabled = processes
         self._clock = clock
@@ -205,7 +229,9 @@ class NvmlCollector:
                 if gpu.gpm_status is not None:
                     gpu.gpm = None
                 # per GPU instance, whether or not the whole GPU answers GPM in MIG mode
-                for gi in sorted({m.info.gpu_instance_id for m in gpu.migs if not isinstance(m.info.gpu_instance_id, Unavailable)}):
+                for gi in sorted(
+                    {m.info.gpu_instance_id for m in gpu.migs if not isinstance(m.info.gpu_instance_id, Unavailable)}
+                ):
                     reader = GpmReader(handle, self._clock, gpu_instance_id=gi)
                     status = reader.open()
                     if status is None:
@@ -293,7 +319,10 @@ class NvmlCollector:
         return gpu
 
     def _lost(self, gpu: _Gpu) -> tuple[GpuSample, list[GpuSample]]:
-        gone = Unavailable(Reason.GPU_LOST, f"GPU {gpu.index} fell off the bus or stopped answering; retried every {self.LOST_RETRY_INTERVAL_S:g} s")
+        gone = Unavailable(
+            Reason.GPU_LOST,
+            f"GPU {gpu.index} fell off the bus or stopped answering; retried every {self.LOST_RETRY_INTERVAL_S:g} s",
+        )
         full = _identity(gpu, "lost")
         fill_missing(full, gone)
         parts = []
@@ -351,7 +380,11 @@ class NvmlCollector:
         gpm = self._gpm(gpu.gpm, gpu.gpm_status)
 
         def metric(key: str) -> Metric[float]:
-            return gpm if isinstance(gpm, Unavailable) else gpm.get(key, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}"))
+            return (
+                gpm
+                if isinstance(gpm, Unavailable)
+                else gpm.get(key, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}"))
+            )
 
         sample.utilization_percent = _attr(util, "gpu", float)
         sample.memory_busy_percent = _attr(util, "memory", float)
@@ -363,8 +396,8 @@ class NvmlCollector:
         for name in ACTIVITY_METRICS:
             if name not in ("dram_bandwidth_percent_of_peak", "utilization_percent"):
                 setattr(sample, name, metric(name))
-        sample.pcie_tx_bytes_per_s = prefer(metric("pcie_tx_bytes_per_s"), fields["pcie_tx_bytes_per_s"])
-        sample.pcie_rx_bytes_per_s = prefer(metric("pcie_rx_bytes_per_s"), fields["pcie_rx_bytes_per_s"])
+        sample.pcie_tx_bytes_per_s = _pcie(metric("pcie_tx_bytes_per_s"), fields["pcie_tx_bytes_per_s"])
+        sample.pcie_rx_bytes_per_s = _pcie(metric("pcie_rx_bytes_per_s"), fields["pcie_rx_bytes_per_s"])
         sample.pcie_link_generation = _number(gpu.slow["pcie_generation"], int)
         sample.pcie_link_width = _number(gpu.slow["pcie_width"], int)
         sample.nvlink_active_links = info.nvlink_active_links
@@ -376,8 +409,12 @@ class NvmlCollector:
             sample.nvlink_links = [
                 NvLinkLinkSample(
                     link=link,
-                    tx_bytes_per_s=prefer(metric(f"nvlink_tx_bytes_per_s:{link}"), fields[f"nvlink_tx_bytes_per_s:{link}"]),
-                    rx_bytes_per_s=prefer(metric(f"nvlink_rx_bytes_per_s:{link}"), fields[f"nvlink_rx_bytes_per_s:{link}"]),
+                    tx_bytes_per_s=prefer(
+                        metric(f"nvlink_tx_bytes_per_s:{link}"), fields[f"nvlink_tx_bytes_per_s:{link}"]
+                    ),
+                    rx_bytes_per_s=prefer(
+                        metric(f"nvlink_rx_bytes_per_s:{link}"), fields[f"nvlink_rx_bytes_per_s:{link}"]
+                    ),
                 )
                 for link in info.nvlink_links
             ]
@@ -393,7 +430,9 @@ class NvmlCollector:
         sample.temperature_gpu_c = _number(temperature, float)
         sample.temperature_memory_c = fields["temperature_memory_c"]
         sample.fan_speed_percent = _number(fan, float)
-        sample.throttle_reasons = throttle if isinstance(throttle, Unavailable) else throttle_reason_names(int(throttle))
+        sample.throttle_reasons = (
+            throttle if isinstance(throttle, Unavailable) else throttle_reason_names(int(throttle))
+        )
         sample.ecc_corrected_errors = _number(fields["ecc_corrected_errors"], int)
         sample.ecc_uncorrected_errors = _number(fields["ecc_uncorrected_errors"], int)
         sample.processes = self._processes(gpu.processes, gpu, now)
@@ -422,7 +461,11 @@ class NvmlCollector:
         else:
             gpm = gpu.gi_status.get(gi, Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off"))
         for name in ACTIVITY_METRICS:
-            value = gpm if isinstance(gpm, Unavailable) else gpm.get(name, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {name}"))
+            value = (
+                gpm
+                if isinstance(gpm, Unavailable)
+                else gpm.get(name, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {name}"))
+            )
             setattr(sample, name, value)
         no_peak = Unavailable(Reason.NOT_SUPPORTED, "NVML gives no peak DRAM bandwidth per MIG instance")
         sample.dram_bandwidth_bytes_per_s = sample.dram_peak_bytes_per_s = no_peak
@@ -467,6 +510,17 @@ def _number(value: Metric[Any], kind: Callable[[Any], Any], scale: float = 1.0) 
     return kind(value * scale) if scale != 1.0 else kind(value)
 
 
+def _pcie(gpm: Metric[float], counter: Metric[float]) -> Metric[float]:
+    """PCIe bytes/s from GPM, else from the field counters; when neither has a number, the
+    reason names both (GPM refused *and* the counters absent, or 32-bit and too slow to read)."""
+    value = prefer(gpm, counter)
+    if isinstance(gpm, Unavailable) and isinstance(counter, Unavailable) and counter.reason is not Reason.WARMING_UP:
+        gpm_absent = gpm.reason in (Reason.NOT_SUPPORTED, Reason.NOT_APPLICABLE, Reason.DRIVER_TOO_OLD)
+        first, other = (counter, gpm) if gpm_absent else (gpm, counter)
+        return Unavailable(first.reason, f"{first.detail}; and {other.detail}" if other.detail else first.detail)
+    return value
+
+
 def _set_dram(sample: GpuSample, percent: Metric[float], peak: Metric[float]) -> None:
     """DRAM % from GPM; bytes/s = percent x theoretical peak."""
     sample.dram_bandwidth_percent_of_peak = percent
@@ -477,4 +531,3 @@ def _set_dram(sample: GpuSample, percent: Metric[float], peak: Metric[float]) ->
         sample.dram_bandwidth_bytes_per_s = peak
     else:
         sample.dram_bandwidth_bytes_per_s = percent / 100.0 * peak
-

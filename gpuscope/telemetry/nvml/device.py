@@ -111,7 +111,9 @@ def _text(what: str, fn: Any, handle: Any, problems: list[Unavailable], default:
 def _nvlink(handle: Any, info: DeviceInfo) -> None:
     """Active links (state read per link, once), their NVLink generation and per-link peak."""
     count = _MAX_LINKS
-    values = call("nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, handle, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT])
+    values = call(
+        "nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, handle, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT]
+    )
     if not isinstance(values, Unavailable) and values[0].nvmlReturn == pynvml.NVML_SUCCESS:
         count = int(values[0].value.uiVal)
     active: list[int] = []
@@ -133,7 +135,9 @@ def _nvlink(handle: Any, info: DeviceInfo) -> None:
             info.nvlink_active_links = info.nvlink_version = info.nvlink_link_peak_bytes_per_s = first_error
         else:
             info.nvlink_active_links = 0
-            info.nvlink_version = info.nvlink_link_peak_bytes_per_s = Unavailable(Reason.NOT_APPLICABLE, "no active NVLink link")
+            info.nvlink_version = info.nvlink_link_peak_bytes_per_s = Unavailable(
+                Reason.NOT_APPLICABLE, "no active NVLink link"
+            )
         return
     info.nvlink_links = active
     info.nvlink_active_links = len(active)
@@ -147,7 +151,9 @@ def _nvlink(handle: Any, info: DeviceInfo) -> None:
     else:
         info.nvlink_version = generation
     info.nvlink_link_peak_bytes_per_s = (
-        peak if peak is not None else Unavailable(Reason.NOT_SUPPORTED, f"per-link peak of NVLink enum {int(version)} not known")
+        peak
+        if peak is not None
+        else Unavailable(Reason.NOT_SUPPORTED, f"per-link peak of NVLink enum {int(version)} not known")
     )
 
 
@@ -158,8 +164,12 @@ def read_device_info(index: int, handle: Any) -> DeviceInfo:
     bus_id = "unknown" if isinstance(pci, Unavailable) else _decode(pci.busId)
     arch = _transient(call("nvmlDeviceGetArchitecture", pynvml.nvmlDeviceGetArchitecture, handle), problems)
     mig = _transient(call("nvmlDeviceGetMigMode", pynvml.nvmlDeviceGetMigMode, handle), problems)
-    sm_max = _transient(call("nvmlDeviceGetMaxClockInfo", pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM), problems)
-    mem_max = _transient(call("nvmlDeviceGetMaxClockInfo", pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM), problems)
+    sm_max = _transient(
+        call("nvmlDeviceGetMaxClockInfo", pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM), problems
+    )
+    mem_max = _transient(
+        call("nvmlDeviceGetMaxClockInfo", pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM), problems
+    )
     width = _transient(call("nvmlDeviceGetMemoryBusWidth", pynvml.nvmlDeviceGetMemoryBusWidth, handle), problems)
     if isinstance(width, Unavailable):
         peak: Metric[float] = width
@@ -201,7 +211,13 @@ def read_mig_devices(handle: Any, problems: list[Unavailable]) -> list[MigInfo]:
         return []
     found: list[MigInfo] = []
     for slot in range(int(count)):
-        mig = call("nvmlDeviceGetMigDeviceHandleByIndex", pynvml.nvmlDeviceGetMigDeviceHandleByIndex, handle, slot, not_found=None)
+        mig = call(
+            "nvmlDeviceGetMigDeviceHandleByIndex",
+            pynvml.nvmlDeviceGetMigDeviceHandleByIndex,
+            handle,
+            slot,
+            not_found=None,
+        )
         if mig is None:
             continue  # an empty slot
         if isinstance(mig, Unavailable):
@@ -220,4 +236,3 @@ def read_mig_devices(handle: Any, problems: list[Unavailable]) -> list[MigInfo]:
             )
         )
     return found
-

@@ -1,7 +1,7 @@
 """GPM (GPU Performance Monitoring, Hopper and newer): metrics between two GPM samples.
 
 Each reader keeps the previous GPM sample; a read takes a new one (when at least
-``GPM_MIN_INTERVAL_S`` after the previous) and asks ``nvmlGpmMetricsGet`` for every metric
+``GPM_SAMPLE_INTERVAL_S`` after the previous: nvml.h wants *more than* 100 ms) and asks ``nvmlGpmMetricsGet`` for every metric
 between the two, so one read costs two NVML calls. Closer reads return the last result.
 A MIG GPU instance is read with ``nvmlGpmMigSampleGet``. Each metric carries its own return
 code; a NoPermission names the RmProfilingAdminOnly fix.
@@ -9,16 +9,25 @@ code; a NoPermission names the RmProfilingAdminOnly fix.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml, unavailable_from_error
+from gpuscope.telemetry.nvml.session import (
+    GpuLostError,
+    call,
+    pynvml,
+    unavailable_from_error,
+)
 from gpuscope.telemetry.nvml.structs import gpm_metrics_view
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
-__all__ = ["GPM_MIN_INTERVAL_S", "ACTIVITY_METRICS", "GpmReader", "link_metric_ids", "MIB"]
+__all__ = ["GPM_MIN_INTERVAL_S", "GPM_SAMPLE_INTERVAL_S", "ACTIVITY_METRICS", "GpmReader", "link_metric_ids", "MIB"]
 
-#: NVML needs GPM samples more than 100 ms apart.
+#: NVML needs GPM samples more than this apart (nvml.h: "> 100 ms"); strictly more.
 GPM_MIN_INTERVAL_S = 0.1
+#: A new GPM sample is taken only this long after the previous one: 10 ms above the limit, so
+#: that the driver's own timestamps (not our clock) are also more than 100 ms apart.
+GPM_SAMPLE_INTERVAL_S = 0.11
 MIB = float(1 << 20)
 
 #: GpuSample field -> GPM metric id (all percent, 0-100).
@@ -121,7 +130,14 @@ class GpmReader:
         if self.gpu_instance_id is None:
             result = call("nvmlGpmSampleGet", pynvml.nvmlGpmSampleGet, self.handle, sample, profiling=True)
         else:
-            result = call("nvmlGpmMigSampleGet", pynvml.nvmlGpmMigSampleGet, self.handle, self.gpu_instance_id, sample, profiling=True)
+            result = call(
+                "nvmlGpmMigSampleGet",
+                pynvml.nvmlGpmMigSampleGet,
+                self.handle,
+                self.gpu_instance_id,
+                sample,
+                profiling=True,
+            )
         if isinstance(result, Unavailable):
             self._previous_at = None
             return result
@@ -140,7 +156,7 @@ class GpmReader:
             failed = self._take(self._samples[0])
             self._last = failed or Unavailable(Reason.WARMING_UP, "GPM needs two samples")
             return self._last
-        if now - self._previous_at < GPM_MIN_INTERVAL_S:
+        if now - self._previous_at < GPM_SAMPLE_INTERVAL_S:
             return self._last
         previous, new = self._samples
         failed = self._take(new)

@@ -6,7 +6,8 @@ name and user are unavailable ("process in another PID namespace"), nothing cras
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from gpuscope.telemetry.nvml.session import call, pynvml
 from gpuscope.telemetry.records import GpuProcessSample
@@ -24,13 +25,26 @@ _OTHER_NAMESPACE = Unavailable(Reason.NOT_APPLICABLE, "process in another PID na
 
 
 class _ProcessInfoV1(ctypes.Structure):
-    """nvmlProcessInfo_v1_t, for drivers that have neither the _v2 nor the _v3 functions."""
+    """nvml.h nvmlProcessInfo_v1_t (16 bytes): what the unversioned functions fill."""
 
     _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
 
 
-def _running_v1(symbol: str, handle: Any) -> list[Any]:
-    """pynvml has no v1 wrapper any more: the same two-call protocol on the v1 symbol."""
+class _ProcessInfoV2(ctypes.Structure):
+    """nvml.h nvmlProcessInfo_v2_t (24 bytes): what the _v2 and _v3 functions fill."""
+
+    _fields_ = [
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    ]
+
+
+def _running_raw(symbol: str, entry: type[ctypes.Structure], handle: Any) -> list[Any]:
+    """The two-call protocol on the C symbol with nvml.h's own entry struct. pynvml's wrappers
+    are not used: nvidia-ml-py 12.535.77 passes a 32-byte struct to the 24-byte _v3 call (every
+    pid after the first is garbage), 12.535 has no _v2 wrapper and none has a v1 wrapper."""
     fn = pynvml._nvmlGetFunctionPointer(symbol)
     count = ctypes.c_uint(0)
     ret = fn(handle, ctypes.byref(count), None)
@@ -39,7 +53,7 @@ def _running_v1(symbol: str, handle: Any) -> list[Any]:
     if ret != pynvml.NVML_ERROR_INSUFFICIENT_SIZE:
         raise pynvml.NVMLError(ret)
     count.value = count.value * 2 + 5
-    array = (_ProcessInfoV1 * count.value)()
+    array = (entry * count.value)()
     ret = fn(handle, ctypes.byref(count), array)
     if ret != pynvml.NVML_SUCCESS:
         raise pynvml.NVMLError(ret)
@@ -73,11 +87,15 @@ def process_identity(pid: int) -> tuple[Metric[str], Metric[str]]:
     try:
         name = process.name()
     except Exception as exc:  # noqa: BLE001
-        name = Unavailable(Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "name")
+        name = Unavailable(
+            Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "name"
+        )
     try:
         user = process.username()
     except Exception as exc:  # noqa: BLE001 - e.g. a uid with no passwd entry
-        user = Unavailable(Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "user")
+        user = Unavailable(
+            Reason.NO_PERMISSION if isinstance(exc, psutil.AccessDenied) else Reason.ERROR, str(exc) or "user"
+        )
     if len(_identity_cache) > 4096:
         _identity_cache.clear()
     _identity_cache[pid] = (started, name, user)
@@ -92,9 +110,9 @@ class ProcessReader:
         self._utilization = utilization
         self._versions: dict[str, list[tuple[str, Callable[..., list[Any]]]]] = {
             kind: [
-                (f"nvmlDevice{prefix}_v3", getattr(pynvml, f"nvmlDevice{prefix}_v3")),
-                (f"nvmlDevice{prefix}_v2", getattr(pynvml, f"nvmlDevice{prefix}_v2")),
-                (f"nvmlDevice{prefix}", lambda h, _s=f"nvmlDevice{prefix}": _running_v1(_s, h)),
+                (f"nvmlDevice{prefix}_v3", lambda h, _s=f"nvmlDevice{prefix}_v3": _running_raw(_s, _ProcessInfoV2, h)),
+                (f"nvmlDevice{prefix}_v2", lambda h, _s=f"nvmlDevice{prefix}_v2": _running_raw(_s, _ProcessInfoV2, h)),
+                (f"nvmlDevice{prefix}", lambda h, _s=f"nvmlDevice{prefix}": _running_raw(_s, _ProcessInfoV1, h)),
             ]
             for kind, prefix in (("compute", "GetComputeRunningProcesses"), ("graphics", "GetGraphicsRunningProcesses"))
         }
@@ -165,6 +183,9 @@ class ProcessReader:
             else:
                 sm_percent = Unavailable(Reason.NOT_APPLICABLE, "no utilization sample since the last read")
             name, user = process_identity(pid)
-            out.append(GpuProcessSample(pid=pid, name=name, user=user, gpu_memory_bytes=memory, sm_percent=sm_percent, kind=kind))
+            out.append(
+                GpuProcessSample(
+                    pid=pid, name=name, user=user, gpu_memory_bytes=memory, sm_percent=sm_percent, kind=kind
+                )
+            )
         return out
-

@@ -7,8 +7,10 @@ metric the GPU does not have costs one call in the whole run, not one per sample
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from gpuscope.telemetry.nvml import compat
 from gpuscope.telemetry.nvml.session import call, pynvml
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
@@ -81,15 +83,20 @@ class MetricCalls:
         self.handle = handle
         self.static: dict[str, Unavailable] = {}
         # metric -> candidate (what, fn, extra args); a FunctionNotFound drops the candidate
-        self._fallbacks: dict[str, list[tuple[str, Callable[..., Any], tuple[Any, ...]]]] = {
+        # (nvidia-ml-py before 12.570 has no nvmlDeviceGetTemperatureV: that candidate is left out)
+        wanted: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
             "temperature": [
-                ("nvmlDeviceGetTemperatureV", pynvml.nvmlDeviceGetTemperatureV, (pynvml.NVML_TEMPERATURE_GPU,)),
-                ("nvmlDeviceGetTemperature", pynvml.nvmlDeviceGetTemperature, (pynvml.NVML_TEMPERATURE_GPU,)),
+                ("nvmlDeviceGetTemperatureV", (pynvml.NVML_TEMPERATURE_GPU,)),
+                ("nvmlDeviceGetTemperature", (pynvml.NVML_TEMPERATURE_GPU,)),
             ],
             "throttle": [
-                ("nvmlDeviceGetCurrentClocksEventReasons", pynvml.nvmlDeviceGetCurrentClocksEventReasons, ()),
-                ("nvmlDeviceGetCurrentClocksThrottleReasons", pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, ()),
+                ("nvmlDeviceGetCurrentClocksEventReasons", ()),
+                ("nvmlDeviceGetCurrentClocksThrottleReasons", ()),
             ],
+        }
+        self._fallbacks: dict[str, list[tuple[str, Callable[..., Any], tuple[Any, ...]]]] = {
+            key: [(name, fn, args) for name, args in candidates if (fn := compat.function(name)) is not None]
+            for key, candidates in wanted.items()
         }
 
     def get(self, key: str, fn: Callable[..., Any], *args: Any) -> Metric[Any]:

@@ -7,7 +7,8 @@ Every NVML call in gpuscope goes through :func:`call`, which returns the value o
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -42,6 +43,12 @@ DRIVER_TOO_OLD_FIX = "update the NVIDIA driver"
 MISMATCH_FIX = "reboot, or reload the nvidia kernel module"
 
 
+#: pynvml's "the library lacks this unversioned function" (nvidia-ml-py 12.550 and newer only).
+_MISMATCH_ERRORS: tuple[type[BaseException], ...] = tuple(
+    cls for cls in (getattr(pynvml, "NVMLLibraryMismatchError", None),) if isinstance(cls, type)
+)
+
+
 class GpuLostError(Exception):
     """NVML answered GpuIsLost: the GPU fell off the bus or stopped answering."""
 
@@ -63,7 +70,7 @@ def unavailable_from_error(exc: BaseException, what: str = "", *, profiling: boo
     NoPermission (GPM and other profiling counters).
     """
     prefix = f"{what}: " if what else ""
-    if pynvml is not None and isinstance(exc, pynvml.NVMLLibraryMismatchError):
+    if _MISMATCH_ERRORS and isinstance(exc, _MISMATCH_ERRORS):
         return Unavailable(Reason.DRIVER_TOO_OLD, f"{prefix}the NVML library lacks this function; {DRIVER_TOO_OLD_FIX}")
     code = _code(exc)
     if code is None:
@@ -75,9 +82,13 @@ def unavailable_from_error(exc: BaseException, what: str = "", *, profiling: boo
     if code == pynvml.NVML_ERROR_GPU_IS_LOST:
         return Unavailable(Reason.GPU_LOST, f"{prefix}the GPU fell off the bus or stopped answering")
     if code == pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
-        return Unavailable(Reason.DRIVER_TOO_OLD, f"{prefix}the driver's NVML lacks this function; {DRIVER_TOO_OLD_FIX}")
+        return Unavailable(
+            Reason.DRIVER_TOO_OLD, f"{prefix}the driver's NVML lacks this function; {DRIVER_TOO_OLD_FIX}"
+        )
     if code == pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH:
-        return Unavailable(Reason.DRIVER_MISMATCH, f"{prefix}the NVML library and the loaded kernel module differ; {MISMATCH_FIX}")
+        return Unavailable(
+            Reason.DRIVER_MISMATCH, f"{prefix}the NVML library and the loaded kernel module differ; {MISMATCH_FIX}"
+        )
     if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
         return Unavailable(Reason.NO_DRIVER, f"{prefix}libnvidia-ml.so.1 not found: no NVIDIA driver on this host")
     if code == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
@@ -92,7 +103,9 @@ def unavailable_from_error(exc: BaseException, what: str = "", *, profiling: boo
 _NO_DEFAULT: Any = object()
 
 
-def call(what: str, fn: Callable[..., T], *args: Any, profiling: bool = False, not_found: Any = _NO_DEFAULT) -> Metric[T]:
+def call(
+    what: str, fn: Callable[..., T], *args: Any, profiling: bool = False, not_found: Any = _NO_DEFAULT
+) -> Metric[T]:
     """``fn(*args)``, or an :class:`Unavailable` when it fails (``not_found`` instead, when
     given and NVML answers NotFound). Raises only :class:`GpuLostError` (on GpuIsLost)."""
     try:

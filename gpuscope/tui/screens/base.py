@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from gpuscope.telemetry.records import Sample
+from gpuscope.tui.widgets.alert_line import AlertLine
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.keybar import KeyBar
 from gpuscope.tui.widgets.metric import MetricCell
@@ -29,11 +30,12 @@ class GpuscopeScreen(Screen):
     DEFAULT_HINT = ""
 
     @property
-    def gpuscope(self) -> "GpuscopeApp":
+    def gpuscope(self) -> GpuscopeApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
         yield TopBar(self.MODE)
+        yield AlertLine()
         yield from self.compose_body()
         yield Static(self.DEFAULT_HINT, id="hint", markup=False)
         yield KeyBar()
@@ -41,11 +43,13 @@ class GpuscopeScreen(Screen):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
-    def _style_state(self) -> tuple[object, ...]:
+    def _style_state(self) -> tuple[object, ...] | None:
         """What the styles of a suspended screen depend on besides its own nodes: the app's CSS
-        (theme) and the app's pseudo-classes (focus/blur, dark/light, ansi, ...)."""
-        app = self.app
-        return (app._css_update_count, tuple(name for name, test in app._PSEUDO_CLASSES.items() if test(app)))
+        (theme) and the app's pseudo-classes (focus/blur, dark/light, ansi, ...); None when this
+        Textual does not tell (gpuscope.tui.textual_compat)."""
+        from gpuscope.tui.textual_compat import style_state
+
+        return style_state(self.app)
 
     def _on_screen_suspend(self) -> None:
         # Runs before Textual's own handler (the dispatcher calls each class's handler, subclass first).
@@ -54,10 +58,13 @@ class GpuscopeScreen(Screen):
     def _on_screen_resume(self, event: events.ScreenResume) -> None:
         # Runs before Textual's Screen._on_screen_resume: bring the data up to date, and spare it
         # re-applying the CSS to every node (a third of a switch) when nothing styles depend on changed.
-        if event.refresh_styles and getattr(self, "_suspended_style_state", None) == self._style_state():
+        state = self._style_state()
+        if event.refresh_styles and state is not None and getattr(self, "_suspended_style_state", None) == state:
             event.refresh_styles = False
         sample = self.gpuscope.latest_sample
-        if sample is not None and sample is not getattr(self, "_shown_sample", None):  # the app's switch_mode may have shown it already
+        if sample is not None and sample is not getattr(
+            self, "_shown_sample", None
+        ):  # the app's switch_mode may have shown it already
             self.receive_sample(sample)
 
     def receive_sample(self, sample: Sample) -> None:
@@ -65,10 +72,15 @@ class GpuscopeScreen(Screen):
         app = self.gpuscope
         self._shown_sample = sample
         self.query_one(TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
+        self.query_one(AlertLine).set_alerts(app.alerts)
         self.show_sample(sample)
 
     def show_sample(self, sample: Sample) -> None:
         """Redraw what depends on the sample. Override."""
+
+    def wants_host_processes(self) -> float | None:
+        """Seconds between host process scans while this screen shows (None: none wanted)."""
+        return None
 
     def set_hint(self, text: str) -> None:
         """Show ``text`` in the hint line above the footer (or the screen's default hint)."""

@@ -10,17 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.message import Message
 from textual.widgets import Button, DataTable, Label, ProgressBar, Select, Static
 from textual.worker import get_current_worker
 
+from gpuscope.probing.session import MeasurementRow, ProbeSession
+from gpuscope.schema.events import Exited, Failed, Finished, MeasurementDone, ProbeEvent, Progress, Started
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.format import NA, fmt_rate
 from gpuscope.tui.history import gpu_key
-from gpuscope.tui.probe_job import ProbeEvent, ProbeJob
+from gpuscope.tui.probe_job import ProbeJob
 from gpuscope.tui.screens.base import GpuscopeScreen
 
 __all__ = ["ProbesScreen", "discover_suites"]
@@ -51,12 +54,37 @@ def discover_suites(extra: list[Path] | None = None) -> list[Path]:
     return found
 
 
-def table_rows(screen: "ProbesScreen") -> int:
+def table_rows(screen: ProbesScreen) -> int:
     return screen.query_one("#probe-table", DataTable).row_count
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _cuda_device_names(sample: Sample) -> list[str]:
+    """``cuda:N`` of every GPU in ``sample`` that CUDA sees, numbered by the one NVML <-> CUDA
+    mapping (``CUDA_VISIBLE_DEVICES``, then PCI order; never NVML's index), in CUDA order."""
+    from gpuscope.roofline.live import cuda_device_name
+
+    names = {cuda_device_name(gpu, sample.gpus) for gpu in sample.gpus}
+    return sorted((name for name in names if name.startswith("cuda:")), key=lambda name: int(name.split(":")[1]))
+
+
+def _gpu_of(sample: Sample | None, device: str) -> Any:
+    """The NVML sample of CUDA device ``device`` (``cuda:N``) by the one NVML <-> CUDA mapping
+    (``CUDA_VISIBLE_DEVICES``, then PCI order; never NVML's index), or None."""
+    from gpuscope.telemetry.nvml.mapping import match_cuda_device
+
+    name, _, number = device.partition(":")
+    if sample is None or name != "cuda" or not number.isdigit():
+        return None
+    match = match_cuda_device(sample.gpus, int(number))
+    return match.gpu if match is not None else None
+
+
 def _during_text(dram: Any, clock: Any, power: Any) -> tuple[str, str, str]:
-    number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)  # noqa: E731
+    number = _number
     return (
         fmt_rate(dram) if number(dram) else NA,
         f"{clock:.0f} MHz" if number(clock) else NA,
@@ -77,6 +105,53 @@ def _fmt_result(measurement: dict[str, Any]) -> str:
     return " · ".join(parts) or "-"
 
 
+class ProbeEventMessage(Message):
+    """A typed event of a probe child, posted from the reading thread (one subclass per kind)."""
+
+    def __init__(self, job: ProbeJob, event: ProbeEvent) -> None:
+        super().__init__()
+        self.job = job
+        self.event = event
+
+
+class RunStarted(ProbeEventMessage):
+    """The child planned the suite."""
+
+
+class RunProgress(ProbeEventMessage):
+    """A step starts or the last one ended."""
+
+
+class MeasurementLanded(ProbeEventMessage):
+    """A measurement is done (a table row, a roofline point)."""
+
+
+class RunFinished(ProbeEventMessage):
+    """The results file is written."""
+
+
+class RunFailed(ProbeEventMessage):
+    """The run failed (one line)."""
+
+
+class ChildExited(ProbeEventMessage):
+    """The child process ended."""
+
+
+class ChildLog(ProbeEventMessage):
+    """A line the child printed."""
+
+
+_MESSAGES: dict[type, type[ProbeEventMessage]] = {
+    Started: RunStarted,
+    Progress: RunProgress,
+    MeasurementDone: MeasurementLanded,
+    Finished: RunFinished,
+    Failed: RunFailed,
+    Exited: ChildExited,
+}
+
+
 class ProbesScreen(GpuscopeScreen):
     MODE = "probes"
     DEFAULT_HINT = "enter on Run starts · escape cancels a run · points appear on the roofline (2) as they land"
@@ -89,11 +164,15 @@ class ProbesScreen(GpuscopeScreen):
         with Vertical(id="probe-controls"):
             with Horizontal(id="probe-pickers"):
                 yield Label("Suite", classes="probe-label")
-                yield Select([], id="probe-suite", allow_blank=True, prompt="no suites found")
+                suites = [(path.stem, str(path)) for path in discover_suites(list(self.gpuscope.extra_suites))]
+                yield Select(
+                    suites, id="probe-suite", allow_blank=True, prompt="pick a suite" if suites else "no suites found"
+                )
                 yield Label("Device", classes="probe-label")
                 yield Select([("cpu", "cpu")], id="probe-device", value="cpu", allow_blank=False)
                 yield Button("Run", id="probe-run", variant="primary")
                 yield Button("Cancel", id="probe-cancel", variant="error", disabled=True)
+                yield Button("Save as…", id="probe-save", disabled=True)
             yield ProgressBar(id="probe-progress", total=1, show_eta=False)
             yield Static("Idle. Pick a suite and a device, then Run.", id="probe-status", markup=False)
             yield Static("", id="probe-live", markup=False)
@@ -104,13 +183,16 @@ class ProbesScreen(GpuscopeScreen):
         for key, title in _COLUMNS:
             table.add_column(title, key=key)
         self.job: ProbeJob | None = None
+        self.session: ProbeSession | None = None
         self._run_index: int | None = None
-        self._document: dict[str, Any] | None = None
-        self._started_s = 0.0
-        self._measure_start_s = 0.0
         self._devices: tuple[str, ...] = ("cpu",)
-        self._pending: list[tuple[str, dict[str, Any], str, float, float]] = []
+        self._pending: list[tuple[str, MeasurementRow]] = []
         self._load_suites()
+        if self.gpuscope.replay is not None:  # a replay shows a recording: nothing runs live
+            self.query_one("#probe-run", Button).disabled = True
+            self.query_one("#probe-suite", Select).disabled = True
+            self.query_one("#probe-device", Select).disabled = True
+            self._status("Replaying a log: probes run only on live hardware (start gpuscope without replay to probe).")
 
     def _load_suites(self) -> None:
         suites = discover_suites(list(self.gpuscope.extra_suites))
@@ -125,7 +207,15 @@ class ProbesScreen(GpuscopeScreen):
     # --- telemetry ---------------------------------------------------------------------------
 
     def show_sample(self, sample: Sample) -> None:
-        devices = ("cpu", *(f"cuda:{g.index}" for g in sample.gpus if g.mig_parent_index is None))
+        from gpuscope.tui.torch_check import cuda_unavailable_reason
+
+        gpus = _cuda_device_names(sample)
+        no_cuda = cuda_unavailable_reason() if gpus and self.gpuscope.replay is None else None
+        if no_cuda and not getattr(self, "_said_no_cuda", False):
+            self._said_no_cuda = True
+            if self.job is None:
+                self._status(f"Only cpu: {no_cuda} (a CUDA build of torch probes the GPUs).")
+        devices = ("cpu", *(() if no_cuda else gpus))
         if devices != self._devices:
             self._devices = devices
             select = self.query_one("#probe-device", Select)
@@ -140,9 +230,9 @@ class ProbesScreen(GpuscopeScreen):
         if device == "cpu" or not isinstance(device, str):
             host = sample.host
             cpu = host.cpu_utilization_percent
-            return f"Now on cpu: {NA if not isinstance(cpu, (int, float)) else f'{cpu:.0f}%'} busy · memory {host.memory_used_bytes / 1e9:.1f} GB used"
-        index = int(device.split(":")[1])
-        gpu = next((g for g in sample.gpus if g.index == index and g.mig_parent_index is None), None)
+            busy = NA if not isinstance(cpu, (int, float)) else f"{cpu:.0f}%"
+            return f"Now on cpu: {busy} busy · memory {host.memory_used_bytes / 1e9:.1f} GB used"
+        gpu = _gpu_of(sample, device)
         if gpu is None:
             return f"Now on {device}: not in the latest sample"
         dram = gpu.dram_bandwidth_bytes_per_s
@@ -162,14 +252,16 @@ class ProbesScreen(GpuscopeScreen):
         table = self.query_one("#probe-table", DataTable)
         latest = self.gpuscope.latest_sample.timestamp if self.gpuscope.latest_sample else 0.0
         keep = []
-        for row_key, measurement, device, start_s, end_s in self._pending:
-            values = self._during(measurement, device, start_s, end_s)
-            for column, value in zip(("dram", "clock", "power"), values):
+        for row_key, row in self._pending:
+            values = self._during(row.measurement, row.device, row.start_s, row.end_s)
+            for column, value in zip(("dram", "clock", "power"), values, strict=False):
                 table.update_cell(row_key, column, value)
-            during = measurement.get("telemetry_during")
-            final = (isinstance(during, dict) and during.get("available")) or latest >= end_s + self.gpuscope.interval_s
+            during = row.measurement.get("telemetry_during")
+            final = (
+                isinstance(during, dict) and during.get("available")
+            ) or latest >= row.end_s + self.gpuscope.interval_s
             if not final:
-                keep.append((row_key, measurement, device, start_s, end_s))
+                keep.append((row_key, row))
         self._pending = keep
 
     def _during(self, measurement: dict[str, Any], device: str, start_s: float, end_s: float) -> tuple[str, str, str]:
@@ -178,7 +270,9 @@ class ProbesScreen(GpuscopeScreen):
         (the next sample after a short measurement counts too)."""
         during = measurement.get("telemetry_during")
         if isinstance(during, dict) and during.get("available"):
-            dram, clock, power = (during.get(f"{key}_mean") for key in ("dram_bandwidth_bytes_per_s", "sm_clock_mhz", "power_w"))
+            dram, clock, power = (
+                during.get(f"{key}_mean") for key in ("dram_bandwidth_bytes_per_s", "sm_clock_mhz", "power_w")
+            )
             if any(isinstance(v, (int, float)) for v in (dram, clock, power)):
                 return _during_text(dram, clock, power)
         history = self.gpuscope.history
@@ -186,9 +280,7 @@ class ProbesScreen(GpuscopeScreen):
         if device == "cpu":
             cpu = history.mean_between(("host", "cpu"), start_s, end_s)
             return ("-", "-" if cpu is None else f"CPU {cpu:.0f}%", "-")
-        sample = self.gpuscope.latest_sample
-        index = int(device.split(":")[1]) if ":" in device and device.split(":")[1].isdigit() else 0
-        gpu = next((g for g in (sample.gpus if sample else []) if g.index == index and g.mig_parent_index is None), None)
+        gpu = _gpu_of(self.gpuscope.latest_sample, device)
         if gpu is None:
             return (NA, NA, NA)
         key = gpu_key(gpu)
@@ -205,6 +297,33 @@ class ProbesScreen(GpuscopeScreen):
             self.action_run()
         elif event.button.id == "probe-cancel":
             self.action_cancel()
+        elif event.button.id == "probe-save":
+            self.action_save_as()
+
+    def action_save_as(self) -> None:
+        """Ask for a path and write the results of the last run there."""
+        from gpuscope.tui.widgets.save_dialog import SaveDialog
+
+        document = self.session.document if self.session is not None else None
+        if document is None:
+            self.notify("No results to save yet: run a suite first", severity="warning")
+            return
+        default = Path.cwd() / f"gpuscope-results-{time.strftime('%Y%m%d-%H%M%S')}.json"
+
+        def chosen(path: str | None) -> None:
+            if not path:
+                return
+            from gpuscope.fileio import write_json_atomic
+
+            target = Path(path).expanduser()
+            try:
+                write_json_atomic(target, document)
+            except Exception as exc:  # noqa: BLE001 - any failure is one line in the UI
+                self.notify(f"Could not save {target}: {exc}", severity="error", markup=False)
+                return
+            self.notify(f"Results saved: {target}", markup=False)
+
+        self.app.push_screen(SaveDialog(str(default), "Save the probe results as"), chosen)
 
     def action_run(self) -> None:
         if self.job is not None:
@@ -217,16 +336,13 @@ class ProbesScreen(GpuscopeScreen):
             return
         output = Path(tempfile.mkdtemp(prefix="gpuscope-probe-")) / "results.json"
         self.job = ProbeJob(suite, str(device), output)
-        self._document = None
+        self.session = ProbeSession(suite, str(device), output, started_s=time.time())
         self._run_index = None
-        self._started_s = time.time()
-        self._measure_start_s = self._started_s
         self.query_one("#probe-table", DataTable).clear()
         self._pending = []
-        progress = self.query_one("#probe-progress", ProgressBar)
-        progress.update(total=1, progress=0)
+        self.query_one("#probe-progress", ProgressBar).update(total=1, progress=0)
         self._set_running(True)
-        self._status(f"Starting {Path(suite).stem} on {device} (child process; torch loads there)…")
+        self._status(self.session.status)
         self._run_job(self.job)
 
     def action_cancel(self) -> None:
@@ -236,6 +352,9 @@ class ProbesScreen(GpuscopeScreen):
         self._status("Cancelling… keeping the measurements so far")
 
     def _set_running(self, running: bool) -> None:
+        self.query_one("#probe-save", Button).disabled = (
+            running or self.session is None or self.session.document is None
+        )
         self.query_one("#probe-run", Button).disabled = running
         self.query_one("#probe-cancel", Button).disabled = not running
         self.query_one("#probe-suite", Select).disabled = running
@@ -252,105 +371,88 @@ class ProbesScreen(GpuscopeScreen):
             if worker.is_cancelled or not self.app.is_running:
                 job.kill()  # the app is leaving: do not wait on its event loop
                 return
-            self.app.call_from_thread(self._on_event, job, event)
+            self.post_message(_MESSAGES.get(type(event), ChildLog)(job, event))
 
         try:
             job.start()
         except OSError as exc:
-            post(ProbeEvent("failed", {"message": f"cannot start the probe process: {exc}"}))
-            post(ProbeEvent("exited", {"returncode": -1, "stderr": ""}))
+            post(Failed(message=f"cannot start the probe process: {exc}", wall_s=time.time()))
+            post(Exited(returncode=-1, wall_s=time.time()))
             return
         for event in job.events():
             post(event)
 
-    def _on_event(self, job: ProbeJob, event: ProbeEvent) -> None:
-        if job is not self.job:
+    def _apply(self, message: ProbeEventMessage) -> MeasurementRow | None:
+        """Fold the event into the session and show its status; None for an older run's event."""
+        if message.job is not self.job or self.session is None:
+            message.stop()
+            return None
+        row = self.session.apply(message.event)
+        self._status(self.session.status)
+        return row
+
+    def _show_progress(self) -> None:
+        if self.session is not None:
+            self.query_one("#probe-progress", ProgressBar).update(total=self.session.total, progress=self.session.done)
+
+    @on(RunStarted)
+    @on(RunProgress)
+    def _on_progress(self, message: ProbeEventMessage) -> None:
+        self._apply(message)
+        self._show_progress()
+
+    @on(MeasurementLanded)
+    def _on_measurement(self, message: MeasurementLanded) -> None:
+        row = self._apply(message)
+        if row is None or self.session is None:
             return
-        data = event.data
-        progress = self.query_one("#probe-progress", ProgressBar)
-        if event.kind == "started":
-            total = data.get("total")
-            progress.update(total=max(1, int(total)) if isinstance(total, int) else 1, progress=0)
-            self._status(f"Running {data.get('suite', Path(job.suite).stem)} on {job.device}: {total} measurements")
-        elif event.kind == "progress":
-            done, total = data.get("done"), data.get("total")
-            if isinstance(total, int) and total > 0:
-                progress.update(total=total, progress=done if isinstance(done, int) else progress.progress)
-            name = data.get("name", "")
-            if data.get("phase") == "start":
-                self._measure_start_s = event.wall_s
-            self._status(f"{done}/{total} {name} · {time.time() - self._started_s:.0f} s")
-        elif event.kind == "measurement":
-            measurement = data.get("measurement") if isinstance(data.get("measurement"), dict) else data
-            self._add_measurement(job, measurement, event.wall_s, data.get("ceilings"), data.get("workloads"))
-            self._measure_start_s = event.wall_s
-        elif event.kind == "finished":
-            self._finish(job, data)
-        elif event.kind == "failed":
-            self.notify(f"Probe run failed: {data.get('message')}", severity="error", markup=False)
-            self._status(f"Failed: {data.get('message')}")
-        elif event.kind == "exited":
-            if self.job is job:
-                code = data.get("returncode")
-                if code not in (0, None) and self._document is None:
-                    tail = str(data.get("stderr", "")).strip().splitlines()[-1:] or [""]
-                    self._status(f"The probe process exited with code {code}. {tail[0]}")
-                self.job = None
-                self._set_running(False)
-
-    def _add_measurement(
-        self, job: ProbeJob, measurement: dict[str, Any], wall_s: float, ceilings: Any = None, workloads: Any = None
-    ) -> None:
-        from gpuscope.results import new_results
-
-        device = str(measurement.get("device", job.device))
-        dram, clock, power = self._during(measurement, device, self._measure_start_s, wall_s)
+        dram, clock, power = self._during(row.measurement, row.device, row.start_s, row.end_s)
         row_key = f"row{table_rows(self)}"
-        status = str(measurement.get("status", "ok"))
         table = self.query_one("#probe-table", DataTable)
-        name = str(measurement.get("name") or measurement.get("id") or "?")
         table.add_row(
-            name,
-            device,
-            _fmt_result(measurement),
+            row.name,
+            row.device,
+            _fmt_result(row.measurement),
             dram,
             clock,
             power,
-            Text(status, style="bold red" if status not in ("ok", "passed") else ""),
+            Text(row.status, style="bold red" if row.status not in ("ok", "passed") else ""),
             key=row_key,
         )
-        self._pending.append((row_key, measurement, device, self._measure_start_s, wall_s))
+        self._pending.append((row_key, row))
         self._update_pending()
         table.move_cursor(row=table.row_count - 1, animate=False)
-        if self._document is None:
-            self._document = new_results(suite={"name": Path(job.suite).stem, "path": job.suite})
-            self._document["partial"] = True
-            self._document["partial_reason"] = "running"
-        self._document["measurements"].append(measurement)
-        if isinstance(ceilings, list):
-            self._document["ceilings"] = [c for c in ceilings if isinstance(c, dict)]
-        if isinstance(workloads, list):
-            self._document["workloads"] = [w for w in workloads if isinstance(w, dict)]
-        self._run_index = self.gpuscope.set_results(self._run_index, self._document)
+        if self.session.document is not None:
+            self._run_index = self.gpuscope.set_results(self._run_index, self.session.document)
 
-    def _finish(self, job: ProbeJob, data: dict[str, Any]) -> None:
-        from gpuscope.errors import GpuscopeError
-        from gpuscope.results import load_results
-
-        path = data.get("output") or str(job.output)
-        try:
-            document = load_results(path)
-        except GpuscopeError as exc:
-            self.notify(f"Could not read the probe results: {exc}", severity="error", markup=False)
+    @on(RunFinished)
+    def _on_finished(self, message: RunFinished) -> None:
+        self._apply(message)
+        session = self.session
+        if session is None:
             return
-        self._document = document
-        self._run_index = self.gpuscope.set_results(self._run_index, document)
-        partial = " (partial: cancelled)" if document.get("partial") else ""
-        ceilings = len(document.get("ceilings", []))
-        self._status(f"Done{partial}: {len(document.get('measurements', []))} measurements, {ceilings} ceilings · saved {path}")
-        progress = self.query_one("#probe-progress", ProgressBar)
-        if not document.get("partial") and progress.total:
-            progress.update(progress=progress.total)
+        if not session.finished or session.document is None:
+            self.notify(session.status, severity="error", markup=False)
+            return
+        self._run_index = self.gpuscope.set_results(self._run_index, session.document)
+        self._show_progress()
+
+    @on(RunFailed)
+    def _on_failed(self, message: RunFailed) -> None:
+        if self._apply(message) is None and self.session is not None and message.job is self.job:
+            self.notify(f"Probe run failed: {self.session.error}", severity="error", markup=False)
+
+    @on(ChildExited)
+    def _on_exited(self, message: ChildExited) -> None:
+        if message.job is not self.job:
+            return
+        self._apply(message)
+        self.job = None
+        self._set_running(False)
+
+    @on(ChildLog)
+    def _on_log(self, message: ChildLog) -> None:
+        self._apply(message)
 
     def on_unmount(self) -> None:
         if self.job is not None:

@@ -11,6 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
+from gpuscope.roofline.units import format_intensity
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_placements
 from gpuscope.tui.screens.base import GpuscopeScreen
@@ -24,7 +25,18 @@ WIDE_MIN_WIDTH = 150
 #: Prefixes the device cell of a row on a straggler rank (multi-rank results).
 STRAGGLER_MARK = "▼"
 
-_COLUMNS = (("name", "point"), ("device", "device"), ("intensity", "FLOP/B"), ("flops", "FLOP/s"), ("bound", "bound"), ("eff", "eff."), ("note", "note"))
+#: Bound and efficiency come right after the name, so they show without scrolling at 120 columns.
+_COLUMNS = (
+    ("name", "point"),
+    ("bound", "bound"),
+    ("eff", "eff."),
+    ("device", "device"),
+    ("intensity", "FLOP/B"),
+    ("flops", "FLOP/s"),
+    ("note", "note"),
+)
+#: Longest point name shown in the table (the full name is in `gpuscope roofline`'s table).
+_NAME_CELLS = 24
 
 
 def _si(value: float | None, unit: str = "") -> str:
@@ -85,7 +97,12 @@ class RooflineScreen(GpuscopeScreen):
                 return
             changed = True
         live, self._live_reasons = live_placements(self._model, sample) if self.show_live else ([], [])
-        live_key = (tuple((p.point.name, f"{p.point.flop_per_s or 0:.3g}", f"{p.intensity_flop_per_byte or 0:.3g}") for p in live), tuple(self._live_reasons))
+        live_key = (
+            tuple(
+                (p.point.name, f"{p.point.flop_per_s or 0:.3g}", f"{p.intensity_flop_per_byte or 0:.3g}") for p in live
+            ),
+            tuple(self._live_reasons),
+        )
         if live_key != self._live_key:
             self._live, self._live_key = live, live_key
             changed = True
@@ -132,21 +149,28 @@ class RooflineScreen(GpuscopeScreen):
             roof = placement.bounding_roof
             if roof is not None and not note:
                 note = f"vs {roof.name}{' (datasheet)' if roof.source == 'datasheet' else ''}"
+            bound = placement.bound
+            if point.source == "profile" and point.note and not placement.above_roof:
+                # a profile group (gpuscope.tui.roofline_data.with_profile_clouds): its time lost
+                note = point.note if point.flops > 0 else f"{point.note} (no FLOPs: not drawn)"
+                if point.flops <= 0 and point.bytes > 0:
+                    bound = "memory"  # moves bytes, computes nothing
             device_label = model.device_label(point.key)
+            name = point.name if len(point.name) <= _NAME_CELLS else point.name[: _NAME_CELLS - 1] + "…"
             rows.append(
                 (
-                    point.name,
-                    f"{STRAGGLER_MARK} {device_label}" if stragglers else device_label,
-                    _si(placement.intensity_flop_per_byte),
-                    _si(point.flop_per_s),
-                    placement.bound,
+                    name,
+                    bound,
                     "-" if placement.efficiency is None else f"{placement.efficiency * 100:.0f}%",
+                    f"{STRAGGLER_MARK} {device_label}" if stragglers else device_label,
+                    format_intensity(placement.intensity_flop_per_byte),
+                    _si(point.flop_per_s),
                     note,
                 )
             )
         for reason in self._live_reasons:
             device, _, why = reason.partition(" live: ")
-            rows.append((f"{device} now", device, "n/a", "n/a", "-", "-", why))
+            rows.append((f"{device} now", "-", "-", device, "n/a", "n/a", why))
         return rows
 
     def _refresh_table(self) -> None:
@@ -167,7 +191,9 @@ class RooflineScreen(GpuscopeScreen):
             if number < len(placements) and self._straggler_roofs(placements[number]):
                 style = f"bold {warning}"  # a straggler rank's point: the theme's warning colour
             # The row label is the number the chart shows for a point whose full label has no room.
-            table.add_row(*(Text(cell, style=style) for cell in row), key=str(number), label=Text(str(number + 1), style=style))
+            table.add_row(
+                *(Text(cell, style=style) for cell in row), key=str(number), label=Text(str(number + 1), style=style)
+            )
         if rows:
             table.move_cursor(row=min(max(0, cursor), len(rows) - 1), animate=False)
 
@@ -177,15 +203,26 @@ class RooflineScreen(GpuscopeScreen):
             return ""
         devices = len(model.devices)
         measured = sum(1 for device in model.devices for roof in device.roofs if roof.source == "measured")
-        text = f"{devices} devices · {measured} measured roofs · {len(model.placements)} points"
+        text = f"{devices} device{'s' if devices != 1 else ''} · {measured} measured roof{'s' if measured != 1 else ''} · {len(model.placements)} point{'s' if len(model.placements) != 1 else ''}"
         if self._live:
             text += f" · {len(self._live)} live (est.)"
+        groups = sum(1 for point in model.points if point.source == "profile" and point.note)
+        if groups:
+            from gpuscope.profiling.view import profile_workloads
+
+            names = ", ".join(
+                repr(str(w.get("name"))) for doc in self.gpuscope.probe_results for w in profile_workloads(doc)
+            )
+            text += f" · profile {names}: {groups} group{'s' if groups != 1 else ''} by time lost (point n = row n)"
         if not measured:
             text += " · datasheet roofs only: run probes (3)"
         stragglers = model.stragglers
         if stragglers:
             listed = ", ".join(f"{model.device_label(device.key)} {_below(roof)}" for device, roof in stragglers[:3])
-            text += f" · {STRAGGLER_MARK} {len(stragglers)} straggler{'s' if len(stragglers) != 1 else ''}: {listed}" + (", ..." if len(stragglers) > 3 else "")
+            text += (
+                f" · {STRAGGLER_MARK} {len(stragglers)} straggler{'s' if len(stragglers) != 1 else ''}: {listed}"
+                + (", ..." if len(stragglers) > 3 else "")
+            )
         return text
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -203,21 +240,21 @@ class RooflineScreen(GpuscopeScreen):
         model = self._model
         if model is None or not model.devices:
             return "No devices yet: waiting for the first sample, or pass --probes results.json"
-        from gpuscope.roofline.chart import MIN_CHART_WIDTH, chart_footnotes, legend_lines, render_roofline, select_chart_roofs, style_roofs
+        from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, render_roofline
 
         palette = self.gpuscope.chart_palette.roofline_palette()
         if width < MIN_CHART_WIDTH:
             return f"The roofline needs {MIN_CHART_WIDTH} columns; this pane has {width}. Widen the terminal."
-        # The same default roofs as `gpuscope roofline` and the HTML report (see select_chart_roofs).
-        legend = legend_lines(style_roofs(select_chart_roofs(model, "main", width), palette), width, palette)
-        legend += chart_footnotes(model, "main", width)
-        chart_height = max(8, height - len(legend))
+        # The same layout as `gpuscope roofline` and the HTML report (gpuscope.roofline.layout);
+        # the legend under the chart takes what the chart leaves of the pane's height.
+        from gpuscope.roofline.layout import layout_roofline
+
+        legend_rows = len(model.devices) + 2 + len(layout_roofline(model).notes)
         return render_roofline(
             model,
             width,
-            chart_height,
+            max(12, height - legend_rows),
             palette=palette,
             highlight=self._highlight,
             extra_placements=self._live,
-            title=None,
         )

@@ -5,11 +5,13 @@ reason as a tooltip, and ``tab`` walks through the n/a cells, explaining each in
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.message import Message
 
 from gpuscope.telemetry.values import Unavailable
@@ -47,12 +49,14 @@ class CellGrid(LineWidget):
     class Explained(Message):
         """The n/a cell under the keyboard cursor changed: ``text`` is its reason ("" on leave)."""
 
-        def __init__(self, grid: "CellGrid", text: str) -> None:
+        def __init__(self, grid: CellGrid, text: str) -> None:
             super().__init__()
             self.grid = grid
             self.text = text
 
-    def __init__(self, labels: Sequence[tuple[str, str]], *, cell_width: int = 24, gap: int = 2, id: str | None = None) -> None:
+    def __init__(
+        self, labels: Sequence[tuple[str, str]], *, cell_width: int = 24, gap: int = 2, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.keys = [key for key, _ in labels]
         self._cells = {key: CellState(label) for key, label in labels}
@@ -95,7 +99,7 @@ class CellGrid(LineWidget):
     def columns(self, width: int) -> int:
         return max(1, min(len(self.keys), (width + self.gap) // (self.cell_width + self.gap)))
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, math.ceil(len(self.keys) / self.columns(width)))
 
     def _geometry(self, width: int) -> tuple[int, int]:

@@ -4,7 +4,7 @@ and a Static that shows plotext output."""
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -61,7 +61,9 @@ class HistoryChart(LineWidget):
         self._current = ""
         self._colour: str | None = None
 
-    def set_data(self, values: Sequence[float | None], current: str, maximum: float | None = None, colour: str | None = None) -> None:
+    def set_data(
+        self, values: Sequence[float | None], current: str, maximum: float | None = None, colour: str | None = None
+    ) -> None:
         """Replace the history (oldest first) and the current-value text; redraws if changed."""
         data = tuple(values[-512:])
         if data == self._values and current == self._current and maximum == self.maximum and colour == self._colour:
@@ -117,7 +119,9 @@ def chart_lines(
     top = maximum if maximum else max(present)
     top = top if top and top > 0 else 1.0
     pad = " " * (width - len(shown))
-    heights = [None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in shown]
+    heights = [
+        None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in shown
+    ]
     for row in range(rows - 1, -1, -1):
         cells = []
         for h in heights:

@@ -1,18 +1,23 @@
 """Several history charts side by side in one widget (the charts of a GPU card), wrapping onto
-more rows when the width does not fit them all."""
+more rows when the width does not fit them all. Each chart has a value scale (``0–100%`` on its
+title line) and a time axis (``-1m ... now``); see :mod:`history_plot`."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from rich.style import Style
 
-from gpuscope.tui.widgets.chart import chart_lines
+from gpuscope.tui.widgets.history_plot import plot_lines
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
 __all__ = ["ChartRow", "ChartData"]
+
+
+def _plain(value: float) -> str:
+    return f"{value:.3g}"
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,8 @@ class ChartData:
     current: str = ""
     values: tuple[float | None, ...] = field(default_factory=tuple)
     maximum: float | None = None
+    #: Formats the scale (the top of the chart) with its unit: ``100%``, ``4.8TB/s``.
+    scale_fmt: Callable[[float], str] = _plain
 
 
 class ChartRow(LineWidget):
@@ -35,12 +42,16 @@ class ChartRow(LineWidget):
     """
     COMPONENT_CLASSES = {"chart--title", "chart--bar", "chart--empty"}
 
-    def __init__(self, titles: Sequence[str], *, min_width: int = 14, chart_height: int = 3, id: str | None = None) -> None:
+    def __init__(
+        self, titles: Sequence[str], *, min_width: int = 14, chart_height: int = 3, id: str | None = None
+    ) -> None:
         super().__init__(id=id)
         self.charts = [ChartData(title) for title in titles]
         self.min_width = min_width
         self._chart_height = chart_height
         self.colour: str | None = None
+        #: Seconds the charts span (the time axis reads ``-1m ... now``).
+        self.window_s = 60.0
 
     @property
     def chart_height(self) -> int:
@@ -52,13 +63,14 @@ class ChartRow(LineWidget):
             self._chart_height = rows
             self.invalidate(layout=True)
 
-    def set_charts(self, charts: Sequence[ChartData], colour: str | None = None) -> None:
-        """Replace every chart's data; redraws when anything changed."""
+    def set_charts(self, charts: Sequence[ChartData], colour: str | None = None, window_s: float | None = None) -> None:
+        """Replace every chart's data (values cover ``window_s`` seconds); redraws when anything changed."""
         charts = list(charts)
-        if charts == self.charts and colour == self.colour:
+        window_s = window_s or self.window_s
+        if charts == self.charts and colour == self.colour and window_s == self.window_s:
             return
         relayout = len(charts) != len(self.charts)
-        self.charts, self.colour = charts, colour
+        self.charts, self.colour, self.window_s = charts, colour, window_s
         self.invalidate(layout=relayout)
 
     def columns(self, width: int) -> int:
@@ -76,13 +88,15 @@ class ChartRow(LineWidget):
         lines: list[list[Run]] = []
         for start in range(0, len(self.charts), columns):
             blocks = [
-                chart_lines(
+                plot_lines(
                     chart.title,
                     chart.current,
                     chart.values,
                     chart_width,
-                    self._chart_height - 1,
+                    self._chart_height,
                     chart.maximum,
+                    self.window_s,
+                    chart.scale_fmt,
                     title_style=title_style,
                     bar_style=bar_style,
                     empty_style=empty_style,

@@ -1,8 +1,10 @@
-"""One card per GPU (or MIG instance): metric cells and history charts."""
+"""One card per GPU (or MIG instance): metric cells and history charts; a dense card (the key
+cells only, no charts) when many GPUs share the screen."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -10,8 +12,8 @@ from textual.containers import Vertical
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.tui.format import (
-    fmt_bytes,
     fmt_celsius,
+    fmt_gib,
     fmt_percent,
     fmt_rate,
     fmt_watts,
@@ -21,7 +23,16 @@ from gpuscope.tui.history import History, gpu_key
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
 
-__all__ = ["GpuCard", "GPU_CELLS", "gpu_title", "card_height"]
+__all__ = [
+    "GpuCard",
+    "DenseGpuCard",
+    "GPU_CELLS",
+    "DENSE_CELLS",
+    "gpu_title",
+    "card_height",
+    "dense_card_height",
+    "make_card",
+]
 
 CELL_WIDTH = 24
 CHART_WIDTH = 14
@@ -40,9 +51,9 @@ def _memory(g: GpuSample) -> Any:
     if isinstance(g.memory_used_bytes, Unavailable):
         return g.memory_used_bytes
     if isinstance(g.memory_total_bytes, Unavailable) or not g.memory_total_bytes:
-        return fmt_bytes(g.memory_used_bytes)
+        return fmt_gib(g.memory_used_bytes)
     used, total = g.memory_used_bytes, g.memory_total_bytes
-    return f"{used / 1e9:.1f}/{total / 1e9:.0f} GB {100 * used / total:.0f}%"
+    return f"{used / 2**30:.1f}/{total / 2**30:.0f}GiB {100 * used / total:.0f}%"
 
 
 def _dram(g: GpuSample) -> Any:
@@ -100,14 +111,34 @@ GPU_CELLS: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...] = (
     ("smclk", "SM clk", lambda g: _pair(g.sm_clock_mhz, g.sm_clock_max_mhz, lambda v: f"{v:.0f}", " MHz")),
     ("memclk", "mem clk", lambda g: _pair(g.memory_clock_mhz, g.memory_clock_max_mhz, lambda v: f"{v:.0f}", " MHz")),
     ("power", "power", lambda g: _pair(g.power_w, g.power_limit_w, lambda v: f"{v:.0f}", " W")),
-    ("temp", "temp", lambda g: g.temperature_gpu_c if isinstance(g.temperature_gpu_c, Unavailable) else fmt_celsius(g.temperature_gpu_c)),
-    ("memtemp", "mem temp", lambda g: g.temperature_memory_c if isinstance(g.temperature_memory_c, Unavailable) else fmt_celsius(g.temperature_memory_c)),
+    (
+        "temp",
+        "temp",
+        lambda g: (
+            g.temperature_gpu_c if isinstance(g.temperature_gpu_c, Unavailable) else fmt_celsius(g.temperature_gpu_c)
+        ),
+    ),
+    (
+        "memtemp",
+        "mem temp",
+        lambda g: (
+            g.temperature_memory_c
+            if isinstance(g.temperature_memory_c, Unavailable)
+            else fmt_celsius(g.temperature_memory_c)
+        ),
+    ),
     ("fan", "fan", lambda g: _pct(g.fan_speed_percent)),
     ("energy", "energy", lambda g: g.energy_j if isinstance(g.energy_j, Unavailable) else si(g.energy_j, "J")),
     ("ecc", "ECC", _ecc),
     ("throttle", "throttle", _throttle),
 )
 _LABEL_WIDTH = max(len(label) for _, label, _ in GPU_CELLS)
+#: The cells of a dense card (8 GPUs on one screen).
+DENSE_CELLS = tuple(
+    cell
+    for cell in GPU_CELLS
+    if cell[0] in ("util", "sm", "memory", "dram", "pcie_rx", "nvlink_tx", "power", "temp", "throttle")
+)
 
 
 def gpu_title(g: GpuSample) -> str:
@@ -124,10 +155,23 @@ def gpu_title(g: GpuSample) -> str:
     return " · ".join(parts)
 
 
-def card_height(width: int, tall: bool) -> int:
+def _cell_columns(width: int) -> int:
+    return max(1, (width - 3 + 2) // (CELL_WIDTH + 2))
+
+
+def card_height(width: int, tall: bool, gap: int = 1) -> int:
     """Rows a card takes at ``width`` columns (border, cells, gap, charts)."""
-    columns = max(1, (width - 3 + 2) // (CELL_WIDTH + 2))
-    return 2 + -(-len(GPU_CELLS) // columns) + 1 + (7 if tall else 3)
+    return 2 + -(-len(GPU_CELLS) // _cell_columns(width)) + gap + (CHART_ROWS_TALL if tall else CHART_ROWS)
+
+
+def dense_card_height(width: int) -> int:
+    """Rows a dense card takes at ``width`` columns (border, cells)."""
+    return 2 + -(-len(DENSE_CELLS) // _cell_columns(width))
+
+
+#: Chart heights (title, bars, time axis).
+CHART_ROWS = 4
+CHART_ROWS_TALL = 7
 
 
 class GpuCard(Vertical):
@@ -139,19 +183,25 @@ class GpuCard(Vertical):
     GpuCard > ChartRow { margin-top: 1; }
     """
 
-    def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, gpu: GpuSample, *, dense: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id, classes="gpu-card")
+        self.dense = dense
+        self._cell_specs = DENSE_CELLS if dense else GPU_CELLS
         self.key = gpu_key(gpu)
         self.border_title = gpu_title(gpu)
-        self._pending: tuple[GpuSample, History, str | None] | None = None
+        self._pending: tuple[GpuSample, History, str | None, float] | None = None
         self._has_nvlink = not (
-            isinstance(gpu.nvlink_tx_bytes_per_s, Unavailable) and gpu.nvlink_tx_bytes_per_s.reason == Reason.NOT_APPLICABLE
+            isinstance(gpu.nvlink_tx_bytes_per_s, Unavailable)
+            and gpu.nvlink_tx_bytes_per_s.reason == Reason.NOT_APPLICABLE
         )
 
     def compose(self) -> ComposeResult:
-        yield CellGrid([(cell_id, label) for cell_id, label, _ in GPU_CELLS], cell_width=CELL_WIDTH, gap=2, id="cells")
-        titles = ["SM", "DRAM", "PCIe"] + (["NVL"] if self._has_nvlink else []) + ["power"]
-        yield ChartRow(titles, min_width=CHART_WIDTH, id="charts")
+        yield CellGrid(
+            [(cell_id, label) for cell_id, label, _ in self._cell_specs], cell_width=CELL_WIDTH, gap=2, id="cells"
+        )
+        if not self.dense:
+            titles = ["SM", "DRAM", "PCIe"] + (["NVL"] if self._has_nvlink else []) + ["power"]
+            yield ChartRow(titles, min_width=CHART_WIDTH, id="charts")
 
     @property
     def cells(self) -> CellGrid:
@@ -159,35 +209,41 @@ class GpuCard(Vertical):
 
     def on_mount(self) -> None:
         self._grid = self.query_one(CellGrid)
-        self._charts = self.query_one(ChartRow)
-        self._charts.chart_height = 7 if self.has_class("-tall") else 3
+        self._charts = None if self.dense else self.query_one(ChartRow)
+        if self._charts is not None:
+            self._charts.chart_height = CHART_ROWS_TALL if self.has_class("-tall") else CHART_ROWS
         if self._pending is not None:
             self.show(*self._pending)
+
+    def on_cell_grid_explained(self, event: CellGrid.Explained) -> None:
+        """Name the GPU in the explanation the screen's hint line shows."""
+        if event.text:
+            name = " ".join(str(self.border_title).split(" · ")[:2])  # "GPU 1 NVIDIA A100-SXM4-80GB"
+            event.text = f"{name} · {event.text}"
 
     def set_tall(self, tall: bool) -> None:
         """Taller charts when the terminal has the rows for them."""
         self.set_class(tall, "-tall")
-        if hasattr(self, "_charts"):
-            self._charts.chart_height = 7 if tall else 3
+        if getattr(self, "_charts", None) is not None:
+            self._charts.chart_height = CHART_ROWS_TALL if tall else CHART_ROWS
 
-    def show(self, gpu: GpuSample, history: History, series_colour: str | None = None) -> None:
-        """Update the cells and charts from ``gpu`` (only what changed redraws)."""
+    def show(self, gpu: GpuSample, history: History, series_colour: str | None = None, window_s: float = 60.0) -> None:
+        """Update the cells and charts from ``gpu``; the charts span the last ``window_s``
+        seconds (only what changed redraws)."""
         if not hasattr(self, "_grid"):  # not mounted yet: show it once mounted
-            self._pending = (gpu, history, series_colour)
+            self._pending = (gpu, history, series_colour, window_s)
             return
         self._pending = None
         title = gpu_title(gpu)
         if self.border_title != title:
             self.border_title = title
         self.set_class(gpu.state != "ok", "-lost")
-        values: dict[str, Any] = {}
-        for cell_id, _, function in GPU_CELLS:
-            try:
-                values[cell_id] = function(gpu)
-            except Exception as exc:  # noqa: BLE001 - a malformed record shows as n/a, not a crash
-                values[cell_id] = Unavailable(Reason.ERROR, f"cannot show: {exc}")
-        self._grid.set_values(values)
-        self._charts.set_charts(_charts(gpu, history, self._has_nvlink), colour=series_colour)
+        self._grid.set_values(_cell_values(self._cell_specs, gpu))
+        if self._charts is not None:
+            points = history.points_in(window_s)
+            self._charts.set_charts(
+                _charts(gpu, history, self._has_nvlink, points), colour=series_colour, window_s=window_s
+            )
 
 
 def _number(value: Any) -> float | None:
@@ -211,31 +267,41 @@ def _nvlink_peak(gpu: GpuSample) -> float | None:
     return 2 * link * links if link and links else None
 
 
-def _charts(gpu: GpuSample, history: History, has_nvlink: bool) -> list[ChartData]:
+def _charts(gpu: GpuSample, history: History, has_nvlink: bool, points: int) -> list[ChartData]:
     key = gpu_key(gpu)
-    sm, sm_title = history.series("gpu", key, "sm_activity_percent"), "SM"
+
+    def window(name: str) -> list[float | None]:
+        return history.window(("gpu", key, name), points)
+
+    sm, sm_title = window("sm_activity_percent"), "SM"
     if not any(v is not None for v in sm):
-        sm, sm_title = history.series("gpu", key, "utilization_percent"), "util"
+        sm, sm_title = window("utilization_percent"), "util"
     charts = [
-        ChartData(sm_title, _last(sm, lambda v: f"{v:.0f}%"), tuple(sm), 100.0),
-        _rate_chart("DRAM", history.series("gpu", key, "dram_bandwidth_bytes_per_s"), _number(gpu.dram_peak_bytes_per_s)),
+        ChartData(sm_title, _last(sm, lambda v: f"{v:.0f}%"), tuple(sm), 100.0, _scale_percent),
+        _rate_chart("DRAM", window("dram_bandwidth_bytes_per_s"), _number(gpu.dram_peak_bytes_per_s)),
         _rate_chart(
-            "PCIe",
-            _pairwise_sum(history.series("gpu", key, "pcie_tx_bytes_per_s"), history.series("gpu", key, "pcie_rx_bytes_per_s")),
-            _pcie_peak(gpu),
+            "PCIe", _pairwise_sum(window("pcie_tx_bytes_per_s"), window("pcie_rx_bytes_per_s")), _pcie_peak(gpu)
         ),
     ]
     if has_nvlink:
         charts.append(
             _rate_chart(
                 "NVL",
-                _pairwise_sum(history.series("gpu", key, "nvlink_tx_bytes_per_s"), history.series("gpu", key, "nvlink_rx_bytes_per_s")),
+                _pairwise_sum(window("nvlink_tx_bytes_per_s"), window("nvlink_rx_bytes_per_s")),
                 _nvlink_peak(gpu),
             )
         )
-    power = history.series("gpu", key, "power_w")
-    charts.append(ChartData("power", _last(power, fmt_watts), tuple(power), _number(gpu.power_limit_w)))
+    power = window("power_w")
+    charts.append(ChartData("power", _last(power, fmt_watts), tuple(power), _number(gpu.power_limit_w), _scale_watts))
     return charts
+
+
+def _scale_percent(value: float) -> str:
+    return f"{value:.0f}%"
+
+
+def _scale_watts(value: float) -> str:
+    return f"{value:.0f}W"
 
 
 def _compact_rate(value: float) -> str:
@@ -244,7 +310,7 @@ def _compact_rate(value: float) -> str:
 
 
 def _rate_chart(title: str, values: list[float | None], peak: float | None) -> ChartData:
-    return ChartData(title, _last(values, _compact_rate), tuple(values), peak)
+    return ChartData(title, _last(values, _compact_rate), tuple(values), peak, _compact_rate)
 
 
 def _last(values: list[float | None], fmt: Callable[[float], str]) -> str:
@@ -253,3 +319,55 @@ def _last(values: list[float | None], fmt: Callable[[float], str]) -> str:
 
 def _pairwise_sum(a: list[float | None], b: list[float | None]) -> list[float | None]:
     return [None if x is None or y is None else x + y for x, y in zip(a, b)]
+
+
+def _cell_values(specs: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...], gpu: GpuSample) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for cell_id, _, function in specs:
+        try:
+            values[cell_id] = function(gpu)
+        except Exception as exc:  # noqa: BLE001 - a malformed record shows as n/a, not a crash
+            values[cell_id] = Unavailable(Reason.ERROR, f"cannot show: {exc}")
+    return values
+
+
+class DenseGpuCard(CellGrid):
+    """The key cells of one GPU in a bordered box, as one widget (eight of them share 160x48:
+    the redraw cost is per widget). Same interface as :class:`GpuCard`."""
+
+    DEFAULT_CSS = """
+    DenseGpuCard { height: auto; border: round $primary 60%; border-title-color: $text; border-title-style: bold; padding: 0 0 0 1; }
+    DenseGpuCard.-lost { border: round $error; border-title-color: $error; }
+    """
+    dense = True
+
+    def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
+        super().__init__([(cell_id, label) for cell_id, label, _ in DENSE_CELLS], cell_width=CELL_WIDTH, gap=2, id=id)
+        self.add_class("gpu-card")
+        self.key = gpu_key(gpu)
+        self.border_title = gpu_title(gpu)
+
+    @property
+    def cells(self) -> CellGrid:
+        return self
+
+    def set_tall(self, tall: bool) -> None:
+        """Dense cards have no charts."""
+
+    def on_cell_grid_explained(self, event: CellGrid.Explained) -> None:
+        if event.text and not event.text.startswith("GPU "):
+            name = " ".join(str(self.border_title).split(" · ")[:2])
+            event.text = f"{name} · {event.text}"
+
+    def show(self, gpu: GpuSample, history: History, series_colour: str | None = None, window_s: float = 60.0) -> None:
+        """Update the cells from ``gpu`` (only what changed redraws)."""
+        title = gpu_title(gpu)
+        if self.border_title != title:
+            self.border_title = title
+        self.set_class(gpu.state != "ok", "-lost")
+        self.set_values(_cell_values(DENSE_CELLS, gpu))
+
+
+def make_card(gpu: GpuSample, dense: bool) -> GpuCard | DenseGpuCard:
+    """The card for ``gpu``: dense (cells only) or full (cells and charts)."""
+    return DenseGpuCard(gpu) if dense else GpuCard(gpu)

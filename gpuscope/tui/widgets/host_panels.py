@@ -14,7 +14,8 @@ from gpuscope.telemetry.records import HostSample
 from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, bar, fmt_bytes, fmt_percent, fmt_rate, reason_text
 from gpuscope.tui.history import History
-from gpuscope.tui.widgets.chart import HistoryChart
+from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
+from gpuscope.tui.widgets.lines import set_title
 from gpuscope.tui.widgets.metric import MetricCell
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["CoreBars", "CpuPanel", "MemoryPanel", "NetworkPanel"]
 
 
-def _palette(widget: Widget) -> "ChartPalette":
+def _palette(widget: Widget) -> ChartPalette:
     from gpuscope.tui.themes import ChartPalette
 
     return getattr(widget.app, "chart_palette", None) or ChartPalette()
@@ -44,10 +45,13 @@ class CoreBars(Widget):
 
     def set_levels(self, host: HostSample) -> None:
         levels = tuple(
-            None if isinstance(core.utilization_percent, Unavailable) else float(core.utilization_percent) for core in host.cores
+            None if isinstance(core.utilization_percent, Unavailable) else float(core.utilization_percent)
+            for core in host.cores
         )
         self._reasons = {
-            core.core: reason_text(core.utilization_percent) for core in host.cores if isinstance(core.utilization_percent, Unavailable)
+            core.core: reason_text(core.utilization_percent)
+            for core in host.cores
+            if isinstance(core.utilization_percent, Unavailable)
         }
         if levels == self._levels:
             return
@@ -98,15 +102,16 @@ class CpuPanel(Vertical):
     DEFAULT_CSS = """
     CpuPanel { height: auto; border: round $secondary; border-title-style: bold; padding: 0 1; }
     CpuPanel > .cells { grid-size: 3; grid-gutter: 0 2; height: auto; grid-rows: 1; }
-    CpuPanel > HistoryChart { height: 3; }
     """
+    #: Rows of the CPU chart (title, bars, time axis) unless the dashboard gives it more.
+    CHART_ROWS = 4
 
     def compose(self) -> ComposeResult:
         with Grid(classes="cells"):
             yield MetricCell("CPU", label_width=5, id="cpu-total")
             yield MetricCell("load", label_width=5, id="cpu-load")
             yield MetricCell("freq", label_width=5, id="cpu-freq")
-        yield HistoryChart("CPU %", maximum=100, id="cpu-chart")
+        yield ChartRow(["CPU"], min_width=20, chart_height=self.CHART_ROWS, id="cpu-chart")
         yield CoreBars(id="cpu-cores")
 
     def on_resize(self) -> None:
@@ -115,9 +120,17 @@ class CpuPanel(Vertical):
         if grid.styles.grid_size_columns != columns:
             grid.styles.grid_size_columns = columns
 
-    def show(self, host: HostSample, history: History) -> None:
+    def set_chart_rows(self, rows: int) -> None:
+        """Give the CPU chart ``rows`` rows (the dashboard fills spare rows this way)."""
+        self.query_one("#cpu-chart", ChartRow).chart_height = max(self.CHART_ROWS, rows)
+
+    @property
+    def chart_rows(self) -> int:
+        return self.query_one("#cpu-chart", ChartRow).chart_height
+
+    def show(self, host: HostSample, history: History, window_s: float = 60.0) -> None:
         physical = "" if isinstance(host.physical_cores, Unavailable) else f" ({host.physical_cores} physical)"
-        self.border_title = f"CPU · {host.cpu_model} · {host.logical_cores} cores{physical}"
+        set_title(self, f"CPU · {host.cpu_model} · {host.logical_cores} cores{physical}")
         self.query_one("#cpu-total", MetricCell).set_value(host.cpu_utilization_percent, fmt_percent)
         loads = (host.load_average_1m, host.load_average_5m, host.load_average_15m)
         load_cell = self.query_one("#cpu-load", MetricCell)
@@ -133,10 +146,15 @@ class CpuPanel(Vertical):
             freq_cell.set_value(host.cores[0].frequency_mhz)
         else:
             freq_cell.set_text(NA, reason="no per-core data")
-        values = history.series("host", "cpu")
+        values = history.window(("host", "cpu"), history.points_in(window_s))
         current = NA if not values or values[-1] is None else f"{values[-1]:.0f}%"
-        self.query_one("#cpu-chart", HistoryChart).set_data(values, current, colour=_palette(self).series[0])
+        chart = ChartData("CPU", current, tuple(values), 100.0, _scale_percent)
+        self.query_one("#cpu-chart", ChartRow).set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
         self.query_one("#cpu-cores", CoreBars).set_levels(host)
+
+
+def _scale_percent(value: float) -> str:
+    return f"{value:.0f}%"
 
 
 class MemoryPanel(Vertical):
@@ -152,7 +170,7 @@ class MemoryPanel(Vertical):
         yield MetricCell("swap", label_width=5, id="mem-swap")
 
     def show(self, host: HostSample) -> None:
-        self.border_title = "Memory"
+        set_title(self, "Memory")
         palette = _palette(self)
         width = max(6, self.size.width - 34)
         total = host.memory_total_bytes
@@ -173,7 +191,10 @@ class MemoryPanel(Vertical):
         else:
             percent = 100 * host.swap_used_bytes / host.swap_total_bytes
             suffix = (bar(percent / 100, width), palette.bar_colour(percent))
-            swap_cell.set_text(f"{fmt_bytes(host.swap_used_bytes):>8}/{fmt_bytes(host.swap_total_bytes):<8} {percent:3.0f}%", suffix=suffix)
+            swap_cell.set_text(
+                f"{fmt_bytes(host.swap_used_bytes):>8}/{fmt_bytes(host.swap_total_bytes):<8} {percent:3.0f}%",
+                suffix=suffix,
+            )
 
 
 def _rate_text(value: object) -> str:
@@ -201,8 +222,14 @@ class NetworkLines(Widget):
         self.down_count = sum(1 for nic in host.nics if nic.is_up is False)
         for nic in nics:
             state = "" if isinstance(nic.is_up, Unavailable) else ("" if nic.is_up else " (down)")
-            speed = "" if isinstance(nic.speed_mbit_per_s, Unavailable) or not nic.speed_mbit_per_s else f" {nic.speed_mbit_per_s / 1000:g} Gbit/s"
-            lines.append(f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}")
+            speed = (
+                ""
+                if isinstance(nic.speed_mbit_per_s, Unavailable) or not nic.speed_mbit_per_s
+                else f" {nic.speed_mbit_per_s / 1000:g} Gbit/s"
+            )
+            lines.append(
+                f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}"
+            )
             for label, value in (("rx", nic.rx_bytes_per_s), ("tx", nic.tx_bytes_per_s)):
                 if isinstance(value, Unavailable):
                     reasons.append(f"{nic.name} {label}: {reason_text(value)}")
@@ -210,7 +237,9 @@ class NetworkLines(Widget):
             rate = "" if isinstance(port.rate_gbit_per_s, Unavailable) else f" {port.rate_gbit_per_s:g} Gbit/s"
             name = f"{port.device}/{port.port}"
             kind = "IB" if port.link_layer == "InfiniBand" else "RoCE"
-            lines.append(f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}")
+            lines.append(
+                f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}"
+            )
             for label, value in (("rx", port.rx_bytes_per_s), ("tx", port.tx_bytes_per_s)):
                 if isinstance(value, Unavailable):
                     reasons.append(f"{name} {label}: {reason_text(value)}")
@@ -248,4 +277,4 @@ class NetworkPanel(Vertical):
         lines.set_host(host)
         ib = f" · {len(host.infiniband_ports)} IB/RoCE ports" if host.infiniband_ports else ""
         down = f" · {lines.down_count} down, not shown" if lines.down_count else ""
-        self.border_title = f"Network{ib}{down}"
+        set_title(self, f"Network{ib}{down}")

@@ -45,7 +45,9 @@ class KeyBar(Widget):
         text_style = self.get_component_rich_style("keybar--description")
         text = Text(no_wrap=True, overflow="crop")
         # screen bindings first, then the app's
-        ordered = [e for e in self._entries if e[2].startswith("screen.")] + [e for e in self._entries if e[2].startswith("app.")]
+        ordered = [e for e in self._entries if e[2].startswith("screen.")] + [
+            e for e in self._entries if e[2].startswith("app.")
+        ]
         for key, description, action in ordered:
             click = Style.from_meta({"@click": action})
             text.append(f" {key}", style=key_style + click)

@@ -9,7 +9,15 @@ from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
 
-__all__ = ["LineWidget", "Run"]
+__all__ = ["LineWidget", "Run", "set_title"]
+
+
+def set_title(widget: Widget, title: str) -> None:
+    """Set ``widget``'s border title only when it changed (setting it repaints the whole
+    widget and its children, every tick, even to the same text)."""
+    if widget.border_title != title:
+        widget.border_title = title
+
 
 #: One styled run of text; a line is a list of runs.
 Run = tuple[str, Style | None]

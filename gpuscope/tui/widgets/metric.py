@@ -3,7 +3,8 @@ carry their reason as a tooltip (hover) and in the screen's hint line (focus).""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.style import Style
 from textual.message import Message
@@ -33,7 +34,7 @@ class MetricCell(LineWidget):
     class Explained(Message):
         """Posted when a cell gains or loses focus: ``text`` is the reason, or "" on blur."""
 
-        def __init__(self, cell: "MetricCell", text: str) -> None:
+        def __init__(self, cell: MetricCell, text: str) -> None:
             super().__init__()
             self.cell = cell
             self.text = text

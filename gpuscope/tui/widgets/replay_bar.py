@@ -28,11 +28,20 @@ class ReplayBar(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._state: tuple = ()
+        # (position, count, paused, speed, elapsed_s, duration_s, at_end); () before the first show
+        self._state: tuple[int, int, bool, float, float, float, bool] | tuple[()] = ()
         self._bar_span = (0, 0)
 
     def show(self, cursor: ReplayCursor) -> None:
-        state = (cursor.position, len(cursor), cursor.paused, cursor.speed, cursor.elapsed_s, cursor.end_s - cursor.start_s, cursor.at_end)
+        state = (
+            cursor.position,
+            len(cursor),
+            cursor.paused,
+            cursor.speed,
+            cursor.elapsed_s,
+            cursor.end_s - cursor.start_s,
+            cursor.at_end,
+        )
         if state != self._state:
             self._state = state
             self.refresh()

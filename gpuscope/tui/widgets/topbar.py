@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
@@ -59,7 +60,5 @@ class TopBar(Widget):
         return text
 
 
-def _click(mode: str):  # noqa: ANN202 - a rich Style
-    from rich.style import Style
-
+def _click(mode: str) -> Style:
     return Style.from_meta({"@click": f"app.switch_mode('{mode}')"})

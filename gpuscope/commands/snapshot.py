@@ -1,0 +1,140 @@
+"""``gpuscope snapshot``: one line per GPU and one for the host, then exit (like gpustat or
+``nvidia-smi --query-gpu``; made for scripts and ``watch``). ``--json`` prints one JSON object:
+the telemetry record (the schema of ``gpuscope log``, docs/telemetry-schema.md) with its alerts.
+
+Rates (CPU %, bytes/s, GPM activity) need two reads: the command samples twice, ``--wait``
+seconds apart (default 0.5). Exit codes: 0, 2 for bad options. Never imports Textual or torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from gpuscope.schema.core import finite_or_none
+
+__all__ = ["configure", "run", "gpu_line", "host_line"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """Options of ``gpuscope snapshot`` (imports nothing heavy)."""
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (the telemetry record and its alerts)"
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="seconds between the two reads that rates need (default 0.5, 0.1 to 10)",
+    )
+    parser.add_argument("--no-gpu", action="store_true", help="host only: do not load NVML")
+    parser.add_argument("--no-processes", action="store_true", help="do not list the processes on each GPU")
+
+
+def _or_na(value: Any, fmt: str, scale: float = 1.0) -> str:
+    number = finite_or_none(value)
+    return "n/a" if number is None else format(number * scale, fmt)
+
+
+def gpu_line(gpu: Any) -> str:
+    """``[0] NVIDIA H200 | 62°C 512/700 W | util 63% SM 49% | 65.8/140.4 GiB | DRAM 1.41 TB/s | 2 procs``."""
+    from gpuscope.tui.format import NA, fmt_rate
+
+    head = f"[{gpu.index}]" if gpu.mig_parent_index is None else f"[{gpu.mig_parent_index}/{gpu.mig_gpu_instance_id}]"
+    if gpu.state != "ok":
+        return f"{head} {gpu.name} | LOST (fell off the bus; check dmesg for Xid)"
+    temp = _or_na(gpu.temperature_gpu_c, ".0f") + "°C"
+    power = _or_na(gpu.power_w, ".0f") + "/" + _or_na(gpu.power_limit_w, ".0f") + " W"
+    util = "util " + _or_na(gpu.utilization_percent, ".0f") + "%"
+    sm = finite_or_none(gpu.sm_activity_percent)
+    if sm is not None:
+        util += f" SM {sm:.0f}%"
+    used, total = finite_or_none(gpu.memory_used_bytes), finite_or_none(gpu.memory_total_bytes)
+    memory = NA if used is None else f"{used / 2**30:.1f}" + (f"/{total / 2**30:.1f} GiB" if total else " GiB")
+    dram = finite_or_none(gpu.dram_bandwidth_bytes_per_s)
+    parts = [f"{head} {gpu.name}", f"{temp} {power}", util, memory]
+    if dram is not None:
+        parts.append(f"DRAM {fmt_rate(dram)}")
+    processes = gpu.processes
+    if isinstance(processes, list):
+        parts.append(f"{len(processes)} proc{'s' if len(processes) != 1 else ''}")
+    return " | ".join(parts)
+
+
+def host_line(sample: Any) -> str:
+    """``node01 | CPU 12% of 8 cores, load 1.50 | mem 96.0/256 GB | net rx 125 MB/s tx 25 MB/s | disk r 0 B/s w 1.5 MB/s``."""
+    from gpuscope.tui.format import NA, fmt_bytes, fmt_rate
+
+    host = sample.host
+    cpu = _or_na(host.cpu_utilization_percent, ".0f") + "%"
+    load = finite_or_none(host.load_average_1m)
+    parts = [
+        host.hostname,
+        f"CPU {cpu} of {host.logical_cores} cores" + (f", load {load:.2f}" if load is not None else ""),
+    ]
+    total = host.memory_total_bytes
+    parts.append(f"mem {fmt_bytes(host.memory_used_bytes)}/{fmt_bytes(total)}" if total else f"mem {NA}")
+    rx = [v for v in (finite_or_none(n.rx_bytes_per_s) for n in host.nics if not n.is_loopback) if v is not None]
+    tx = [v for v in (finite_or_none(n.tx_bytes_per_s) for n in host.nics if not n.is_loopback) if v is not None]
+    if rx or tx:
+        parts.append(f"net rx {fmt_rate(sum(rx))} tx {fmt_rate(sum(tx))}")
+    read, write = (
+        finite_or_none(getattr(host, "disk_read_bytes_per_s", None)),
+        finite_or_none(getattr(host, "disk_write_bytes_per_s", None)),
+    )
+    if read is not None and write is not None:
+        parts.append(f"disk r {fmt_rate(read)} w {fmt_rate(write)}")
+    return " | ".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the snapshot; 0 when it was printed."""
+    import math
+
+    from gpuscope.errors import UsageError
+    from gpuscope.telemetry.alerts import annotate, load_thresholds
+    from gpuscope.telemetry.collector import TelemetryCollector
+    from gpuscope.telemetry.records import record_to_dict
+
+    if not (isinstance(args.wait, float) and math.isfinite(args.wait) and 0.1 <= args.wait <= 10):
+        raise UsageError(f"--wait {args.wait:g} must be between 0.1 and 10 seconds")
+    thresholds, problem = load_thresholds()
+    if problem:
+        print(f"gpuscope: warning: {problem}", file=sys.stderr)
+    with TelemetryCollector(nvml=not args.no_gpu, processes=not args.no_processes) as collector:
+        collector.sample()
+        time.sleep(args.wait)
+        sample = collector.sample()
+    alerts = annotate(sample, thresholds)
+    simulated = os.environ.get("GPUSCOPE_FAKE_NVML")
+    if args.json:
+        document = {
+            "schema": "gpuscope.snapshot",
+            "simulated": f"GPUSCOPE_FAKE_NVML={simulated}" if simulated else None,
+            "record": record_to_dict(sample),
+        }
+        print(json.dumps(document, separators=(",", ":"), allow_nan=False))
+        return 0
+    lines = []
+    if simulated:
+        lines.append(f"SIMULATED GPUs (GPUSCOPE_FAKE_NVML={simulated}), not real hardware")
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(sample.timestamp))
+    driver = sample.driver_version if isinstance(sample.driver_version, str) else None
+    lines.append(f"{sample.host.hostname}  {stamp}" + (f"  driver {driver}" if driver else ""))
+    lines.extend(gpu_line(gpu) for gpu in sample.gpus)
+    if not sample.gpus:
+        from gpuscope.tui.format import reason_text
+
+        why = reason_text(sample.gpu_unavailable) if sample.gpu_unavailable else "no NVIDIA GPUs found"
+        lines.append(f"no GPUs: {why}")
+    lines.append(host_line(sample))
+    lines.extend(f"{a.level.upper()} {a.message}" for a in alerts)
+    from gpuscope.textsafe import safe_text
+
+    print("\n".join(safe_text(line) for line in lines))
+    return 0

@@ -1,0 +1,350 @@
+"""``gpuscope.profile``: where one step of a model spends its time, op by op, against the roofline.
+
+Two forms::
+
+    prof = gpuscope.profile(name="train step", device="cpu", steps=3)
+    for batch in loader:            # each ``with`` block is one step
+        with prof:
+            train_step(batch)
+    print(prof.result.verdicts[0])
+
+    result = gpuscope.profile(train_step, batch, steps=3)     # a callable: run it here
+
+Steps, in order: ``warmup`` plain steps (skipped), one counting step (FLOPs, bytes, dtype and
+module of every aten op, under FlopCounterMode), then ``steps`` profiled steps (torch.profiler,
+CPU and CUDA activities, shapes recorded); later blocks run plain. The result is ready when the
+last profiled step ends (:attr:`Profiler.result`). Inside one ``with`` block, :meth:`Profiler.step`
+marks a step boundary (for a loop inside the block).
+
+torch is imported when the first step begins, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any
+
+from gpuscope.errors import ResourceError, UsageError
+from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
+from gpuscope.telemetry.powercap import POWERCAP_ROOT
+from gpuscope.telemetry.values import Reason, Unavailable
+
+__all__ = ["Profiler", "profile"]
+
+
+class Profiler:
+    """Re-enterable context manager; each entry is one step (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str = "step",
+        device: Any = None,
+        *,
+        steps: int = 3,
+        warmup: int = 1,
+        roofs: Sequence[str | os.PathLike[str]] = (),
+        results: str | os.PathLike[str] | None = None,
+        energy: bool = True,
+        powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
+        rerun: Callable[[], Any] | None = None,
+        telemetry: bool = True,
+        collector_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        if steps < 1:
+            raise UsageError(f"steps={steps}: at least 1 profiled step")
+        if warmup < 0:
+            raise UsageError(f"warmup={warmup}: must not be negative")
+        self.name = name
+        self.requested_device = device
+        self.steps = steps
+        self.warmup = warmup
+        self.roofs = [str(path) for path in roofs]
+        self.results = results
+        self.energy = energy
+        self.powercap_root = powercap_root
+        self.rerun = rerun
+        self.telemetry = telemetry
+        self.collector_factory = collector_factory
+        self.result: Any = None  # ProfileResult once the last profiled step has ended
+        self._index = 0  # steps begun
+        self._active: Any = None  # what the current step runs under
+        self._device: Any = None
+        self._counted: Any = None
+        self._step_events: list[Any] = []
+        self._step_times_s: list[float] = []
+        self._energy: list[EnergyResult] = []
+        self._meter: EnergyMeter | None = None
+        self._started_s = 0.0
+
+    # --- phases -----------------------------------------------------------------------------
+
+    @property
+    def phase(self) -> str:
+        """What the next (or current) step is: ``"warmup"``, ``"count"``, ``"profile"`` or ``"done"``."""
+        index = self._index - 1 if self._active is not None else self._index
+        if index < self.warmup:
+            return "warmup"
+        if index == self.warmup:
+            return "count"
+        if index <= self.warmup + self.steps:
+            return "profile"
+        return "done"
+
+    def __enter__(self) -> Profiler:
+        self._begin()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self._abort()
+            return
+        self._end()
+        return
+
+    def step(self) -> None:
+        """End the current step and begin the next (a step boundary inside one ``with`` block)."""
+        self._end()
+        self._begin()
+
+    def _synchronize(self) -> None:
+        if self._device is not None and self._device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self._device)
+
+    def _begin(self) -> None:
+        if self._active is not None:
+            raise UsageError("gpuscope.profile: a step is already running (nested `with` blocks?)")
+        if self._device is None:
+            from gpuscope.profiling.devices import resolve_device
+
+            self._device = resolve_device(self.requested_device)
+        phase = self.phase
+        self._index += 1
+        if phase == "count":
+            from gpuscope.profiling.record import StepCounter
+
+            counter = StepCounter(self._synchronize)
+            counter.__enter__()
+            self._active = ("count", counter)
+        elif phase == "profile":
+            from torch.profiler import ProfilerActivity
+            from torch.profiler import profile as torch_profile
+
+            activities = [ProfilerActivity.CPU]
+            if self._device.type == "cuda":
+                activities.append(ProfilerActivity.CUDA)
+            profiler = torch_profile(activities=activities, record_shapes=True)
+            profiler.__enter__()  # type: ignore[no-untyped-call]
+            if self.energy and self._meter is None:
+                self._meter = self._make_meter()
+            self._synchronize()
+            if self._meter is not None:
+                self._meter.start()
+            self._started_s = time.perf_counter()
+            self._active = ("profile", profiler)
+        else:
+            self._active = ("plain", None)
+
+    def _make_meter(self) -> EnergyMeter:
+        """RAPL on a CPU; on a GPU, NVML's counter of the GPU the one NVML<->CUDA mapping
+        (gpuscope.telemetry.nvml.mapping) finds for this CUDA device."""
+        return EnergyMeter(
+            str(self._device) if self._device.type == "cuda" else "cpu",
+            powercap_root=self.powercap_root,
+        )
+
+    def _abort(self) -> None:
+        kind, handle = self._active or ("plain", None)
+        self._active = None
+        if kind == "count" and handle is not None:
+            handle.__exit__(RuntimeError, None, None)
+        elif kind == "profile" and handle is not None:
+            handle.__exit__(None, None, None)
+            if self._meter is not None:
+                self._meter.stop()
+        self._index -= 1  # the step did not happen; the next block retries this phase
+
+    def _end(self) -> None:
+        if self._active is None:
+            raise UsageError("gpuscope.profile: step() or exit without a running step")
+        kind, handle = self._active
+        self._active = None
+        if kind == "count":
+            handle.__exit__(None, None, None)
+            self._counted = handle.result
+        elif kind == "profile":
+            self._synchronize()
+            wall_s = time.perf_counter() - self._started_s
+            if self._meter is not None:
+                self._energy.append(self._meter.stop())
+            handle.__exit__(None, None, None)
+            from gpuscope.profiling.attribution import claim_events, join_counts
+
+            assert self._counted is not None
+            events = claim_events(handle.events(), self._counted.names, self._device.type)
+            join_counts(events, self._counted)
+            self._step_events.append(events)
+            self._step_times_s.append(wall_s)
+            if len(self._step_events) == self.steps:
+                self._finish()
+
+    # --- the result ---------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        from gpuscope.profiling.build import build_result
+
+        if self._meter is not None:
+            self._meter.close()
+        self.result = build_result(
+            name=self.name,
+            device=self._device,
+            counted=self._counted,
+            step_events=self._step_events,
+            step_times_s=self._step_times_s,
+            warmup=self.warmup,
+            roofs=self.roofs,
+            energy=_energy_per_step(self._energy, len(self._step_times_s)) if self.energy else None,
+            dram=self._dram_bytes(),
+        )
+        if self.results is not None:
+            from gpuscope.profiling.build import append_profile
+
+            append_profile(self.results, self.result, self._device)
+            self.result.results_path = str(self.results)
+
+    def _dram_bytes(self) -> float | Unavailable:
+        if self._device.type != "cuda":
+            return Unavailable(
+                Reason.NOT_APPLICABLE,
+                "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only",
+            )
+        if not self.telemetry:
+            return Unavailable(Reason.NOT_APPLICABLE, "telemetry turned off")
+        if self.rerun is None:
+            return Unavailable(
+                Reason.NOT_APPLICABLE,
+                "the with-block form cannot rerun the step for a GPM window: use gpuscope.profile(fn)",
+            )
+        import torch
+
+        from gpuscope.roofline.measure import _match_gpu, _measure_dram_bytes
+
+        device = self._device
+        return _measure_dram_bytes(
+            self.rerun,
+            max(min(self._step_times_s), 1e-6),
+            1.0,
+            self.collector_factory,
+            synchronize=lambda: torch.cuda.synchronize(device),
+            select_gpu=lambda sample: _match_gpu(sample, device),
+            device_text=str(device),
+        )
+
+
+def _energy_per_step(results: list[EnergyResult], steps: int) -> EnergyResult | None:
+    """The energy of one step: joules summed over the profiled steps' windows / steps."""
+    if not results:
+        return None
+    available = [result for result in results if not isinstance(result.joules, Unavailable)]
+    window_s = sum(result.window_s for result in results)
+    if not available:
+        first = results[0]
+        return EnergyResult(first.joules, window_s / steps, first.method)
+    total = sum(result.joules for result in available if not isinstance(result.joules, Unavailable))
+    domains: dict[str, float] = {}
+    for result in available:
+        for key, value in result.domains_j.items():
+            domains[key] = domains.get(key, 0.0) + value
+    method = f"{available[0].method}, summed over {len(results)} profiled steps"
+    return EnergyResult(
+        total / steps,
+        window_s / steps,
+        method,
+        {key: value / steps for key, value in domains.items()},
+    )
+
+
+def profile(
+    fn: Callable[..., Any] | None = None,
+    *args: Any,
+    name: str | None = None,
+    device: Any = None,
+    steps: int = 3,
+    warmup: int = 1,
+    kwargs: dict[str, Any] | None = None,
+    roofs: Sequence[str | os.PathLike[str]] = (),
+    results: str | os.PathLike[str] | None = None,
+    energy: bool = True,
+    powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
+    telemetry: bool = True,
+    collector_factory: Callable[[], Any] | None = None,
+) -> Any:
+    """Profile a step. Without ``fn``: a :class:`Profiler` to use as ``with prof: step()``; with
+    ``fn``: run ``fn(*args, **kwargs)`` for ``warmup`` + 1 + ``steps`` steps and return the
+    :class:`~gpuscope.profiling.result.ProfileResult`.
+
+    ``device``: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (default: the first tensor argument's device,
+    else CUDA's current device when CUDA is available, else CPU). ``roofs``: probe results files
+    whose measured ceilings (same device and dtype) judge the ops; the datasheet otherwise.
+    ``results``: a results file to append the profile to as a workload. ``energy``: read NVML's or
+    RAPL's energy counter over the profiled steps."""
+    if fn is None:
+        if args:
+            raise UsageError("gpuscope.profile(): positional arguments need a function first")
+        return Profiler(
+            name or "step",
+            device,
+            steps=steps,
+            warmup=warmup,
+            roofs=roofs,
+            results=results,
+            energy=energy,
+            powercap_root=powercap_root,
+            telemetry=telemetry,
+            collector_factory=collector_factory,
+        )
+    if not callable(fn):
+        raise UsageError(f"gpuscope.profile(): {fn!r} is not callable")
+    call_kwargs = dict(kwargs or {})
+    if device is None:
+        from gpuscope.profiling.devices import tensor_device
+
+        device = tensor_device((args, call_kwargs))
+
+    def call() -> Any:
+        return fn(*args, **call_kwargs)
+
+    label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "step"
+    profiler = Profiler(
+        label,
+        device,
+        steps=steps,
+        warmup=warmup,
+        roofs=roofs,
+        results=results,
+        energy=energy,
+        powercap_root=powercap_root,
+        rerun=call,
+        telemetry=telemetry,
+        collector_factory=collector_factory,
+    )
+    for _ in range(warmup + 1 + steps):
+        with profiler:
+            call()
+    if profiler.result is None:  # pragma: no cover - the loop above always completes the phases
+        raise ResourceError("gpuscope.profile: the profile did not complete")
+    return profiler.result
+
+
+def _hostname() -> str:
+    return socket.gethostname()

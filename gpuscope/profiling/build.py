@@ -1,0 +1,133 @@
+"""Assemble a :class:`ProfileResult` from the counted step and the profiled steps' events; find the
+roofs that judge it; append it to a results file."""
+
+from __future__ import annotations
+
+import collections
+import os
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from gpuscope.profiling.attribution import StepEvents, group_ops, module_rollup
+from gpuscope.profiling.record import CountedStep
+from gpuscope.profiling.result import ProfileResult
+from gpuscope.profiling.verdict import judge_groups, roofs_statement
+from gpuscope.roofline.model import DeviceKey, DeviceRoofs
+from gpuscope.telemetry.energy import EnergyResult
+from gpuscope.telemetry.values import Unavailable
+
+__all__ = ["append_profile", "build_result", "device_roofs"]
+
+#: dtypes that have compute roofs (others, e.g. int64 counters, are left out of the roofs line)
+_ROOF_DTYPES = frozenset({"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"})
+
+
+def device_roofs(
+    device_text: str,
+    device_type: str,
+    name: str | None,
+    host: str,
+    roofs: Sequence[str | os.PathLike[str]] = (),
+    *,
+    local_cpu: Any = None,
+) -> tuple[DeviceKey, DeviceRoofs | None]:
+    """The roofs of one device: measured ceilings from the probe results files ``roofs`` (same host
+    and device), plus the built-in datasheet. Raises BadInputError for a bad results file."""
+    from gpuscope.results import load_results, new_results
+    from gpuscope.roofline.loading import build_model
+
+    documents = [(str(path), load_results(path)) for path in roofs]
+    here = new_results(system={"hostname": host})
+    here["devices"] = [{"device": device_text, "type": device_type, "name": name, "host": host}]
+    model = build_model([*documents, ("this profile", here)], local_cpu=local_cpu, local_hostname=host)
+    key = DeviceKey(host=host, rank=None, device=device_text)
+    found = model.device(key)
+    if found is None and name:  # two CPU models named on one host: keys are "cpu:<model>"
+        found = model.device(DeviceKey(host=host, rank=None, device=f"{device_text}:{name.strip()}"))
+    return (found.key if found is not None else key), found
+
+
+def build_result(
+    *,
+    name: str,
+    device: Any,
+    counted: CountedStep,
+    step_events: list[StepEvents],
+    step_times_s: list[float],
+    warmup: int,
+    roofs: Sequence[str | os.PathLike[str]],
+    energy: EnergyResult | None,
+    dram: float | Unavailable,
+    device_roofs_override: tuple[DeviceKey, DeviceRoofs | None] | None = None,
+) -> ProfileResult:
+    """The result of a finished profile (``device`` is a torch.device)."""
+    from gpuscope.profiling.devices import device_name
+
+    host = socket.gethostname()
+    device_text = str(device) if device.type == "cuda" else "cpu"
+    label = device_name(device)
+    key, roofs_of_device = device_roofs_override or device_roofs(
+        device_text, "gpu" if device.type == "cuda" else "cpu", label, host, roofs
+    )
+    groups = group_ops(step_events)
+    import statistics
+
+    step_s = statistics.fmean(step_times_s)
+    verdicts = judge_groups(groups, roofs_of_device, step_s, key)
+    dtypes = sorted({group.dtype for group in groups if group.dtype in _ROOF_DTYPES and group.flops})
+    uncounted: collections.Counter[str] = collections.Counter(
+        record.name for record in counted.records if record.no_formula
+    )
+    matched = (
+        collections.Counter(op.record.key for op in step_events[-1].ops if op.record is not None)
+        if step_events
+        else collections.Counter()
+    )
+    per_key = collections.Counter(record.key for record in counted.records if record.flops or record.bytes)
+    unmatched = sum(max(count - matched.get(key_, 0), 0) for key_, count in per_key.items())
+    notes = []
+    if unmatched:
+        notes.append(
+            f"{unmatched} counted op calls per step had no twin among the profiler's events: "
+            "their FLOPs are in the total, not in a group"
+        )
+    return ProfileResult(
+        name=name,
+        device=device_text,
+        device_name=label,
+        host=host,
+        steps=len(step_times_s),
+        warmup=warmup,
+        step_times_s=list(step_times_s),
+        groups=groups,
+        verdicts=verdicts,
+        modules=module_rollup(step_events),
+        traced_s=sum(step.traced_s for step in step_events) / max(len(step_events), 1),
+        flop_counter_total=counted.flop_counter_total,
+        counter_flops=counted.counter_flops,
+        pointwise_flops=counted.pointwise_flops,
+        bytes_total=sum(record.bytes for record in counted.records),
+        unmatched_ops=unmatched,
+        uncounted_ops=dict(sorted(uncounted.items())),
+        roofs=roofs_statement(roofs_of_device, dtypes),
+        energy=energy,
+        dram_bytes_measured=dram,
+        time_basis="CUDA kernel time" if device.type == "cuda" else "CPU time (self time of each op's events)",
+        notes=notes,
+        device_key=key,
+        device_roofs=roofs_of_device,
+    )
+
+
+def append_profile(path: str | os.PathLike[str], result: ProfileResult, device: Any) -> None:
+    """Append the profile to the results file at ``path`` as a workload (file created when absent)."""
+    from gpuscope.roofline.measure import _system_info, append_workload
+
+    entry = {
+        "device": result.device,
+        "type": "gpu" if device.type == "cuda" else "cpu",
+        "name": result.device_name,
+        "host": result.host,
+    }
+    append_workload(path, result.to_workload(), entry, _system_info())

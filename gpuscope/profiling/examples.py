@@ -1,0 +1,135 @@
+"""Ready-made steps to profile (the acceptance workloads), e.g.::
+
+    gpuscope profile gpuscope.profiling.examples:transformer_train_step --device cpu
+    gpuscope profile gpuscope.profiling.examples:convnet_step --args-json '{"kwargs": {"batch": 8}}'
+
+Each function builds its model and inputs once per argument set (cached), then runs one step.
+torch is imported when a step runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = [
+    "build_convnet",
+    "build_transformer",
+    "convnet_step",
+    "convnet_train_step",
+    "transformer_step",
+    "transformer_train_step",
+]
+
+
+def _device_dtype(device: str | None, dtype: str) -> tuple[Any, Any]:
+    import torch
+
+    resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    return resolved, getattr(torch, dtype)
+
+
+@functools.lru_cache(maxsize=4)
+def build_transformer(
+    d_model: int = 512,
+    heads: int = 8,
+    seq: int = 256,
+    batch: int = 8,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> tuple[Any, Any]:
+    """``torch.nn.TransformerEncoderLayer(d_model, heads, batch_first=True)`` and a random input
+    ``(batch, seq, d_model)``, on ``device`` in ``dtype``. Seeded."""
+    import torch
+
+    resolved, torch_dtype = _device_dtype(device, dtype)
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=4 * d_model, batch_first=True).to(
+        resolved, torch_dtype
+    )
+    x = torch.randn(batch, seq, d_model, device=resolved, dtype=torch_dtype)
+    return layer, x
+
+
+def transformer_step(
+    d_model: int = 512,
+    heads: int = 8,
+    seq: int = 256,
+    batch: int = 8,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> Any:
+    """Forward of one TransformerEncoderLayer (grad enabled, as in training)."""
+    layer, x = build_transformer(d_model, heads, seq, batch, device, dtype)
+    return layer(x)
+
+
+def transformer_train_step(
+    d_model: int = 512,
+    heads: int = 8,
+    seq: int = 256,
+    batch: int = 8,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> None:
+    """Forward + backward of one TransformerEncoderLayer (loss = sum of the output)."""
+    layer, x = build_transformer(d_model, heads, seq, batch, device, dtype)
+    layer.zero_grad(set_to_none=True)
+    layer(x).sum().backward()
+
+
+@functools.lru_cache(maxsize=4)
+def build_convnet(
+    batch: int = 16,
+    size: int = 32,
+    channels: int = 32,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> tuple[Any, Any]:
+    """A small conv net (3 conv + batch-norm + ReLU blocks, pooling, a linear head) and a random
+    ``(batch, 3, size, size)`` input. Seeded."""
+    import torch
+    from torch import nn
+
+    resolved, torch_dtype = _device_dtype(device, dtype)
+    torch.manual_seed(0)
+
+    def block(inputs: int, outputs: int) -> nn.Sequential:
+        return nn.Sequential(nn.Conv2d(inputs, outputs, 3, padding=1), nn.BatchNorm2d(outputs), nn.ReLU())
+
+    net = nn.Sequential(
+        block(3, channels),
+        block(channels, channels),
+        nn.MaxPool2d(2),
+        block(channels, 2 * channels),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(2 * channels, 10),
+    ).to(resolved, torch_dtype)
+    x = torch.randn(batch, 3, size, size, device=resolved, dtype=torch_dtype)
+    return net, x
+
+
+def convnet_step(
+    batch: int = 16,
+    size: int = 32,
+    channels: int = 32,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> Any:
+    """Forward of the small conv net."""
+    net, x = build_convnet(batch, size, channels, device, dtype)
+    return net(x)
+
+
+def convnet_train_step(
+    batch: int = 16,
+    size: int = 32,
+    channels: int = 32,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> None:
+    """Forward + backward of the small conv net."""
+    net, x = build_convnet(batch, size, channels, device, dtype)
+    net.zero_grad(set_to_none=True)
+    net(x).sum().backward()

@@ -1,0 +1,328 @@
+"""The counting step: run one step under torch's FlopCounterMode with a dispatch mode below it that
+records every aten op that actually runs (the ops a profiler shows with their own kernels), with
+its FLOPs, its bytes lower bound, its dtype and the ``nn.Module`` it ran in.
+
+FLOPs: what FlopCounterMode counts while the op runs (its formulas for matmul, convolution and
+attention, applied to the op or to what it decomposes the op into; per op these add up to
+``FlopCounterMode.get_total_flops()``), else gpuscope's pointwise formula
+(:func:`pointwise_op_flops`), kept apart so the two totals can be told apart.
+
+Bytes (:data:`OP_BYTES_RULE`): per call, the byte extent of each tensor the op reads and of each
+tensor it writes (outputs, in-place and ``out=`` arguments), overlapping views of one storage
+merged; views and allocations move nothing. It is a lower bound for an op that streams each
+operand through memory once.
+
+torch is imported only inside :func:`count_step`.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "NO_TRAFFIC_OPS",
+    "OP_BYTES_RULE",
+    "CountedStep",
+    "OpRecord",
+    "StepCounter",
+    "count_step",
+    "match_key",
+    "pointwise_op_flops",
+]
+
+OP_BYTES_RULE = (
+    "per op call: byte extent of each tensor read (inputs) + each tensor written (outputs, in-place "
+    "and out= arguments), overlapping views of one storage merged; views and allocations 0; a lower "
+    "bound (each operand crosses memory once)"
+)
+
+#: aten ops that allocate or re-describe a tensor without touching its data.
+NO_TRAFFIC_OPS = frozenset(
+    [
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "detach",
+        "alias",
+        "lift_fresh",
+        "resize_",
+        "set_",
+        "_reshape_alias",
+        "as_strided",
+        "view",
+        "_unsafe_view",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "unfold",
+        "diagonal",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "chunk",
+        "narrow",
+    ]
+)
+
+Shape = tuple[int, ...]
+
+
+def pointwise_op_flops(op: str, input_shape: Any, output_shape: Any) -> int:
+    """FLOPs of one call of a pointwise, reduction or normalisation op torch's FlopCounterMode has
+    no formula for (``op`` is the aten name without namespace, e.g. ``"add_"``). The one place the
+    profile takes pointwise formulas from: gpuscope's table in :mod:`gpuscope.roofline.counting`."""
+    from gpuscope.roofline.counting import pointwise_flops
+
+    return int(pointwise_flops(op, input_shape, output_shape))
+
+
+def match_key(name: str, shapes: Any) -> tuple[str, tuple[Shape, ...]]:
+    """The key that joins a counted op to the profiler's events: the op name (in-place suffix
+    dropped) and the sorted non-empty tensor shapes (the profiler lists shapes per schema
+    argument, scalars as ``[]``)."""
+    flat: list[Shape] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, (list, tuple)):
+            if value and all(isinstance(item, int) for item in value):
+                flat.append(tuple(int(item) for item in value))
+            else:
+                for item in value:
+                    walk(item)
+
+    walk(shapes)
+    # In-place and out-of-place forms join: autograd and composite ops pick ``add_`` or ``add`` by
+    # whether a buffer can be reused, which a dispatch mode changes.
+    return (name.rstrip("_") if not name.endswith("__") else name, tuple(sorted(flat)))
+
+
+@dataclass(frozen=True)
+class OpRecord:
+    """One aten op call of the counting step. FLOPs and bytes are of this call."""
+
+    name: str  # "aten::mm"
+    shapes: tuple[Shape, ...]  # tensor argument shapes, in argument order
+    dtype: str | None  # roof dtype name of the first tensor argument: "fp32", "bf16"
+    counter_flops: int  # FlopCounterMode's formula (0 when it has none)
+    pointwise_flops: int  # gpuscope's pointwise formula (0 when FlopCounterMode counts the op)
+    bytes: int  # lower bound, OP_BYTES_RULE
+    module: str  # innermost nn.Module path ("TransformerEncoderLayer.self_attn"), "" outside modules
+    backward: bool
+    no_formula: bool  # does arithmetic but neither formula knows it
+
+    @property
+    def flops(self) -> int:
+        return self.counter_flops + self.pointwise_flops
+
+    @property
+    def key(self) -> tuple[str, tuple[Shape, ...]]:
+        return match_key(self.name, self.shapes)
+
+
+@dataclass(frozen=True)
+class CountedStep:
+    """Every op of the counting step, and FlopCounterMode's own total for the step."""
+
+    records: list[OpRecord]
+    flop_counter_total: int  # FlopCounterMode.get_total_flops()
+    wall_s: float
+
+    @property
+    def counter_flops(self) -> int:
+        return sum(record.counter_flops for record in self.records)
+
+    @property
+    def pointwise_flops(self) -> int:
+        return sum(record.pointwise_flops for record in self.records)
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(record.name for record in self.records)
+
+
+def _innermost(parents: set[str]) -> str:
+    names = [name for name in parents if name != "Global"]
+    if not names:
+        return ""
+    return max(names, key=lambda name: (name.count("."), len(name)))
+
+
+def count_step(step: Callable[[], Any], synchronize: Callable[[], Any] = lambda: None) -> CountedStep:
+    """Run ``step()`` once under the counters; returns every op it ran."""
+    counter = StepCounter(synchronize)
+    with counter:
+        step()
+    assert counter.result is not None
+    return counter.result
+
+
+class StepCounter:
+    """A context manager form of :func:`count_step`: the ops run inside the ``with`` block are
+    counted; :attr:`result` is set on a clean exit."""
+
+    def __init__(self, synchronize: Callable[[], Any] = lambda: None) -> None:
+        self.synchronize = synchronize
+        self.result: CountedStep | None = None
+        self._modes: tuple[Any, Any, list[OpRecord], float] | None = None
+
+    def __enter__(self) -> StepCounter:
+        import time
+
+        recorder, counter, records = _make_modes()
+        self.synchronize()
+        started = time.perf_counter()
+        # The recorder is entered last, so it sees each op first, as the profiler names it, before
+        # FlopCounterMode (below it) decomposes ops it has no formula for.
+        counter.__enter__()
+        try:
+            recorder.__enter__()
+        except BaseException:
+            counter.__exit__(None, None, None)
+            raise
+        self._modes = (recorder, counter, records, started)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import time
+
+        assert self._modes is not None
+        recorder, counter, records, started = self._modes
+        self._modes = None
+        try:
+            recorder.__exit__(*exc)
+        finally:
+            counter.__exit__(*exc)
+        if exc[0] is None:
+            self.synchronize()
+            self.result = CountedStep(
+                records=records,
+                flop_counter_total=int(counter.get_total_flops()),
+                wall_s=time.perf_counter() - started,
+            )
+
+
+def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gpuscope.roofline.counting import ZERO_FLOP_OPS, torch_dtype_roof_name
+
+    counter = FlopCounterMode(display=False)
+    registry = counter.flop_registry
+    tracker = counter.mod_tracker
+
+    def extent(tensor: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
+        try:
+            if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
+                return None
+            pointer = tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return None
+        item = tensor.element_size()
+        sizes_strides = zip(tensor.shape, tensor.stride(), strict=True)
+        span = 1 + sum((size - 1) * abs(stride) for size, stride in sizes_strides if size > 0)
+        start = tensor.storage_offset() * item
+        return (str(tensor.device), pointer), (start, start + span * item)
+
+    def union_bytes(tensors: list[Any]) -> int:
+        ranges: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
+        for tensor in tensors:
+            found = extent(tensor)
+            if found is not None:
+                ranges[found[0]].append(found[1])
+        total = 0
+        for spans in ranges.values():
+            end_seen = None
+            for start, end in sorted(spans):
+                if end_seen is None or start >= end_seen:
+                    total += end - start
+                    end_seen = end
+                elif end > end_seen:
+                    total += end - end_seen
+                    end_seen = end
+        return total
+
+    records: list[OpRecord] = []
+
+    class Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's mode is untyped
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            before = sum(counter.flop_counts["Global"].values())
+            out = func(*args, **kwargs)  # FlopCounterMode counts it (or what it decomposes into)
+            counted = sum(counter.flop_counts["Global"].values()) - before
+            packet = getattr(func, "_overloadpacket", func)
+            short = str(packet).split(".", 1)[-1]
+            name = f"aten::{short}" if str(packet).startswith("aten.") else str(packet).replace(".", "::", 1)
+            inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+            shapes = tuple(tuple(int(size) for size in leaf.shape) for leaf in inputs)
+            written_only: set[int] = set()
+            mutated: list[Any] = []
+            schema = getattr(func, "_schema", None)
+            if schema is not None:
+                for position, argument in enumerate(schema.arguments):
+                    if argument.alias_info is None or not argument.alias_info.is_write:
+                        continue
+                    value = (
+                        kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+                    )
+                    for leaf in tree_leaves(value):
+                        if isinstance(leaf, torch.Tensor):
+                            mutated.append(leaf)
+                            if argument.is_out:
+                                written_only.add(id(leaf))
+            if getattr(func, "is_view", False) or short in NO_TRAFFIC_OPS:
+                moved = 0
+            else:
+                read = [leaf for leaf in inputs if id(leaf) not in written_only]
+                outputs = [leaf for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)]
+                moved = union_bytes(read) + union_bytes(
+                    outputs + [leaf for leaf in mutated if all(leaf is not o for o in outputs)]
+                )
+            pointwise = 0
+            no_formula = False
+            if packet not in registry and counted == 0:
+                out_shape = next(
+                    (tuple(leaf.shape) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)),
+                    None,
+                )
+                pointwise = pointwise_op_flops(short, shapes[0] if shapes else None, out_shape)
+                no_formula = (
+                    pointwise == 0
+                    and not getattr(func, "is_view", False)
+                    and short not in ZERO_FLOP_OPS
+                    and short not in NO_TRAFFIC_OPS
+                )
+            dtype = None
+            if inputs:
+                kind = "conv" if "conv" in short else "matmul"
+                dtype = torch_dtype_roof_name(inputs[0].dtype, inputs[0].device.type, kind) or str(
+                    inputs[0].dtype
+                ).removeprefix("torch.")
+            records.append(
+                OpRecord(
+                    name=name,
+                    shapes=shapes,
+                    dtype=dtype,
+                    counter_flops=counted,
+                    pointwise_flops=pointwise,
+                    bytes=int(moved),
+                    module=_innermost(tracker.parents),
+                    backward=bool(tracker.is_bw),
+                    no_formula=no_formula,
+                )
+            )
+            return out
+
+    return Recorder(), counter, records  # type: ignore[no-untyped-call]

@@ -1,0 +1,251 @@
+"""Text views of a profile: the summary, the top groups by time lost (fits 80 columns), the module
+totals and the roofline with each group as a point. No Textual, no torch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscope.profiling.result import ProfileResult
+from gpuscope.profiling.verdict import Verdict
+from gpuscope.roofline.tables import format_table
+from gpuscope.roofline.units import format_count, format_si
+from gpuscope.telemetry.values import Unavailable
+
+__all__ = [
+    "chart_model",
+    "energy_line",
+    "module_table",
+    "render_chart",
+    "summary_lines",
+    "top_table",
+]
+
+_BOUND = {"memory": "mem", "compute": "cmp", "unknown": "?"}
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.3g}" if seconds * 1e3 < 100 else f"{seconds * 1e3:.0f}"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def _short_module(path: str, width: int) -> str:
+    """The trailing parts of a module path that fit: ``layers.0.self_attn`` -> ``…0.self_attn``."""
+    if not path:
+        return "-"
+    if len(path) <= width:
+        return path
+    parts = path.split(".")
+    tail = parts[-1]
+    for part in reversed(parts[:-1]):
+        if len(part) + 1 + len(tail) + 1 > width:
+            break
+        tail = f"{part}.{tail}"
+    return _cut("…" + tail, width)
+
+
+def energy_line(result: ProfileResult) -> str:
+    """``energy  3.2 J/step (...), 1.4 GFLOP/J`` or ``energy  unavailable: no powercap interface``."""
+    energy = result.energy
+    if energy is None:
+        return "energy    not measured"
+    if isinstance(energy.joules, Unavailable):
+        return f"energy    unavailable: {energy.joules.detail or energy.joules.reason.value}"
+    ratio = result.flop_per_j
+    per_j = format_si(ratio, "FLOP/J") if isinstance(ratio, float) else "-"
+    return f"energy    {format_si(energy.joules, 'J')} per step, {per_j} ({energy.method})"
+
+
+def summary_lines(result: ProfileResult, width: int = 80) -> list[str]:
+    """What the step did: time, where it went, FLOPs, bytes, energy, roofs; lines wrapped at
+    ``width``."""
+    coverage = result.coverage
+    lines = [
+        f"{result.name} on {result.device}{f' ({result.device_name})' if result.device_name else ''}",
+        f"  step      {format_si(result.step_s, 's')}, mean of {result.steps} profiled "
+        f"(skipped: {result.warmup} warm-up, 1 counting)",
+        (
+            f"  in ops    {format_si(result.ops_s, 's')} = {coverage * 100:.1f}% of the step "
+            f"({result.time_basis}); outside ops {format_si(result.outside_ops_s, 's')}"
+            if coverage is not None
+            else "  in ops    -"
+        ),
+        (
+            f"  FLOPs     {format_count(result.flop_counter_total)} (FlopCounterMode) + "
+            f"{format_count(result.pointwise_flops)} pointwise"
+            f" = {format_si(result.flops / result.step_s if result.step_s else None, 'FLOP/s')}"
+        ),
+        f"  bytes     {format_si(result.bytes_total, 'B')} per step (sum of per-op lower bounds)",
+        "  " + energy_line(result),
+    ]
+    dram = result.dram_bytes_measured
+    if not isinstance(dram, Unavailable):
+        lines.append(f"  DRAM      {format_si(dram, 'B')} moved per step (GPM)")
+    lines.append(f"  {result.roofs}")
+    lost = result.time_lost_s
+    if result.step_s > 0 and any(v.time_lost_s is not None for v in result.verdicts):
+        lines.append(f"  lost      {format_si(lost, 's')} to the roofs ({lost / result.step_s * 100:.0f}% of the step)")
+    if result.uncounted_ops:
+        listed = ", ".join(f"{name.split('::')[-1]} x{calls}" for name, calls in list(result.uncounted_ops.items())[:6])
+        lines.append(f"  no FLOP formula (counted as 0): {listed}")
+    for note in result.notes:
+        lines.append(f"  note: {note}")
+    if result.results_path:
+        lines.append(f"  appended to {result.results_path}")
+    return _wrap(lines, width)
+
+
+def _wrap(lines: list[str], width: int) -> list[str]:
+    import textwrap
+
+    wrapped: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            wrapped.append(line)
+            continue
+        indent = " " * (12 if line.startswith("  ") and line[2:3] != " " else 4)
+        wrapped.extend(
+            textwrap.wrap(line, width=width, subsequent_indent=indent, break_on_hyphens=False) or [line[:width]]
+        )
+    return wrapped
+
+
+def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[str]:
+    """The groups that lose the most time to their roof (then the slowest without a verdict),
+    one line each, at most ``width`` columns."""
+    verdicts = result.verdicts[:limit]
+    step = result.step_s or 1.0
+    fixed = 2 + 3 + 5 + 4 + 4 + 5 + 5 + 8 * 2  # "#", bnd, ms, step, eff, lost, gain and the gaps
+    module_width = max(6, min(12, (width - fixed) // 3))
+    name_width = max(12, width - fixed - module_width)
+    rows = []
+    for rank, verdict in enumerate(verdicts, 1):
+        group = verdict.group
+        rows.append(
+            [
+                str(rank),
+                _cut(group.label, name_width),
+                _short_module(group.modules[0] if group.modules else "", module_width),
+                _BOUND.get(verdict.bound, "?"),
+                _ms(group.time_s),
+                f"{group.time_s / step * 100:.0f}%",
+                "-" if verdict.efficiency is None else f"{min(verdict.efficiency, 9.99) * 100:.0f}%",
+                _ms(verdict.time_lost_s),
+                "-" if verdict.step_speedup is None else f"{verdict.step_speedup:.2f}x",
+            ]
+        )
+    headers = [
+        "#",
+        "op dtype shapes",
+        "module",
+        "bnd",
+        "ms",
+        "step",
+        "eff",
+        "lost",
+        "gain",
+    ]
+    lines = format_table(headers, rows, width=width)
+    lines.append(
+        _cut(
+            "ms: device time per step; step: share of the step; eff: time at roof / time",
+            width,
+        )
+    )
+    lines.append(
+        _cut(
+            "lost: ms above the roof; gain: step speed-up if this row reached its roof",
+            width,
+        )
+    )
+    return lines
+
+
+def module_table(result: ProfileResult, depth: int = 1, width: int = 80, limit: int = 12) -> list[str]:
+    """Module totals down to ``depth`` levels below the root (submodules included), most time first."""
+    modules = [m for m in result.modules if m.depth <= depth]
+    modules.sort(key=lambda m: -m.time_s)
+    step = result.step_s or 1.0
+    rows = [
+        [
+            _cut(m.path, max(20, width - 40)),
+            _ms(m.time_s),
+            f"{m.time_s / step * 100:.0f}%",
+            format_count(m.flops),
+            format_si(m.bytes, "B"),
+        ]
+        for m in modules[:limit]
+    ]
+    return format_table(["module", "ms", "step", "FLOPs", "bytes"], rows, width=width)
+
+
+def chart_model(result: ProfileResult, limit: int = 10) -> Any:
+    """A :class:`RooflineModel` with the roofs of the profiled device and the top ``limit`` groups
+    of :func:`top_table` as points, in the table's order, so a point's number on the chart is its
+    ``#`` in the table (groups without FLOPs are not drawn but keep their number). None without
+    roofs. Every roofline painter (terminal, TUI, report SVG) takes this model."""
+    from gpuscope.roofline.model import Point, RooflineModel
+
+    if result.device_roofs is None or result.device_key is None:
+        return None
+    step_s = result.step_s or 1.0
+    points = [
+        Point(
+            name=f"{verdict.group.op.split('::')[-1]} ({verdict.group.time_s / step_s * 100:.0f}% of step)",
+            key=result.device_key,
+            flops=float(verdict.group.flops),
+            bytes=float(verdict.group.bytes),
+            time_s=verdict.group.time_s,
+            dtype=verdict.group.dtype,
+            source="profile",
+            warm=True,
+            bytes_rule="per-op lower bound",
+        )
+        for verdict in result.verdicts[:limit]
+    ]
+    model = RooflineModel(devices=[result.device_roofs], sources=["profile"])
+    return model.replace_points(points)
+
+
+def render_chart(
+    result: ProfileResult,
+    width: int = 80,
+    height: int = 22,
+    color: bool = False,
+    limit: int = 10,
+) -> str:
+    """The roofline with the table's top groups as numbered points (plotext text)."""
+    from gpuscope.roofline.paint_text import (
+        DEFAULT_PALETTE,
+        MONOCHROME_PALETTE,
+        render_roofline,
+    )
+
+    model = chart_model(result, limit)
+    if model is None:
+        return "no roofs for this device: no chart"
+    if not any(v.group.flops > 0 and v.group.bytes > 0 for v in result.verdicts[:limit]):
+        return "no op with both FLOPs and bytes: nothing to place"
+    palette = DEFAULT_PALETTE if color else MONOCHROME_PALETTE
+    return render_roofline(
+        model,
+        width=width,
+        height=height,
+        palette=palette,
+        title=_cut(f"{result.name}: point n = row n of the table", width - 4),
+    )
+
+
+def verdict_line(verdict: Verdict) -> str:
+    """One group's verdict in words."""
+    group = verdict.group
+    if verdict.time_lost_s is None:
+        return f"{group.label}: {verdict.note}"
+    return (
+        f"{group.label}: {verdict.bound}-bound against the {verdict.roof_source} {verdict.roof_name} roof, "
+        f"{(verdict.efficiency or 0) * 100:.0f}% efficient, {_ms(verdict.time_lost_s)} ms lost per step"
+    )

@@ -1,0 +1,409 @@
+"""The report's "Where the time goes" section: for each profile in the report's results files, the
+step summary, the groups losing the most time to their roofs, the module totals and the roofline
+of the groups (SVG, the same painter as the report's roofline); then the energy of every workload
+that carries it, with the energy roofline when probe ceilings carry energy.
+
+A pure function of the report document (the results documents it embeds). HTML is escaped here;
+charts come from :func:`gpuscope.report.charts.roofline_svg`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from html import escape
+from typing import Any
+
+from gpuscope.profiling.energy_roofline import (
+    attainable_flop_per_j,
+    energy_roofs_from_ceilings,
+)
+from gpuscope.profiling.view import as_list, first_module
+from gpuscope.roofline.units import format_si
+from gpuscope.schema.core import finite_or_none
+
+__all__ = [
+    "energy_section_html",
+    "profile_markdown_lines",
+    "profile_section_html",
+    "profiles_of",
+]
+
+TOP_GROUPS = 10
+
+
+def _e(value: Any) -> str:
+    from gpuscope.report.fmt import clean_text
+
+    return escape(clean_text(value, 2000), quote=True)
+
+
+def profiles_of(
+    report: dict[str, Any],
+) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(source label, results document, workload) for every profile workload in the report."""
+    found = []
+    for entry in report.get("results") or []:
+        document = entry.get("document") or {}
+        for workload in document.get("workloads") or []:
+            if (
+                isinstance(workload, dict)
+                and workload.get("source") == "profile"
+                and isinstance(workload.get("profile"), dict)
+            ):
+                found.append((str(entry.get("label")), document, workload))
+    return found
+
+
+def _ms(value: Any) -> str:
+    number = finite_or_none(value)
+    if number is None:
+        return "-"
+    return f"{number * 1e3:.0f}" if number >= 0.1 else f"{number * 1e3:.3g}"
+
+
+def _pct(value: Any) -> str:
+    number = finite_or_none(value)
+    return "-" if number is None else f"{number * 100:.0f}%"
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int], table_id: str) -> str:
+    out = [f'<div class="scroll"><table id="table-{escape(table_id)}">\n<thead><tr>']
+    out.extend(f"<th>{escape(header)}</th>" for header in headers)
+    out.append("</tr></thead>\n<tbody>\n")
+    numeric_cell = ' class="num"'
+    for row in rows:
+        out.append(
+            "<tr>"
+            + "".join(
+                f"<td{numeric_cell if index in numeric else ''}>{_e(cell)}</td>" for index, cell in enumerate(row)
+            )
+            + "</tr>\n"
+        )
+    out.append("</tbody></table></div>\n")
+    return "".join(out)
+
+
+def _energy_text(workload: dict[str, Any]) -> str:
+    joules = finite_or_none(workload.get("energy_j"))
+    if joules is not None and joules > 0:
+        per_j = finite_or_none(workload.get("flop_per_j"))
+        return f"{format_si(joules, 'J')} per step, {format_si(per_j, 'FLOP/J')}"
+    reason = workload.get("energy_unavailable") or "not measured"
+    return f"unavailable ({reason})"
+
+
+def _chart(
+    report: dict[str, Any],
+    workload: dict[str, Any],
+    groups: list[dict[str, Any]],
+    number: int,
+) -> str | None:
+    from gpuscope.report.charts import roofline_svg
+
+    device, host = workload.get("device"), workload.get("host")
+    roofs = [
+        roof
+        for roof in (report.get("roofline") or {}).get("roofs") or []
+        if roof.get("device") == device
+        and (host is None or roof.get("host") in (None, host))
+        and roof.get("kind") in ("compute", "memory")
+    ]
+    points = []
+    for rank, group in enumerate(groups, 1):
+        flops, nbytes, time_s = (
+            finite_or_none(group.get("flops")),
+            finite_or_none(group.get("bytes")),
+            finite_or_none(group.get("time_s")),
+        )
+        if not flops or not nbytes or not time_s:
+            continue
+        points.append(
+            {
+                "name": f"#{rank} {str(group.get('op', '')).split('::')[-1]}",
+                "device": device,
+                "host": roofs[0].get("host") if roofs else host,
+                "rank": roofs[0].get("rank") if roofs else None,
+                "device_type": roofs[0].get("device_type") if roofs else None,
+                "dtype": group.get("dtype"),
+                "flop_per_s": flops / time_s,
+                "intensity_flop_per_byte": flops / nbytes,
+            }
+        )
+    if not roofs or not points:
+        return None
+    return roofline_svg({"roofs": roofs, "points": points}, prefix=f"profile{number}")
+
+
+def profile_section_html(report: dict[str, Any]) -> str | None:
+    """The body of the "Where the time goes" section, or None when the report has no profile."""
+    profiles = profiles_of(report)
+    if not profiles:
+        return None
+    parts = []
+    for number, (label, _document, workload) in enumerate(profiles, 1):
+        profile = workload["profile"]
+        groups = [group for group in as_list(profile.get("groups")) if isinstance(group, dict)][:TOP_GROUPS]
+        step_s = finite_or_none(profile.get("step_s")) or finite_or_none(workload.get("time_s"))
+        ops_s = finite_or_none(profile.get("ops_s"))
+        share = f"{ops_s / step_s * 100:.1f}%" if ops_s is not None and step_s else "-"
+        parts.append(
+            f"<h3>{_e(workload.get('name'))} <small>on {_e(workload.get('device'))} "
+            f"({_e(workload.get('device_name'))}), from {_e(label)}</small></h3>\n"
+        )
+        parts.append(
+            '<ul class="summary">'
+            f"<li>Step {_e(format_si(step_s, 's'))} ({_e(profile.get('steps'))} profiled steps, mean); {share} of "
+            f"it inside ops ({_e(profile.get('time_basis'))})</li>"
+            f"<li>FLOPs per step {_e(format_si(finite_or_none(profile.get('flop_counter_flops')), ''))} (FlopCounterMode) + "
+            f"{_e(format_si(finite_or_none(profile.get('pointwise_flops')), ''))} pointwise; bytes "
+            f"{_e(format_si(finite_or_none(workload.get('bytes')), 'B'))} (sum of per-op lower bounds)</li>"
+            f"<li>Energy: {_e(_energy_text(workload))}</li>"
+            f"<li>{_e(profile.get('roofs'))}</li>"
+            "</ul>\n"
+        )
+        rows = [
+            [
+                str(rank),
+                str(group.get("label") or group.get("op")),
+                first_module(group) or "-",
+                str(group.get("bound") or "-"),
+                _ms(group.get("time_s")),
+                _pct((finite_or_none(group.get("time_s")) or 0) / step_s) if step_s else "-",
+                _pct(group.get("efficiency")),
+                _ms(group.get("time_lost_s")),
+                "-"
+                if finite_or_none(group.get("step_speedup")) is None
+                else f"{finite_or_none(group.get('step_speedup')):.2f}x",
+            ]
+            for rank, group in enumerate(groups, 1)
+        ]
+        parts.append(
+            _table(
+                [
+                    "#",
+                    "op dtype shapes",
+                    "module",
+                    "bound",
+                    "ms/step",
+                    "share",
+                    "eff.",
+                    "lost ms",
+                    "step speed-up at roof",
+                ],
+                rows,
+                {0, 4, 5, 6, 7, 8},
+                f"profile-{number}",
+            )
+        )
+        parts.append(
+            '<p class="note">Ranked by time lost = measured time - time at roof (FLOPs / attainable FLOP/s; data '
+            "movement: bytes / DRAM roof). Efficiency = time at roof / measured time.</p>\n"
+        )
+        modules = sorted(
+            (
+                m
+                for m in as_list(profile.get("modules"))
+                if isinstance(m, dict) and str(m.get("path", "")).count(".") <= 1
+            ),
+            key=lambda m: -(finite_or_none(m.get("time_s")) or 0),
+        )
+        module_rows = [
+            [
+                str(m.get("path")),
+                _ms(m.get("time_s")),
+                format_si(finite_or_none(m.get("flops")), ""),
+                format_si(finite_or_none(m.get("bytes")), "B"),
+            ]
+            for m in modules[:12]
+        ]
+        if module_rows:
+            parts.append(
+                _table(
+                    ["module (submodules included)", "ms/step", "FLOPs", "bytes"],
+                    module_rows,
+                    {1, 2, 3},
+                    f"profile-{number}-modules",
+                )
+            )
+        svg = _chart(report, workload, groups, number)
+        if svg:
+            parts.append(
+                f"<figure>\n{svg}<figcaption>The groups above that have FLOPs and bytes, as points; each point's "
+                "name starts with its row in the table above (#). Roofs of "
+                f"{_e(workload.get('device'))}.</figcaption>\n</figure>\n"
+            )
+    return "".join(parts)
+
+
+def energy_section_html(report: dict[str, Any]) -> str | None:
+    """The energy section: FLOP/J of every workload with energy, and the energy roofline (Choi et
+    al. 2013) per device whose probe ceilings carry energy. None when nothing carries energy fields."""
+    ceilings = [
+        c
+        for entry in report.get("results") or []
+        for c in (entry.get("document") or {}).get("ceilings") or []
+        if isinstance(c, dict)
+    ]
+    workloads = [
+        w
+        for entry in report.get("results") or []
+        for w in (entry.get("document") or {}).get("workloads") or []
+        if isinstance(w, dict)
+    ]
+    with_fields = [w for w in workloads if "energy_j" in w or "energy_unavailable" in w]
+    if not with_fields and not any("energy_j" in c for c in ceilings):
+        return None
+    rows = []
+    for workload in with_fields:
+        intensity = finite_or_none(workload.get("intensity_flop_per_byte"))
+        rows.append(
+            [
+                str(workload.get("name")),
+                str(workload.get("device")),
+                format_si(finite_or_none(workload.get("energy_j")), "J")
+                if finite_or_none(workload.get("energy_j"))
+                else "unavailable",
+                format_si(finite_or_none(workload.get("flop_per_j")), "FLOP/J"),
+                "-" if intensity is None else f"{intensity:.3g}",
+                str(workload.get("energy_unavailable") or workload.get("energy_method") or ""),
+            ]
+        )
+    parts = (
+        [
+            _table(
+                [
+                    "workload",
+                    "device",
+                    "energy per call/step",
+                    "FLOP/J",
+                    "FLOP/byte",
+                    "counter or reason",
+                ],
+                rows,
+                {2, 3, 4},
+                "energy-workloads",
+            )
+        ]
+        if rows
+        else []
+    )
+    roofs = energy_roofs_from_ceilings(ceilings)
+    if not roofs:
+        parts.append(
+            '<p class="note">Energy roofline: unavailable: no probe ceiling carries energy (NVML energy counter or '
+            "readable RAPL needed during `gpuscope probe`).</p>\n"
+        )
+        return "".join(parts)
+    for roof in roofs:
+        parts.append(
+            f'<p class="meta">{_e(roof.device)}: {_e(format_si(roof.j_per_flop, "J"))} per FLOP '
+            f"({_e(roof.compute_ceiling)}), {_e(format_si(roof.j_per_byte, 'J'))} per DRAM byte "
+            f"({_e(roof.memory_ceiling)}); "
+            f"peak {_e(format_si(roof.peak_flop_per_j, 'FLOP/J'))}; energy balance point "
+            f"{roof.balance_flop_per_byte:.3g} FLOP/byte.</p>\n"
+        )
+        points = [
+            (w, finite_or_none(w.get("intensity_flop_per_byte")), finite_or_none(w.get("flop_per_j")))
+            for w in workloads
+            if w.get("device") == roof.device
+        ]
+        parts.append(_energy_svg(roof, [(str(w.get("name")), x, y) for w, x, y in points if x and y]))
+    parts.append(
+        '<p class="note">Energy roofline after Choi, Bedard, Fowler and Vuduc (IPDPS 2013): FLOP/J = 1 / (J per '
+        "FLOP + J per byte / intensity), costs from the probe ceilings' mean power (constant power folded "
+        "in).</p>\n"
+    )
+    return "".join(parts)
+
+
+def _energy_svg(roof: Any, points: list[tuple[str, float, float]]) -> str:
+    """A small log-log SVG: the energy roofline and the workloads' FLOP/J."""
+    width, height, pad = 640, 300, 48
+    xs = [0.01, 1000.0] + [x for _, x, _ in points]
+    x_lo, x_hi = math.floor(math.log10(min(xs))), math.ceil(math.log10(max(xs)))
+    curve = [(10 ** (x_lo + (x_hi - x_lo) * i / 60), 0.0) for i in range(61)]
+    curve = [(x, attainable_flop_per_j(x, roof.j_per_flop, roof.j_per_byte)) for x, _ in curve]
+    ys = [y for _, y in curve] + [y for _, _, y in points]
+    y_lo, y_hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    y_hi = max(y_hi, y_lo + 1)
+
+    def sx(x: float) -> float:
+        return pad + (math.log10(x) - x_lo) / (x_hi - x_lo) * (width - 2 * pad)
+
+    def sy(y: float) -> float:
+        return height - pad - (math.log10(y) - y_lo) / (y_hi - y_lo) * (height - 2 * pad)
+
+    out = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" aria-label="Energy roofline of '
+        f'{_e(roof.device)}" xmlns="http://www.w3.org/2000/svg">'
+    ]
+    out.append(
+        f'<rect x="{pad}" y="{pad}" width="{width - 2 * pad}" height="{height - 2 * pad}" fill="none" '
+        'stroke="var(--chart-grid)"/>'
+    )
+    for decade in range(x_lo, x_hi + 1):
+        out.append(
+            f'<text x="{sx(10**decade):.1f}" y="{height - pad + 14}" font-size="10" text-anchor="middle" '
+            f'fill="var(--chart-fg)">{_e(format_si(10**decade, ""))}</text>'
+        )
+    for decade in range(y_lo, y_hi + 1):
+        out.append(
+            f'<text x="{pad - 4}" y="{sy(10**decade):.1f}" font-size="10" text-anchor="end" '
+            f'fill="var(--chart-fg)">{_e(format_si(10**decade, ""))}</text>'
+        )
+    path = " ".join(f"{'M' if i == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for i, (x, y) in enumerate(curve))
+    out.append(f'<path d="{path}" fill="none" stroke="var(--c0)" stroke-width="2"/>')
+    balance = roof.balance_flop_per_byte
+    if 10**x_lo < balance < 10**x_hi:
+        by = attainable_flop_per_j(balance, roof.j_per_flop, roof.j_per_byte)
+        out.append(f'<circle cx="{sx(balance):.1f}" cy="{sy(by):.1f}" r="4" fill="none" stroke="var(--c0)"/>')
+    for number, (name, x, y) in enumerate(points, 1):
+        out.append(
+            f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="var(--c1)"><title>{_e(name)}</title></circle>'
+        )
+        out.append(
+            f'<text x="{sx(x) + 6:.1f}" y="{sy(y) - 6:.1f}" font-size="10" fill="var(--chart-fg)">{number}</text>'
+        )
+    out.append(
+        f'<text x="{width / 2}" y="{height - 8}" font-size="11" text-anchor="middle" '
+        'fill="var(--chart-fg)">arithmetic intensity (FLOP/byte)</text>'
+    )
+    out.append(
+        f'<text x="12" y="{pad - 12}" font-size="11" fill="var(--chart-fg)">FLOP/J (energy roofline, '
+        f"{_e(roof.device)})</text>"
+    )
+    out.append("</svg>\n")
+    return "".join(out)
+
+
+def profile_markdown_lines(report: dict[str, Any], md_escape: Callable[[Any], str]) -> list[str]:
+    """The section as Markdown lines (summary and top groups per profile), every text through
+    ``md_escape`` (the report's Markdown escaping); empty without profiles."""
+    lines: list[str] = []
+    for label, _document, workload in profiles_of(report):
+        profile = workload["profile"]
+        lines.append(
+            f"### {md_escape(workload.get('name'))} on {md_escape(workload.get('device'))} ({md_escape(label)})"
+        )
+        lines.append("")
+        lines.append(f"Energy: {md_escape(_energy_text(workload))}. {md_escape(profile.get('roofs'))}")
+        lines.append("")
+        lines.append("| # | op dtype shapes | module | bound | ms/step | eff. | lost ms |")
+        lines.append("|---:|---|---|---|---:|---:|---:|")
+        for rank, group in enumerate(
+            [g for g in as_list(profile.get("groups")) if isinstance(g, dict)][:TOP_GROUPS],
+            1,
+        ):
+            cells = [
+                str(rank),
+                md_escape(group.get("label") or group.get("op")),
+                md_escape(first_module(group)),
+                md_escape(group.get("bound")),
+                _ms(group.get("time_s")),
+                _pct(group.get("efficiency")),
+                _ms(group.get("time_lost_s")),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines

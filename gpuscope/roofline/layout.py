@@ -1,0 +1,472 @@
+"""The roofline picture as positioned primitives, painted by plotext (terminal and TUI) and
+matplotlib (report SVG). No Textual, plotext or matplotlib import here.
+
+:func:`layout_roofline` turns a :class:`~gpuscope.roofline.model.RooflineModel` into a
+:class:`RooflineLayout` in data coordinates (x: FLOP/byte, y: FLOP/s, both log scale):
+
+- per device one bold **envelope** ``min(peak, I x DRAM)``: the DRAM slope up to the ridge, the
+  peak of the dtype its workloads use (their highest) to the right edge;
+- thin lines for the other roofs drawn: other dtypes start at their own ridge with the DRAM roof
+  and run right; other memory levels rise from the left edge and stop where they meet the
+  envelope's peak (their own ridge);
+- a ridge mark (and label "ridge 5.5 FLOP/B") where each line meets the DRAM roof;
+- one label per roof ("fp32 204 GFLOP/s", "DRAM triad 37 GB/s") anchored at its line;
+- points with their number (1-based over the model's placements, then live placements), the
+  tag the painters show instead of a name (the table beside the chart carries the name);
+- the legend: one entry per device (colour, name, measured or datasheet).
+
+Default roofs: per device the envelope (the dtypes its workloads use; with no workloads the
+highest measured compute roof, else datasheet bf16/fp32) plus DRAM, and the other dtypes its
+workloads use. ``all_roofs=True`` adds every other compute dtype and memory level, datasheet
+roofs beside measured ones. Transfer and collective bandwidths are never FLOP roofs here (see
+:func:`gpuscope.roofline.tables.bandwidth_table`).
+
+:func:`place_labels` puts the labels into a grid of character cells (terminal columns, or the
+SVG's text cells) so that no label covers a line, a point, a ridge mark or another label; a
+label with no free place is dropped (its roof is in the legend and the roofs table, its point
+in the points table). :func:`legibility` counts what a picture still gets wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gpuscope.roofline.model import (
+    DATASHEET,
+    MEASURED,
+    DeviceKey,
+    DeviceRoofs,
+    Placement,
+    Roof,
+    RooflineModel,
+    above_datasheet,
+    is_finite_positive,
+    memory_roof_for,
+    roof_serves_dtype,
+)
+from gpuscope.roofline.units import format_intensity, format_si
+
+__all__ = [
+    "Segment",
+    "RidgeMark",
+    "RoofLabel",
+    "PointMark",
+    "LegendEntry",
+    "RooflineLayout",
+    "CellText",
+    "CellPlacement",
+    "layout_roofline",
+    "place_labels",
+    "legibility",
+    "cell_of",
+    "raster_segment",
+    "roof_title",
+    "envelope_roofs",
+    "DEVICE_COLOURS_DARK",
+    "DEVICE_COLOURS_LIGHT",
+    "device_colour",
+]
+
+#: Colour-blind-safe device colours (Okabe and Ito), CPU devices take the blue family and GPUs
+#: the others in order. One list for dark backgrounds, one for light ones.
+DEVICE_COLOURS_DARK = ("#56b4e9", "#e69f00", "#009e73", "#cc79a7", "#f0e442", "#d55e00")
+DEVICE_COLOURS_LIGHT = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#b08800", "#e69f00")
+
+Style = Literal["envelope", "dtype", "level", "datasheet"]
+
+_LEVEL_TITLES = {"l1": "L1", "l2": "L2", "llc": "LLC", "dram": "DRAM"}
+
+
+def device_colour(index: int, dark: bool = True) -> str:
+    """The ``#rrggbb`` colour of device slot ``index`` (from :attr:`LegendEntry.colour_index`)."""
+    colours = DEVICE_COLOURS_DARK if dark else DEVICE_COLOURS_LIGHT
+    return colours[index % len(colours)]
+
+
+def roof_title(roof: Roof, memory_kind: str | None = None) -> str:
+    """Short name of a roof: ``"bf16"``, ``"DRAM triad"``, ``"HBM3e"``, ``"PCIe h2d"``."""
+    if roof.kind == "memory":
+        level = roof.level or roof.name
+        title = _LEVEL_TITLES.get(level, level.upper())
+        if level == "dram" and roof.source == DATASHEET and memory_kind:
+            title = memory_kind
+        rest = roof.name.split(".", 1)[1] if "." in roof.name else ""
+        return f"{title} {rest}".strip()
+    if roof.kind == "transfer":
+        head, _, rest = roof.name.partition(".")
+        nice = {"pcie": "PCIe", "nvlink": "NVLink", "h2d": "H2D", "d2h": "D2H", "d2d": "D2D"}.get(head, head)
+        return f"{nice} {rest}".strip()
+    if roof.kind == "collective":
+        return roof.name.replace(".", " ")
+    return roof.name
+
+
+def _memory_kind(roof: Roof) -> str | None:
+    """``"HBM3e"`` from a datasheet DRAM roof's note (``"H200 SXM HBM3e"``)."""
+    if roof.source == DATASHEET and roof.kind == "memory" and roof.note:
+        return roof.note.split()[-1]
+    return None
+
+
+def _roof_text(roof: Roof) -> str:
+    unit = "FLOP/s" if roof.kind == "compute" else "B/s"
+    return f"{roof_title(roof, _memory_kind(roof))} {format_si(roof.value, unit, 3)}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One straight line in data coordinates (straight on log-log axes too)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    device: int  # index into RooflineLayout.legend
+    style: Style
+    roof: Roof
+
+
+@dataclass(frozen=True)
+class RidgeMark:
+    """Where a compute roof meets the DRAM roof: x in FLOP/byte, y in FLOP/s."""
+
+    x: float
+    y: float
+    device: int
+    text: str  # "ridge 5.51 FLOP/B"
+    envelope: bool
+
+
+@dataclass(frozen=True)
+class RoofLabel:
+    """A roof's label, anchored on its line: a compute roof at its right end, a bandwidth roof
+    near its lower-left start. ``slope`` tells the painter how the line runs."""
+
+    text: str
+    x: float
+    y: float
+    device: int
+    slope: bool
+    priority: int  # lower is placed first
+    style: Style
+    roof: Roof | None = None
+
+
+@dataclass(frozen=True)
+class PointMark:
+    """A workload point: ``number`` is its tag (1-based), ``name`` what the table shows."""
+
+    x: float
+    y: float
+    number: int
+    tag: str
+    name: str
+    device: int
+    placement: Placement
+    estimated: bool = False
+    above_roof: bool = False
+    highlighted: bool = False
+    dram: bool = False  # the twin at FLOP per DRAM byte measured
+
+
+@dataclass(frozen=True)
+class LegendEntry:
+    """One device: its label, hardware name, whether its envelope is measured, its colour slot."""
+
+    label: str
+    name: str | None
+    device_type: str
+    colour_index: int
+    envelope_text: str  # "fp32 162 GFLOP/s · DRAM triad 21.2 GB/s (measured)"
+    flags: tuple[str, ...] = ()  # "fp32 103% of datasheet fp32: above datasheet: ..."
+
+    @property
+    def text(self) -> str:
+        who = f"{self.device_type.upper()} {self.name or self.label}"
+        return f"{who}: {self.envelope_text}"
+
+
+@dataclass
+class RooflineLayout:
+    """Everything a painter draws, in data coordinates; axes are log10 ranges."""
+
+    x_range: tuple[float, float]
+    y_range: tuple[float, float]
+    segments: list[Segment] = field(default_factory=list)
+    ridges: list[RidgeMark] = field(default_factory=list)
+    labels: list[RoofLabel] = field(default_factory=list)
+    points: list[PointMark] = field(default_factory=list)
+    legend: list[LegendEntry] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # hidden roofs, above-datasheet flags
+
+    @property
+    def empty(self) -> bool:
+        return not self.segments and not self.points
+
+
+# --- roof choice --------------------------------------------------------------------------------
+
+
+def _dtype(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def _best(roofs: Iterable[Roof]) -> Roof | None:
+    ranked = sorted(roofs, key=lambda roof: (-roof.value, roof.name))
+    return ranked[0] if ranked else None
+
+
+def _compute_for(device: DeviceRoofs, dtype: str) -> Roof | None:
+    """The measured roof of ``dtype``, else its datasheet roof."""
+    for source in (MEASURED, DATASHEET):
+        found = _best(roof for roof in device.compute if roof.source == source and roof_serves_dtype(roof.name, dtype))
+        if found is not None:
+            return found
+    return None
+
+
+def envelope_roofs(model: RooflineModel, device: DeviceRoofs) -> tuple[Roof | None, Roof | None, list[Roof]]:
+    """``(envelope peak, DRAM roof, other compute roofs its workloads use)`` of one device.
+
+    The peak is the highest roof among the dtypes the device's workloads use; without workloads
+    (or dtypes) the highest measured compute roof, else the datasheet bf16 (fp32 for a CPU)."""
+    dram = memory_roof_for(device)
+    used = sorted({p.point.dtype for p in model.placements if p.point.key == device.key and p.point.dtype})
+    used_roofs = [roof for roof in (_compute_for(device, dtype) for dtype in used) if roof is not None]
+    if not used_roofs:
+        bound = [p.compute_roof for p in model.placements if p.point.key == device.key and p.compute_roof is not None]
+        used_roofs = bound
+    if not used_roofs:
+        peak = _best(device.of_kind("compute", MEASURED))
+        if peak is None:
+            preferred = "fp32" if device.device_type == "cpu" else "bf16"
+            peak = _compute_for(device, preferred) or _best(device.compute)
+        return peak, dram, []
+    ordered = sorted(set(used_roofs), key=lambda roof: (-roof.value, roof.name))
+    return ordered[0], dram, ordered[1:]
+
+
+# --- layout -------------------------------------------------------------------------------------
+
+
+def _decades(lo: float, hi: float) -> tuple[float, float]:
+    return math.floor(math.log10(lo) + 1e-9), math.ceil(math.log10(hi) - 1e-9)
+
+
+def layout_roofline(
+    model: RooflineModel,
+    *,
+    all_roofs: bool = False,
+    extra_placements: Sequence[Placement] = (),
+    highlight: int | str | None = None,
+) -> RooflineLayout:
+    """The picture of ``model`` (see the module docstring). ``extra_placements`` are live,
+    estimated points numbered after the model's; ``highlight`` names a point (its name or its
+    0-based index in ``model.placements``)."""
+    plans: list[tuple[int, DeviceRoofs, Roof | None, Roof | None, list[Roof], list[Roof]]] = []
+    legend: list[LegendEntry] = []
+    notes: list[str] = []
+    cpu_slots, gpu_slots = 0, 0
+    devices = [
+        device for device in model.devices if device.roofs or any(p.point.key == device.key for p in model.placements)
+    ]
+    for device in devices:
+        peak, dram, others = envelope_roofs(model, device)
+        levels: list[Roof] = []
+        if all_roofs:
+            drawn = {id(roof) for roof in [peak, dram, *others] if roof is not None}
+            for dtype in sorted({_dtype(roof.name) for roof in device.compute}):
+                for roof in device.compute:
+                    if _dtype(roof.name) == dtype and id(roof) not in drawn:
+                        others.append(roof)
+                        drawn.add(id(roof))
+            for roof in device.memory:
+                if id(roof) not in drawn:
+                    levels.append(roof)
+                    drawn.add(id(roof))
+        is_cpu = device.device_type == "cpu"
+        slot = (0 if cpu_slots == 0 else 5) if is_cpu else 1 + (gpu_slots % 4)
+        if is_cpu:
+            cpu_slots += 1
+        else:
+            gpu_slots += 1
+        index = len(legend)
+        source = (
+            "measured"
+            if peak is not None and peak.source == MEASURED and dram is not None and dram.source == MEASURED
+            else (
+                "datasheet"
+                if (peak is None or peak.source == DATASHEET) and (dram is None or dram.source == DATASHEET)
+                else "measured + datasheet"
+            )
+        )
+        parts = [_roof_text(roof) for roof in (peak, dram) if roof is not None]
+        envelope_text = (" · ".join(parts) or "no roofs") + f" ({source})"
+        flags = tuple(item.text for item in above_datasheet(device))
+        for roof in device.stragglers:
+            below = roof.below_median_percent
+            flags += (f"straggler: {roof.name}" + (f" -{below:.0f}% vs median" if below is not None else ""),)
+        legend.append(
+            LegendEntry(model.device_label(device.key), device.name, device.device_type, slot, envelope_text, flags)
+        )
+        for flag in flags:  # above-datasheet ceilings and straggler roofs
+            notes.append(f"{model.device_label(device.key)}: {flag}")
+        if dram is None and peak is not None:
+            notes.append(
+                f"{model.device_label(device.key)}: no DRAM roof, so no slope and no ridge (points there are bound 'unknown')"
+            )
+        plans.append((index, device, peak, dram, others, levels))
+
+    # Axis ranges: every ridge of a drawn roof and every point, with margin; whole decades.
+    xs: list[float] = []
+    ys: list[float] = []
+    for _, _device, peak, dram, others, levels in plans:
+        drawn_compute: list[Roof | None] = [peak, *others]
+        for compute_roof in drawn_compute:
+            if compute_roof is None:
+                continue
+            ys.append(compute_roof.value)
+            if dram is not None:
+                xs.append(compute_roof.value / dram.value)
+        for level in levels:
+            if peak is not None:
+                xs.append(peak.value / level.value)
+    marks = _point_marks(model, extra_placements, highlight, {plan[1].key: plan[0] for plan in plans})
+    for mark in marks:
+        xs.append(mark.x)
+        ys.append(mark.y)
+    if not xs:
+        xs = [0.1, 100.0]
+    if not ys:
+        ys = [1e9, 1e12]
+    x_lo, x_hi = _decades(min(xs) / 4, max(xs) * 4)
+    y_top = max(ys) * 3
+    point_ys = [mark.y for mark in marks]
+    peak_ys = [y for y in ys if y not in point_ys] or ys
+    y_bottom = min(min(peak_ys) / 30, min(point_ys) / 3 if point_ys else math.inf)
+    y_lo, y_hi = _decades(y_bottom, y_top)
+    layout = RooflineLayout((x_lo, x_hi), (y_lo, y_hi), legend=legend, notes=notes, points=marks)
+    left, right, bottom = 10.0**x_lo, 10.0**x_hi, 10.0**y_lo
+    priority = 0
+    for index, _device, peak, dram, _others, _levels in plans:
+        if peak is not None and dram is not None:
+            ridge = peak.value / dram.value
+            start = max(left, bottom / dram.value)
+            if start < ridge:
+                layout.segments.append(Segment(start, start * dram.value, ridge, peak.value, index, "envelope", dram))
+                layout.labels.append(
+                    RoofLabel(_roof_text(dram), start, start * dram.value, index, True, priority, "envelope", dram)
+                )
+            layout.segments.append(Segment(ridge, peak.value, right, peak.value, index, "envelope", peak))
+            layout.labels.append(
+                RoofLabel(_roof_text(peak), right, peak.value, index, False, priority, "envelope", peak)
+            )
+            layout.ridges.append(RidgeMark(ridge, peak.value, index, f"ridge {format_intensity(ridge)} FLOP/B", True))
+        elif peak is not None:
+            layout.segments.append(Segment(left, peak.value, right, peak.value, index, "envelope", peak))
+            layout.labels.append(
+                RoofLabel(_roof_text(peak), right, peak.value, index, False, priority, "envelope", peak)
+            )
+        elif dram is not None:
+            start = max(left, bottom / dram.value)
+            layout.segments.append(
+                Segment(start, start * dram.value, right, right * dram.value, index, "envelope", dram)
+            )
+            layout.labels.append(
+                RoofLabel(_roof_text(dram), start, start * dram.value, index, True, priority, "envelope", dram)
+            )
+        priority += 1
+    for index, _device, peak, dram, others, levels in plans:
+        for roof in others:
+            style: Style = (
+                "datasheet" if roof.source == DATASHEET and peak is not None and peak.source == MEASURED else "dtype"
+            )
+            begin = roof.value / dram.value if dram is not None else left
+            begin = min(max(begin, left), right)
+            layout.segments.append(Segment(begin, roof.value, right, roof.value, index, style, roof))
+            layout.labels.append(
+                RoofLabel(
+                    _roof_text(roof) + (" (datasheet)" if style == "datasheet" else ""),
+                    right,
+                    roof.value,
+                    index,
+                    False,
+                    priority + 1,
+                    style,
+                    roof,
+                )
+            )
+            if dram is not None and left < begin < right:
+                layout.ridges.append(
+                    RidgeMark(begin, roof.value, index, f"ridge {format_intensity(begin)} FLOP/B", False)
+                )
+        for roof in levels:
+            top = peak.value if peak is not None else 10.0**y_hi
+            start = max(left, bottom / roof.value)
+            end = min(top / roof.value, right)
+            if end <= start:
+                continue
+            style = "datasheet" if roof.source == DATASHEET else "level"
+            layout.segments.append(Segment(start, start * roof.value, end, end * roof.value, index, style, roof))
+            layout.labels.append(
+                RoofLabel(
+                    _roof_text(roof) + (" (datasheet)" if style == "datasheet" else ""),
+                    start,
+                    start * roof.value,
+                    index,
+                    True,
+                    priority + 2,
+                    style,
+                    roof,
+                )
+            )
+    return layout
+
+
+def _point_marks(
+    model: RooflineModel, extra: Sequence[Placement], highlight: int | str | None, slots: dict[DeviceKey, int]
+) -> list[PointMark]:
+    marks: list[PointMark] = []
+    placements = list(model.placements) + list(extra)
+    for number, placement in enumerate(placements, start=1):
+        point = placement.point
+        y = point.flop_per_s
+        if not is_finite_positive(y):
+            continue
+        is_extra = number > len(model.placements)
+        highlighted = highlight is not None and not is_extra and (highlight == number - 1 or highlight == point.name)
+        device = slots.get(point.key, 0)
+        estimated = point.estimated or is_extra
+        name = point.name
+        x = point.intensity_flop_per_byte
+        if is_finite_positive(x):
+            marks.append(
+                PointMark(
+                    x, y, number, str(number), name, device, placement, estimated, placement.above_roof, highlighted
+                )
+            )  # type: ignore[arg-type]
+        dram_x = point.dram_intensity_flop_per_byte
+        if is_finite_positive(dram_x):
+            marks.append(
+                PointMark(
+                    dram_x,
+                    y,
+                    number,
+                    f"{number}d",
+                    f"{name} (DRAM bytes)",
+                    device,
+                    placement,
+                    estimated,
+                    placement.above_roof,
+                    highlighted,
+                    True,
+                )
+            )  # type: ignore[arg-type]
+    return marks
+
+
+# The cell placement lives in layout_cells; re-exported here so painters import one module.
+from gpuscope.roofline.layout_cells import CellPlacement, CellText, cell_of, legibility, place_labels, raster_segment  # noqa: E402

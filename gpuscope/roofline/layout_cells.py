@@ -1,0 +1,296 @@
+"""Label placement of the roofline layout in a grid of character cells: terminal columns, or
+the text cells of the SVG. Part of :mod:`gpuscope.roofline.layout` (which re-exports it).
+
+:func:`place_labels` puts the point tags, roof labels and ridge labels where they cover no line,
+no point, no ridge mark and no other label; :func:`legibility` counts what a placement still
+gets wrong (``benchmarks/bench_chart_legibility.py`` reports it). No Textual import.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpuscope.roofline.units import format_intensity
+
+if TYPE_CHECKING:
+    from gpuscope.roofline.layout import RoofLabel, RooflineLayout, Segment
+
+__all__ = ["CellText", "CellPlacement", "cell_of", "raster_segment", "place_labels", "legibility"]
+
+
+@dataclass(frozen=True)
+class CellText:
+    """A label placed in the cell grid: first cell ``(row, column)``, 0-based from the top left
+    of the plot area. ``kind``: ``"point"``, ``"roof"`` or ``"ridge"``; ``owner`` the index
+    into the layout's points, labels or ridges."""
+
+    row: int
+    column: int
+    text: str
+    kind: str
+    owner: int
+    angle_deg: float = 0.0  # a slanted label (along a slope, SVG only): its on-screen angle
+    footprint: tuple[tuple[int, int], ...] = ()  # the cells a slanted label covers
+
+    @property
+    def cells(self) -> tuple[tuple[int, int], ...]:
+        """Every cell the label covers."""
+        return self.footprint or tuple((self.row, self.column + offset) for offset in range(len(self.text)))
+
+
+@dataclass
+class CellPlacement:
+    """Where labels went in a ``columns`` x ``rows`` grid, and which cells the lines, points and
+    ridge marks cover (``lines``, ``marks``)."""
+
+    columns: int
+    rows: int
+    texts: list[CellText] = field(default_factory=list)
+    dropped: list[tuple[str, int]] = field(default_factory=list)  # (kind, owner) with no free place
+    lines: set[tuple[int, int]] = field(default_factory=set)
+    marks: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+
+
+def cell_of(layout: RooflineLayout, x: float, y: float, columns: int, rows: int) -> tuple[int, int]:
+    """``(row, column)`` of data point (x, y) in a ``columns`` x ``rows`` plot area (may lie outside)."""
+    (x0, x1), (y0, y1) = layout.x_range, layout.y_range
+    fx = (math.log10(x) - x0) / (x1 - x0)
+    fy = (math.log10(y) - y0) / (y1 - y0)
+    column = int(math.floor(fx * (columns - 1) + 0.5))
+    row = (rows - 1) - int(math.floor(fy * (rows - 1) + 0.5))
+    return row, column
+
+
+def raster_segment(layout: RooflineLayout, segment: Segment, columns: int, rows: int) -> set[tuple[int, int]]:
+    """The cells a segment passes through (inside the grid)."""
+    r0, c0 = cell_of(layout, segment.x0, segment.y0, columns, rows)
+    r1, c1 = cell_of(layout, segment.x1, segment.y1, columns, rows)
+    steps = max(1, 4 * max(abs(r1 - r0), abs(c1 - c0)))
+    cells = set()
+    (x0, x1), (y0, y1) = layout.x_range, layout.y_range
+    lx0, lx1 = math.log10(segment.x0), math.log10(segment.x1)
+    ly0, ly1 = math.log10(segment.y0), math.log10(segment.y1)
+    for step in range(steps + 1):
+        t = step / steps
+        fx = (lx0 + t * (lx1 - lx0) - x0) / (x1 - x0)
+        fy = (ly0 + t * (ly1 - ly0) - y0) / (y1 - y0)
+        column = int(math.floor(fx * (columns - 1) + 0.5))
+        row = (rows - 1) - int(math.floor(fy * (rows - 1) + 0.5))
+        if 0 <= row < rows and 0 <= column < columns:
+            cells.add((row, column))
+    return cells
+
+
+def place_labels(
+    layout: RooflineLayout,
+    columns: int,
+    rows: int,
+    *,
+    blocked: Iterable[tuple[int, int]] = (),
+    line_cells: set[tuple[int, int]] | None = None,
+    ridge_labels: bool = True,
+    gap: int = 1,
+    slanted_aspect: float | None = None,
+) -> CellPlacement:
+    """Place the point tags, roof labels and ridge labels of ``layout`` in a ``columns`` x
+    ``rows`` grid (the plot area). No label covers a line cell, a point, a ridge mark, a cell in
+    ``blocked`` (what the painter already drew there) or another label (``gap`` blank cells
+    between labels on a row). Order: point tags (highlighted first), envelope labels, ridge
+    labels of envelopes, then the thin roofs. ``line_cells`` replaces the layout's own
+    rasterisation of the lines (a painter passes the cells it really drew). With
+    ``slanted_aspect`` (cell height / cell width on screen) the labels of sloped roofs run along
+    their line (a painter that can rotate text: the SVG), just above or below it. Deterministic."""
+    placement = CellPlacement(columns, rows)
+    if line_cells is not None:
+        placement.lines = set(line_cells)
+    else:
+        for segment in layout.segments:
+            placement.lines |= raster_segment(layout, segment, columns, rows)
+    for number, ridge in enumerate(layout.ridges):
+        placement.marks[cell_of(layout, ridge.x, ridge.y, columns, rows)] = ("ridge", number)
+    for number, point in enumerate(layout.points):
+        cell = cell_of(layout, point.x, point.y, columns, rows)
+        placement.marks.setdefault(cell, ("point", number))
+    taken: set[tuple[int, int]] = set(placement.lines) | set(placement.marks) | set(blocked)
+    padded: set[tuple[int, int]] = set()
+
+    def fits(row: int, start: int, length: int) -> bool:
+        if row < 0 or row >= rows or start < 0 or start + length > columns:
+            return False
+        return all((row, c) not in taken and (row, c) not in padded for c in range(start, start + length))
+
+    def claim(row: int, start: int, length: int, text: str, kind: str, owner: int) -> None:
+        for c in range(start, start + length):
+            taken.add((row, c))
+        for g in range(1, gap + 1):
+            padded.update({(row, start - g), (row, start + length - 1 + g)})
+        placement.texts.append(CellText(row, start, text, kind, owner))
+
+    def try_spots(spots: Iterable[tuple[int, int]], text: str, kind: str, owner: int) -> bool:
+        for row, start in spots:
+            if fits(row, start, len(text)):
+                claim(row, start, len(text), text, kind, owner)
+                return True
+        placement.dropped.append((kind, owner))
+        return False
+
+    order = sorted(range(len(layout.points)), key=lambda n: (not layout.points[n].highlighted, n))
+    for number in order:
+        point = layout.points[number]
+        row, column = cell_of(layout, point.x, point.y, columns, rows)
+        if not (0 <= row < rows and 0 <= column < columns):
+            placement.dropped.append(("point", number))
+            continue
+        text = point.tag
+        length = len(text)
+        spots = [
+            (row, column + 1),
+            (row, column - length),
+            (row + 1, column + 1),
+            (row - 1, column + 1),
+            (row + 1, column - length),
+            (row - 1, column - length),
+        ]
+        for distance in (2, 3):
+            spots += [(row, column + distance), (row, column - length - distance + 1)]
+            spots += [(row + dr, column + dc) for dr in (-distance, distance) for dc in (0, 1 - length)]
+            spots += [(row + dr, column + distance) for dr in (-1, 1)] + [
+                (row + dr, column - length - distance + 1) for dr in (-1, 1)
+            ]
+        try_spots(spots, text, "point", number)
+
+    def roof_spots(label: RoofLabel, text: str) -> list[tuple[int, int]]:
+        row, column = cell_of(layout, label.x, label.y, columns, rows)
+        length = len(text)
+        if not label.slope:  # a flat roof: above or below its own line, right-aligned, sliding left
+            end = min(column, columns - 1)
+            first = max(
+                (
+                    cell_of(layout, seg.x0, seg.y0, columns, rows)[1]
+                    for seg in layout.segments
+                    if seg.roof is label.roof and seg.device == label.device and seg.y0 == seg.y1
+                ),
+                default=0,
+            )
+            spots = []
+            for shift in range(0, max(1, columns - length), 2):
+                start = end - length + 1 - shift
+                if start < max(0, first):
+                    break
+                spots += [(row - 1, start), (row + 1, start)]
+            return spots
+        # a slope rising left to right, walking up along it from its start: the label ends just
+        # above-left of a line cell (the line runs lower to its left) or starts just below-right
+        # of one (the line runs higher to its right), so it hugs the line without touching it
+        spots = []
+        step = (layout.x_range[1] - layout.x_range[0]) / max(1, columns - 1)
+        for offset in range(0, columns, 2):
+            factor = 10 ** (offset * step)
+            r, c = cell_of(layout, label.x * factor, label.y * factor, columns, rows)
+            if not (0 <= r < rows and 0 <= c < columns):
+                continue
+            spots += [(r - 1, c - length), (r + 1, c + 1), (r, c - length - 1), (r - 1, c - length + 1)]
+        return spots
+
+    def slanted(label: RoofLabel, number: int) -> bool:
+        """Place a slope label along its line; False when no place is free."""
+        assert slanted_aspect is not None
+        segment = next(
+            (s for s in layout.segments if s.roof is label.roof and s.device == label.device and s.y0 != s.y1), None
+        )
+        if segment is None:
+            return False
+        r0, c0 = cell_of(layout, segment.x0, segment.y0, columns, rows)
+        r1, c1 = cell_of(layout, segment.x1, segment.y1, columns, rows)
+        if c1 <= c0:
+            return False
+        angle = math.atan2((r0 - r1) * slanted_aspect, c1 - c0)
+        dx, dy = math.cos(angle), -math.sin(angle) / slanted_aspect  # per character, in columns and rows
+        for offset in range(1, max(2, c1 - c0)):
+            column = c0 + offset
+            row = r0 + (r1 - r0) * offset / (c1 - c0)
+            for side in (-1.0, 1.0):
+                start_row = row + side * 0.9
+                cells = tuple(
+                    (int(round(start_row + k * dy)), int(round(column + k * dx))) for k in range(len(label.text))
+                )
+                if all(
+                    0 <= r < rows and 0 <= c < columns and (r, c) not in taken and (r, c) not in padded
+                    for r, c in cells
+                ):
+                    for cell in cells:
+                        taken.add(cell)
+                    placement.texts.append(
+                        CellText(int(round(start_row)), column, label.text, "roof", number, math.degrees(angle), cells)
+                    )
+                    return True
+        return False
+
+    labels = sorted(range(len(layout.labels)), key=lambda n: (layout.labels[n].priority, n))
+    ridges = sorted(range(len(layout.ridges)), key=lambda n: (not layout.ridges[n].envelope, n))
+    envelope_labels = [n for n in labels if layout.labels[n].style == "envelope"]
+    other_labels = [n for n in labels if layout.labels[n].style != "envelope"]
+    for number in envelope_labels:
+        label = layout.labels[number]
+        if label.slope and slanted_aspect is not None and slanted(label, number):
+            continue
+        try_spots(roof_spots(label, label.text), label.text, "roof", number)
+    if ridge_labels:
+        for number in ridges:
+            ridge = layout.ridges[number]
+            if not ridge.envelope:
+                continue
+            row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
+            length = len(ridge.text)
+            spots = [
+                (row - 1, column - length // 2),
+                (row - 1, column - length + 1),
+                (row - 1, column),
+                (row - 2, column - length // 2),
+                (row + 1, column + 1),
+                (row - 2, column - length + 1),
+            ]
+            try_spots(spots, ridge.text, "ridge", number)
+    for number in other_labels:
+        label = layout.labels[number]
+        if label.slope and slanted_aspect is not None and slanted(label, number):
+            continue
+        try_spots(roof_spots(label, label.text), label.text, "roof", number)
+    if ridge_labels:
+        for number in ridges:
+            ridge = layout.ridges[number]
+            if ridge.envelope:
+                continue
+            row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
+            text = f"{format_intensity(ridge.x)}"
+            spots = [(row + 1, column - len(text) // 2), (row - 1, column + 1), (row + 1, column + 1)]
+            try_spots(spots, text, "ridge", number)
+    return placement
+
+
+def legibility(placement: CellPlacement) -> dict[str, int]:
+    """What a placed picture gets wrong: ``label_overlaps`` (pairs of labels sharing a cell),
+    ``labels_over_lines`` (label cells on a line cell), ``labels_over_points`` (label cells on
+    a point or ridge mark), and ``dropped`` labels (not an error: the tables carry them)."""
+    cells: dict[tuple[int, int], int] = {}
+    overlaps = 0
+    over_lines = 0
+    over_marks = 0
+    for number, text in enumerate(placement.texts):
+        for cell in text.cells:
+            if cell in cells and cells[cell] != number:
+                overlaps += 1
+            cells[cell] = number
+            if cell in placement.lines:
+                over_lines += 1
+            if cell in placement.marks:
+                over_marks += 1
+    return {
+        "label_overlaps": overlaps,
+        "labels_over_lines": over_lines,
+        "labels_over_points": over_marks,
+        "dropped": len(placement.dropped),
+    }

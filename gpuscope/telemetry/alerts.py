@@ -1,0 +1,292 @@
+"""Alerts: thresholds (careful / warning / critical) over a :class:`Sample`, as glances does.
+
+No Textual. The TUI shows the worst alerts on an alert line, ``gpuscope log`` keeps them in each record's
+``alerts`` list (and says on stderr when one starts), and the Prometheus exporter exposes
+``gpuscope_alert``.
+
+Thresholds come from ``<config dir>/alerts.toml`` (see :func:`load_thresholds`); the defaults
+follow the data-center GPU datasheets: an H100/H200/A100 slows its clocks at about 90 °C GPU
+temperature (max operating about 87 °C) and its HBM is rated to 95 °C; the power cap is the
+board's enforced power limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuscope.schema.core import finite_or_none
+from gpuscope.telemetry.records import GpuSample, Sample
+
+__all__ = [
+    "LEVELS",
+    "Alert",
+    "AlertThresholds",
+    "evaluate",
+    "worst_level",
+    "alert_line",
+    "load_thresholds",
+    "thresholds_path",
+    "alert_strings",
+    "annotate",
+    "exporter_alerts",
+]
+
+#: Levels in increasing severity; the index is the level's rank (0 = fine).
+LEVELS = ("ok", "careful", "warning", "critical")
+
+#: Throttle (clocks-event) reasons and the level each one raises.
+THROTTLE_LEVELS = {
+    "sw_power_cap": "careful",
+    "hw_power_brake_slowdown": "warning",
+    "sw_thermal_slowdown": "warning",
+    "hw_slowdown": "critical",
+    "hw_thermal_slowdown": "critical",
+}
+
+
+@dataclass
+class AlertThresholds:
+    """Each triple is (careful, warning, critical); a value at or above a bound raises that level."""
+
+    gpu_temperature_c: tuple[float, float, float] = (80.0, 87.0, 90.0)
+    """GPU core temperature, °C: the datasheets' max operating (87) and slowdown (90) temperatures."""
+    memory_temperature_c: tuple[float, float, float] = (85.0, 90.0, 95.0)
+    """HBM temperature, °C: HBM is rated to 95 °C."""
+    power_fraction_of_cap: tuple[float, float, float] = (0.95, 1.0, 1.1)
+    """Board power over its enforced power limit (1.0 = at the cap, where clocks drop)."""
+    memory_used_fraction: tuple[float, float, float] = (0.90, 0.95, 0.99)
+    """GPU memory in use over the total: the next allocation may fail."""
+    ecc_corrected_errors: tuple[float, float, float] = (1.0, 100.0, 10000.0)
+    """Corrected (volatile) ECC errors since the driver loaded."""
+    ecc_uncorrected_errors: tuple[float, float, float] = (math.inf, math.inf, 1.0)
+    """Uncorrected ECC errors: one is critical (data was lost)."""
+    throttle_levels: dict[str, str] = field(default_factory=lambda: dict(THROTTLE_LEVELS))
+    """Throttle reason -> level it raises (reasons not listed raise nothing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One threshold crossed. ``gpu`` is the GPU index (None for the host)."""
+
+    level: str  # careful, warning, critical
+    kind: str  # temperature, memory_temperature, power, memory_full, ecc_corrected, ecc_uncorrected, throttle, xid, gpu_lost
+    gpu: int | None
+    uuid: str
+    message: str
+    value: float | None = None
+
+    @property
+    def rank(self) -> int:
+        return LEVELS.index(self.level)
+
+
+def _level(value: float, bounds: tuple[float, float, float]) -> str | None:
+    for level, bound in zip(("critical", "warning", "careful"), reversed(bounds)):
+        if value >= bound:
+            return level
+    return None
+
+
+def _gpu_label(gpu: GpuSample) -> str:
+    if gpu.mig_parent_index is not None:
+        return f"GPU {gpu.mig_parent_index} MIG {gpu.mig_gpu_instance_id}.{gpu.mig_compute_instance_id}"
+    return f"GPU {gpu.index}"
+
+
+def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
+    label = _gpu_label(gpu)
+
+    def alert(level: str | None, kind: str, message: str, value: float | None = None) -> Alert | None:
+        return Alert(level, kind, gpu.index, gpu.uuid, f"{label}: {message}", value) if level else None
+
+    if gpu.state != "ok":
+        yield Alert(
+            "critical", "gpu_lost", gpu.index, gpu.uuid, f"{label}: GPU lost (fell off the bus; check dmesg for Xid)"
+        )
+        return
+    temp = finite_or_none(gpu.temperature_gpu_c)
+    if temp is not None:
+        found = alert(
+            _level(temp, t.gpu_temperature_c),
+            "temperature",
+            f"{temp:.0f}°C (slowdown at {t.gpu_temperature_c[2]:.0f}°C)",
+            temp,
+        )
+        if found:
+            yield found
+    mem_temp = finite_or_none(gpu.temperature_memory_c)
+    if mem_temp is not None:
+        found = alert(
+            _level(mem_temp, t.memory_temperature_c),
+            "memory_temperature",
+            f"memory {mem_temp:.0f}°C (HBM max {t.memory_temperature_c[2]:.0f}°C)",
+            mem_temp,
+        )
+        if found:
+            yield found
+    power, cap = finite_or_none(gpu.power_w), finite_or_none(gpu.power_limit_w)
+    if power is not None and cap:
+        found = alert(
+            _level(power / cap, t.power_fraction_of_cap), "power", f"{power:.0f} W of its {cap:.0f} W cap", power / cap
+        )
+        if found:
+            yield found
+    used, total = finite_or_none(gpu.memory_used_bytes), finite_or_none(gpu.memory_total_bytes)
+    if used is not None and total:
+        found = alert(
+            _level(used / total, t.memory_used_fraction),
+            "memory_full",
+            f"memory {100 * used / total:.0f}% full ({(total - used) / 2**30:.1f} GiB free)",
+            used / total,
+        )
+        if found:
+            yield found
+    for kind, value, bounds, words in (
+        (
+            "ecc_uncorrected",
+            finite_or_none(gpu.ecc_uncorrected_errors),
+            t.ecc_uncorrected_errors,
+            "uncorrected ECC errors",
+        ),
+        ("ecc_corrected", finite_or_none(gpu.ecc_corrected_errors), t.ecc_corrected_errors, "corrected ECC errors"),
+    ):
+        if value is not None:
+            found = alert(_level(value, bounds), kind, f"{value:.0f} {words}", value)
+            if found:
+                yield found
+    reasons = gpu.throttle_reasons
+    if isinstance(reasons, list):
+        worst = max(
+            (t.throttle_levels.get(r) for r in reasons if t.throttle_levels.get(r) in LEVELS),
+            key=LEVELS.index,
+            default=None,
+        )
+        if worst:
+            named = ", ".join(r for r in reasons if r in t.throttle_levels)
+            found = alert(worst, "throttle", f"clocks held back: {named}")
+            if found:
+                yield found
+    xids = getattr(gpu, "xid_errors", None)  # set by NVML collectors that watch Xid events
+    if isinstance(xids, list) and xids:
+        yield Alert(
+            "critical",
+            "xid",
+            gpu.index,
+            gpu.uuid,
+            f"{label}: Xid {', '.join(str(x) for x in xids[-3:])}",
+            float(xids[-1]),
+        )
+
+
+def evaluate(sample: Sample, thresholds: AlertThresholds | None = None) -> list[Alert]:
+    """Every threshold ``sample`` crosses, worst first (then by GPU)."""
+    t = thresholds or AlertThresholds()
+    alerts: list[Alert] = []
+    for gpu in sample.gpus:
+        alerts.extend(_gpu_alerts(gpu, t))
+    alerts.sort(key=lambda a: (-a.rank, a.gpu if a.gpu is not None else -1))
+    return alerts
+
+
+def worst_level(alerts: Iterable[Alert]) -> str:
+    """The worst level among ``alerts`` (``ok`` when none)."""
+    return max((a.level for a in alerts), key=LEVELS.index, default="ok")
+
+
+def alert_line(alerts: list[Alert], width: int = 200) -> str:
+    """``CRITICAL GPU 1: GPU lost · WARNING GPU 0: 88°C … +2 more`` within ``width`` characters."""
+    if not alerts:
+        return ""
+    parts = [f"{a.level.upper()} {a.message}" for a in alerts]
+    text = ""
+    for count, part in enumerate(parts):
+        candidate = part if not text else f"{text} · {part}"
+        rest = len(parts) - count - 1
+        tail = f" · +{rest} more" if rest else ""
+        if len(candidate) + len(tail) > width and text:
+            return f"{text} · +{len(parts) - count} more"
+        text = candidate
+    return text[:width]
+
+
+def alert_strings(alerts: Iterable[Alert]) -> list[str]:
+    """``["critical gpu_lost GPU 1: GPU lost ..."]``: the form kept in ``Sample.alerts`` (log
+    records, JSON lines and CSV): level, kind, then the message, separated by single spaces."""
+    return [f"{a.level} {a.kind} {a.message}" for a in alerts]
+
+
+def annotate(sample: Sample, thresholds: AlertThresholds | None = None) -> list[Alert]:
+    """Evaluate ``sample`` and record the result in ``sample.alerts``; returns the alerts."""
+    alerts = evaluate(sample, thresholds)
+    sample.alerts = alert_strings(alerts)
+    return alerts
+
+
+_EXPORTER_THRESHOLDS: list[AlertThresholds] = []
+
+
+def exporter_alerts(sample: Sample) -> list[Alert]:
+    """The alerts of ``sample`` for the Prometheus exporter (thresholds read once per process)."""
+    if not _EXPORTER_THRESHOLDS:
+        _EXPORTER_THRESHOLDS.append(load_thresholds()[0])
+    return evaluate(sample, _EXPORTER_THRESHOLDS[0])
+
+
+# --- settings ------------------------------------------------------------------------------------
+
+
+def thresholds_path() -> Path:
+    """``<config dir>/alerts.toml``."""
+    from gpuscope.paths import config_dir
+
+    return config_dir() / "alerts.toml"
+
+
+def load_thresholds(path: Path | None = None) -> tuple[AlertThresholds, str | None]:
+    """Thresholds from ``path`` (default :func:`thresholds_path`) over the defaults, and a
+    one-line problem naming the file and field (or None). A missing file gives the defaults.
+
+    The file holds triples, e.g. ``gpu_temperature_c = [75, 83, 88]``, and a
+    ``[throttle_levels]`` table (``sw_power_cap = "warning"``)."""
+    from gpuscope.tomlfile import TomlSyntaxError, parse_toml
+
+    path = path or thresholds_path()
+    thresholds = AlertThresholds()
+    try:
+        data = parse_toml(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return thresholds, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return thresholds, f"{path}: cannot read ({exc}); default alert thresholds used"
+    except TomlSyntaxError as exc:
+        return thresholds, f"{path}:{exc.line or ''}: not valid TOML ({exc.message}); default alert thresholds used"
+    problem = None
+    names = {f.name for f in dataclasses.fields(AlertThresholds)}
+    for key, value in data.items():
+        if key not in names:
+            problem = f"{path}: unknown field {key!r} (known: {', '.join(sorted(names))}); ignored"
+        elif key == "throttle_levels":
+            if isinstance(value, dict) and all(isinstance(v, str) and v in LEVELS for v in value.values()):
+                thresholds.throttle_levels = {
+                    **thresholds.throttle_levels,
+                    **{k: v for k, v in value.items() if v != "ok"},
+                }
+                for k, v in value.items():
+                    if v == "ok":
+                        thresholds.throttle_levels.pop(k, None)
+            else:
+                problem = f"{path}: field 'throttle_levels' must map reasons to one of {', '.join(LEVELS)}; ignored"
+        elif (
+            isinstance(value, list)
+            and len(value) == 3
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+            and list(value) == sorted(value)
+        ):
+            setattr(thresholds, key, tuple(float(v) for v in value))
+        else:
+            problem = f"{path}: field {key!r} must be three increasing numbers [careful, warning, critical]; ignored"
+    return thresholds, problem

@@ -1,0 +1,96 @@
+"""History charts with a value scale and a time axis (drawn as line runs, no Textual widgets).
+
+A chart block is ``rows`` lines: ``title current ... 0–scale`` on top, bars in the middle (the
+newest sample on the right, the window spread over the full width, gaps blank), and a time
+axis ``-1m ... now`` at the bottom. The bars come from :func:`chart.chart_lines`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from rich.style import Style
+
+from gpuscope.tui.widgets.chart import chart_lines
+from gpuscope.tui.widgets.lines import Run
+
+__all__ = ["resample_max", "plot_lines", "axis_label"]
+
+
+def resample_max(values: Sequence[float | None], width: int) -> list[float | None]:
+    """``values`` spread over exactly ``width`` columns: each column holds the largest value of
+    its share of the points (peaks stay visible), or None when its share has only gaps; with
+    fewer points than columns a point covers several columns."""
+    count = len(values)
+    if width <= 0:
+        return []
+    if count == 0:
+        return [None] * width
+    if count == width:
+        return list(values)
+    out: list[float | None] = []
+    for column in range(width):
+        start = column * count // width
+        end = max(start + 1, (column + 1) * count // width)
+        present = [v for v in values[start:end] if v is not None]
+        out.append(max(present) if present else None)
+    return out
+
+
+def axis_label(window_s: float) -> str:
+    """The left end of the time axis: ``-1m``, ``-15m``, ``-30s``."""
+    return f"-{window_s / 60:g}m" if window_s >= 60 else f"-{window_s:g}s"
+
+
+def plot_lines(
+    title: str,
+    current: str,
+    values: Sequence[float | None],
+    width: int,
+    rows: int,
+    maximum: float | None,
+    window_s: float,
+    scale_fmt: Callable[[float], str],
+    *,
+    title_style: Style | None,
+    bar_style: Style | None,
+    empty_style: Style | None,
+) -> list[list[Run]]:
+    """``rows`` lines (at least 3: title, bars, axis) ``width`` cells wide. The scale is
+    ``maximum`` when given, else the window's largest value; the range ``0–scale`` is written
+    at the right of the title line."""
+    bar_rows = max(1, rows - 2)
+    shown = resample_max(values, width)
+    present = [v for v in shown if v is not None and math.isfinite(v)]
+    top = maximum if maximum else (max(present) if present else None)
+    if top is not None and top <= 0:
+        top = 1.0
+    block = chart_lines(
+        title,
+        current,
+        shown,
+        width,
+        bar_rows,
+        top,
+        title_style=title_style,
+        bar_style=bar_style,
+        empty_style=empty_style,
+    )
+    head = block[0]
+    used = sum(len(text) for text, _ in head)
+    if top is not None:
+        for scale in (f"0–{scale_fmt(top)}", scale_fmt(top)):
+            room = width - 1 - used
+            if room >= len(scale) + 1:
+                head = head + [(" " * (room - len(scale)), None), (scale, empty_style)]
+                break
+    lines = [head] + block[1:]
+    while len(lines) < 1 + bar_rows:
+        lines.append([])
+    left, right = axis_label(window_s), "now"
+    if width - 1 >= len(left) + len(right) + 1:
+        lines.append([(left + " " * (width - 1 - len(left) - len(right)) + right, empty_style)])
+    else:
+        lines.append([(right.rjust(max(0, width - 1)), empty_style)])
+    return lines

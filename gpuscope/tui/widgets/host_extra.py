@@ -1,0 +1,147 @@
+"""Dashboard panels for disk I/O and the host's busiest processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpuscope.telemetry.records import HostSample
+from gpuscope.telemetry.values import Unavailable
+from gpuscope.tui.format import NA, fmt_rate, reason_text
+from gpuscope.tui.widgets.lines import LineWidget, Run, set_title
+
+__all__ = ["DiskPanel", "TopProcessesPanel", "fmt_elapsed", "fmt_rss"]
+
+
+def fmt_elapsed(seconds: float) -> str:
+    """``59s``, ``12:03`` (min:s), ``3:12h`` (h:min), ``4d03h``: as top's TIME column, compact."""
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    if seconds < 86400:
+        return f"{seconds // 3600}:{seconds % 3600 // 60:02d}h"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def fmt_rss(value: float) -> str:
+    """Resident memory in binary units: ``812M``, ``3.4G``."""
+    if value >= 2**30:
+        return f"{value / 2**30:.1f}G"
+    if value >= 2**20:
+        return f"{value / 2**20:.0f}M"
+    return f"{value / 2**10:.0f}K"
+
+
+class DiskPanel(LineWidget):
+    """Read and write rates summed over the physical disks (one bordered line, one widget)."""
+
+    DEFAULT_CSS = """
+    DiskPanel { height: 3; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    DiskPanel > .disk--label { color: $text-muted; }
+    DiskPanel > .disk--na { color: $text-disabled; text-style: italic; }
+    """
+    COMPONENT_CLASSES = {"disk--label", "disk--na"}
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._values: tuple[Any, Any] = (None, None)
+        self.border_title = "Disk I/O"
+
+    def show(self, host: HostSample) -> None:
+        values = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
+        if values != self._values:
+            self._values = values
+            reasons = [
+                f"{label}: {reason_text(v)}"
+                for label, v in zip(("read", "write"), values)
+                if isinstance(v, Unavailable)
+            ]
+            self.tooltip = "\n".join(reasons) or None
+            self.invalidate()
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        runs: list[Run] = []
+        for label, value in zip(("read ", "  write "), self._values):
+            runs.append((label, self.component_style("disk--label")))
+            if isinstance(value, (int, float)):
+                runs.append((f"{fmt_rate(value):>10}", None))
+            else:
+                runs.append((f"{NA:>10}", self.component_style("disk--na")))
+        return [runs]
+
+
+#: (key, title, width or 0 for the rest, right-aligned)
+PROCESS_COLUMNS = (
+    ("pid", "PID", 7, True),
+    ("user", "USER", 9, False),
+    ("cpu", "CPU%", 6, True),
+    ("rss", "RSS", 6, True),
+    ("time", "TIME", 7, True),
+    ("command", "COMMAND", 0, False),
+)
+
+
+class TopProcessesPanel(LineWidget):
+    """The host's busiest processes by CPU % (refreshed every few seconds while shown): a
+    header and one line per process, as many as the height allows, in one bordered widget."""
+
+    DEFAULT_CSS = """
+    TopProcessesPanel { height: 7; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    TopProcessesPanel > .proc--header { color: $text-muted; text-style: bold; }
+    TopProcessesPanel > .proc--na { color: $text-disabled; text-style: italic; }
+    """
+    COMPONENT_CLASSES = {"proc--header", "proc--na"}
+    #: Rows the panel never goes below (border, header, three processes).
+    MIN_ROWS = 6
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._rows: tuple[tuple[str, ...], ...] = ()
+        self._message = "not scanned yet"
+        self.border_title = "Top processes"
+
+    def show(self, processes: Any) -> None:
+        """Show ``processes`` (a list of HostProcess, or why there are none); a list already
+        shown is not looked at again (the scan runs every few seconds, the UI every second)."""
+        from gpuscope.telemetry.hostprocs import top_by_cpu
+
+        if processes is getattr(self, "_shown_from", None) and self.size.height == getattr(self, "_shown_height", -1):
+            return
+        self._shown_from, self._shown_height = processes, self.size.height
+        limit = max(1, self.size.height - 1)
+        count = "" if isinstance(processes, Unavailable) else f" · {len(processes)} total · by CPU% · 4: all processes"
+        set_title(self, f"Top processes{count}")
+        if isinstance(processes, Unavailable):
+            rows: tuple[tuple[str, ...], ...] = ()
+            message = reason_text(processes)
+        else:
+            rows = tuple(
+                (
+                    str(p.pid),
+                    p.user[:8],
+                    f"{p.cpu_percent:.0f}" if isinstance(p.cpu_percent, float) else NA,
+                    fmt_rss(p.rss_bytes),
+                    fmt_elapsed(p.elapsed_s),
+                    p.command,
+                )
+                for p in top_by_cpu(processes, limit)
+            )
+            message = "" if rows else "no processes"
+        if rows != self._rows or message != self._message:
+            self._rows, self._message = rows, message
+            self.invalidate()
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        header: list[str] = []
+        for _, title, size, right in PROCESS_COLUMNS:
+            header.append((title.rjust(size) if right else title.ljust(size)) if size else title)
+        lines: list[list[Run]] = [[(" ".join(header), self.component_style("proc--header"))]]
+        if self._message:
+            return lines + [[(self._message, self.component_style("proc--na"))]]
+        for row in self._rows[: max(0, height - 1)]:
+            cells = []
+            for (_, _, size, right), value in zip(PROCESS_COLUMNS, row):
+                cells.append((value.rjust(size) if right else value.ljust(size)) if size else value)
+            lines.append([(" ".join(cells), None)])
+        return lines

@@ -1,0 +1,155 @@
+"""Faults while serving Prometheus (issue 16, class 8): anyone who can reach the port must not
+stop the exporter or the sampler.
+
+A real ``gpuscope serve`` under a lowered RLIMIT_NOFILE gets ~300 idle connections held open:
+it serves at most a bounded number at once (the rest are answered 503 and closed), drops idle
+ones after a few seconds, keeps sampling, and a scrape still succeeds. A /proc read that fails
+(out of file descriptors) is an unavailable metric, not a crash.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from unittest import mock
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NOFILE = 256
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("GPUSCOPE_FAKE_NVML", None)
+    return env
+
+
+def _limit_files() -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE, NOFILE))
+
+
+def _scrape(url: str, timeout_s: float = 3.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:  # noqa: S310 - our own loopback URL
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, ""
+    except (urllib.error.URLError, OSError):
+        return 0, ""
+
+
+def _sample_time(body: str) -> float:
+    match = re.search(r"^gpuscope_sample_timestamp_seconds\{[^}]*\} (\S+)$", body, re.M)
+    assert match, body[:500]
+    return float(match.group(1))
+
+
+@pytest.mark.slow
+def test_idle_connections_cannot_stop_the_exporter_or_the_sampler(tmp_path: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpuscope", "serve", "--listen", "127.0.0.1:0", "--no-gpu", "--interval", "0.2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path, preexec_fn=_limit_files,
+    )  # fmt: skip
+    sockets: list[socket.socket] = []
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()
+        url = re.search(r"(http://\S+/metrics)", first)
+        assert url, first
+        host, port = re.match(r"http://([\d.]+):(\d+)/", url.group(1)).groups()  # type: ignore[union-attr]
+        status, body = 0, ""
+        deadline = time.monotonic() + 20
+        while (status != 200 or "gpuscope_sample_timestamp_seconds{" not in body) and time.monotonic() < deadline:
+            status, body = _scrape(url.group(1))  # the first scrape may come before the first sample
+            time.sleep(0.1)
+        before = _sample_time(body)
+        for _ in range(300):  # more than the descriptor limit allows connections to be held
+            try:
+                sockets.append(socket.create_connection((host, int(port)), timeout=2))
+            except OSError:
+                pass
+        time.sleep(0.5)
+        assert process.poll() is None, process.stderr.read()
+        held = psutil.Process(process.pid).num_fds()
+        assert held < NOFILE - 8, f"{held} descriptors open: connections are not capped"
+        status, body = 0, ""
+        deadline = time.monotonic() + 30  # idle connections are dropped after a few seconds
+        while status != 200 and time.monotonic() < deadline:
+            status, body = _scrape(url.group(1))
+            time.sleep(0.2)
+        assert status == 200, "no scrape succeeded while idle connections were held"
+        assert _sample_time(body) > before  # the sampler kept sampling
+        assert process.poll() is None
+    finally:
+        for sock in sockets:
+            sock.close()
+        process.terminate()
+        process.wait(timeout=20)
+    assert process.returncode == 0
+    stderr = process.stderr.read() if process.stderr else ""
+    assert "Traceback" not in stderr and "Too many open files" not in stderr
+
+
+def test_connection_cap_follows_the_descriptor_limit() -> None:
+    from gpuscope.exporter.server import max_connections
+
+    with mock.patch("resource.getrlimit", return_value=(1024, 4096)):
+        assert max_connections() == 64
+    with mock.patch("resource.getrlimit", return_value=(128, 4096)):
+        assert max_connections() == 32
+    with mock.patch("resource.getrlimit", return_value=(40, 40)):
+        assert max_connections() == 4
+
+
+def test_busy_exporter_answers_503_and_keeps_serving() -> None:
+    """With every slot taken by idle clients, a new connection gets 503 at once (not a hang);
+    once they leave, scrapes succeed again."""
+    from gpuscope.exporter import start_exporter
+    from gpuscope.testing.samples import make_sample
+
+    with mock.patch("gpuscope.exporter.server.max_connections", return_value=4):
+        handle = start_exporter("127.0.0.1:0", process_metrics=False)
+    try:
+        handle.update(make_sample(0, gpus=1, cores=2))
+        idle = [socket.create_connection(("127.0.0.1", handle.port), timeout=2) for _ in range(4)]
+        time.sleep(0.2)
+        status, _ = _scrape(handle.url)
+        assert status == 503
+        for sock in idle:
+            sock.close()
+        deadline = time.monotonic() + 10
+        while status != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, _ = _scrape(handle.url)
+        assert status == 200
+    finally:
+        handle.close()
+
+
+def test_a_failed_proc_read_is_an_unavailable_metric() -> None:
+    """Out of file descriptors, /proc/stat and /proc/meminfo cannot be opened: the host sample
+    says CPU utilization is unavailable (and keeps the last memory reading), it does not raise."""
+    from gpuscope.telemetry.host import HostCollector
+    from gpuscope.telemetry.values import Unavailable
+
+    collector = HostCollector()
+    collector.sample()
+    failure = OSError(errno.EMFILE, "Too many open files")
+    with mock.patch("psutil.cpu_times", side_effect=failure), mock.patch("psutil.virtual_memory", side_effect=failure):
+        sample = collector.sample()
+    assert isinstance(sample.cpu_utilization_percent, Unavailable)
+    assert "Too many open files" in sample.cpu_utilization_percent.detail
+    assert sample.memory_total_bytes > 0
+    assert collector.sample().cpu_utilization_percent is not None  # and it recovers

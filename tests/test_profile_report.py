@@ -1,0 +1,225 @@
+"""A profile in the report ("Where the time goes", energy, the energy roofline), in the browser,
+and in ``gpuscope compare``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gpuscope.cli import main  # noqa: E402
+from gpuscope.profiling.api import profile  # noqa: E402
+from gpuscope.profiling.compare import profile_comparison  # noqa: E402
+from gpuscope.profiling.energy_roofline import (  # noqa: E402
+    attainable_flop_per_j,
+    energy_balance_flop_per_byte,
+    energy_roofs_from_ceilings,
+)
+from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # noqa: E402
+from gpuscope.report import write_report  # noqa: E402
+from gpuscope.results import load_results, new_results  # noqa: E402
+
+
+def _roofs_file(path: Path, energy: bool = False) -> Path:
+    document = new_results(system={"hostname": socket.gethostname()})
+    document["devices"] = [{"device": "cpu", "type": "cpu"}]
+    document["ceilings"] = [
+        {
+            "device": "cpu",
+            "kind": "compute",
+            "name": "fp32",
+            "value": 50e9,
+            "unit": "FLOP/s",
+        },
+        {
+            "device": "cpu",
+            "kind": "memory",
+            "name": "dram.triad",
+            "value": 10e9,
+            "unit": "B/s",
+        },
+    ]
+    if energy:  # 100 W during the compute ceiling, 80 W during the DRAM one, over 2 s each
+        document["ceilings"][0].update(energy_j=200.0, energy_window_s=2.0)
+        document["ceilings"][1].update(energy_j=160.0, energy_window_s=2.0)
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _step() -> None:
+    x = torch.ones(48, 48)
+    torch.mm(x, x).relu_().sum()
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("profile-report")
+    results = _roofs_file(folder / "results.json", energy=True)
+    profile(
+        _step,
+        name="tiny step",
+        steps=1,
+        warmup=0,
+        device="cpu",
+        roofs=[results],
+        results=results,
+        powercap_root=folder / "none",
+    )
+    return results
+
+
+def test_where_the_time_goes_section_renders(profiled: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    write_report(out, [profiled])
+    html = out.read_text(encoding="utf-8")
+    assert '<section id="where-time-goes">' in html and 'href="#where-time-goes"' in html
+    section = html[html.index('<section id="where-time-goes">') :]
+    section = section[: section.index("</section>")]
+    assert "tiny step" in section and 'id="table-profile-1"' in section
+    assert "mm fp32 48x48, 48x48" in section
+    assert "<svg" in section  # the groups' roofline
+    assert "no powercap interface" in section
+    assert '<section id="energy-roofline">' in html
+
+
+def test_energy_roofline_from_ceilings_with_energy(profiled: Path) -> None:
+    document = load_results(profiled)
+    (roofs,) = energy_roofs_from_ceilings(document["ceilings"])
+    assert roofs.j_per_flop == pytest.approx(100.0 / 50e9)
+    assert roofs.j_per_byte == pytest.approx(80.0 / 10e9)
+    assert (
+        roofs.balance_flop_per_byte
+        == pytest.approx(4.0)
+        == energy_balance_flop_per_byte(roofs.j_per_flop, roofs.j_per_byte)
+    )
+    assert attainable_flop_per_j(4.0, roofs.j_per_flop, roofs.j_per_byte) == pytest.approx(0.5 / roofs.j_per_flop)
+    report = {"results": [{"label": "r", "document": document}]}
+    html = energy_section_html(report)
+    assert html is not None and "energy balance point 4 FLOP/byte" in html and "<svg" in html
+
+
+def test_no_profile_no_section() -> None:
+    document = new_results()
+    assert profile_section_html({"results": [{"label": "x", "document": document}]}) is None
+    assert energy_section_html({"results": [{"label": "x", "document": document}]}) is None
+
+
+def test_report_section_in_chromium(profiled: Path, tmp_path: Path) -> None:
+    browser = next(
+        (shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome") if shutil.which(name)),
+        None,
+    )
+    if browser is None:
+        pytest.skip("no chromium on this machine")
+    out = tmp_path / "report.html"
+    write_report(out, [profiled])
+    png = tmp_path / "shot.png"
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        f"--user-data-dir={tmp_path / 'chr'}",
+        "--window-size=1280,4000",
+        f"--screenshot={png}",
+        "--enable-logging=stderr",
+        "--v=0",
+        out.resolve().as_uri(),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+    assert png.exists(), done.stderr[-2000:]
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line or "Refused to" in line]
+    assert console == []
+
+
+def test_compare_two_profiles_group_by_group(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "both.json"
+    x = torch.ones(32, 32)
+    profile(
+        torch.mm,
+        x,
+        x,
+        name="step",
+        steps=1,
+        warmup=0,
+        device="cpu",
+        results=results,
+        powercap_root=tmp_path / "none",
+    )
+    y = torch.ones(64, 64)
+    profile(
+        torch.mm,
+        y,
+        y,
+        name="step",
+        steps=1,
+        warmup=0,
+        device="cpu",
+        results=results,
+        powercap_root=tmp_path / "none",
+    )
+    (pair,) = profile_comparison([("both", load_results(results))])
+    statuses = {row["label"]: row["status"] for row in pair["groups"]}
+    assert statuses["mm fp32 32x32, 32x32"] == "gone" and statuses["mm fp32 64x64, 64x64"] == "new"
+    assert pair["step_speedup"] is not None
+    assert main(["compare", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "profile step: both.json -> both.json" in out and "mm fp32 64x64, 64x64" in out
+
+
+def test_profile_reads_back_as_points_and_rows(profiled: Path) -> None:
+    from gpuscope.profiling.view import profile_points, profile_rows, profile_workloads
+    from gpuscope.roofline.model import DeviceKey
+
+    (workload,) = profile_workloads(load_results(profiled))
+    key = DeviceKey(socket.gethostname(), None, "cpu")
+    points, rows = profile_points(workload, key), profile_rows(workload)
+    assert len(points) == len(rows) == len(workload["profile"]["groups"][:10])
+    mm = next(index for index, row in enumerate(rows) if row[1].startswith("mm fp32 48x48"))
+    assert points[mm].flops == 2 * 48**3 and points[mm].flop_per_s is not None
+    assert all(p.flop_per_s is None for p, row in zip(points, rows, strict=True) if p.flops == 0)
+
+
+def test_markdown_report_has_the_section(profiled: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    write_report(out, [profiled])
+    text = out.read_text(encoding="utf-8")
+    assert "## Where the time goes" in text
+    assert "| op dtype shapes |" in text and "mm fp32 48x48, 48x48" in text
+
+
+def test_malformed_profile_objects_do_not_crash_report_or_compare() -> None:
+    bad_groups = [
+        5,
+        {"op": {"x": 1}, "shapes": [[1, {"a": 2}], "s"], "modules": 7, "time_s": "fast", "label": None},
+        {"op": "aten::mm", "modules": "abc"},
+    ]
+    documents = []
+    for groups in (bad_groups, {"not": "a list"}):
+        document = new_results()
+        document["workloads"] = [
+            {
+                "name": "s",
+                "device": "cpu",
+                "flops": 1,
+                "bytes": 1,
+                "time_s": 1,
+                "source": "profile",
+                "profile": {"groups": groups, "modules": 3},
+            }
+        ]
+        documents.append(("x", document))
+    report = {"results": [{"label": label, "document": document} for label, document in documents]}
+    assert profile_section_html(report) is not None
+    from gpuscope.profiling.report_section import profile_markdown_lines
+
+    assert profile_markdown_lines(report, str)
+    (pair,) = profile_comparison(documents)
+    assert len(pair["groups"]) == 2

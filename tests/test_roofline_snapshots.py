@@ -1,0 +1,95 @@
+"""SVG snapshots of the roofline as the terminal prints it and as the report draws it, for three
+pictures: a CPU only; a CPU, an H200 (measured) and an A100 (datasheet); a dozen workloads on
+them. Update after an intended change with ``pytest tests/test_roofline_snapshots.py
+--snapshot-update`` and look at the pictures (tests/__snapshots__/test_roofline_snapshots/:
+``rsvg-convert`` turns the terminal ones into PNG; the report ones use the page's CSS
+variables, so view them inside a report)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from gpuscope.testing.roofline import ceiling, fleet_results, results_document, workload
+
+
+class SvgExtension(SingleFileSnapshotExtension):
+    _file_extension = "svg"
+    _write_mode = WriteMode.TEXT
+
+
+def cpu_only() -> dict[str, Any]:
+    return results_document(
+        "laptop",
+        devices=[{"device": "cpu", "type": "cpu", "name": "AMD EPYC", "physical_cores": 2}],
+        ceilings=[
+            ceiling("cpu", "compute", "fp32", 204e9),
+            ceiling("cpu", "compute", "fp64", 107e9),
+            ceiling("cpu", "memory", "dram.triad", 23e9),
+            ceiling("cpu", "memory", "l2.copy", 214e9),
+            ceiling("cpu", "collective", "allreduce.busbw", 1.5e9),
+        ],
+        workloads=[
+            workload("axpy 8M fp32", "cpu", 16.8e6, 100.7e6, 0.0075, dtype="fp32"),
+            workload("matmul 2048 fp32", "cpu", 17.2e9, 50.3e6, 0.094, dtype="fp32"),
+        ],
+    )
+
+
+def three_devices() -> dict[str, Any]:
+    fleet = fleet_results()
+    return {**fleet, "workloads": [fleet["workloads"][i] for i in (0, 5, 10)]}
+
+
+PICTURES = {"cpu_only": cpu_only, "cpu_h200_a100": three_devices, "dozen_workloads": fleet_results}
+
+
+def _cpu() -> Any:
+    """This test's CPU: the cpu_only picture's model at 2.45 GHz (157 GFLOP/s fp32 datasheet, so
+    its measured 204 GFLOP/s is flagged above datasheet), whatever machine runs the test."""
+    from gpuscope.telemetry.cpuinfo import CpuInfo
+
+    return CpuInfo(
+        "AMD EPYC",
+        "AuthenticAMD",
+        "x86_64",
+        2,
+        2,
+        2450.0,
+        2450.0,
+        simd="avx2",
+        fp32_flop_per_cycle_per_core=32,
+        max_frequency_source="test",
+    )
+
+
+def _model(name: str) -> Any:
+    from gpuscope.roofline.loading import build_model
+
+    return build_model([(f"{name}.json", PICTURES[name]())], local_cpu=_cpu())
+
+
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_terminal_chart(name: str, snapshot: Any) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, render_roofline
+
+    text = render_roofline(_model(name), 100, 26, palette=DEFAULT_PALETTE)
+    console = Console(record=True, width=100, force_terminal=True, color_system="truecolor", file=io.StringIO())
+    console.print(Text.from_ansi(text))
+    assert console.export_svg(title=f"gpuscope roofline ({name})") == snapshot(extension_class=SvgExtension)
+
+
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_report_chart(name: str, snapshot: Any) -> None:
+    from gpuscope.report.charts import roofline_svg
+    from gpuscope.report.roofview import roofline_view
+
+    svg = roofline_svg(roofline_view([(f"{name}.json", PICTURES[name]())], local_cpu=_cpu()))
+    assert svg is not None
+    assert svg == snapshot(extension_class=SvgExtension)
