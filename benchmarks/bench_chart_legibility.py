@@ -119,7 +119,8 @@ def main() -> int:
         )
     ]
     print(
-        f"{len(rows) - len(missed)}/{len(rows)} pictures meet every target (zero overlaps, zero labels over lines or points, no line too wide)"
+        f"{len(rows) - len(missed)}/{len(rows)} pictures meet every target "
+        "(zero overlaps, zero labels over lines or points, no line too wide)"
     )
     return 1 if missed else 0
 

@@ -258,13 +258,15 @@ def main() -> int:
         if "cpu_core_percent" in run:
             ratio = f", x{run['ratio_to_reference']} of the reference" if "ratio_to_reference" in run else ""
             print(
-                f"{run['tool']:<16} {run['cpu_core_percent']:6.2f} % of one core over {run['seconds']} s (1 s refresh, tmux {run['size']}{ratio})"
+                f"{run['tool']:<16} {run['cpu_core_percent']:6.2f} % of one core over {run['seconds']} s "
+                f"(1 s refresh, tmux {run['size']}{ratio})"
             )
         else:
             print(f"{run['tool']:<16} {run.get('error')}")
     frame = results["first_frame"]
     print(
-        f"first frame {frame['first_frame_s_median']} s, first sample on screen {frame['first_sample_shown_s_median']} s (median of {frame['runs']})"
+        f"first frame {frame['first_frame_s_median']} s, "
+        f"first sample on screen {frame['first_sample_shown_s_median']} s (median of {frame['runs']})"
     )  # type: ignore[index]
     print(f"torch imported before any probe: {results['torch_imported_without_probe']}")
     print(f"(written to {args.json})")

@@ -26,7 +26,8 @@ CPU check of the failure logic (tests/test_gpu_contact_acceptance.py): ``--devic
 SCENARIO --suite PATH --require NAME,...`` runs a tiny suite on the CPU with the fake NVML
 (``GPUSCOPE_FAKE_NVML=SCENARIO``) and skips nvidia-smi and the CUDA check.
 
-Needs gpuscope, torch, numpy, psutil, nvidia-ml-py and msgspec (no Textual, no plotext; docs/gpu-runs/README.md says how to carry msgspec to a GPU machine).
+Needs gpuscope, torch, numpy, psutil, nvidia-ml-py and msgspec (no Textual, no plotext;
+docs/gpu-runs/README.md says how to carry msgspec to a GPU machine).
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ def run_step(
         except subprocess.TimeoutExpired:
             _stop(process)
             run.fail(
-                f"{name}: overran its {limit_s:.0f} s share of the {run.budget_s:.0f} s budget; interrupted (see {log.name})"
+                f"{name}: overran its {limit_s:.0f} s share of the {run.budget_s:.0f} s budget; "
+                f"interrupted (see {log.name})"
             )
             return None
 
@@ -222,7 +224,8 @@ def results_problems(results: dict[str, Any] | None, path: str, required: tuple[
     failed = [m for m in results.get("measurements", []) if m.get("status") == "failed"]
     if failed:
         problems.append(
-            f"{path}: {len(failed)} failed measurement(s), first: {failed[0].get('name')}: {str(failed[0].get('error'))[:120]}"
+            f"{path}: {len(failed)} failed measurement(s), "
+            f"first: {failed[0].get('name')}: {str(failed[0].get('error'))[:120]}"
         )
     names = {c.get("name") for c in results.get("ceilings", [])}
     missing = [name for name in required if name not in names]
@@ -288,7 +291,8 @@ def log_problems(records: list[dict[str, Any]], uuids: set[str] | None = None) -
         if entry["numbers"] == 0 and entry["errors"]:
             first = next(iter(entry["errors"].values()))
             problems.append(
-                f"{entry['name']}: every metric is unavailable, {len(entry['errors'])} of them errors (e.g. {first[:100]})"
+                f"{entry['name']}: every metric is unavailable, "
+                f"{len(entry['errors'])} of them errors (e.g. {first[:100]})"
             )
     return problems
 
@@ -353,7 +357,8 @@ def ceiling_rows(results: dict[str, Any] | None, *, gpu: bool) -> tuple[list[dic
         if not _number(reported) or not _number(probe) or probe <= 0:
             row["check"] = "UNCHECKED"
             problems.append(
-                f"{name}: no DRAM counter reading during the probe ({during.get('reason') or 'dram_bandwidth_bytes_per_s missing'})"
+                f"{name}: no DRAM counter reading during the probe "
+                f"({during.get('reason') or 'dram_bandwidth_bytes_per_s missing'})"
             )
             continue
         ratio = reported / probe
@@ -362,14 +367,16 @@ def ceiling_rows(results: dict[str, Any] | None, *, gpu: bool) -> tuple[list[dic
             row["check"] = f"{ratio:.0%} {'ok' if ok else 'DISAGREE'}"
             if not ok:
                 problems.append(
-                    f"{name}: the GPU's DRAM counter says {reported / 1e9:,.0f} GB/s, the probe {probe / 1e9:,.0f} GB/s ({ratio:.0%}; within {DRAM_AGREEMENT:.0%} expected)"
+                    f"{name}: the GPU's DRAM counter says {reported / 1e9:,.0f} GB/s, "
+                    f"the probe {probe / 1e9:,.0f} GB/s ({ratio:.0%}; within {DRAM_AGREEMENT:.0%} expected)"
                 )
         else:
             ok = ratio < L2_DRAM_NEAR_ZERO
             row["check"] = f"{ratio:.0%} {'ok' if ok else 'DRAM!'}"
             if not ok:
                 problems.append(
-                    f"{name}: {reported / 1e9:,.0f} GB/s of DRAM traffic during an L2 probe of {probe / 1e9:,.0f} GB/s ({ratio:.0%}): the working set spills to DRAM"
+                    f"{name}: {reported / 1e9:,.0f} GB/s of DRAM traffic during an L2 probe of "
+                    f"{probe / 1e9:,.0f} GB/s ({ratio:.0%}): the working set spills to DRAM"
                 )
     return rows, problems
 
@@ -573,8 +580,10 @@ def _run(run: Run, args: argparse.Namespace, gpu: bool, env: dict[str, str], pyt
     # --duration: the logger ends by itself with the budget, even if this script is killed
     lifetime_s = f"{max(1.0, run.remaining_s() - RESERVE_S / 2):.0f}"
     logger = subprocess.Popen(
-        [python, "-m", "gpuscope", "log", "--interval", "0.2", "--duration", lifetime_s, "--output", str(out / "telemetry.jsonl"), "--force"],
-        stdout=subprocess.DEVNULL, stderr=open(out / "telemetry.stderr", "w"), env=env, start_new_session=True, preexec_fn=_die_with_parent, cwd=ROOT,
+        [python, "-m", "gpuscope", "log", "--interval", "0.2", "--duration", lifetime_s,
+         "--output", str(out / "telemetry.jsonl"), "--force"],
+        stdout=subprocess.DEVNULL, stderr=open(out / "telemetry.stderr", "w"), env=env,
+        start_new_session=True, preexec_fn=_die_with_parent, cwd=ROOT,
     )  # fmt: skip
     suites = args.suite or ["quick", "transformer"]
     required_default = {"quick": QUICK_REQUIRED, "transformer": TRANSFORMER_REQUIRED}
@@ -591,7 +600,8 @@ def _run(run: Run, args: argparse.Namespace, gpu: bool, env: dict[str, str], pyt
             if Path(suite).suffix == ".toml":
                 suite = str(Path(suite).resolve())
             run_step(
-                run, f"suite {name}", [python, "-m", "gpuscope", "probe", "--device", args.device, "--suite", suite, "--output", str(output)],
+                run, f"suite {name}",
+                [python, "-m", "gpuscope", "probe", "--device", args.device, "--suite", suite, "--output", str(output)],
                 env=env, cap_s=caps.get(suite, 300.0), log=out / f"{name}.log",
             )  # fmt: skip
             results[name] = _load_json(output)

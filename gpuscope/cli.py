@@ -15,6 +15,7 @@ import io
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from gpuscope import __version__
@@ -49,7 +50,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"gpuscope: error: {safe_text(message)}\n")
 
 
-def _command_module(name: str):  # noqa: ANN202 - returns a module
+def _command_module(name: str) -> ModuleType:
     return importlib.import_module(f"gpuscope.commands.{name}")
 
 
@@ -177,7 +178,7 @@ class _ClosedStream(io.TextIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         raise OSError(errno.EBADF, "standard output is closed")
 
     def flush(self) -> None:

@@ -130,7 +130,8 @@ def test_a_bad_scenario_is_a_one_line_usage_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "gpuscope: error: GPUSCOPE_FAKE_NVML: gpus item 'banana' is not [Nx]MODEL with MODEL one of h100, h200, a100, l4"
+        "gpuscope: error: GPUSCOPE_FAKE_NVML: gpus item 'banana' is not [Nx]MODEL "
+        "with MODEL one of h100, h200, a100, l4"
     ]
 
 

@@ -61,7 +61,8 @@ def _start_probe(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("GPUSCOPE_FAKE_NVML", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gpuscope", "probe", "--suite", str(suite), "--output", str(output), "--no-telemetry", "--quiet"],
+        [sys.executable, "-m", "gpuscope", "probe", "--suite", str(suite), "--output", str(output),
+         "--no-telemetry", "--quiet"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 90

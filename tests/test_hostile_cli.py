@@ -435,7 +435,8 @@ def test_log_to_a_full_device_is_one_line_and_exit_1(tmp_path: Path) -> None:
     result = gpuscope(["log", "--no-gpu", "--interval", "0.1", "--duration", "2", "-o", "/dev/full"], cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "gpuscope: error: --output /dev/full is a character device; gpuscope writes regular files only (use --output - for standard output)"
+        "gpuscope: error: --output /dev/full is a character device; "
+        "gpuscope writes regular files only (use --output - for standard output)"
     ]
     with open("/dev/full", "w") as full:
         done = subprocess.run(

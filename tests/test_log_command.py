@@ -184,7 +184,8 @@ import json, sys
 sys.argv = ["gpuscope", "log", "--interval", "0.1", "--duration", "0.25", "--output", sys.argv[1]]
 from gpuscope.cli import main
 code = main()
-print(json.dumps({"code": code, "heavy": sorted({m.split(".")[0] for m in sys.modules} & {"torch", "textual", "numpy", "rich", "plotext"})}))
+heavy = {"torch", "textual", "numpy", "rich", "plotext"}
+print(json.dumps({"code": code, "heavy": sorted({m.split(".")[0] for m in sys.modules} & heavy)}))
 """
 
 _BLOCKED = r"""

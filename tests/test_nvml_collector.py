@@ -168,7 +168,7 @@ def test_two_gpus_nvlink_per_link_and_totals_from_counters(clock: FakeClock) -> 
         clock.advance(2.0)
         first, second = collector.sample().gpus
     active = [k for k in range(12) if k != 3]
-    assert first.nvlink_active_links == 11 and [l.link for l in first.nvlink_links] == active
+    assert first.nvlink_active_links == 11 and [link.link for link in first.nvlink_links] == active
     assert first.nvlink_version == 3 and first.nvlink_link_peak_bytes_per_s == 25e9
     for link in first.nvlink_links:
         assert link.tx_bytes_per_s == (link.link + 1) * GIB

@@ -121,7 +121,10 @@ def test_bad_suite_and_bad_device_are_one_line(tmp_path: Path) -> None:
 
 
 def test_the_command_module_does_not_import_torch() -> None:
-    code = "import sys; import gpuscope.commands.probe; from gpuscope.cli import build_parser; build_parser(); print('torch' in sys.modules, 'textual' in sys.modules)"
+    code = (
+        "import sys; import gpuscope.commands.probe; from gpuscope.cli import build_parser; build_parser(); "
+        "print('torch' in sys.modules, 'textual' in sys.modules)"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -154,8 +154,8 @@ def test_missing_rank_is_named_and_keeps_what_it_published() -> None:
     for m in published:
         m["parameters"] = {"role": "ceiling", "dtype": "fp32"}
     reports.append(
-        RankReport(rank=2, host="node1", status="missing", reason="died or was killed (no heartbeat for 10 s)", measurements=published,
-                   device_entry={"device": "cpu", "type": "cpu", "name": "Test CPU"})
+        RankReport(rank=2, host="node1", status="missing", reason="died or was killed (no heartbeat for 10 s)",
+                   measurements=published, device_entry={"device": "cpu", "type": "cpu", "name": "Test CPU"})
     )  # fmt: skip
     merged = merge_rank_results(reports, world_size=4, suite=None, notes=["collectives not measured"])
     assert merged["partial"] is True
@@ -171,10 +171,14 @@ def test_missing_rank_is_named_and_keeps_what_it_published() -> None:
 
 def test_collective_timings_become_network_roofs_per_group_size() -> None:
     items = [
-        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 20, "iters": 4, "samples_s": [0.002, 0.001], "validation_error": 0.0},
-        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 24, "iters": 1, "samples_s": [0.01], "validation_error": 0.0},
-        {"op": "allreduce", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4, "samples_s": [0.004], "validation_error": 0.0},
-        {"op": "allgather", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4, "samples_s": [0.004], "validation_error": 0.5},
+        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 20, "iters": 4,
+         "samples_s": [0.002, 0.001], "validation_error": 0.0},
+        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 24, "iters": 1,
+         "samples_s": [0.01], "validation_error": 0.0},
+        {"op": "allreduce", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4,
+         "samples_s": [0.004], "validation_error": 0.0},
+        {"op": "allgather", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4,
+         "samples_s": [0.004], "validation_error": 0.5},
     ]  # fmt: skip
     hosts = {0: "a", 1: "a", 2: "b", 3: "b"}
     measurements, ceilings = collective_records(items, device="cpu", host="a", hosts_by_rank=hosts, backend="gloo")
@@ -345,8 +349,10 @@ def test_node_that_dies_under_multi_node_launch(tmp_path: Path) -> None:
     for node in (0, 1):
         command = [
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-            "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpuscope-test",
-            "-m", "gpuscope", "probe", "--distributed", "--device", "cpu", "--suite", str(suite), "--output", str(output),
+            "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            "--rdzv-id", "gpuscope-test",
+            "-m", "gpuscope", "probe", "--distributed", "--device", "cpu", "--suite", str(suite),
+            "--output", str(output),
             "--no-telemetry", "--rank-timeout", "60",
         ]  # fmt: skip
         agents.append(

@@ -60,7 +60,10 @@ def test_cpu_clock_sources(tmp_path: Path) -> None:
     proc = tmp_path / "cpuinfo"
     sys_cpu = tmp_path / "sys"
     (sys_cpu / "cpu0").mkdir(parents=True)
-    text = "processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\ncpu MHz\t\t: 2445.4\nflags\t\t: avx2 fma\ncpu cores\t: 2\nphysical id\t: 0\n"
+    text = (
+        "processor\t: 0\nmodel name\t: AMD EPYC 7763 64-Core Processor\ncpu MHz\t\t: 2445.4\n"
+        "flags\t\t: avx2 fma\ncpu cores\t: 2\nphysical id\t: 0\n"
+    )
     proc.write_text(text)
     assert read_cpu_info(proc, sys_cpu).clock_source == "3500 MHz (boost clock table)"
     (sys_cpu / "cpu0" / "cpufreq").mkdir()

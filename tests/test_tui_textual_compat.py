@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from tui_samples import make_app, run_async, sample, tui_env, wait_for_sample  # noqa: F401
 
 from gpuscope.tui import textual_compat
 
@@ -35,3 +36,47 @@ def test_without_the_internals_the_switch_is_plain(monkeypatch: pytest.MonkeyPat
     app._screen_stacks["dashboard"] = []
     assert textual_compat.mode_is_mounted(app, "dashboard") is False
     assert textual_compat.style_state(app) is None
+
+
+def test_row_cropped_compositor_paints_what_textual_paints(tui_env) -> None:  # noqa: ANN001, F811 - fixture
+    """The dashboard's partial updates (clock on the first row, panels further down) give the
+    same strips on every updated row as Textual's own compositor, rendering fewer widgets."""
+    from textual._compositor import Compositor
+
+    from gpuscope.tui.widgets.chart_row import ChartRow
+    from gpuscope.tui.widgets.topbar import TopBar
+
+    @run_async
+    async def check() -> None:
+        app = make_app(persist_settings=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for_sample(pilot, app)
+            await pilot.pause(0.1)
+            screen = app.screen
+            compositor = screen._compositor
+            assert type(compositor) is not Compositor, "the dashboard should use the row-cropped compositor"
+            for step in (1, 2):
+                app._deliver(sample(step))  # new clock, rates and charts
+                await pilot.pause()
+                widgets = [screen.query_one(TopBar), screen.query(ChartRow).first(), screen.query_one("#hint")]
+                regions = {widget.region.intersection(screen.region) for widget in widgets}
+                assert all(region.area for region in regions)
+                compositor._dirty_regions.update(regions)
+                ours = compositor.render_partial_update()
+                compositor._dirty_regions.update(regions)
+                own = compositor._get_renders
+                compositor._get_renders = lambda crop=None: Compositor._get_renders(compositor, crop)
+                try:
+                    theirs = Compositor.render_partial_update(compositor)
+                finally:
+                    compositor._get_renders = own
+                assert ours is not None and theirs is not None
+                assert ours.spans == theirs.spans and len({y for y, _, _ in ours.spans}) > 2
+                for y, start, end in ours.spans:
+                    for cut, strip in theirs.chops[y].items():
+                        if strip is not None and start <= cut < end:
+                            assert list(ours.chops[y][cut]) == list(strip), f"row {y} cut {cut}"
+                top = screen.query_one(TopBar).region
+                assert len(list(compositor._get_renders(top))) < len(list(Compositor._get_renders(compositor, top)))
+
+    check()

@@ -48,7 +48,8 @@ def test_palette_converts_to_roofline_palette() -> None:
         ('[theme]\nname = "x"\nprimary = "#fff"\n[plugins]\ncode = "import os"\n', "unknown field `plugins`"),
         # class 7 of issue 16: themes that passed the old check and then broke the TUI
         (
-            '[theme]\nname = "x"\nprimary = "#fff"\n[theme.variables]\nfooter-key-foreground = "red } Screen { display: none"\n',
+            '[theme]\nname = "x"\nprimary = "#fff"\n[theme.variables]\n'
+            'footer-key-foreground = "red } Screen { display: none"\n',
             "at `$.theme.variables[...]`",
         ),
         ('[theme]\nname = "x"\nprimary = "ansi_red"\n', "[theme] primary: 'ansi_red' is an ANSI colour name"),

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import time as _time
+from pathlib import Path as _Path
+
+import pytest as _pytest
 
 from gpuscope.telemetry.records import (
     CpuCoreSample,
@@ -170,11 +174,6 @@ def samples(count: int, gpus: bool = True) -> list[Sample]:
 
 
 # --- shared fixtures for the TUI tests (imported by each tests/test_tui_*.py) ----------------
-
-import time as _time
-from pathlib import Path as _Path
-
-import pytest as _pytest
 
 
 @_pytest.fixture

@@ -25,7 +25,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--args-json",
         metavar="JSON",
-        help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; {"tensor": [shape], "dtype": "float32"} makes a random tensor',
+        help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; '
+        '{"tensor": [shape], "dtype": "float32"} makes a random tensor',
     )
     parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")

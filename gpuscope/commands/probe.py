@@ -156,7 +156,10 @@ class _Progress:
         width = 28
         filled = int(width * self.done / self.total) if self.total else 0
         elapsed = time.monotonic() - self.started
-        text = f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {elapsed:5.0f}s {self.label[:60]}"
+        text = (
+            f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] "
+            f"{self.done}/{self.total} {elapsed:5.0f}s {self.label[:60]}"
+        )
         self.stream.write(text)
         self.stream.flush()
 
@@ -200,7 +203,8 @@ def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
                 + ")"
             )
         print(
-            f"{ceiling['kind']:<10} {ceiling['name']:<18} {_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}",
+            f"{ceiling['kind']:<10} {ceiling['name']:<18} "
+            f"{_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}",
             file=stream,
         )
     summary = results.get("summary", {})

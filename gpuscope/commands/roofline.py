@@ -38,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all-roofs",
         action="store_true",
-        help="also draw every other dtype, cache level and datasheet roof (default: per device the envelope of the dtypes its workloads use, plus DRAM; the tables list every roof)",
+        help="also draw every other dtype, cache level and datasheet roof (default: per device the envelope "
+        "of the dtypes its workloads use, plus DRAM; the tables list every roof)",
     )
     color = parser.add_mutually_exclusive_group()
     color.add_argument(

@@ -67,7 +67,8 @@ def gpu_line(gpu: Any) -> str:
 
 
 def host_line(sample: Any) -> str:
-    """``node01 | CPU 12% of 8 cores, load 1.50 | mem 96.0/256 GB | net rx 125 MB/s tx 25 MB/s | disk r 0 B/s w 1.5 MB/s``."""
+    """``node01 | CPU 12% of 8 cores, load 1.50 | mem 96.0/256 GB |
+    net rx 125 MB/s tx 25 MB/s | disk r 0 B/s w 1.5 MB/s``."""
     from gpuscope.tui.format import NA, fmt_bytes, fmt_rate
 
     host = sample.host

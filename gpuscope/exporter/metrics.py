@@ -379,7 +379,8 @@ class _Scrape:
 
     def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason) -> None:
         """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values)."""
-        self.missing[(*scope, spec.name, reason.value)] = None
+        key = (*scope, spec.name, reason.value)
+        self.missing[key] = None
 
     def put(
         self, spec: MetricSpec, labels: tuple[str, ...], scope: tuple[str, ...], raw: Any, convert: Convert = _same

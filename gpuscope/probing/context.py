@@ -55,7 +55,7 @@ def measurement_record(
     parameters: dict[str, Any],
     flops: float,
     bytes_: float,
-    counting_rule: str,
+    counting_rule: dict[str, str],
     statistic: str,
     status: str = "ok",
     error: str | None = None,

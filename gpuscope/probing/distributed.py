@@ -132,7 +132,8 @@ def run_distributed(args: argparse.Namespace) -> int:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=rank_timeout_s))
     except Exception as exc:  # noqa: BLE001 - rendezvous errors come in many classes
         raise ResourceError(
-            f"--distributed: cannot join the torchrun job ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            "--distributed: cannot join the torchrun job "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
     store = dist.distributed_c10d._get_default_store()
     mailbox = Mailbox(store, f"gpuscope/probe/{launch.restart}/")
@@ -343,7 +344,8 @@ def _gather(
                 reports[rank] = _report(rank, payload, mailbox.get(f"hello/{rank}"))
                 pending.discard(rank)
                 say(
-                    f"rank {rank} ({reports[rank].host}) {reports[rank].status}: {len((reports[rank].results or {}).get('measurements', []))} measurement(s)"
+                    f"rank {rank} ({reports[rank].host}) {reports[rank].status}: "
+                    f"{len((reports[rank].results or {}).get('measurements', []))} measurement(s)"
                 )
         done_seen = done
         if not pending:
@@ -365,13 +367,19 @@ def _gather(
         if not liveness.ever_beat(rank) and hello is None:
             reason = "never started (no heartbeat, no hello)"
         elif silent > 3 * HEARTBEAT_S + 1.0:
-            reason = f"died or was killed (no heartbeat for {silent:.0f} s) after publishing {len(measurements)} measurement(s)"
+            reason = (
+                f"died or was killed (no heartbeat for {silent:.0f} s) "
+                f"after publishing {len(measurements)} measurement(s)"
+            )
         elif stop.event.is_set():
             reason = (
                 f"had not reported when rank 0 was stopped by {stop.name} ({len(measurements)} measurement(s) so far)"
             )
         else:
-            reason = f"did not finish within --rank-timeout {rank_timeout_s:g} s (still running: hung or slow; {len(measurements)} measurement(s) so far)"
+            reason = (
+                f"did not finish within --rank-timeout {rank_timeout_s:g} s "
+                f"(still running: hung or slow; {len(measurements)} measurement(s) so far)"
+            )
         report = _report(rank, {"status": "missing", "reason": reason}, hello)
         report.measurements = measurements
         reports[rank] = report
@@ -420,7 +428,10 @@ def _lead(
         try:
             items = _collectives(
                 launch, device, suite, collective or {}, stop,
-                on_result=lambda item: say(f"collective {item['op']} x{item['group_size']} {item['size_bytes']} B: best {min(item['samples_s'] or [float('nan')]) * 1e3:.3f} ms"),
+                on_result=lambda item: say(
+                    f"collective {item['op']} x{item['group_size']} {item['size_bytes']} B: "
+                    f"best {min(item['samples_s'] or [float('nan')]) * 1e3:.3f} ms"
+                ),
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a peer died mid-collective
             notes.append(f"collectives failed: {_one_line(exc)}")
@@ -478,7 +489,8 @@ def _print_summary(document: dict[str, Any], output: Path) -> None:
     for item in document.get("stragglers", []):
         print(
             f"straggler: {item['host']}/r{item['rank']} {item['device']} {item['kind']} {item['name']} "
-            f"{fmt(item['value'], item['unit'])} is {item['below_median_percent']:.0f}% below the median {fmt(item['median'], item['unit'])}"
+            f"{fmt(item['value'], item['unit'])} is {item['below_median_percent']:.0f}% below the median "
+            f"{fmt(item['median'], item['unit'])}"
         )
     if document["partial"]:
         print(f"partial: {document['partial_reason']}")

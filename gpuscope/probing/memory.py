@@ -524,7 +524,9 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         result["dram_check"] = dram_check(result)
         return result
     finally:
-        del arrays
+        # empty the list rather than `del arrays`: run/validate close over the name, and the
+        # tensors must go before empty_cache can hand their memory back
+        arrays.clear()
         torch.cuda.empty_cache()
 
 

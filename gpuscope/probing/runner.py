@@ -267,7 +267,8 @@ class ProbeRunner:
                 if contended:
                     worst = max(m["host_contention_percent"] for m in contended)
                     message = (
-                        f"{len(contended)} measurement(s) ran while other processes used more than {threshold:g}% of the cores "
+                        f"{len(contended)} measurement(s) ran while other processes used more than "
+                        f"{threshold:g}% of the cores "
                         f"(up to {worst:.0f}%; see host_contention_percent); their numbers may be low"
                     )
                     if message not in results["warnings"]:
@@ -392,7 +393,8 @@ def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif m["kind"] == "memory" and m.get("level"):
             offer(
                 "memory", f"{m['level']}.{p['kernel']}", m["bytes_per_s"], "B/s", m,
-                level=m["level"], kernel=p["kernel"], implementation=m.get("implementation"), footprint_bytes=p.get("footprint_bytes"),
+                level=m["level"], kernel=p["kernel"], implementation=m.get("implementation"),
+                footprint_bytes=p.get("footprint_bytes"),
                 note=f"STREAM byte count, {m.get('implementation')}, working set {p.get('footprint_bytes')} B",
             )  # fmt: skip
         elif m["kind"] == "transfer":

@@ -63,6 +63,7 @@ def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | 
             else:
                 gpu.copy_(host)
                 src, dst = gpu, torch.empty(elements, pin_memory=(memory == "pinned"))
+            del host, gpu  # src/dst hold what is still needed; these names must not keep a buffer alive
     non_blocking = memory == "pinned" or direction == "d2d"
 
     def run() -> None:
@@ -85,7 +86,9 @@ def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | 
     try:
         return ctx.measure(run, statistic="best", validate=checked, record=record, graphable=False)
     finally:
-        del src, dst
+        # rebind rather than `del src, dst`: run/validate close over the names, and the buffers
+        # must go before empty_cache can hand their memory back
+        src = dst = torch.empty(0)
         torch.cuda.empty_cache()
 
 

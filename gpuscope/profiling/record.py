@@ -217,7 +217,7 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gpuscope.roofline.counting import ZERO_FLOP_OPS, torch_dtype_roof_name
+    from gpuscope.roofline.counting import ZERO_FLOP_OPS, torch_dtype_roof_name, written_tensors
 
     counter = FlopCounterMode(display=False)
     registry = counter.flop_registry
@@ -267,21 +267,7 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
             name = f"aten::{short}" if str(packet).startswith("aten.") else str(packet).replace(".", "::", 1)
             inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
             shapes = tuple(tuple(int(size) for size in leaf.shape) for leaf in inputs)
-            written_only: set[int] = set()
-            mutated: list[Any] = []
-            schema = getattr(func, "_schema", None)
-            if schema is not None:
-                for position, argument in enumerate(schema.arguments):
-                    if argument.alias_info is None or not argument.alias_info.is_write:
-                        continue
-                    value = (
-                        kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
-                    )
-                    for leaf in tree_leaves(value):
-                        if isinstance(leaf, torch.Tensor):
-                            mutated.append(leaf)
-                            if argument.is_out:
-                                written_only.add(id(leaf))
+            mutated, written_only = written_tensors(func, args, kwargs)
             if getattr(func, "is_view", False) or short in NO_TRAFFIC_OPS:
                 moved = 0
             else:

@@ -155,7 +155,8 @@ def profile_section_html(report: dict[str, Any]) -> str | None:
             '<ul class="summary">'
             f"<li>Step {_e(format_si(step_s, 's'))} ({_e(profile.get('steps'))} profiled steps, mean); {share} of "
             f"it inside ops ({_e(profile.get('time_basis'))})</li>"
-            f"<li>FLOPs per step {_e(format_si(finite_or_none(profile.get('flop_counter_flops')), ''))} (FlopCounterMode) + "
+            f"<li>FLOPs per step {_e(format_si(finite_or_none(profile.get('flop_counter_flops')), ''))} "
+            "(FlopCounterMode) + "
             f"{_e(format_si(finite_or_none(profile.get('pointwise_flops')), ''))} pointwise; bytes "
             f"{_e(format_si(finite_or_none(workload.get('bytes')), 'B'))} (sum of per-op lower bounds)</li>"
             f"<li>Energy: {_e(_energy_text(workload))}</li>"

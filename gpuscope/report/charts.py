@@ -30,7 +30,7 @@ _SENTINELS = {
 }
 _SENTINELS.update({colour: f"var(--c{i})" for i, colour in enumerate(_PALETTE)})
 
-CHART_RC: dict[str, Any] = {
+CHART_RC: Any = {  # matplotlib types rc keys as a Literal of every rcParam name
     "svg.fonttype": "none",  # real <text>: selectable, small, and escaped by matplotlib
     "svg.hashsalt": "gpuscope",
     "text.parse_math": False,
@@ -233,7 +233,8 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
             fx = (item.column - 0.45) / (columns - 1)  # the cell's left edge, as cell_of maps
             fy = ((rows - 1) - item.row) / (rows - 1)
             axes.text(
-                fx, fy, item.text, transform=axes.transAxes, fontsize=_LABEL_PT, family="monospace", color=colour(who), ha="left", va="center",
+                fx, fy, item.text, transform=axes.transAxes, fontsize=_LABEL_PT, family="monospace", color=colour(who),
+                ha="left", va="center",
                 fontweight=weight, zorder=6, rotation=item.angle_deg, rotation_mode="anchor",
             )  # fmt: skip
         y = 1 - 0.2 / height_in

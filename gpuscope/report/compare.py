@@ -89,9 +89,13 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             if above:
                 above_datasheet.append(
                     {
-                        "run": run, "device": device, "kind": str(ceiling.get("kind")), "name": str(ceiling.get("name")),
+                        "run": run, "device": device, "kind": str(ceiling.get("kind")),
+                        "name": str(ceiling.get("name")),
                         "value": float(ceiling["value"]), "datasheet_value": spec, "percent_of_spec": percent,
-                        "text": f"{run} {device} {ceiling.get('name')} {fmt_percent(percent)} of datasheet: {ABOVE_DATASHEET_TEXT}",
+                        "text": (
+                            f"{run} {device} {ceiling.get('name')} {fmt_percent(percent)} of datasheet: "
+                            f"{ABOVE_DATASHEET_TEXT}"
+                        ),
                     }
                 )  # fmt: skip
             if is_straggler(ceiling):
@@ -344,7 +348,8 @@ def render_compare_text(result: dict[str, Any]) -> str:
         out.append("")
     if result.get("above_datasheet"):
         out.append(
-            f"Above datasheet ({ABOVE_DATASHEET_MARK}), more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value:"
+            f"Above datasheet ({ABOVE_DATASHEET_MARK}), "
+            f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value:"
         )
         out.extend(f"  {clean_text(item['text'], 300)}" for item in result["above_datasheet"])
         out.append("")
@@ -366,7 +371,8 @@ def render_compare_markdown(result: dict[str, Any]) -> str:
         out.extend(f"- {md_escape(item['text'])}\n" for item in result["stragglers"])
     if result.get("above_datasheet"):
         out.append(
-            f"\n**Above datasheet ({md_escape(ABOVE_DATASHEET_MARK)}), more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value**\n\n"
+            f"\n**Above datasheet ({md_escape(ABOVE_DATASHEET_MARK)}), "
+            f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value**\n\n"
         )
         out.extend(f"- {md_escape(item['text'])}\n" for item in result["above_datasheet"])
     if result["flags"]:

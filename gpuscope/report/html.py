@@ -26,9 +26,11 @@ _CSS = """
 --chart-span-a:#1d2533;--chart-span-b:#181d26;
 --c0:#6ea8fe;--c1:#ff922b;--c2:#69db7c;--c3:#f783ac;--c4:#b197fc;--c5:#66d9e8;--c6:#ffd43b;--c7:#a9e34b;--c8:#e599f7;--c9:#ced4da}}
 *{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+body{margin:0;background:var(--bg);color:var(--fg);\
+font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
 main{max-width:1200px;margin:0 auto;padding:16px 20px 40px}
-h1{font-size:22px;margin:8px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
+h1{font-size:22px;margin:8px 0 4px}\
+h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
 p.meta,p.note,ul.note,footer{color:var(--muted);font-size:12.5px}
 nav{font-size:13px;margin:8px 0}nav a{color:inherit;margin-right:12px}
 ul.summary{padding-left:20px}ul.summary li{margin:2px 0}
@@ -90,7 +92,10 @@ def render_html(report: dict[str, Any]) -> str:
         "<!DOCTYPE html>\n",
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n',
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n<meta name="color-scheme" content="light dark">\n',
+        (
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            '<meta name="color-scheme" content="light dark">\n'
+        ),
         f'<meta name="generator" content="gpuscope {_e(report.get("gpuscope_version"))}">\n',
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n",
         f"<header>\n<h1>{escape(title)}</h1>\n",
@@ -133,7 +138,11 @@ def render_html(report: dict[str, Any]) -> str:
     if svg is None:
         roof_body = '<p class="empty">No roofs or workloads to draw.</p>\n'
     else:
-        roof_body = f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log. CPU roofs and workloads (circles) and GPU roofs and workloads (triangles) in separate colours; measured roofs solid, datasheet roofs dashed.</figcaption>\n</figure>\n"
+        roof_body = (
+            f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log. "
+            "CPU roofs and workloads (circles) and GPU roofs and workloads (triangles) in separate colours; "
+            "measured roofs solid, datasheet roofs dashed.</figcaption>\n</figure>\n"
+        )
     notes = (report.get("roofline") or {}).get("notes") or []
     if notes:
         roof_body += '<ul class="note">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>\n"
@@ -154,7 +163,10 @@ def render_html(report: dict[str, Any]) -> str:
 
     if telemetry:
         chart = telemetry_svg(telemetry, report.get("measurements") or [])
-        tel_body = f'<p class="meta">{_e(telemetry.get("source"))}: {_e(telemetry.get("samples"))} samples from {_e(fmt_time_utc(telemetry.get("start")))} to {_e(fmt_time_utc(telemetry.get("end")))}.</p>\n'
+        tel_body = (
+            f'<p class="meta">{_e(telemetry.get("source"))}: {_e(telemetry.get("samples"))} samples '
+            f"from {_e(fmt_time_utc(telemetry.get('start')))} to {_e(fmt_time_utc(telemetry.get('end')))}.</p>\n"
+        )
         tel_body += (
             f"<figure>\n{chart}</figure>\n"
             if chart
@@ -169,7 +181,8 @@ def render_html(report: dict[str, Any]) -> str:
             if key in tables:
                 parts.append(_section(key, tables[key].title, _table(tables[key])))
     parts.append(
-        f"<footer>gpuscope {_e(report.get('gpuscope_version'))} · report schema {_e(report.get('schema'))} v{_e(report.get('schema_version'))}</footer>\n"
+        f"<footer>gpuscope {_e(report.get('gpuscope_version'))} · "
+        f"report schema {_e(report.get('schema'))} v{_e(report.get('schema_version'))}</footer>\n"
     )
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)

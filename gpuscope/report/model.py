@@ -261,7 +261,8 @@ def build_report(
     }
     report["summary"] = summary_lines(report)
     # Through JSON once, so a report rendered now and one rendered from report.json see the same data.
-    return msgspec.json.decode(encode_json(report))  # plain JSON data: NaN and infinity become null
+    decoded: dict[str, Any] = msgspec.json.decode(encode_json(report))  # plain JSON: NaN and inf become null
+    return decoded
 
 
 def stragglers_of(ceilings: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -391,7 +392,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         ranks = _unique((s.get("host"), s.get("rank")) for s in stragglers)
         listed = "; ".join(_straggler_text(s) for s in stragglers[:5]) + ("; ..." if len(stragglers) > 5 else "")
         lines.append(
-            f"{len(stragglers)} straggler ceiling{'s' if len(stragglers) != 1 else ''} on {len(ranks)} rank{'s' if len(ranks) != 1 else ''} "
+            f"{len(stragglers)} straggler ceiling{'s' if len(stragglers) != 1 else ''} "
+            f"on {len(ranks)} rank{'s' if len(ranks) != 1 else ''} "
             f"({rule} the median of the same ceiling across ranks): {listed}."
         )
     ceilings = report["ceilings"]
@@ -401,7 +403,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if above:
         listed = "; ".join(f"{c['device']} {c['name']} {fmt_percent(c['percent_of_spec'])} of spec" for c in above[:5])
         lines.append(
-            f"{len(above)} of {len(rated)} ceilings are above their datasheet value: the datasheet entry or the measurement is wrong: {listed}."
+            f"{len(above)} of {len(rated)} ceilings are above their datasheet value: "
+            f"the datasheet entry or the measurement is wrong: {listed}."
         )
     if low:
         worst = sorted(low, key=lambda c: c["percent_of_spec"])[:5]
@@ -411,7 +414,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         )
     elif rated and not above:
         lines.append(
-            f"All {len(rated)} ceilings with a datasheet value are within the expected range of it ({threshold_text(report)})."
+            f"All {len(rated)} ceilings with a datasheet value are within the expected range of it "
+            f"({threshold_text(report)})."
         )
     elif ceilings and not rated:
         lines.append(f"{len(ceilings)} ceilings measured; none has a datasheet value to compare with.")

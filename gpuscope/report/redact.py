@@ -68,7 +68,7 @@ def redact_report(report: dict[str, Any]) -> dict[str, Any]:
     for name in sorted(users, key=len, reverse=True):
         if len(name) >= 3 and name.lower() not in _GENERIC:
             replacements.append((_name_pattern(name), USER_PLACEHOLDER))
-    out = _rewrite(report, hosts, replacements, None)
+    out: dict[str, Any] = _rewrite(report, hosts, replacements, None)
     out["redacted"] = True
     return out
 

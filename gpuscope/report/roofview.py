@@ -84,8 +84,9 @@ def _from_model(model: Any) -> dict[str, Any]:
         for item in above.values():
             notes.append(f"{label}: {item.text}")
             flagged.append(
-                {"device": key.device, "host": key.host, "rank": key.rank, "name": item.measured.name, "value": item.measured.value,
-                 "datasheet_value": item.datasheet.value, "ratio": item.ratio, "text": item.text}
+                {"device": key.device, "host": key.host, "rank": key.rank, "name": item.measured.name,
+                 "value": item.measured.value, "datasheet_value": item.datasheet.value, "ratio": item.ratio,
+                 "text": item.text}
             )  # fmt: skip
         for roof in sorted(
             device.roofs, key=lambda r: (_KIND_ORDER.get(r.kind, 9), r.source != "measured", -r.value, r.name)
@@ -147,8 +148,9 @@ def _from_model(model: Any) -> dict[str, Any]:
             }
         )
     return {
-        "available": True, "note": None, "notes": notes, "warnings": list(model.warnings), "roofs": roofs, "points": points,
-        "datasheet": datasheet, "above_datasheet": flagged, "dram_rule": DRAM_ROOF_RULE, "model": model_to_json(model),
+        "available": True, "note": None, "notes": notes, "warnings": list(model.warnings), "roofs": roofs,
+        "points": points, "datasheet": datasheet, "above_datasheet": flagged, "dram_rule": DRAM_ROOF_RULE,
+        "model": model_to_json(model),
     }  # fmt: skip
 
 

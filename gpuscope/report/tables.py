@@ -3,6 +3,7 @@ show the same numbers). Cells are unescaped display text; each renderer escapes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,8 +31,8 @@ class Table:
         self.flags.append(flag)
 
 
-def _where(row: dict[str, Any], show_source: bool, show_host: bool) -> list[str]:
-    cells = []
+def _where(row: dict[str, Any], show_source: bool, show_host: bool) -> list[str | None]:
+    cells: list[str | None] = []
     if show_source:
         cells.append(row.get("source"))
     if show_host:
@@ -77,7 +78,7 @@ def system_table(report: dict[str, Any]) -> Table:
         }
         return "; ".join(f"{len(devs)}× {name} ({', '.join(devs)})" for name, devs in devices.items())
 
-    rows = [
+    rows: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
         ("CPU", lambda s: s.get("cpu_model")),
         ("Cores (logical / physical)", lambda s: f"{s.get('logical_cores') or '–'} / {s.get('physical_cores') or '–'}"),
         ("GPUs", gpus),
@@ -114,7 +115,8 @@ def stragglers_table(report: dict[str, Any]) -> Table:
             "Median",
             "% below median",
         ],
-        note=f"Ranks whose ceiling is {rule} the median of the same ceiling on the same hardware across ranks, as flagged by `gpuscope probe --distributed`.",
+        note=f"Ranks whose ceiling is {rule} the median of the same ceiling on the same hardware across ranks, "
+        "as flagged by `gpuscope probe --distributed`.",
     )
     first = 1 if len(sources) > 1 else 0
     table.numeric = {first + i for i in (1, 6, 7, 8)}
@@ -165,7 +167,8 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
         "ceilings",
         "Ceilings: measured vs datasheet",
         [*where, "Device", "Hardware", "Kind", "Ceiling", "Measured", "Datasheet", "% of spec", "N", "Spread", "Flag"],
-        note=f"LOW: {threshold_text(report).replace('flagged ', '')} of the datasheet (dense figures). Spread: how far the median timed sample was from the best (best-of-N statistic)."
+        note=f"LOW: {threshold_text(report).replace('flagged ', '')} of the datasheet (dense figures). "
+        "Spread: how far the median timed sample was from the best (best-of-N statistic)."
         + (
             " STRAGGLER: below the median of the same ceiling across ranks (see Stragglers)." if stragglers.rows else ""
         ),
@@ -194,7 +197,8 @@ def report_tables(report: dict[str, Any]) -> list[Table]:
         "datasheet",
         "Datasheet roofs without a measurement",
         ["Device", "Hardware", "Kind", "Roof", "Datasheet", "Note"],
-        note="Vendor figures (dense) for what was not measured; the chart draws the datasheet roofs that a measurement or a workload uses.",
+        note="Vendor figures (dense) for what was not measured; "
+        "the chart draws the datasheet roofs that a measurement or a workload uses.",
     )
     datasheet.numeric = {4}
     grouped: dict[tuple[Any, ...], list[str]] = {}

@@ -277,6 +277,29 @@ def _merge_length(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
+def written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], set[int]]:
+    """The tensors an aten op writes, from its schema's alias annotations, and the ids of
+    those it only writes (``out=`` arguments: not read, so not counted as read traffic)."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    mutated: list[Any] = []
+    write_only: set[int] = set()
+    schema = getattr(func, "_schema", None)
+    if schema is None:
+        return mutated, write_only
+    for position, argument in enumerate(schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        value = kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
+        for leaf in tree_leaves(value):
+            if isinstance(leaf, torch.Tensor):
+                mutated.append(leaf)
+                if argument.is_out:
+                    write_only.add(id(leaf))
+    return mutated, write_only
+
+
 def count_call(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -326,21 +349,7 @@ def count_call(
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             self.ops += 1
-            write_only: set[int] = set()
-            mutated: list[Any] = []
-            schema = getattr(func, "_schema", None)
-            if schema is not None:
-                for position, argument in enumerate(schema.arguments):
-                    if argument.alias_info is None or not argument.alias_info.is_write:
-                        continue
-                    value = (
-                        kwargs.get(argument.name) if argument.kwarg_only or position >= len(args) else args[position]
-                    )
-                    for leaf in tree_leaves(value):
-                        if isinstance(leaf, torch.Tensor):
-                            mutated.append(leaf)
-                            if argument.is_out:
-                                write_only.add(id(leaf))
+            mutated, write_only = written_tensors(func, args, kwargs)
             for leaf in tree_leaves((args, kwargs)):
                 if not isinstance(leaf, torch.Tensor) or id(leaf) in write_only:
                     continue

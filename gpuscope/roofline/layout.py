@@ -316,7 +316,8 @@ def layout_roofline(
             notes.append(f"{model.device_label(device.key)}: {flag}")
         if dram is None and peak is not None:
             notes.append(
-                f"{model.device_label(device.key)}: no DRAM roof, so no slope and no ridge (points there are bound 'unknown')"
+                f"{model.device_label(device.key)}: no DRAM roof, so no slope and no ridge "
+                "(points there are bound 'unknown')"
             )
         plans.append((index, device, peak, dram, others, levels))
 
@@ -447,7 +448,7 @@ def _point_marks(
                 PointMark(
                     x, y, number, str(number), name, device, placement, estimated, placement.above_roof, highlighted
                 )
-            )  # type: ignore[arg-type]
+            )
         dram_x = point.dram_intensity_flop_per_byte
         if is_finite_positive(dram_x):
             marks.append(
@@ -464,7 +465,7 @@ def _point_marks(
                     highlighted,
                     True,
                 )
-            )  # type: ignore[arg-type]
+            )
     return marks
 
 

@@ -295,8 +295,10 @@ def build_model(
                 continue
             builder.add_roof(
                 Roof(
-                    key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED, _str_or_none(ceiling.get("note")) or "", source,
-                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling), size_bytes=finite_or_none(ceiling.get("size_bytes")),
+                    key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED,
+                    _str_or_none(ceiling.get("note")) or "", source,
+                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling),
+                    size_bytes=finite_or_none(ceiling.get("size_bytes")),
                 )
             )  # fmt: skip
         for measurement in document.get("measurements", []):
@@ -459,7 +461,8 @@ def _add_datasheet_roofs(
                             )
                     continue
                 device.notes.append(
-                    f"no CPU datasheet roof: the results come from {device.name or key.host!r}, this machine has {getattr(cpu, 'model', '?')!r}"
+                    f"no CPU datasheet roof: the results come from {device.name or key.host!r}, "
+                    f"this machine has {getattr(cpu, 'model', '?')!r}"
                 )
                 continue
             peaks = cpu_datasheet_peaks(cpu)

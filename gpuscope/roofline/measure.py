@@ -106,17 +106,21 @@ class MeasuredWorkload(PerCallRates):
         dram = self.dram_bytes_measured
         lines = [
             f"{self.name} on {self.device}{f' ({self.device_name})' if self.device_name else ''}",
-            f"  time      {format_si(t.median_s, 's')} median  [p10 {format_si(t.p10_s, 's')}, p90 {format_si(t.p90_s, 's')}]"
+            f"  time      {format_si(t.median_s, 's')} median  "
+            f"[p10 {format_si(t.p10_s, 's')}, p90 {format_si(t.p90_s, 's')}]"
             f"  N={t.n} x {t.reps_per_sample} calls, {t.timer}, {t.cache_state}",
-            f"  FLOPs     {format_count(self.flops)}  ({self.dtype or 'dtype unknown'})  -> {format_si(self.flop_per_s, 'FLOP/s')}",
+            f"  FLOPs     {format_count(self.flops)}  ({self.dtype or 'dtype unknown'})  "
+            f"-> {format_si(self.flop_per_s, 'FLOP/s')}",
             f"  bytes     {format_bytes(self.bytes)} lower bound (read {format_bytes(self.counts.read_bytes)},"
-            f" written {format_bytes(self.counts.written_bytes)})  -> {format_intensity(self.intensity_flop_per_byte)} FLOP/byte",
+            f" written {format_bytes(self.counts.written_bytes)})  "
+            f"-> {format_intensity(self.intensity_flop_per_byte)} FLOP/byte",
         ]
         if isinstance(dram, Unavailable):
             lines.append(f"  DRAM      not measured: {dram.detail or dram.reason.value}")
         else:
             lines.append(
-                f"  DRAM      {format_bytes(dram)} moved per call (GPM)  -> {format_intensity(self.dram_intensity_flop_per_byte)} FLOP/DRAM byte"
+                f"  DRAM      {format_bytes(dram)} moved per call (GPM)  "
+                f"-> {format_intensity(self.dram_intensity_flop_per_byte)} FLOP/DRAM byte"
             )
         for note in [*self.notes, *t.notes, *self.counts.notes]:
             lines.append(f"  note: {note}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from gpuscope.telemetry.values import Unavailable
 
@@ -488,6 +488,8 @@ def place_point(point: Point, device: DeviceRoofs | None) -> Placement:
     The x used is FLOP per DRAM byte measured when the point has it, else FLOP per counted byte.
     """
     achieved = point.flop_per_s
+    intensity: float | None
+    efficiency: float | None
     if point.dram_intensity_flop_per_byte is not None:
         intensity, basis = point.dram_intensity_flop_per_byte, "DRAM bytes measured"
     else:
@@ -548,6 +550,6 @@ def _above_note(roof: Roof, efficiency: float) -> str:
     )
 
 
-def is_finite_positive(value: float | None) -> bool:
+def is_finite_positive(value: float | None) -> TypeGuard[float]:
     """True for a finite number > 0 (plot-able on a log axis)."""
     return value is not None and math.isfinite(value) and value > 0

@@ -11,7 +11,7 @@ import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Union
+from typing import Any
 
 from gpuscope.roofline.layout import (
     CellPlacement,
@@ -40,7 +40,7 @@ __all__ = [
 MIN_CHART_WIDTH = 60
 
 #: A plotext colour: a name, a 256-colour index, an RGB tuple, or "#rrggbb".
-Color = Union[str, int, tuple[int, int, int]]
+Color = str | int | tuple[int, int, int]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SGR = re.compile(r"\x1b\[[0-9;]*m")

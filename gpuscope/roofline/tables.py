@@ -121,7 +121,8 @@ def points_table(model: RooflineModel, width: int | None = None) -> list[str]:
         out.extend(textwrap.wrap("warm: timed with warm caches (gpuscope measure --cold flushes them)", width or 100))
     out.extend(
         textwrap.wrap(
-            "roof: meas. = this device's measured roof, ds = datasheet; eff. = achieved / attainable at the point's intensity",
+            "roof: meas. = this device's measured roof, ds = datasheet; "
+            "eff. = achieved / attainable at the point's intensity",
             width or 100,
         )
     )
@@ -196,7 +197,8 @@ def bandwidth_table(model: RooflineModel, width: int | None = None) -> list[str]
             }
             flag = " STRAGGLER" if roof.straggler else ""
             rows.append(
-                [model.device_label(device.key), roof_label(roof) + flag, format_si(roof.value, "B/s", 3), format_si(twin.value, "B/s", 3) if twin else "-",
+                [model.device_label(device.key), roof_label(roof) + flag, format_si(roof.value, "B/s", 3),
+                 format_si(twin.value, "B/s", 3) if twin else "-",
                  *(format_si(by_size[size], "B/s", 3) if size in by_size else "-" for size in sizes)]
             )  # fmt: skip
         for roof in links:

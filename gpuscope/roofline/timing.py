@@ -112,7 +112,8 @@ def time_callable(
         if fits < samples:
             count = max(min(3, samples), fits)
             notes.append(
-                f"{count} samples instead of {samples}: each takes about {sample_cost_s:.3g} s and the budget is {max_time_s} s"
+                f"{count} samples instead of {samples}: each takes about {sample_cost_s:.3g} s "
+                f"and the budget is {max_time_s} s"
             )
     policy = TimingPolicy(
         samples=count,

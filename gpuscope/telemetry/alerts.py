@@ -73,7 +73,9 @@ class Alert:
     """One threshold crossed. ``gpu`` is the GPU index (None for the host)."""
 
     level: str  # careful, warning, critical
-    kind: str  # temperature, memory_temperature, power, memory_full, ecc_corrected, ecc_uncorrected, throttle, xid, gpu_lost
+    # kind: temperature, memory_temperature, power, memory_full, ecc_corrected, ecc_uncorrected,
+    # throttle, xid, gpu_lost
+    kind: str
     gpu: int | None
     uuid: str
     message: str

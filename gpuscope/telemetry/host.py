@@ -81,7 +81,8 @@ class HostCollector:
     """Samples the host. Not thread-safe: one caller at a time (``TelemetryCollector`` locks).
 
     ``sysfs_root`` (default ``/sys``) is where ``class/infiniband`` and ``block`` are looked up,
-    and ``diskstats`` is the disk counters file, so tests can build a fake tree; ``clock`` is the monotonic clock used for rates, in seconds.
+    and ``diskstats`` is the disk counters file, so tests can build a fake tree; ``clock`` is the
+    monotonic clock used for rates, in seconds.
     """
 
     def __init__(

@@ -284,9 +284,7 @@ class GpmMigProcessSymbols:
             metric.value = value
         return _OK
 
-    def _gpm_metric(
-        self, gpu: FakeGpu, is_mig: bool, metric_id: int, delta: Any, seconds: float
-    ) -> tuple[int, float]:
+    def _gpm_metric(self, gpu: FakeGpu, is_mig: bool, metric_id: int, delta: Any, seconds: float) -> tuple[int, float]:
         from gpuscope.testing._fake_nvml_model import error_code
 
         if metric_id in gpu.gpm_metric_errors:

@@ -116,7 +116,8 @@ class FieldSet:
             if code == pynvml.NVML_ERROR_INVALID_ARGUMENT and not self.opened and field.key in _PCIE_KEYS:
                 return Unavailable(
                     Reason.DRIVER_TOO_OLD,
-                    f"{field.key} (field {field.field_id}): this driver does not know the PCIe byte counters (drivers 560 and newer have them)",
+                    f"{field.key} (field {field.field_id}): this driver does not know the PCIe byte counters "
+                    "(drivers 560 and newer have them)",
                 )
             return unavailable_from_error(
                 pynvml.NVMLError(code), f"{field.key.partition(':')[0]} (field {field.field_id})"

@@ -1,8 +1,9 @@
 """GPM (GPU Performance Monitoring, Hopper and newer): metrics between two GPM samples.
 
 Each reader keeps the previous GPM sample; a read takes a new one (when at least
-``GPM_SAMPLE_INTERVAL_S`` after the previous: nvml.h wants *more than* 100 ms) and asks ``nvmlGpmMetricsGet`` for every metric
-between the two, so one read costs two NVML calls. Closer reads return the last result.
+``GPM_SAMPLE_INTERVAL_S`` after the previous: nvml.h wants *more than* 100 ms) and asks
+``nvmlGpmMetricsGet`` for every metric between the two, so one read costs two NVML calls.
+Closer reads return the last result.
 A MIG GPU instance is read with ``nvmlGpmMigSampleGet``. Each metric carries its own return
 code; a NoPermission names the RmProfilingAdminOnly fix.
 """

@@ -29,6 +29,13 @@ class GpuscopeScreen(Screen):
     MODE = "dashboard"
     DEFAULT_HINT = ""
 
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        from gpuscope.tui.textual_compat import row_cropped_compositor
+
+        # paint only the rows a frame updates (the clock and a chart no longer repaint every panel)
+        self._compositor = row_cropped_compositor()
+
     @property
     def gpuscope(self) -> GpuscopeApp:
         return self.app  # type: ignore[return-value]

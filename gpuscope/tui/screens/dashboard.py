@@ -160,7 +160,8 @@ class DashboardScreen(GpuscopeScreen):
         if all_hidden:
             keys = " ".join(PANEL_KEYS.values())
             message.update(
-                f"All panels are hidden. Press {keys} (GPUs, CPU, memory, network, disk, top processes) to show them again."
+                f"All panels are hidden. Press {keys} (GPUs, CPU, memory, network, disk, top processes) "
+                "to show them again."
             )
         message.display = all_hidden
 

@@ -203,7 +203,11 @@ class RooflineScreen(GpuscopeScreen):
             return ""
         devices = len(model.devices)
         measured = sum(1 for device in model.devices for roof in device.roofs if roof.source == "measured")
-        text = f"{devices} device{'s' if devices != 1 else ''} · {measured} measured roof{'s' if measured != 1 else ''} · {len(model.placements)} point{'s' if len(model.placements) != 1 else ''}"
+        text = (
+            f"{devices} device{'s' if devices != 1 else ''} · "
+            f"{measured} measured roof{'s' if measured != 1 else ''} · "
+            f"{len(model.placements)} point{'s' if len(model.placements) != 1 else ''}"
+        )
         if self._live:
             text += f" · {len(self._live)} live (est.)"
         groups = sum(1 for point in model.points if point.source == "profile" and point.note)

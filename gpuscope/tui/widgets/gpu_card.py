@@ -179,7 +179,8 @@ class GpuCard(Vertical):
     history charts (taller with the ``-tall`` class)."""
 
     DEFAULT_CSS = """
-    GpuCard { height: auto; border: round $primary 60%; border-title-color: $text; border-title-style: bold; padding: 0 0 0 1; }
+    GpuCard { height: auto; border: round $primary 60%; border-title-color: $text; \
+border-title-style: bold; padding: 0 0 0 1; }
     GpuCard > ChartRow { margin-top: 1; }
     """
 
@@ -336,7 +337,8 @@ class DenseGpuCard(CellGrid):
     the redraw cost is per widget). Same interface as :class:`GpuCard`."""
 
     DEFAULT_CSS = """
-    DenseGpuCard { height: auto; border: round $primary 60%; border-title-color: $text; border-title-style: bold; padding: 0 0 0 1; }
+    DenseGpuCard { height: auto; border: round $primary 60%; border-title-color: $text; \
+border-title-style: bold; padding: 0 0 0 1; }
     DenseGpuCard.-lost { border: round $error; border-title-color: $error; }
     """
     dense = True

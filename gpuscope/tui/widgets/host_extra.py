@@ -45,11 +45,13 @@ class DiskPanel(LineWidget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._values: tuple[Any, Any] = (None, None)
+        self._values: tuple[Any, ...] = (None, None)
         self.border_title = "Disk I/O"
 
     def show(self, host: HostSample) -> None:
-        values = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
+        raw = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
+        # compare what is shown, not the raw rates (they differ every sample, their text seldom)
+        values = tuple(fmt_rate(v) if isinstance(v, (int, float)) else v for v in raw)
         if values != self._values:
             self._values = values
             reasons = [
@@ -64,8 +66,8 @@ class DiskPanel(LineWidget):
         runs: list[Run] = []
         for label, value in zip(("read ", "  write "), self._values):
             runs.append((label, self.component_style("disk--label")))
-            if isinstance(value, (int, float)):
-                runs.append((f"{fmt_rate(value):>10}", None))
+            if isinstance(value, str):
+                runs.append((f"{value:>10}", None))
             else:
                 runs.append((f"{NA:>10}", self.component_style("disk--na")))
         return [runs]

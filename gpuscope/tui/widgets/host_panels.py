@@ -228,7 +228,8 @@ class NetworkLines(Widget):
                 else f" {nic.speed_mbit_per_s / 1000:g} Gbit/s"
             )
             lines.append(
-                f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}"
+                f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  "
+                f"tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}"
             )
             for label, value in (("rx", nic.rx_bytes_per_s), ("tx", nic.tx_bytes_per_s)):
                 if isinstance(value, Unavailable):
@@ -238,7 +239,8 @@ class NetworkLines(Widget):
             name = f"{port.device}/{port.port}"
             kind = "IB" if port.link_layer == "InfiniBand" else "RoCE"
             lines.append(
-                f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}"
+                f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  "
+                f"tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}"
             )
             for label, value in (("rx", port.rx_bytes_per_s), ("tx", port.tx_bytes_per_s)):
                 if isinstance(value, Unavailable):

@@ -16,7 +16,8 @@ class SaveDialog(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     SaveDialog { align: center middle; }
-    SaveDialog > Vertical { width: 90; max-width: 95%; height: auto; border: thick $primary; background: $surface; padding: 1 2; }
+    SaveDialog > Vertical { width: 90; max-width: 95%; height: auto; border: thick $primary; \
+background: $surface; padding: 1 2; }
     SaveDialog Input { margin: 1 0; }
     SaveDialog Horizontal { height: auto; }
     SaveDialog Button { margin-right: 1; }

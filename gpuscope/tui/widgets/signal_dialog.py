@@ -18,7 +18,8 @@ class SignalDialog(ModalScreen[int | None]):
 
     DEFAULT_CSS = """
     SignalDialog { align: center middle; }
-    SignalDialog > Vertical { width: 72; max-width: 95%; height: auto; border: thick $error; background: $surface; padding: 1 2; }
+    SignalDialog > Vertical { width: 72; max-width: 95%; height: auto; border: thick $error; \
+background: $surface; padding: 1 2; }
     SignalDialog #signal-question { height: auto; margin-bottom: 1; }
     SignalDialog Horizontal { height: auto; }
     SignalDialog Button { margin-right: 1; min-width: 10; }
