@@ -48,11 +48,13 @@ def _module() -> Any:
 acceptance = _module()
 
 
-def _run(tmp_path: Path, fake: str, *extra: str, budget_s: float = 150) -> tuple[int, str, dict[str, Any]]:
+def _run(
+    tmp_path: Path, fake: str, *extra: str, budget_s: float = 150, suite_text: str = TINY
+) -> tuple[int, str, dict[str, Any]]:
     """The script on the tiny suite with its own budget; this side waits a minute longer and
     then kills the script's whole process group (nothing it started may outlive the test)."""
     suite = tmp_path / "tiny.toml"
-    suite.write_text(TINY)
+    suite.write_text(suite_text)
     out = tmp_path / "out"
     command = [
         sys.executable,
@@ -117,7 +119,10 @@ def test_broken_nvml_doctor_problems_and_a_missing_ceiling_fail(tmp_path: Path) 
 @pytest.mark.slow
 def test_budget_is_hard(tmp_path: Path) -> None:
     """A step that would overrun is interrupted; the summary is still written; the run fails."""
-    code, summary, data = _run(tmp_path, "gpus=1xh200", "--require", "fp32", budget_s=21)
+    # A suite that needs minutes (200 samples of at least 0.5 s each), so the probe step overruns
+    # the 21 s budget however fast the machine is.
+    slow = TINY.replace("samples = 3", "samples = 200").replace("target_sample_s = 0.002", "target_sample_s = 0.5")
+    code, summary, data = _run(tmp_path, "gpus=1xh200", "--require", "fp32", budget_s=21, suite_text=slow)
     assert code == 1
     assert data["elapsed_s"] < 21 + 20  # the reserve and one 10 s grace at most
     assert any("overran" in failure or "budget is spent" in failure for failure in data["failures"]), data["failures"]

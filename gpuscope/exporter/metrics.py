@@ -48,7 +48,7 @@ class MetricSpec:
     labels: tuple[str, ...]
     kind: str = "gauge"  # "gauge" or "counter"
 
-    def family(self) -> Metric:
+    def family(self) -> CounterMetricFamily | GaugeMetricFamily:
         """An empty prometheus-client family for this spec."""
         if self.kind == "counter":
             return CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=list(self.labels))
@@ -368,7 +368,7 @@ class _Scrape:
     """Families filled during one scrape; an unavailable value becomes a note, never a sample."""
 
     def __init__(self) -> None:
-        self.families: dict[str, Metric] = {}
+        self.families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
         self.missing: dict[tuple[str, ...], None] = {}
 
     def add(self, spec: MetricSpec, labels: Iterable[str], value: float) -> None:

@@ -260,13 +260,15 @@ def _serve(host: str, port: int, app: Any) -> tuple[_Server, threading.Thread]:
     """Bind ``host:port`` and serve ``app`` from a daemon thread."""
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
 
+    slots = max_connections()
+
     class Server(_Server):
         address_family = family
 
-    slots = max_connections()
-    server = make_server(
-        address[0], port, app, server_class=lambda *a, **k: Server(*a, slots=slots, **k), handler_class=_Handler
-    )
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, slots=slots, **kwargs)
+
+    server = make_server(str(address[0]), port, app, server_class=Server, handler_class=_Handler)
     thread = threading.Thread(target=server.serve_forever, name="gpuscope-exporter", daemon=True)
     thread.start()
     return server, thread

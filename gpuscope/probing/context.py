@@ -119,7 +119,7 @@ class ProbeContext:
     retry_budget_s: float = 30.0  # total time the run may spend on such retries
     energy: bool = True  # read the device's energy counter around each measurement's samples
     powercap_root: str | os.PathLike[str] = POWERCAP_ROOT  # RAPL's tree (tests: a fake one)
-    _cuda_clock: Any = None
+    _cuda_clock: Clock | None = None
     _energy_meter: Any = None
 
     def check_cancel(self) -> None:

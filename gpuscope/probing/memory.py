@@ -194,8 +194,8 @@ class _ThreadArrays:
         for array in self.arrays:
             rng.random(out=array)
             array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
-        self.tmp = _aligned_empty(elements, np_dtype, narrays) if kernel == "triad" else None
-        self.sums = None
+        self.tmp: Any = _aligned_empty(elements, np_dtype, narrays) if kernel == "triad" else None
+        self.sums: Any = None  # the read kernel's result (numpy or torch)
 
 
 #: CPU arrays start on a page boundary plus this many bytes times their index, whatever address
@@ -241,7 +241,7 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
         return run
 
     def looped(body: Callable[[_ThreadArrays], Callable[[], Any]]) -> Callable[[], Any]:
-        fns = []
+        fns: list[Callable[[], Any]] = []
         for arrays in per_thread:
             one = body(arrays)
 
@@ -474,6 +474,7 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         arrays = [torch.rand(elements, dtype=tdtype, device=device).add_(0.5) for _ in range(narrays)]
         holder: dict[str, Any] = {}
         kernel = ws.kernel
+        run: Callable[[], object]
         if kernel == "copy":
             run = lambda: arrays[1].copy_(arrays[0])  # noqa: E731
         elif kernel == "scale":
@@ -485,9 +486,11 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         else:
             sums = torch.empty((), dtype=torch.float32 if dtype != "fp64" else torch.float64, device=device)
 
-            def run() -> None:
+            def read() -> None:
                 torch.sum(arrays[0], dim=0, dtype=sums.dtype, out=sums)
                 holder["sum"] = sums
+
+            run = read
 
     def validate() -> tuple[float, float]:
         import numpy as np

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 import signal
 import sys
@@ -43,7 +44,7 @@ MeasurementCallback = Callable[[dict[str, Any]], None]
 @dataclass
 class _Step:
     label: str
-    run: Callable[[ProbeContext, MeasurementCallback], None]
+    run: Callable[[ProbeContext, MeasurementCallback], object]  # what it returns is not used
 
 
 class ProbeRunner:
@@ -96,16 +97,15 @@ class ProbeRunner:
                 return [
                     _Step(
                         f"matmul {dtype} ceiling",
-                        lambda ctx, emit, dtype=dtype, libraries=libraries: matmul.matmul_ceiling(
-                            dtype, o["shapes"], libraries, ctx, emit
-                        ),
+                        # partials, not lambdas with default arguments: they bind each value and type-check
+                        functools.partial(matmul.matmul_ceiling, dtype, o["shapes"], libraries),
                     )
                     for dtype in o["dtypes"]
                 ]
             return [
                 _Step(
                     f"matmul {dtype} {shape.describe()}",
-                    lambda ctx, emit, dtype=dtype, shape=shape: emit(matmul.matmul_workload(shape, dtype, ctx)),
+                    functools.partial(_matmul_workload_step, shape, dtype),
                 )
                 for dtype in o["dtypes"]
                 for shape in o["shapes"]
@@ -132,8 +132,12 @@ class ProbeRunner:
                     f"memory {kernel}",
                     _with_samples(
                         o.get("samples"),
-                        lambda ctx, emit, kernel=kernel: memory.memory_probe(
-                            [kernel], o["working_sets"], dtype, ctx, emit, o["dram_array_bytes"]
+                        functools.partial(
+                            memory.memory_probe,
+                            [kernel],
+                            o["working_sets"],
+                            dtype,
+                            dram_array_bytes=o["dram_array_bytes"],
                         ),
                     ),
                 )
@@ -143,9 +147,7 @@ class ProbeRunner:
             return [
                 _Step(
                     f"transfer {direction}",
-                    lambda ctx, emit, direction=direction: transfer.transfer_probe(
-                        [direction], o["host_memory"], o["sizes"], ctx, emit
-                    ),
+                    functools.partial(transfer.transfer_probe, [direction], o["host_memory"], o["sizes"]),
                 )
                 for direction in o["directions"]
             ]
@@ -155,7 +157,7 @@ class ProbeRunner:
                     f"collective {', '.join(o['ops'])}",
                     _with_samples(
                         o.get("samples"),
-                        lambda ctx, emit: collective.collective_probe(o["ops"], o["sizes"], o["world_size"], ctx, emit),
+                        functools.partial(collective.collective_probe, o["ops"], o["sizes"], o["world_size"]),
                     ),
                 )
             ]
@@ -463,6 +465,12 @@ def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]
             }
         )
     return out
+
+
+def _matmul_workload_step(shape: Any, dtype: str, ctx: ProbeContext, emit: MeasurementCallback) -> None:
+    from gpuscope.probing.matmul import matmul_workload
+
+    emit(matmul_workload(shape, dtype, ctx))
 
 
 def _with_samples(

@@ -112,6 +112,7 @@ def transfer_probe(
     import torch
 
     for direction in directions:
+        plan: list[tuple[str, str | None]]  # (memory, peer device)
         if direction == "d2d":
             peers = [f"cuda:{i}" for i in range(torch.cuda.device_count()) if i != ctx.device.index]
             if not peers:

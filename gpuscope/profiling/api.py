@@ -144,7 +144,7 @@ class Profiler:
             if self._device.type == "cuda":
                 activities.append(ProfilerActivity.CUDA)
             profiler = torch_profile(activities=activities, record_shapes=True)
-            profiler.__enter__()  # type: ignore[no-untyped-call]
+            profiler.__enter__()
             if self.energy and self._meter is None:
                 self._meter = self._make_meter()
             self._synchronize()

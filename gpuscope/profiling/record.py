@@ -256,7 +256,7 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
 
     records: list[OpRecord] = []
 
-    class Recorder(TorchDispatchMode):  # type: ignore[no-untyped-call]  # torch's mode is untyped
+    class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             before = sum(counter.flop_counts["Global"].values())

@@ -337,7 +337,7 @@ def count_call(
 
     class Recorder(TorchDispatchMode):
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ is unannotated
             self.created: set[tuple[str, int]] = set()
             self.preexisting: set[tuple[str, int]] = set()
             self.read: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)

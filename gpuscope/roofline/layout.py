@@ -435,7 +435,7 @@ def _point_marks(
     for number, placement in enumerate(placements, start=1):
         point = placement.point
         y = point.flop_per_s
-        if not is_finite_positive(y):
+        if y is None or not is_finite_positive(y):
             continue
         is_extra = number > len(model.placements)
         highlighted = highlight is not None and not is_extra and (highlight == number - 1 or highlight == point.name)

@@ -259,7 +259,7 @@ def _measure_dram_bytes(
     except Exception as exc:  # noqa: BLE001 - telemetry is optional
         return Unavailable(Reason.ERROR, f"telemetry collector failed to start: {exc}")
     try:
-        missing = collector.open()
+        missing: Unavailable | None = collector.open()
         if missing is not None:
             return missing
         batch = max(1, math.ceil(0.25 / max(per_call_s, 1e-9)))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, TypeGuard
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from gpuscope.telemetry.values import Unavailable
 
@@ -218,8 +218,12 @@ class PerCallRates:
 
     flops: float
     bytes: float
-    time_s: float
     dram_bytes_measured: float | Unavailable | None
+
+    if TYPE_CHECKING:  # a field of Point, a property of MeasuredWorkload
+
+        @property
+        def time_s(self) -> float: ...
 
     @property
     def flop_per_s(self) -> float | None:

@@ -78,7 +78,7 @@ class _FlushingClock:
     @per_call_s.setter
     def per_call_s(self, value: float | None) -> None:
         if hasattr(self._clock, "per_call_s"):
-            self._clock.per_call_s = value  # type: ignore[attr-defined]
+            self._clock.per_call_s = value
 
     def sample(self, fn: Callable[[], Any], inner_reps: int, cancel: threading.Event | None) -> float:
         self._flush()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -125,6 +126,7 @@ class HostCollector:
             self._slow_refreshed_at_s = now_s
         cores, total_percent = self._cpu(now_s)
         load = self._load_average()
+        memory: Any  # psutil's svmem; the last one, or zeros, when /proc/meminfo is unreadable
         try:
             memory = self._last_memory = psutil.virtual_memory()
         except OSError:  # /proc/meminfo unreadable (e.g. out of file descriptors): the last reading

@@ -255,7 +255,7 @@ def record_from_dict(cls: type, data: dict[str, Any]) -> Any:
             kwargs[f.name] = Unavailable.from_json(str(missing[f.name]))
             continue
         if f.name not in data:
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
                 continue
             kwargs[f.name] = Unavailable(Reason.ERROR, "missing in log")
             continue

@@ -12,6 +12,7 @@ import pynvml
 from gpuscope.telemetry.nvml.structs import gpm_metrics_view
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
+    GpmSample,
     as_int,
     handle_address,
     put,
@@ -19,7 +20,7 @@ from gpuscope.testing._fake_nvml_symbols import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuscope.testing.fake_nvml import FakeGpu
+    from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig, _Meter
 
 __all__ = ["GpmMigProcessSymbols"]
 
@@ -75,8 +76,22 @@ class _ProcessInfoV2(ctypes.Structure):
 class GpmMigProcessSymbols:
     """Process, MIG and GPM symbols (mixed into FakeNvml after SymbolsMixin)."""
 
+    # set by FakeNvml.__init__
     gpus: list[FakeGpu]
-    _gpm_samples: dict[int, Any]
+    _gpm_samples: dict[int, GpmSample | None]
+    _next_gpm_sample: int
+
+    if TYPE_CHECKING:  # defined by SymbolsMixin and FakeNvml
+
+        def _target(self, handle: Any) -> tuple[int, FakeGpu, FakeMig | None]: ...
+
+        def _gpu_only(self, handle: Any) -> tuple[int, FakeGpu]: ...
+
+        def _now_us(self) -> int: ...
+
+        def now(self) -> float: ...
+
+        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter: ...
 
     # --- processes -----------------------------------------------------------------------------
 
@@ -91,7 +106,9 @@ class GpmMigProcessSymbols:
             found += [(p, item.gpu_instance_id, item.compute_instance_id) for p in item.processes if p.kind == kind]
         return found
 
-    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str, entry_type: type = None) -> int:  # type: ignore[assignment]
+    def _running(
+        self, handle: Any, ref_count: Any, array: Any, kind: str, entry_type: type[ctypes.Structure] | None = None
+    ) -> int:
         """The two-call protocol. Entries are written in the driver's own layout
         (``entry_type``: nvml.h's nvmlProcessInfo_v1_t or _v2_t), whatever struct the caller
         allocated, as the real library does: a binding with a wrong struct reads garbage
@@ -150,7 +167,7 @@ class GpmMigProcessSymbols:
         for slot, process in enumerate(found):
             samples[slot].pid = process.pid
             samples[slot].timeStamp = stamp
-            samples[slot].smUtil = int(process.sm_percent)
+            samples[slot].smUtil = int(process.sm_percent or 0)  # found holds only sampled processes
             samples[slot].memUtil = samples[slot].encUtil = samples[slot].decUtil = 0
         count.value = len(found)
         return _OK
@@ -215,8 +232,8 @@ class GpmMigProcessSymbols:
         return _OK
 
     def _sym_nvmlGpmSampleAlloc(self, ref: Any) -> int:
-        address = _GPM_SAMPLE_BASE + 16 * self._next_gpm_sample  # type: ignore[attr-defined]
-        self._next_gpm_sample += 1  # type: ignore[attr-defined]
+        address = _GPM_SAMPLE_BASE + 16 * self._next_gpm_sample
+        self._next_gpm_sample += 1
         self._gpm_samples[address] = None
         write_pointer(ref, address)
         return _OK
@@ -241,8 +258,8 @@ class GpmMigProcessSymbols:
         if mig is not None:
             return _NOT_SUPPORTED
         address = self._gpm_check(gpu, sample)
-        meter = self._settle(gpu, gpu)  # type: ignore[attr-defined]
-        self._gpm_samples[address] = (self.now(), index, None, dict(meter.acc))  # type: ignore[attr-defined]
+        meter = self._settle(gpu, gpu)
+        self._gpm_samples[address] = (self.now(), index, None, dict(meter.acc))
         return _OK
 
     def _sym_nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: Any, sample: Any) -> int:
@@ -254,8 +271,8 @@ class GpmMigProcessSymbols:
         mig = next((item for item in gpu.mig if item.gpu_instance_id == wanted), None)
         if mig is None:
             return pynvml.NVML_ERROR_NOT_FOUND
-        meter = self._settle(gpu, mig)  # type: ignore[attr-defined]
-        self._gpm_samples[address] = (self.now(), index, wanted, dict(meter.acc))  # type: ignore[attr-defined]
+        meter = self._settle(gpu, mig)
+        self._gpm_samples[address] = (self.now(), index, wanted, dict(meter.acc))
         return _OK
 
     def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:

@@ -18,7 +18,7 @@ from gpuscope.telemetry.nvml import compat
 from gpuscope.telemetry.nvml.structs import field_values_view
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuscope.testing.fake_nvml import FakeGpu, FakeMig, _Meter
+    from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig, _Meter
 
 __all__ = ["SymbolsMixin", "handle_address", "FakeReturn", "write_pointer", "as_int", "put"]
 
@@ -72,11 +72,30 @@ def _set_value(field_value: Any, value_type: int, value: float) -> None:
         field_value.value.ullVal = int(value)
 
 
+#: A GPM sample buffer: None until sampled, then (time s, GPU index, GPU instance id or None,
+#: the meter's integrals at that time).
+GpmSample = tuple[float, int, int | None, dict[str, float]]
+
+
 class SymbolsMixin:
     """NVML C symbols over the scripted GPUs of a FakeNvml (``self``)."""
 
+    # set by FakeNvml.__init__
     gpus: list[FakeGpu]
-    _gpm_samples: dict[int, Any]
+    _gpm_samples: dict[int, GpmSample | None]
+    init_error: int | None
+    initialized: int
+    driver_version: str
+    nvml_version: str
+    cuda_driver_version: int
+
+    if TYPE_CHECKING:  # defined by FakeNvml
+
+        def now(self) -> float: ...
+
+        def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str) -> float: ...
+
+        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter: ...
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -100,21 +119,21 @@ class SymbolsMixin:
         return index, gpu
 
     def _now_us(self) -> int:
-        return int(round(self.now() * 1e6))  # type: ignore[attr-defined]
+        return int(round(self.now() * 1e6))
 
     # --- system ------------------------------------------------------------------------------
 
     def _sym_nvmlInitWithFlags(self, flags: Any) -> int:
-        if self.init_error is not None:  # type: ignore[attr-defined]
-            return self.init_error  # type: ignore[attr-defined]
-        self.initialized += 1  # type: ignore[attr-defined]
+        if self.init_error is not None:
+            return self.init_error
+        self.initialized += 1
         return _OK
 
     def _sym_nvmlInit_v2(self) -> int:
         return self._sym_nvmlInitWithFlags(0)
 
     def _sym_nvmlShutdown(self) -> int:
-        self.initialized = max(0, self.initialized - 1)  # type: ignore[attr-defined]
+        self.initialized = max(0, self.initialized - 1)
         return _OK
 
     def _sym_nvmlErrorString(self, code: Any) -> bytes:
@@ -122,16 +141,16 @@ class SymbolsMixin:
         return (cls.__name__.removeprefix("NVMLError_") if cls else f"NVML error {as_int(code)}").encode()
 
     def _sym_nvmlSystemGetDriverVersion(self, buffer: Any, size: Any) -> int:
-        return _put_text(buffer, size, self.driver_version)  # type: ignore[attr-defined]
+        return _put_text(buffer, size, self.driver_version)
 
     def _sym_nvmlSystemGetNVMLVersion(self, buffer: Any, size: Any) -> int:
-        return _put_text(buffer, size, self.nvml_version)  # type: ignore[attr-defined]
+        return _put_text(buffer, size, self.nvml_version)
 
     def _sym_nvmlSystemGetCudaDriverVersion(self, ref: Any) -> int:
-        return put(ref, self.cuda_driver_version)  # type: ignore[attr-defined]
+        return put(ref, self.cuda_driver_version)
 
     def _sym_nvmlSystemGetCudaDriverVersion_v2(self, ref: Any) -> int:
-        return put(ref, self.cuda_driver_version)  # type: ignore[attr-defined]
+        return put(ref, self.cuda_driver_version)
 
     # --- identity --------------------------------------------------------------------------------
 
@@ -150,11 +169,11 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetName(self, handle: Any, buffer: Any, size: Any) -> int:
         _, gpu, mig = self._target(handle)
-        return _put_text(buffer, size, mig.name if mig else gpu.name)
+        return _put_text(buffer, size, str(mig.name if mig else gpu.name))
 
     def _sym_nvmlDeviceGetUUID(self, handle: Any, buffer: Any, size: Any) -> int:
         _, gpu, mig = self._target(handle)
-        return _put_text(buffer, size, mig.uuid if mig else gpu.uuid)
+        return _put_text(buffer, size, str(mig.uuid if mig else gpu.uuid))
 
     def _sym_nvmlDeviceGetPciInfo_v3(self, handle: Any, ref: Any) -> int:
         _, gpu, _mig = self._target(handle)
@@ -193,16 +212,16 @@ class SymbolsMixin:
         index, gpu = self._gpu_only(handle)
         kind = as_int(clock_type)
         if kind == pynvml.NVML_CLOCK_MEM:
-            return put(ref, int(round(min(gpu.max_memory_clock_mhz, self._gauge(index, gpu, "memory_clock_mhz")))))  # type: ignore[attr-defined]
-        value = min(gpu.max_sm_clock_mhz, self._gauge(index, gpu, "sm_clock_mhz"))  # type: ignore[attr-defined]
+            return put(ref, int(round(min(gpu.max_memory_clock_mhz, self._gauge(index, gpu, "memory_clock_mhz")))))
+        value = min(gpu.max_sm_clock_mhz, self._gauge(index, gpu, "sm_clock_mhz"))
         return put(ref, int(round(value)))
 
     def _sym_nvmlDeviceGetUtilizationRates(self, handle: Any, ref: Any) -> int:
         index, gpu, mig = self._target(handle)
         if mig is not None or gpu.mig:
             return _NOT_SUPPORTED  # as on real GPUs in MIG mode
-        ref._obj.gpu = int(round(self._gauge(index, gpu, "gpu_util_percent")))  # type: ignore[attr-defined]
-        ref._obj.memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))  # type: ignore[attr-defined]
+        ref._obj.gpu = int(round(self._gauge(index, gpu, "gpu_util_percent")))
+        ref._obj.memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))
         return _OK
 
     def _memory(self, handle: Any) -> tuple[int, int]:
@@ -225,7 +244,7 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetPowerUsage(self, handle: Any, ref: Any) -> int:
         index, gpu = self._gpu_only(handle)
-        return put(ref, int(round(self._gauge(index, gpu, "power_w") * 1000)))  # type: ignore[attr-defined]
+        return put(ref, int(round(self._gauge(index, gpu, "power_w") * 1000)))
 
     def _sym_nvmlDeviceGetEnforcedPowerLimit(self, handle: Any, ref: Any) -> int:
         return put(ref, int(round(self._gpu_only(handle)[1].power_limit_w * 1000)))
@@ -235,13 +254,13 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, ref: Any) -> int:
         _, gpu = self._gpu_only(handle)
-        return put(ref, int(self._settle(gpu, gpu).acc["energy_mj"]))  # type: ignore[attr-defined]
+        return put(ref, int(self._settle(gpu, gpu).acc["energy_mj"]))
 
     def _temperature(self, handle: Any, sensor: int) -> int:
         index, gpu = self._gpu_only(handle)
         if sensor != pynvml.NVML_TEMPERATURE_GPU:
             raise FakeReturn(_NOT_SUPPORTED)
-        return int(round(self._gauge(index, gpu, "temperature_gpu_c")))  # type: ignore[attr-defined]
+        return int(round(self._gauge(index, gpu, "temperature_gpu_c")))
 
     def _sym_nvmlDeviceGetTemperature(self, handle: Any, sensor: Any, ref: Any) -> int:
         return put(ref, self._temperature(handle, as_int(sensor)))
@@ -254,7 +273,7 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetFanSpeed(self, handle: Any, ref: Any) -> int:
         index, gpu = self._gpu_only(handle)
-        return put(ref, int(round(self._gauge(index, gpu, "fan_speed_percent"))))  # type: ignore[attr-defined]
+        return put(ref, int(round(self._gauge(index, gpu, "fan_speed_percent"))))
 
     def _sym_nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any, ref: Any) -> int:
         return put(ref, int(self._gpu_only(handle)[1].load.throttle_reasons))
@@ -320,7 +339,7 @@ class SymbolsMixin:
     def _sym_nvmlDeviceGetFieldValues(self, handle: Any, count: Any, ref: Any) -> int:
         index, gpu, mig = self._target(handle)
         values = field_values_view(ref._obj, as_int(count))
-        meter = self._settle(gpu, gpu)  # type: ignore[attr-defined]
+        meter = self._settle(gpu, gpu)
         stamp = self._now_us()
         for number in range(as_int(count)):
             field_value = values[number]
@@ -354,11 +373,11 @@ class SymbolsMixin:
                 gpu.ecc_corrected if field_id == pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL else gpu.ecc_uncorrected,
             )
         if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-            return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))  # type: ignore[attr-defined]
+            return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))
         if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
             return _OK, ull, int(acc["energy_mj"])
         if field_id in (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE):
-            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)  # type: ignore[attr-defined]
+            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)
         if field_id == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
             return (_OK, uint, gpu.nvlink_links) if gpu.nvlink_links else (_NOT_SUPPORTED, 0, 0)
         if field_id in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):

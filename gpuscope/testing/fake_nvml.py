@@ -310,7 +310,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
         if name.startswith("nvml") and name not in self.__dict__.get("missing_symbols", ()):
             impl = getattr(type(self), "_sym_" + name, None)
             if impl is not None:
-                symbols = self.__dict__["_symbols"]
+                symbols: dict[str, _Symbol] = self.__dict__["_symbols"]
                 symbol = symbols.get(name)
                 if symbol is None:
                     symbol = symbols[name] = _Symbol(self, name, impl.__get__(self))

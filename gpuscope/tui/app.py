@@ -44,7 +44,7 @@ MAX_BACKOFF_S = 30.0
 MIN_TIMER_S = 0.001
 
 
-class GpuscopeApp(App):
+class GpuscopeApp(App[None]):
     """The interactive monitor. Give it a live ``source`` or a ``replay`` cursor."""
 
     TITLE = "gpuscope"
@@ -310,7 +310,7 @@ class GpuscopeApp(App):
             return
         if event.state == WorkerState.SUCCESS:
             self._poll_errors = 0
-            sample, processes = worker.result
+            sample, processes = worker.result  # type: ignore[misc]  # Worker.result is Optional until done; a finished poll returns its pair
             if processes is not None:
                 self.host_processes = processes
             self._deliver(sample)
@@ -446,7 +446,7 @@ class GpuscopeApp(App):
 
         save_report(self)
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         for mode, key, label in SCREEN_TABS:
             yield SystemCommand(
                 f"Screen: {label}", f"Show the {label.lower()} screen (key {key})", lambda m=mode: self.switch_mode(m)

@@ -7,10 +7,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.sources import TelemetrySource, _ScansHost
+
+if TYPE_CHECKING:
+    from gpuscope.telemetry.collector import TelemetryCollector
 
 __all__ = ["DemoSource", "demo_fake_nvml"]
 
@@ -76,7 +79,7 @@ class DemoSource(_ScansHost, TelemetrySource):
     def __init__(self) -> None:
         self._fake: Any = None
         self._installed: Any = None
-        self._collector: Any = None
+        self._collector: TelemetryCollector | None = None
         self._t0 = time.monotonic()
 
     def open(self) -> None:
@@ -98,6 +101,7 @@ class DemoSource(_ScansHost, TelemetrySource):
     def sample(self) -> Sample:
         if self._collector is None:
             self.open()
+        assert self._collector is not None
         self._set_load()
         return self._collector.sample()
 

@@ -11,12 +11,13 @@ import abc
 import bisect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.values import Reason, Unavailable
 
 if TYPE_CHECKING:
+    from gpuscope.telemetry.collector import TelemetryCollector
     from gpuscope.telemetry.hostprocs import HostProcess, ProcessScanner
 
 __all__ = [
@@ -78,7 +79,7 @@ class LiveSource(_ScansHost, TelemetrySource):
         #: GPUSCOPE_FAKE_NVML (tests, benchmarks) makes the GPUs fake: say so everywhere.
         self.simulated = bool(os.environ.get("GPUSCOPE_FAKE_NVML")) and nvml
         self.label = "live (fake NVML: simulated GPUs)" if self.simulated and label == "live" else label
-        self._collector: Any = None
+        self._collector: TelemetryCollector | None = None
 
     def open(self) -> None:
         from gpuscope.telemetry.collector import TelemetryCollector

@@ -63,7 +63,7 @@ def row_cropped_compositor() -> Any:
     from textual._compositor import Compositor
     from textual.geometry import Region
 
-    ChopsUpdate = getattr(_compositor, "ChopsUpdate", None)
+    ChopsUpdate: Any = getattr(_compositor, "ChopsUpdate", None)  # a private Textual class, or None
     needed = ("_get_renders", "_render_chops", "_regions_to_spans", "render_partial_update")
     if (
         ChopsUpdate is None

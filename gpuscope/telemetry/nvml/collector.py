@@ -444,7 +444,8 @@ class NvmlCollector:
         if holder.processes_at is None or now - holder.processes_at >= self.PROCESS_INTERVAL_S:
             holder.processes_at = now
             holder.last_processes = reader.read()
-        return holder.last_processes
+        processes: Metric[list[GpuProcessSample]] = holder.last_processes
+        return processes
 
     def _read_mig(self, gpu: _Gpu, mig: _Mig, now: float, per_instance: dict[int, Any]) -> GpuSample:
         sample = _mig_identity(gpu, mig, "ok")

@@ -137,7 +137,7 @@ class ProcessReader:
             return Unavailable(Reason.NOT_APPLICABLE, "not read for MIG devices")
         if self._static_util is not None:
             return self._static_util
-        samples = call(
+        samples: Metric[list[Any]] = call(  # pynvml's c_nvmlProcessUtilizationSample_t entries
             "nvmlDeviceGetProcessUtilization",
             pynvml.nvmlDeviceGetProcessUtilization,
             self.handle,

@@ -104,7 +104,7 @@ _NO_DEFAULT: Any = object()
 
 
 def call(
-    what: str, fn: Callable[..., T], *args: Any, profiling: bool = False, not_found: Any = _NO_DEFAULT
+    what: str, fn: Callable[..., T], *args: Any, profiling: bool = False, not_found: Metric[T] = _NO_DEFAULT
 ) -> Metric[T]:
     """``fn(*args)``, or an :class:`Unavailable` when it fails (``not_found`` instead, when
     given and NVML answers NotFound). Raises only :class:`GpuLostError` (on GpuIsLost)."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["GpuscopeScreen"]
 
 
-class GpuscopeScreen(Screen):
+class GpuscopeScreen(Screen[None]):
     """Base class: subclasses implement :meth:`compose_body` and :meth:`show_sample`."""
 
     MODE = "dashboard"

@@ -133,7 +133,7 @@ class DashboardScreen(GpuscopeScreen):
                 card.remove()
             self._cards = {}
             if self.gpuscope.latest_sample is not None:
-                self.call_after_refresh(lambda: self.show_sample(self.gpuscope.latest_sample))  # type: ignore[arg-type]
+                self.call_after_refresh(lambda: self.show_sample(self.gpuscope.latest_sample))
         gpus = self.query_one("#gpus", Grid)
         if gpus.styles.grid_size_columns != columns:
             gpus.styles.grid_size_columns = columns

@@ -13,6 +13,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, Static
 
 from gpuscope.telemetry.hostprocs import HostProcess, may_signal, send_signal
@@ -62,7 +63,7 @@ class ProcessRow:
     def key(self) -> str:
         return f"{self.gpu}:{self.pid}:{self.kind}"
 
-    def sort_value(self, column: str) -> tuple:
+    def sort_value(self, column: str) -> tuple[Any, ...]:
         value = getattr(self, column)
         if isinstance(value, Unavailable) or value is None or value == "":
             return (0, 0)  # unavailable sorts below every real value
@@ -205,13 +206,13 @@ class ProcessesScreen(GpuscopeScreen):
     ]
 
     #: Sends a signal; returns None or why it was not sent (tests replace it).
-    signal_sender: Callable[[HostProcess, int], str | None] = staticmethod(send_signal)  # type: ignore[assignment]
+    signal_sender: Callable[[HostProcess, int], str | None] = staticmethod(send_signal)
     #: This user's effective uid (tests replace it).
-    effective_uid: Callable[[], int] = staticmethod(os.geteuid)  # type: ignore[assignment]
+    effective_uid: Callable[[], int] = staticmethod(os.geteuid)
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="proc-status", markup=False)
-        table: DataTable = DataTable(id="processes", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Any] = DataTable(id="processes", cursor_type="row", zebra_stripes=True)
         yield table
         yield Input(placeholder="filter: pid, user or command text (enter to keep, escape to clear)", id="proc-filter")
 
@@ -226,7 +227,7 @@ class ProcessesScreen(GpuscopeScreen):
         self.filter_text = ""
         self._rows: list[ProcessRow] = []
         self._visible: list[ProcessRow] = []
-        self._shown: list[tuple] = []
+        self._shown: list[tuple[Any, ...]] = []
         self._problems: list[str] = []
         self.query_one("#proc-filter", Input).display = False
 
@@ -293,7 +294,7 @@ class ProcessesScreen(GpuscopeScreen):
         table = self.query_one(DataTable)
         selected = None
         if table.row_count and 0 <= table.cursor_row < table.row_count:
-            selected = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            selected = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         table.clear()
         for row, prefix in ordered:
             cells = []

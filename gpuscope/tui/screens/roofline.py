@@ -68,13 +68,13 @@ class RooflineScreen(GpuscopeScreen):
         for key, title in _COLUMNS:
             table.add_column(title, key=key)
         self._model: Any = None
-        self._model_key: tuple = ()
+        self._model_key: tuple[object, ...] = ()
         self._live: list[Any] = []
         self._live_reasons: list[str] = []
-        self._live_key: tuple = ()
+        self._live_key: tuple[object, ...] = ()
         self._highlight: int | None = None
         self.show_live = True
-        self._rows_key: tuple = ()
+        self._rows_key: tuple[object, ...] = ()
         self._palette: Any = None
 
     def on_resize(self) -> None:

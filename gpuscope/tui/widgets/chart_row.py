@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich.style import Style
+from textual.geometry import Size
 
 from gpuscope.tui.widgets.history_plot import plot_lines
 from gpuscope.tui.widgets.lines import LineWidget, Run
@@ -76,7 +77,7 @@ class ChartRow(LineWidget):
     def columns(self, width: int) -> int:
         return max(1, min(len(self.charts), (width + 1) // (self.min_width + 1)))
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, math.ceil(len(self.charts) / self.columns(width))) * self._chart_height
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:

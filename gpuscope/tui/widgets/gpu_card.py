@@ -225,8 +225,9 @@ border-title-style: bold; padding: 0 0 0 1; }
     def set_tall(self, tall: bool) -> None:
         """Taller charts when the terminal has the rows for them."""
         self.set_class(tall, "-tall")
-        if getattr(self, "_charts", None) is not None:
-            self._charts.chart_height = CHART_ROWS_TALL if tall else CHART_ROWS
+        charts = getattr(self, "_charts", None)  # not there before compose
+        if charts is not None:
+            charts.chart_height = CHART_ROWS_TALL if tall else CHART_ROWS
 
     def show(self, gpu: GpuSample, history: History, series_colour: str | None = None, window_s: float = 60.0) -> None:
         """Update the cells and charts from ``gpu``; the charts span the last ``window_s``

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
+from textual.geometry import Size
 from textual.widget import Widget
 
 from gpuscope.telemetry.records import HostSample
@@ -63,7 +64,7 @@ class CoreBars(Widget):
     def _columns(self, width: int) -> int:
         return max(1, width // self.ENTRY_WIDTH)
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, math.ceil(len(self._levels) / self._columns(width)))
 
     def render(self) -> Text:
@@ -257,7 +258,7 @@ class NetworkLines(Widget):
             self._lines = new
             self.refresh(layout=relayout)
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # noqa: ANN001 - Textual signature
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self._lines))
 
     def render(self) -> Text:
