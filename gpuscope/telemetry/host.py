@@ -189,11 +189,13 @@ class HostCollector:
             utilization: Metric[float] = _WARMING
             if previous is not None:
                 d_busy, d_total = busy - previous[index][0], total - previous[index][1]
-                if d_total > 0 and d_busy >= 0:
-                    utilization = min(100.0, max(0.0, 100.0 * d_busy / d_total))
+                if d_total > 0:
+                    # Linux's per-CPU iowait can step backwards, so busy may dip by a tick: clamp.
+                    d_busy = min(d_total, max(0.0, d_busy))
+                    utilization = 100.0 * d_busy / d_total
                     busy_sum += d_busy
                     total_sum += d_total
-                elif d_total < 0 or d_busy < 0:
+                elif d_total < 0:
                     utilization = _RESET
                 else:
                     utilization = Unavailable(Reason.WARMING_UP, "no CPU time elapsed since the previous sample")
