@@ -9,6 +9,7 @@ how many polls completed (the UI must keep polling while it answers keys). A 2-G
 reference measured the same way in the same run.
 
 Usage: .venv/bin/python benchmarks/bench_tui_8gpu.py [--presses 40] [--json bench-out/tui_8gpu.json]
+       [--scenario gpus=8xh200,links=18 --interval 1]  (one case only, to save time)
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -27,15 +27,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("GPUSCOPE_CONFIG_DIR", tempfile.mkdtemp(prefix="gpuscope-bench-"))
 
+from bench_tui_responsive import _summary  # noqa: E402 - the same latency summary (median, p95, max)
 
-def _summary(latencies_s: list[float]) -> dict[str, float]:
-    ms = sorted(1000 * value for value in latencies_s)
-    return {
-        "presses": len(ms),
-        "median_ms": round(statistics.median(ms), 1),
-        "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 1),
-        "max_ms": round(ms[-1], 1),
-    }
+SCENARIOS = (
+    "gpus=2xh200,links=18",  # the reference, measured the same way in the same run
+    "gpus=8xh200,links=18",
+    "gpus=8xh200,links=18,random=0.05,seed=1,errors=Unknown+Timeout",
+)
 
 
 async def run(scenario: str, interval_s: float, presses: int) -> dict[str, object]:
@@ -77,15 +75,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presses", type=int, default=40)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--scenario", action="append", help="a GPUSCOPE_FAKE_NVML scenario to run (repeatable; default: all three)"
+    )
+    parser.add_argument(
+        "--interval", type=float, action="append", help="refresh interval s (repeatable; default 1, 0.1)"
+    )
     args = parser.parse_args()
     rows = []
-    scenarios = (
-        "gpus=2xh200,links=18",
-        "gpus=8xh200,links=18",
-        "gpus=8xh200,links=18,random=0.05,seed=1,errors=Unknown+Timeout",
-    )
-    for scenario in scenarios:  # the 2-GPU row is the reference measured in the same run
-        for interval_s in (1.0, 0.1):
+    for scenario in args.scenario or SCENARIOS:
+        for interval_s in args.interval or (1.0, 0.1):
             row = asyncio.run(run(scenario, interval_s, args.presses))
             rows.append(row)
             print(json.dumps(row), flush=True)

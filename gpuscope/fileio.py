@@ -23,7 +23,6 @@ import contextlib
 import errno
 import fcntl
 import hashlib
-import json
 import os
 import stat
 import sys
@@ -34,14 +33,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from gpuscope.errors import BadInputError, ResourceError, StdoutError, StdoutReaderLeft, UsageError
+from gpuscope.errors import ResourceError, StdoutError, StdoutReaderLeft, UsageError
 
 __all__ = [
     "LIMITS_BYTES",
     "FileTooLargeError",
     "read_bytes_bounded",
     "check_input_size",
-    "read_json_file",
     "check_output",
     "is_stdout",
     "write_text_atomic",
@@ -133,30 +131,6 @@ def read_bytes_bounded(path: str | os.PathLike[str], kind: str) -> bytes:
             buffer += chunk
             if len(buffer) > limit:
                 raise FileTooLargeError(label, kind, None)
-
-
-def read_json_file(path: str | os.PathLike[str], expected: str = "a results JSON file", kind: str = "results") -> Any:
-    """Parse a JSON file. Raises :class:`BadInputError` with one line naming the file and the
-    problem (missing, empty, too large, not UTF-8, nested too deeply, truncated, not JSON)."""
-    from gpuscope.schema.files import read_bytes  # the one byte reader with one-line errors
-
-    source = os.fspath(path)
-    raw = read_bytes(path, expected, kind)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{source}: not UTF-8 text (byte {exc.start}); is this {expected}?") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise BadInputError(f"{source}: JSON nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        hint = " (truncated?)" if exc.pos >= len(text.rstrip()) - 1 else ""
-        raise BadInputError(
-            f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
-        ) from None
-    except ValueError as exc:  # e.g. an integer longer than Python's 4300-digit conversion limit
-        raise BadInputError(f"{source}: invalid JSON: {exc}") from None
 
 
 # --- the inputs of the running command ---------------------------------------------------------

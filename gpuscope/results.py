@@ -31,7 +31,7 @@ import msgspec
 from gpuscope.errors import BadInputError
 from gpuscope.fileio import LIMITS_BYTES
 from gpuscope.schema import kinds
-from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, convert, decode_json, decode_tree
+from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, convert, decode_json, encode_json
 from gpuscope.schema.files import read_bytes
 from gpuscope.schema.results import CEILING_KINDS, CEILING_UNITS, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Results
 
@@ -42,9 +42,10 @@ __all__ = [
     "CEILING_UNITS",
     "new_results",
     "summarize_run",
-    "load_results",
     "read_results",
+    "read_results_file",
     "parse_results",
+    "to_results",
     "MIN_MAGNITUDE",
     "MAX_MAGNITUDE",
     "validate_results",
@@ -108,10 +109,17 @@ def _kind_problem(data: Any, source: str) -> str | None:
     return None
 
 
+def to_results(data: Any, source: str) -> Results:
+    """An in-memory results document (dicts and lists, e.g. a run in progress) as the typed view
+    of the file it would write (:func:`~gpuscope.schema.core.encode_json`: NaN and infinity become
+    null), checked as :func:`parse_results` checks a file. A :class:`Results` is returned as it is."""
+    return data if isinstance(data, Results) else parse_results(encode_json(data), source)
+
+
 def validate_results(data: Any, source: str) -> dict[str, Any]:
-    """Check ``data`` against :class:`gpuscope.schema.results.Results`; raise one-line
-    :class:`BadInputError` naming ``source`` and the JSON path. Returns ``data`` (the dict view,
-    undeclared fields kept) with the four lists defaulted."""
+    """Check ``data`` against :class:`~gpuscope.schema.results.Results` (NaN, infinity refused);
+    raise one-line :class:`BadInputError` naming ``source`` and the JSON path. Returns ``data``
+    (the dict view, undeclared fields kept) with the four lists defaulted."""
     problem = _kind_problem(data, source)
     if problem:
         raise BadInputError(problem)
@@ -143,17 +151,11 @@ def parse_results(raw: bytes, source: str, reader: str | None = None) -> Results
 def read_results(path: str | os.PathLike[str], reader: str | None = None) -> Results:
     """Read a results file into the typed view (:class:`~gpuscope.schema.results.Results`).
     Raises :class:`BadInputError` (one line: file, JSON path, problem)."""
-    return parse_results(read_bytes(path, "a results JSON file"), str(path), reader)
+    return read_results_file(path, reader)[0]
 
 
-def load_results(path: str | os.PathLike[str], reader: str | None = None) -> dict[str, Any]:
-    """Read and validate a results file; the dict view (undeclared fields kept, for files that are
-    read, changed and written back). Raises :class:`BadInputError` with one line naming the
-    file and the problem (missing, empty, truncated, not JSON, another kind, wrong version, a
-    field of the wrong type or out of range)."""
+def read_results_file(path: str | os.PathLike[str], reader: str | None = None) -> tuple[Results, bytes]:
+    """:func:`read_results` and the file's bytes as written (undeclared fields and explicit nulls
+    kept: what a report embeds). Raises :class:`BadInputError`."""
     raw = read_bytes(path, "a results JSON file")
-    parse_results(raw, str(path), reader)
-    data: dict[str, Any] = decode_tree(raw, str(path))
-    for key in ("devices", "ceilings", "measurements", "workloads"):
-        data.setdefault(key, [])
-    return data
+    return parse_results(raw, str(path), reader), raw

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from results_files import results_json
 
-from gpuscope.results import load_results, validate_results
+from gpuscope.results import validate_results
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,7 +89,7 @@ def test_probe_stopped_midway_leaves_a_results_file_marked_partial(tmp_path: Pat
             process.kill()
             process.wait()
     assert process.returncode == -signum
-    results = load_results(output)  # whole, valid JSON: written atomically
+    results = results_json(output)  # whole, valid JSON: written atomically
     assert results["partial"] is True and results["partial_reason"]
     assert 1 <= len(results["measurements"]) < 10
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []  # no temp file left
@@ -213,6 +214,6 @@ def test_ctrl_c_during_the_quick_suite_exits_130_with_a_partial_file(tmp_path: P
     stderr = "".join(seen) + rest
     assert process.returncode == 130, stderr[-2000:]
     assert "terminate called" not in stderr and "Traceback" not in stderr and "Fatal Python error" not in stderr
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is True and "Ctrl-C" in results["partial_reason"]
     assert [path.name for path in tmp_path.iterdir()] == ["results.json"]

@@ -211,3 +211,25 @@ def test_cpu_frequency_is_reread_at_most_once_a_second(tmp_path: Path, monkeypat
     clock.now += 0.5
     assert collector.sample().cores[0].frequency_mhz == 1002.0
     assert len(reads) == 2
+
+
+def test_unreadable_meminfo_on_the_first_reading_is_unavailable_not_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of file descriptors before any reading: host memory says why it is missing, never 0."""
+
+    def no_meminfo() -> object:
+        raise OSError(24, "Too many open files")
+
+    real = psutil.virtual_memory
+    monkeypatch.setattr(psutil, "virtual_memory", no_meminfo)
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock())
+    first = collector.sample()
+    for value in (first.memory_total_bytes, first.memory_used_bytes, first.memory_available_bytes):
+        assert isinstance(value, Unavailable) and value.reason is Reason.ERROR
+        assert value.detail == "cannot read /proc/meminfo: Too many open files"
+    monkeypatch.setattr(psutil, "virtual_memory", real)
+    second = collector.sample()
+    assert isinstance(second.memory_total_bytes, int) and second.memory_total_bytes > 0
+    monkeypatch.setattr(psutil, "virtual_memory", no_meminfo)
+    assert collector.sample().memory_total_bytes == second.memory_total_bytes  # then the last reading

@@ -229,8 +229,8 @@ def test_three_processes_appending_twelve_workloads_each_keep_all_36(tmp_path: P
     for process in processes:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-2000:]
-    from gpuscope.results import load_results
+    from results_files import results_json
 
-    names = sorted(workload["name"] for workload in load_results(results)["workloads"])
+    names = sorted(workload["name"] for workload in results_json(results)["workloads"])
     assert names == sorted(f"{tag}-{i}" for tag in "abc" for i in range(12))
     assert [path.name for path in tmp_path.iterdir()] == ["shared.json"]  # no temporary or lock file left here

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gpuscope.errors import BadInputError
-from gpuscope.results import MAX_RESULTS_BYTES, load_results
+from gpuscope.results import MAX_RESULTS_BYTES, read_results
+from gpuscope.schema.results import Results
 from gpuscope.telemetry import logfile
 from gpuscope.telemetry.logfile import open_log_writer, read_log, read_log_dicts
 from gpuscope.telemetry.records import GpuSample, HostSample, Sample
@@ -166,16 +167,16 @@ def test_bad_results_file_is_one_line_naming_file_and_field(tmp_path: Path, cont
     path = tmp_path / "results.json"
     path.write_bytes(content)
     with pytest.raises(BadInputError) as caught:
-        load_results(path)
+        read_results(path)
     one_line(str(caught.value), str(path), fragment)
     assert caught.value.exit_code == 3
 
 
 def test_results_paths_that_are_not_files(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="no such file"):
-        load_results(tmp_path / "absent.json")
+        read_results(tmp_path / "absent.json")
     with pytest.raises(BadInputError, match="is a directory"):
-        load_results(tmp_path)
+        read_results(tmp_path)
     import os
 
     unreadable = tmp_path / "secret.json"
@@ -183,7 +184,7 @@ def test_results_paths_that_are_not_files(tmp_path: Path) -> None:
     unreadable.chmod(0)
     if os.geteuid() != 0:  # root reads anything
         with pytest.raises(BadInputError, match="permission denied"):
-            load_results(unreadable)
+            read_results(unreadable)
 
 
 def test_huge_results_file_is_refused_before_reading(tmp_path: Path) -> None:
@@ -191,7 +192,7 @@ def test_huge_results_file_is_refused_before_reading(tmp_path: Path) -> None:
     with open(path, "wb") as handle:  # sparse: instant, takes no disk
         handle.truncate(MAX_RESULTS_BYTES + 1)
     with pytest.raises(BadInputError) as caught:
-        load_results(path)
+        read_results(path)
     one_line(str(caught.value), str(path), "too large")
 
 
@@ -276,11 +277,11 @@ def test_random_json_as_results_is_bad_input_or_a_document(tmp_path: Path, value
     path = tmp_path / "random.json"
     path.write_text(json.dumps(value))
     try:
-        document = load_results(path)
+        document = read_results(path)
     except BadInputError as exc:
         one_line(str(exc), str(path))
     else:
-        assert isinstance(document, dict)
+        assert isinstance(document, Results)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -309,7 +310,7 @@ def test_random_bytes_as_results_is_bad_input(tmp_path: Path, content: bytes) ->
     path = tmp_path / "bytes.json"
     path.write_bytes(content)
     try:
-        load_results(path)
+        read_results(path)
     except BadInputError as exc:
         one_line(str(exc), str(path))
 
@@ -837,7 +838,7 @@ def test_every_cut_point_reads_back_the_whole_records_before_it(tmp_path: Path, 
 def _reader_for(kind: str) -> Callable[[Path], Any]:
     """The library reader of each file kind, returning its one-line problem (or raising it)."""
     if kind == "results":
-        return load_results
+        return read_results
     if kind == "report":
         from gpuscope.report.io import load_input
 

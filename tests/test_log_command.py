@@ -140,7 +140,9 @@ def test_reader_closing_stdout_exits_quietly() -> None:
 
 
 @pytest.mark.slow
-def test_full_disk_is_a_one_line_error() -> None:
+def test_full_disk_is_a_one_line_error_and_the_summary_counts_records_written() -> None:
+    """Standard output is a full disk: one line of error, and the summary counts what was written
+    (none), not samples seen, with the reason (it used to say "wrote 1 records")."""
     if not Path("/dev/full").exists():
         pytest.skip("no /dev/full on this system")
     # --output /dev/full is refused as a device (tests/test_hostile_cli.py); stdout may be one
@@ -152,6 +154,23 @@ def test_full_disk_is_a_one_line_error() -> None:
     assert result.returncode == 1 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if "error" in line]  # log also prints progress lines
     assert len(errors) == 1 and "standard output: No space left on device after 0 records" in errors[0]
+    summary = [line for line in result.stderr.splitlines() if line.startswith("gpuscope: wrote ")]
+    assert len(summary) == 1, result.stderr
+    assert summary[0].startswith("gpuscope: wrote 0 records (0 GPUs each) to stdout in ")
+    assert "; 1 not written (No space left on device); no alerts" in summary[0]
+
+
+def test_summary_of_a_clean_run_has_no_not_written_part() -> None:
+    from gpuscope.telemetry.alerts import AlertThresholds
+    from gpuscope.telemetry.logprogress import LogProgress
+    from gpuscope.testing.samples import make_sample
+
+    progress = LogProgress(lambda line: None, AlertThresholds())
+    for tick in range(3):
+        progress.observe(make_sample(tick, gpus=1))
+    assert progress.summary("out.jsonl", 3, None).startswith("wrote 3 records (1 GPUs each) to out.jsonl in ")
+    assert "not written" not in progress.summary("out.jsonl", 3, None)
+    assert "; 1 not written (the reader closed the pipe)" in progress.summary("-", 2, "the reader closed the pipe")
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results_files import results_json  # noqa: E402
+
 import gpuscope  # noqa: E402
 from gpuscope.cli import main  # noqa: E402
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_USAGE, ResourceError  # noqa: E402
-from gpuscope.results import load_results  # noqa: E402
 from gpuscope.roofline.loading import load_model  # noqa: E402
 from gpuscope.roofline.measure import UncountedOpsWarning, _measure_dram_bytes, dram_bytes_per_call, measure  # noqa: E402
 from gpuscope.roofline.timing import MIN_TIMER_TICKS, percentile, time_callable  # noqa: E402
@@ -133,7 +134,7 @@ def test_results_file_is_created_then_appended(tmp_path):
     a, b = torch.randn(32, 32), torch.randn(32, 32)
     measure(torch.matmul, a, b, name="first", results=path, **FAST)
     measure(torch.matmul, a, b, name="second", results=path, **FAST)
-    document = load_results(path)
+    document = results_json(path)
     assert [w["name"] for w in document["workloads"]] == ["first", "second"]
     assert len(document["devices"]) == 1 and document["devices"][0]["type"] == "cpu"
     workload = document["workloads"][0]
@@ -318,7 +319,7 @@ def test_measure_command_appends_a_point(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert "mm on cpu" in out and f"appended to {path}" in out
-    workload = load_results(path)["workloads"][0]
+    workload = results_json(path)["workloads"][0]
     assert workload["flops"] == 2 * 32 * 16 * 8
     assert workload["bytes"] == (32 * 16 + 16 * 8 + 32 * 8) * 4
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psutil
 import pynvml
 import pytest
 
-from gpuscope.telemetry.nvml import GpuSide, NvmlCollector
+from gpuscope.telemetry.nvml import GpuSide
 from gpuscope.telemetry.records import GpuSample, record_from_dict, record_to_dict
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing.fake_nvml import (
@@ -18,7 +16,8 @@ from gpuscope.testing.fake_nvml import (
     FakeGpu,
     FakeNvml,
     FakeProcess,
-    install_fake_nvml,
+    opened_collector,
+    reason_of,
 )
 
 GIB = 2**30
@@ -29,22 +28,6 @@ A100_PEAK = 5120 * 1593e6 * 2 / 8
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@contextmanager
-def opened(fake: FakeNvml, clock: FakeClock, **options: bool) -> Iterator[NvmlCollector]:
-    with install_fake_nvml(fake):
-        collector = NvmlCollector(clock=clock, **options)
-        assert collector.open() is None
-        try:
-            yield collector
-        finally:
-            collector.close()
-
-
-def reason(value: object) -> Reason:
-    assert isinstance(value, Unavailable), f"expected unavailable, got {value!r}"
-    return value.reason
 
 
 def test_hopper_gpm_dram_bandwidth_is_exact(clock: FakeClock) -> None:
@@ -64,7 +47,7 @@ def test_hopper_gpm_dram_bandwidth_is_exact(clock: FakeClock) -> None:
         pcie_tx_bytes_per_s=8e9,
         pcie_rx_bytes_per_s=2e9,
     )
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
         assert gpu.architecture == "Hopper" and gpu.state == "ok"
@@ -91,8 +74,8 @@ def test_hopper_gpm_dram_bandwidth_is_exact(clock: FakeClock) -> None:
 def test_gpm_window_shorter_than_100ms_reuses_the_last_metrics(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
     fake.set_load(0, sm_activity_percent=80.0)
-    with opened(fake, clock) as collector:
-        assert reason(collector.sample().gpus[0].sm_activity_percent) is Reason.WARMING_UP
+    with opened_collector(fake, clock) as collector:
+        assert reason_of(collector.sample().gpus[0].sm_activity_percent) is Reason.WARMING_UP
         clock.advance(0.2)
         assert collector.sample().gpus[0].sm_activity_percent == pytest.approx(80.0)
         metrics_calls = fake.calls["nvmlGpmMetricsGet"]
@@ -112,7 +95,7 @@ def test_gpm_samples_exactly_100ms_apart_are_never_paired(clock: FakeClock) -> N
     """nvml.h asks for GPM samples more than 100 ms apart; the fake refuses 100 ms windows."""
     fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
     fake.set_load(0, sm_activity_percent=60.0)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         for _ in range(12):
             clock.advance(0.1)
             value = collector.sample().gpus[0].sm_activity_percent
@@ -130,9 +113,9 @@ def test_ampere_without_gpm_reads_pcie_from_counters(clock: FakeClock) -> None:
         gpu_util_percent=77,
         memory_busy_percent=33,
     )
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         first = collector.sample().gpus[0]
-        assert reason(first.pcie_tx_bytes_per_s) is Reason.WARMING_UP  # no time has passed since open
+        assert reason_of(first.pcie_tx_bytes_per_s) is Reason.WARMING_UP  # no time has passed since open
         clock.advance(2.0)
         gpu = collector.sample().gpus[0]
     assert gpu.architecture == "Ampere"
@@ -144,7 +127,7 @@ def test_ampere_without_gpm_reads_pcie_from_counters(clock: FakeClock) -> None:
         "dram_bandwidth_percent_of_peak",
         "fp32_activity_percent",
     ):
-        assert reason(getattr(gpu, name)) is Reason.NOT_SUPPORTED, name
+        assert reason_of(getattr(gpu, name)) is Reason.NOT_SUPPORTED, name
     assert gpu.dram_peak_bytes_per_s == A100_PEAK
     assert gpu.pcie_tx_bytes_per_s == 3 * GIB
     assert gpu.pcie_rx_bytes_per_s == GIB
@@ -164,7 +147,7 @@ def test_two_gpus_nvlink_per_link_and_totals_from_counters(clock: FakeClock) -> 
         nvlink_rx_bytes_per_s=[(k + 1) * 2**29 for k in range(12)],
     )
     fake.set_load(1, nvlink_tx_bytes_per_s=2 * GIB, nvlink_rx_bytes_per_s=3 * GIB)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(2.0)
         first, second = collector.sample().gpus
     active = [k for k in range(12) if k != 3]
@@ -183,7 +166,7 @@ def test_two_gpus_nvlink_per_link_and_totals_from_counters(clock: FakeClock) -> 
 def test_hopper_nvlink_per_link_from_gpm(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.h100()], clock=clock)
     fake.set_load(0, nvlink_tx_bytes_per_s=[1e9 * (k + 1) for k in range(18)], nvlink_rx_bytes_per_s=5e9)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
     assert gpu.nvlink_active_links == 18 and gpu.nvlink_version == 4
@@ -197,27 +180,27 @@ def test_hopper_nvlink_per_link_from_gpm(clock: FakeClock) -> None:
 def test_driver_that_ignores_the_link_scope(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.a100(nvlink_scope_ignored=True)], clock=clock)
     fake.set_load(0, nvlink_tx_bytes_per_s=GIB)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
         assert collector.device_status()[0].nvlink_scope_honoured is False
     assert gpu.nvlink_tx_bytes_per_s == 12 * GIB
-    assert all(reason(link.tx_bytes_per_s) is Reason.NOT_SUPPORTED for link in gpu.nvlink_links)
+    assert all(reason_of(link.tx_bytes_per_s) is Reason.NOT_SUPPORTED for link in gpu.nvlink_links)
 
 
 def test_gpu_without_nvlink(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.l4()], clock=clock)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
-    assert reason(gpu.nvlink_active_links) is Reason.NOT_SUPPORTED
-    assert reason(gpu.nvlink_tx_bytes_per_s) is Reason.NOT_SUPPORTED
+    assert reason_of(gpu.nvlink_active_links) is Reason.NOT_SUPPORTED
+    assert reason_of(gpu.nvlink_tx_bytes_per_s) is Reason.NOT_SUPPORTED
     assert gpu.nvlink_links == []
 
 
 def test_one_batched_field_call_per_gpu_per_sample_and_no_pcie_throughput(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.a100(), FakeGpu.l4()], clock=clock)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         fake.reset_calls()
         for _ in range(5):
             clock.advance(0.25)
@@ -228,9 +211,24 @@ def test_one_batched_field_call_per_gpu_per_sample_and_no_pcie_throughput(clock:
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
 
 
+def test_field_request_is_built_once_and_rebuilt_when_a_field_drops(clock: FakeClock) -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.l4()], clock=clock)
+    with opened_collector(fake, clock) as collector:
+        hopper, l4 = (gpu.fields for gpu in collector._gpus)
+        assert hopper is not None and l4 is not None
+        request = hopper._request
+        for _ in range(3):
+            clock.advance(1.0)
+            collector.sample()
+        assert hopper._request is request  # the same nvmlFieldValue_t array every sample
+        # the L4 has no memory sensor: that field was dropped at open and the array rebuilt
+        assert l4._request is not None and len(l4._request[0]) == len(l4._fields)
+        assert all(field.key != "temperature_memory_c" for field in l4._fields)
+
+
 def test_per_sample_cost_is_bounded(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(processes=[FakeProcess(os.getpid())])], clock=clock)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         collector.sample()  # the first sample also reads the slow and process groups
         fake.reset_calls()
@@ -249,13 +247,13 @@ def test_not_supported_per_metric_spoils_nothing_else(clock: FakeClock) -> None:
     )
     fake = FakeNvml.with_gpus([gpu], clock=clock)
     fake.set_load(0, sm_activity_percent=55.0, temperature_gpu_c=61.0)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         for _ in range(3):
             clock.advance(1.0)
             sample = collector.sample().gpus[0]
         assert fake.device_calls[("nvmlDeviceGetPowerUsage", 0)] == 1  # learnt once, not retried
     for name in ("power_w", "sm_clock_mhz", "memory_clock_mhz", "energy_j", "tensor_activity_percent"):
-        assert reason(getattr(sample, name)) is Reason.NOT_SUPPORTED, name
+        assert reason_of(getattr(sample, name)) is Reason.NOT_SUPPORTED, name
     assert sample.sm_activity_percent == pytest.approx(55.0)
     assert sample.temperature_gpu_c == 61.0
     assert sample.power_limit_w == 700.0
@@ -264,7 +262,7 @@ def test_not_supported_per_metric_spoils_nothing_else(clock: FakeClock) -> None:
 def test_throttle_reasons_ecc_temperatures_energy(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(ecc_corrected=7, ecc_uncorrected=1)], clock=clock)
     fake.set_load(0, throttle_reasons=0x4 | 0x40 | 0x4000, temperature_memory_c=72.0, power_w=300.0)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         first = collector.sample().gpus[0]
         clock.advance(2.0)
@@ -277,7 +275,7 @@ def test_throttle_reasons_ecc_temperatures_energy(clock: FakeClock) -> None:
 
 def test_power_limit_is_reread_only_every_slow_interval(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         assert collector.sample().gpus[0].power_limit_w == 700.0
         fake.gpus[0].power_limit_w = 500.0
         clock.advance(1.0)
@@ -296,7 +294,7 @@ def test_processes_name_user_sm_and_other_pid_namespace(clock: FakeClock) -> Non
         ]
     )
     fake = FakeNvml.with_gpus([gpu], clock=clock)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         processes = collector.sample().gpus[0].processes
         assert isinstance(processes, list)
@@ -305,8 +303,8 @@ def test_processes_name_user_sm_and_other_pid_namespace(clock: FakeClock) -> Non
         assert mine.name == psutil.Process(me).name() and mine.user == psutil.Process(me).username()
         assert hidden.name == Unavailable(Reason.NOT_APPLICABLE, "process in another PID namespace")
         assert hidden.user == hidden.name
-        assert reason(hidden.sm_percent) is Reason.NOT_APPLICABLE
-        assert graphics.kind == "graphics" and reason(graphics.gpu_memory_bytes) is Reason.NOT_SUPPORTED
+        assert reason_of(hidden.sm_percent) is Reason.NOT_APPLICABLE
+        assert graphics.kind == "graphics" and reason_of(graphics.gpu_memory_bytes) is Reason.NOT_SUPPORTED
         fake.reset_calls()
         for _ in range(6):  # processes are re-read once per PROCESS_INTERVAL_S, not every tick
             clock.advance(0.2)
@@ -316,19 +314,19 @@ def test_processes_name_user_sm_and_other_pid_namespace(clock: FakeClock) -> Non
 
 def test_collection_switches(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(processes=[FakeProcess(1)])], clock=clock)
-    with opened(fake, clock, gpm=False, processes=False) as collector:
+    with opened_collector(fake, clock, gpm=False, processes=False) as collector:
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
     assert fake.calls["nvmlGpmSampleGet"] == 0 and fake.calls["nvmlDeviceGetComputeRunningProcesses_v3"] == 0
-    assert reason(gpu.sm_activity_percent) is Reason.NOT_APPLICABLE
-    assert reason(gpu.processes) is Reason.NOT_APPLICABLE
+    assert reason_of(gpu.sm_activity_percent) is Reason.NOT_APPLICABLE
+    assert reason_of(gpu.processes) is Reason.NOT_APPLICABLE
     assert gpu.nvlink_active_links == 18  # counters still give NVLink and PCIe
     assert gpu.pcie_tx_bytes_per_s == 0.0
 
 
 def test_versions_and_round_trip_through_the_log_schema(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock, cuda_driver_version=12040)
-    with opened(fake, clock) as collector:
+    with opened_collector(fake, clock) as collector:
         clock.advance(1.0)
         side = collector.sample()
     assert isinstance(side, GpuSide) and side.unavailable is None
@@ -347,8 +345,8 @@ def test_counter_rates_survive_wraps_and_resets() -> None:
 
     fields = FieldSet(handle=None, links=[])
     counter = _Field("pcie_tx_bytes_per_s", 197, 0, 1.0, True)
-    assert reason(fields._rate(counter, 2**32 - 1000, 1_000_000, 1 << 32)) is Reason.WARMING_UP
+    assert reason_of(fields._rate(counter, 2**32 - 1000, 1_000_000, 1 << 32)) is Reason.WARMING_UP
     assert fields._rate(counter, 3000, 2_000_000, 1 << 32) == 4000.0  # a 32-bit counter wrapped once
     assert fields._rate(counter, 3000, 2_000_000, 1 << 32) == 4000.0  # same stamp: the last rate again
-    assert reason(fields._rate(counter, 10, 3_000_000)) is Reason.WARMING_UP  # a 64-bit counter reset
+    assert reason_of(fields._rate(counter, 10, 3_000_000)) is Reason.WARMING_UP  # a 64-bit counter reset
     assert fields._rate(counter, 510, 3_500_000) == 1000.0

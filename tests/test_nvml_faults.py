@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
 
 import pynvml
 import pytest
@@ -21,9 +20,12 @@ from gpuscope.testing.fake_nvml import (
     FakeProcess,
     install_fake_nvml,
     no_nvml_library,
+    opened_collector,
+    reason_of,
 )
 
 GIB = 2**30
+opened = functools.partial(opened_collector, check_open=False)
 
 
 @pytest.fixture
@@ -31,26 +33,10 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@contextmanager
-def opened(fake: FakeNvml, clock: FakeClock) -> Iterator[NvmlCollector]:
-    with install_fake_nvml(fake):
-        collector = NvmlCollector(clock=clock)
-        collector.open()
-        try:
-            yield collector
-        finally:
-            collector.close()
-
-
-def reason(value: object) -> Reason:
-    assert isinstance(value, Unavailable), f"expected unavailable, got {value!r}"
-    return value.reason
-
-
 def assert_all_lost(gpu: GpuSample) -> None:
     assert gpu.state == "lost"
     for name in METRIC_FIELDS:
-        assert reason(getattr(gpu, name)) is Reason.GPU_LOST, name
+        assert reason_of(getattr(gpu, name)) is Reason.GPU_LOST, name
 
 
 def test_gpu_lost_mid_run_others_keep_updating_then_it_comes_back(clock: FakeClock) -> None:
@@ -81,7 +67,7 @@ def test_gpu_lost_mid_run_others_keep_updating_then_it_comes_back(clock: FakeClo
         back = collector.sample().gpus
         assert [gpu.state for gpu in back] == ["ok", "ok", "ok"]
         assert back[1].uuid == before[1].uuid
-        assert reason(back[1].sm_activity_percent) is Reason.WARMING_UP  # GPM starts afresh
+        assert reason_of(back[1].sm_activity_percent) is Reason.WARMING_UP  # GPM starts afresh
         clock.advance(1.0)
         again = collector.sample().gpus[1]
         assert again.sm_activity_percent == pytest.approx(50.0)
@@ -127,8 +113,8 @@ def test_function_not_found_on_an_old_driver(clock: FakeClock) -> None:
         assert collector.device_status()[0].gpm is not None
     sample = side.gpus[0]
     for name in ("sm_activity_percent", "tensor_activity_percent", "dram_bandwidth_percent_of_peak"):
-        assert reason(getattr(sample, name)) is Reason.DRIVER_TOO_OLD, name
-    assert reason(sample.dram_peak_bytes_per_s) is Reason.DRIVER_TOO_OLD
+        assert reason_of(getattr(sample, name)) is Reason.DRIVER_TOO_OLD, name
+    assert reason_of(sample.dram_peak_bytes_per_s) is Reason.DRIVER_TOO_OLD
     assert "update the NVIDIA driver" in sample.dram_peak_bytes_per_s.detail  # type: ignore[union-attr]
     # the older functions still answer
     assert sample.temperature_gpu_c == 48.0  # nvmlDeviceGetTemperature instead of ...V
@@ -147,7 +133,7 @@ def test_library_not_found_host_only() -> None:
         collector.close()
     assert why is not None and why.reason is Reason.NO_DRIVER
     assert side.gpus == [] and side.unavailable == why
-    assert reason(side.driver_version) is Reason.NO_DRIVER
+    assert reason_of(side.driver_version) is Reason.NO_DRIVER
     assert "libnvidia-ml.so.1" in why.detail
 
 
@@ -190,7 +176,7 @@ def test_no_permission_on_gpm_samples_falls_back_to_counters(clock: FakeClock) -
         "dram_bandwidth_bytes_per_s",
     ):
         value = getattr(gpu, name)
-        assert reason(value) is Reason.NO_PERMISSION, name
+        assert reason_of(value) is Reason.NO_PERMISSION, name
         assert "RmProfilingAdminOnly" in value.detail and "NVreg_RestrictProfilingToAdminUsers=0" in value.detail
     assert gpu.dram_peak_bytes_per_s == 6144 * 3201e6 * 2 / 8
     assert gpu.pcie_rx_bytes_per_s == 4 * GIB  # counters still work
@@ -205,7 +191,7 @@ def test_no_permission_on_one_profiling_metric(clock: FakeClock) -> None:
     with opened(fake, clock) as collector:
         clock.advance(1.0)
         sample = collector.sample().gpus[0]
-    assert reason(sample.sm_occupancy_percent) is Reason.NO_PERMISSION
+    assert reason_of(sample.sm_occupancy_percent) is Reason.NO_PERMISSION
     assert "RmProfilingAdminOnly" in sample.sm_occupancy_percent.detail  # type: ignore[union-attr]
     assert sample.sm_activity_percent == pytest.approx(20.0)
     assert sample.dram_bandwidth_bytes_per_s == pytest.approx(1e12, rel=1e-12)
@@ -222,10 +208,10 @@ def test_transient_errors_do_not_stick(clock: FakeClock) -> None:
         middle = collector.sample().gpus[0]
         clock.advance(1.0)
         fine = collector.sample().gpus[0]
-    assert reason(failed.power_w) is Reason.ERROR and "Unknown" in failed.power_w.detail  # type: ignore[union-attr]
-    assert reason(failed.sm_activity_percent) is Reason.NO_PERMISSION
+    assert reason_of(failed.power_w) is Reason.ERROR and "Unknown" in failed.power_w.detail  # type: ignore[union-attr]
+    assert reason_of(failed.sm_activity_percent) is Reason.NO_PERMISSION
     assert middle.power_w == 70.0
-    assert reason(middle.sm_activity_percent) is Reason.WARMING_UP  # GPM starts its window again
+    assert reason_of(middle.sm_activity_percent) is Reason.WARMING_UP  # GPM starts its window again
     assert fine.sm_activity_percent == pytest.approx(0.0)
 
 

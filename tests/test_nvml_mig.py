@@ -7,7 +7,7 @@ import os
 import pytest
 
 from gpuscope.telemetry.nvml import NvmlCollector
-from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.values import Reason
 from gpuscope.testing.fake_nvml import (
     FakeClock,
     FakeGpu,
@@ -15,14 +15,10 @@ from gpuscope.testing.fake_nvml import (
     FakeNvml,
     FakeProcess,
     install_fake_nvml,
+    reason_of,
 )
 
 GIB = 2**30
-
-
-def reason(value: object) -> Reason:
-    assert isinstance(value, Unavailable), f"expected unavailable, got {value!r}"
-    return value.reason
 
 
 def test_hopper_mig_devices_with_gpm_per_instance() -> None:
@@ -45,7 +41,7 @@ def test_hopper_mig_devices_with_gpm_per_instance() -> None:
     assert parent.mig_mode is True and other.mig_mode is False
     assert parent.power_w == 420.0
     assert parent.sm_activity_percent == pytest.approx(30.0)
-    assert reason(parent.memory_busy_percent) is Reason.NOT_SUPPORTED  # utilization rates are off in MIG mode
+    assert reason_of(parent.memory_busy_percent) is Reason.NOT_SUPPORTED  # utilization rates are off in MIG mode
 
     assert first.name == "NVIDIA H100 80GB HBM3 MIG 3g.40gb"
     assert (first.mig_gpu_instance_id, first.mig_compute_instance_id) == (1, 0)
@@ -54,10 +50,10 @@ def test_hopper_mig_devices_with_gpm_per_instance() -> None:
     assert first.sm_activity_percent == pytest.approx(70.0)
     assert first.utilization_percent == pytest.approx(90.0)  # GPM GRAPHICS_UTIL
     assert third.sm_activity_percent == pytest.approx(10.0) and third.tensor_activity_percent == pytest.approx(4.0)
-    assert reason(first.dram_bandwidth_bytes_per_s) is Reason.NOT_SUPPORTED
-    assert reason(first.power_w) is Reason.NOT_APPLICABLE and "parent GPU 0" in first.power_w.detail  # type: ignore[union-attr]
+    assert reason_of(first.dram_bandwidth_bytes_per_s) is Reason.NOT_SUPPORTED
+    assert reason_of(first.power_w) is Reason.NOT_APPLICABLE and "parent GPU 0" in first.power_w.detail  # type: ignore[union-attr]
     assert isinstance(first.processes, list) and [p.pid for p in first.processes] == [os.getpid()]
-    assert reason(first.processes[0].sm_percent) is Reason.NOT_APPLICABLE
+    assert reason_of(first.processes[0].sm_percent) is Reason.NOT_APPLICABLE
     assert second.processes == []
 
 
@@ -89,12 +85,12 @@ def test_ampere_mig_without_gpm_and_lost_parent() -> None:
         collector.open()
         clock.advance(1.0)
         parent, first, _second = collector.sample().gpus
-        assert reason(first.sm_activity_percent) is Reason.NOT_SUPPORTED
+        assert reason_of(first.sm_activity_percent) is Reason.NOT_SUPPORTED
         assert first.memory_total_bytes == 40 * 1000 * 2**20
         fake.lose_gpu(0)
         clock.advance(1.0)
         lost = collector.sample().gpus
         collector.close()
     assert [g.state for g in lost] == ["lost", "lost", "lost"]
-    assert reason(lost[1].memory_used_bytes) is Reason.GPU_LOST
+    assert reason_of(lost[1].memory_used_bytes) is Reason.GPU_LOST
     assert lost[1].mig_parent_index == 0 and lost[1].name == first.name

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gpuscope.results import load_results
+from results_files import results_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,7 +60,7 @@ def test_tiny_suite_end_to_end_without_textual(tmp_path: Path) -> None:
     output = tmp_path / "results.json"
     done = gpuscope("probe", "--device", "cpu", "--suite", str(suite), "--output", str(output), "--no-telemetry")
     assert done.returncode == 0, done.stderr
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is False
     names = {c["name"] for c in results["ceilings"]}
     assert {"fp32", "fp64", "l1.copy", "l1.triad", "l1.read"} <= names
@@ -162,7 +161,7 @@ def test_ctrl_c_keeps_partial_results(tmp_path: Path) -> None:
             process.kill()
             process.wait()
     assert process.returncode == 130, process.stderr.read() if process.stderr else ""
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is True and "cancelled" in results["partial_reason"]
     assert results["measurements"] and len(results["measurements"]) < 10
     json.dumps(results)

@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from results_files import results_json
 
 from gpuscope.cli import main
 from gpuscope.errors import UsageError
 from gpuscope.fileio import write_json_atomic
 from gpuscope.probing.cluster import RankReport, collective_records, group_sizes, merge_rank_results
 from gpuscope.probing.distributed import Launch
-from gpuscope.results import load_results
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Runs gpuscope on every rank and breaks one rank on purpose (``kill:R``, ``hang:R``).
+FAULTS = Path(__file__).with_name("_distributed_faults.py")
 
 TINY = """\
 [suite]
@@ -118,7 +120,7 @@ def test_merge_tags_every_entry_with_host_and_rank(tmp_path: Path) -> None:
     assert merged["distributed"]["world_size"] == 4 and merged["distributed"]["hosts"] == ["node0", "node1"]
     assert merged["warnings"][0] == "rank 0 (node0): noisy"
     write_json_atomic(tmp_path / "r.json", merged)
-    assert load_results(tmp_path / "r.json")["stragglers"] == []
+    assert results_json(tmp_path / "r.json")["stragglers"] == []
 
 
 def test_straggler_below_margin_is_flagged_and_within_is_not() -> None:
@@ -252,11 +254,13 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", **extra}
-    env.pop("GPUSCOPE_TEST_FAULT", None)
-    env.update(extra)
-    return env
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def _gpuscope(fault: str | None) -> list[str]:
+    """torchrun's program: gpuscope itself, or gpuscope behind the fault launcher."""
+    return [str(FAULTS), fault] if fault else ["-m", "gpuscope"]
 
 
 def _torchrun(
@@ -267,11 +271,10 @@ def _torchrun(
     output = tmp_path / "results.json"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-        "-m", "gpuscope", "probe", "--distributed", "--device", "cpu", "--suite", str(suite),
+        *_gpuscope(fault), "probe", "--distributed", "--device", "cpu", "--suite", str(suite),
         "--output", str(output), "--no-telemetry", *extra,
     ]  # fmt: skip
-    env = _env(**({"GPUSCOPE_TEST_FAULT": fault} if fault else {}))
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=tmp_path)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=_env(), cwd=tmp_path)
     return done, output
 
 
@@ -279,7 +282,7 @@ def _torchrun(
 def test_three_ranks_one_results_file(tmp_path: Path) -> None:
     done, output = _torchrun(tmp_path, 3)
     assert done.returncode == 0, done.stderr[-3000:]
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is False
     assert results["distributed"]["world_size"] == 3
     assert [r["status"] for r in results["distributed"]["ranks"]] == ["ok", "ok", "ok"]
@@ -308,7 +311,7 @@ def test_three_ranks_one_results_file(tmp_path: Path) -> None:
 def test_rank_killed_midway_leaves_the_others_results(tmp_path: Path) -> None:
     done, output = _torchrun(tmp_path, 3, fault="kill:1")
     assert done.returncode != 0
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is True
     assert results["distributed"]["missing_ranks"] == [1], (results["partial_reason"], done.stderr[-3000:])
     assert results["partial_reason"].startswith(f"rank 1 ({socket.gethostname()}) missing: died or was killed")
@@ -324,7 +327,7 @@ def test_rank_killed_midway_leaves_the_others_results(tmp_path: Path) -> None:
 def test_rank_that_hangs_is_named_after_the_rank_timeout(tmp_path: Path) -> None:
     done, output = _torchrun(tmp_path, 2, "--rank-timeout", "3", fault="hang:1")
     assert done.returncode != 0
-    results = load_results(output)
+    results = results_json(output)
     assert results["partial"] is True
     assert (
         "rank 1" in results["partial_reason"]
@@ -351,7 +354,7 @@ def test_node_that_dies_under_multi_node_launch(tmp_path: Path) -> None:
             sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
             "--node-rank", str(node), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
             "--rdzv-id", "gpuscope-test",
-            "-m", "gpuscope", "probe", "--distributed", "--device", "cpu", "--suite", str(suite),
+            *_gpuscope("kill:1"), "probe", "--distributed", "--device", "cpu", "--suite", str(suite),
             "--output", str(output),
             "--no-telemetry", "--rank-timeout", "60",
         ]  # fmt: skip
@@ -361,7 +364,7 @@ def test_node_that_dies_under_multi_node_launch(tmp_path: Path) -> None:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                env=_env(GPUSCOPE_TEST_FAULT="kill:1"),
+                env=_env(),
                 cwd=tmp_path,
             )
         )
@@ -373,7 +376,7 @@ def test_node_that_dies_under_multi_node_launch(tmp_path: Path) -> None:
                 agent.kill()
                 agent.wait()
     assert all(agent.returncode != 0 for agent in agents)
-    results = load_results(output)
+    results = results_json(output)
     assert results["distributed"]["missing_ranks"] == [1], outputs[0][1][-2000:]
     assert "rank 1 (" in results["partial_reason"] and "died or was killed (no heartbeat" in results["partial_reason"]
     # rank 0 finds the death by the heartbeat, unless its own agent stopped it first (SIGTERM): both are fine

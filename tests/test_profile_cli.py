@@ -9,8 +9,9 @@ import pytest
 
 pytest.importorskip("torch")
 
+from results_files import results_json
+
 from gpuscope.cli import main
-from gpuscope.results import load_results
 
 SMALL = json.dumps({"kwargs": {"d_model": 32, "heads": 2, "seq": 8, "batch": 2, "device": "cpu"}})
 TARGET = "gpuscope.profiling.examples:transformer_train_step"
@@ -43,7 +44,7 @@ def test_profile_prints_table_and_chart_and_appends(tmp_path: Path, capsys: pyte
     assert any(line.startswith(" #  op dtype shapes") for line in lines)
     assert any("energy" in line for line in lines)
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
-    document = load_results(output)
+    document = results_json(output)
     (workload,) = document["workloads"]
     assert workload["name"] == "tiny layer" and workload["source"] == "profile"
     assert workload["profile"]["groups"] and workload["profile"]["modules"]
@@ -71,7 +72,7 @@ def test_profile_prints_table_and_chart_and_appends(tmp_path: Path, capsys: pyte
     )
     printed = json.loads(capsys.readouterr().out)
     assert printed["source"] == "profile"
-    assert len(load_results(output)["workloads"]) == 2
+    assert len(results_json(output)["workloads"]) == 2
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results_files import results_json  # noqa: E402
+
 from gpuscope.cli import main  # noqa: E402
 from gpuscope.profiling.api import profile  # noqa: E402
 from gpuscope.profiling.compare import profile_comparison  # noqa: E402
@@ -23,7 +25,7 @@ from gpuscope.profiling.energy_roofline import (  # noqa: E402
 )
 from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # noqa: E402
 from gpuscope.report import write_report  # noqa: E402
-from gpuscope.results import load_results, new_results  # noqa: E402
+from gpuscope.results import new_results  # noqa: E402
 
 
 def _roofs_file(path: Path, energy: bool = False) -> Path:
@@ -89,7 +91,7 @@ def test_where_the_time_goes_section_renders(profiled: Path, tmp_path: Path) -> 
 
 
 def test_energy_roofline_from_ceilings_with_energy(profiled: Path) -> None:
-    document = load_results(profiled)
+    document = results_json(profiled)
     (roofs,) = energy_roofs_from_ceilings(document["ceilings"])
     assert roofs.j_per_flop == pytest.approx(100.0 / 50e9)
     assert roofs.j_per_byte == pytest.approx(80.0 / 10e9)
@@ -165,7 +167,7 @@ def test_compare_two_profiles_group_by_group(tmp_path: Path, capsys: pytest.Capt
         results=results,
         powercap_root=tmp_path / "none",
     )
-    (pair,) = profile_comparison([("both", load_results(results))])
+    (pair,) = profile_comparison([("both", results_json(results))])
     statuses = {row["label"]: row["status"] for row in pair["groups"]}
     assert statuses["mm fp32 32x32, 32x32"] == "gone" and statuses["mm fp32 64x64, 64x64"] == "new"
     assert pair["step_speedup"] is not None
@@ -178,7 +180,7 @@ def test_profile_reads_back_as_points_and_rows(profiled: Path) -> None:
     from gpuscope.profiling.view import profile_points, profile_rows, profile_workloads
     from gpuscope.roofline.model import DeviceKey
 
-    (workload,) = profile_workloads(load_results(profiled))
+    (workload,) = profile_workloads(results_json(profiled))
     key = DeviceKey(socket.gethostname(), None, "cpu")
     points, rows = profile_points(workload, key), profile_rows(workload)
     assert len(points) == len(rows) == len(workload["profile"]["groups"][:10])

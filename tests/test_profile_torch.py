@@ -11,6 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results_files import results_json  # noqa: E402
+
 from gpuscope.profiling.api import Profiler, profile  # noqa: E402
 from gpuscope.profiling.examples import (  # noqa: E402
     build_convnet,
@@ -20,7 +22,7 @@ from gpuscope.profiling.examples import (  # noqa: E402
     transformer_train_step,
 )
 from gpuscope.profiling.render import render_chart, summary_lines, top_table  # noqa: E402
-from gpuscope.results import load_results, new_results  # noqa: E402
+from gpuscope.results import new_results  # noqa: E402
 
 SMALL = {"d_model": 64, "heads": 4, "seq": 16, "batch": 2, "device": "cpu"}
 
@@ -148,7 +150,7 @@ def test_energy_unavailable_without_powercap_never_zero(no_rapl: Path, tmp_path:
     lines = summary_lines(result)
     assert any("unavailable: no powercap interface" in line for line in lines)
     assert not any(" 0 J" in line for line in lines)
-    document = load_results(output)
+    document = results_json(output)
     (workload,) = document["workloads"]
     assert workload["source"] == "profile"
     assert workload["energy_j"] is None and workload["flop_per_j"] is None

@@ -11,6 +11,7 @@ import pytest
 from gpuscope.report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, make_report
 from gpuscope.report.model import ceiling_spread_percent, measurement_span
 from gpuscope.report.telemetry import summarize_samples
+from gpuscope.schema.results import Measurement
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing.reports import T0, make_log_samples, make_results, write_log, write_results
 
@@ -69,10 +70,10 @@ def test_ceilings_held_against_the_datasheet_and_low_flagged(files):
 
 
 def test_ceiling_spread_from_timed_samples():
-    spread, count = ceiling_spread_percent({"samples_s": [1.0, 1.1, 1.2, 1.05]})
+    spread, count = ceiling_spread_percent(Measurement(samples_s=[1.0, 1.1, 1.2, 1.05]))
     assert count == 4
     assert spread == pytest.approx((1.075 / 1.0 - 1) * 100)
-    assert ceiling_spread_percent({"samples_s": [1.0]}) == (None, 1)
+    assert ceiling_spread_percent(Measurement(samples_s=[1.0])) == (None, 1)
     assert ceiling_spread_percent(None) == (None, None)
 
 
@@ -97,12 +98,11 @@ def test_measurement_spans_and_failures(files):
     report = make_report([results])
     first = report["measurements"][0]
     assert first["start"] == T0 + 5.0 and first["end"] == T0 + 9.0
-    assert measurement_span({"started": 10.0, "ended": 12.5}) == (10.0, 12.5)
-    assert measurement_span({"start": 10.0, "end": 5.0}) == (None, None)
-    assert measurement_span({"telemetry_before": {"timestamp": 3.0}, "telemetry_after": {"timestamp": 4.5}}) == (
-        3.0,
-        4.5,
-    )
+    assert measurement_span(Measurement(start=10.0, end=12.5)) == (10.0, 12.5)
+    assert measurement_span(Measurement(start=10.0, end=5.0)) == (None, None)
+    assert measurement_span(
+        Measurement(start=10.0, end=5.0, telemetry_before={"timestamp": 3.0}, telemetry_after={"timestamp": 4.5})
+    ) == (3.0, 4.5)
     assert any("did not succeed" in line for line in report["summary"])
 
 
@@ -137,24 +137,24 @@ def test_energy_falls_back_to_integrated_power_and_unavailable_is_not_zero():
         gpu.power_w = 100.0
         gpu.tensor_activity_percent = Unavailable(Reason.NOT_SUPPORTED, "GPM needs Hopper")
     telemetry = summarize_samples(samples, "t")
-    energy = telemetry["energy"][0]
-    assert energy["method"] == "integrated power"
-    assert energy["energy_j"] == pytest.approx(1000.0)
-    assert not any(s["metric"] == "tensor_activity_percent" for s in telemetry["stats"])
-    missing = [u for u in telemetry["unavailable"] if u["metric"] == "tensor_activity_percent"]
-    assert missing and missing[0]["reason"].startswith("not_supported")
-    activity = next(p for p in telemetry["panels"] if p["id"] == "activity")
-    assert all(line["metric"] != "tensor_activity_percent" for line in activity["lines"])
+    energy = (telemetry.energy or [])[0]
+    assert energy.method == "integrated power"
+    assert energy.energy_j == pytest.approx(1000.0)
+    assert not any(s.metric == "tensor_activity_percent" for s in telemetry.stats or [])
+    missing = [u for u in telemetry.unavailable or [] if u.metric == "tensor_activity_percent"]
+    assert missing and str(missing[0].reason).startswith("not_supported")
+    activity = next(p for p in telemetry.panels or [] if p.id == "activity")
+    assert all(line.metric != "tensor_activity_percent" for line in activity.lines)
 
 
 def test_long_logs_are_downsampled_keeping_peaks():
     samples = make_log_samples(count=3000, gpus=1, interval_s=0.1)
     samples[1234].gpus[0].power_w = 999.0
     telemetry = summarize_samples(samples, "t")
-    power = next(p for p in telemetry["panels"] if p["id"] == "power")["lines"][0]
-    assert len(power["v"]) <= 1200
-    assert max(v for v in power["v"] if v is not None) == 999.0
-    assert next(s for s in telemetry["stats"] if s["metric"] == "power_w")["n"] == 3000
+    power = next(p for p in telemetry.panels or [] if p.id == "power").lines[0]
+    assert len(power.v) <= 1200
+    assert max(v for v in power.v if v is not None) == 999.0
+    assert next(s for s in telemetry.stats or [] if s.metric == "power_w").n == 3000
 
 
 def test_several_results_files_and_partial_warning(tmp_path):
@@ -186,3 +186,18 @@ def test_in_memory_samples_and_report_plus_new_log(tmp_path):
     again = make_report([first], log)
     assert again["telemetry"]["samples"] == 7
     assert again["results"][0]["document"]["ceilings"] == doc["ceilings"]
+
+
+def test_built_report_is_the_report_its_json_reads_back_as(files):
+    """No JSON round trip in build: the typed report in memory equals the one report.json decodes to."""
+    from gpuscope.report import build
+    from gpuscope.report.io import validate_report
+
+    results, log = files
+    report, document = build([results], log)
+    assert validate_report(json.loads(json.dumps(document, allow_nan=False)), "report.json") == report
+    assert document["results"][0]["document"] == json.loads(results.read_text())  # embedded as written
+
+
+def test_spread_of_a_denormal_best_sample_is_unknown_not_infinite():
+    assert ceiling_spread_percent(Measurement(samples_s=[5e-324, 1.0, 2.0])) == (None, 3)

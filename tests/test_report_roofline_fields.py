@@ -26,9 +26,10 @@ def report_json(tmp_path):
 
 
 def test_roofline_fields_survive_the_round_trip(report_json):
-    kind, _label, document = load_input(report_json)
-    assert kind == "report"
-    roofline = msgspec.convert(document, Report).roofline
+    loaded = load_input(report_json)
+    assert loaded.kind == "report" and isinstance(loaded.typed, Report)
+    assert loaded.typed == msgspec.convert(loaded.document, Report)  # the typed view is the file's
+    roofline = loaded.typed.roofline
     assert roofline.dram_rule == DRAM_ROOF_RULE
     assert [(item.device, item.name) for item in roofline.above_datasheet or []] == [("cuda:1", "dram.triad")]
     assert roofline.above_datasheet[0].ratio == pytest.approx(3.6 / 3.35)

@@ -112,12 +112,12 @@ def test_above_datasheet_ceiling_is_flagged_in_json_text_and_report(
     ]
     view = roofline_view(documents, local_cpu=slow_clock)
     flagged = {
-        roof["name"]: roof["above_datasheet"]
-        for roof in view["roofs"]
-        if roof["origin"] == "measured" and roof["kind"] == "compute"
+        roof.name: roof.above_datasheet
+        for roof in view.roofs or []
+        if roof.origin == "measured" and roof.kind == "compute"
     }
-    assert "above datasheet: the datasheet entry or the measurement is wrong" in flagged["fp32"]
-    assert [item["name"] for item in view["above_datasheet"]] == ["fp32", "fp64"]
+    assert "above datasheet: the datasheet entry or the measurement is wrong" in str(flagged["fp32"])
+    assert [item.name for item in view.above_datasheet or []] == ["fp32", "fp64"]
     rendered = render_roofline_labelled(model, 100, 24, palette=MONOCHROME_PALETTE).text
     assert "fp32 159% of datasheet fp32: above datasheet" in rendered.replace("\n", " ")
 

@@ -8,11 +8,12 @@ import socket
 from pathlib import Path
 
 import pytest
+from results_files import results_json
 from textual.widgets import DataTable
 from tui_samples import fixed_cpu_info, make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
 from gpuscope.profiling.view import profile_rows, profile_workloads
-from gpuscope.results import load_results
+from gpuscope.results import to_results
 from gpuscope.testing.profiles import PROFILE_NAME, profile_results
 from gpuscope.tui.roofline_data import build_screen_model
 from gpuscope.tui.screens.roofline import RooflineScreen
@@ -22,7 +23,7 @@ def _file(tmp_path: Path, document: dict) -> dict:
     """The document as the TUI gets it from --probes: written, then read back and checked."""
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(document), encoding="utf-8")
-    return load_results(path)
+    return results_json(path)
 
 
 def _table(app) -> list[list[str]]:
@@ -39,7 +40,7 @@ async def _roofline(pilot) -> None:
 def test_profile_workload_becomes_its_groups_points_in_table_order(tmp_path: Path) -> None:
     document = _file(tmp_path, profile_results())
     (workload,) = profile_workloads(document)
-    model = build_screen_model([document], None, local_cpu=fixed_cpu_info())
+    model = build_screen_model([to_results(document, "profile.json")], None, local_cpu=fixed_cpu_info())
     names = [placement.point.name for placement in model.placements]
     assert PROFILE_NAME not in names  # the step's one point is replaced by the cloud
     assert names == [row[1] for row in profile_rows(workload)]
@@ -103,7 +104,7 @@ async def test_a_real_cpu_profile_on_the_roofline_screen(tui_env: Path, tmp_path
         results=results,
         powercap_root=tmp_path / "none",
     )
-    loaded = load_results(results)
+    loaded = results_json(results)
     (workload,) = profile_workloads(loaded)
     expected = profile_rows(workload)
     app = make_app(gpus=False, persist_settings=False, probe_results=[loaded])

@@ -14,7 +14,7 @@ import pytest
 
 from gpuscope.cli import main
 from gpuscope.errors import BadInputError
-from gpuscope.results import load_results, read_results
+from gpuscope.results import read_results
 from gpuscope.schema.core import convert, encode_json, finite_or_none
 from gpuscope.schema.results import Results
 from gpuscope.testing.reports import make_log_samples, make_results, write_log
@@ -70,6 +70,9 @@ def test_wrong_types_inside_are_one_line_exit_3(
         "compare": ["compare", str(good), str(bad)],
         "roofline": ["roofline", "--probes", str(bad), "--json"],
     }[command]
+    if command == "roofline" and fragment == "nested too deeply":  # typed only: the undeclared field is skipped
+        assert main(argv) == 0
+        return
     assert main(argv) == 3
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(bad) in err and fragment in err, err
@@ -84,8 +87,8 @@ def test_overflowing_literal_is_refused(tmp_path: Path) -> None:
         read_results(path)
 
 
-def test_typed_and_dict_views_agree(good: Path) -> None:
-    typed, data = read_results(good), load_results(good)
+def test_typed_and_plain_json_views_agree(good: Path) -> None:
+    typed, data = read_results(good), json.loads(good.read_bytes())
     assert [c.name for c in typed.ceilings] == [c["name"] for c in data["ceilings"]]
     assert typed.system.hostname == data["system"]["hostname"] == "node-a"
     assert convert(data, Results, "x") == typed

@@ -15,6 +15,7 @@ from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F
 from gpuscope.cli import main
 from gpuscope.report import make_report, render_report
 from gpuscope.report.compare import STRAGGLER_MARK, compare_results, render_compare_markdown, render_compare_text
+from gpuscope.report.io import validate_report
 from gpuscope.report.tables import report_tables
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.loading import build_model, model_to_json
@@ -156,7 +157,7 @@ def test_report_has_stragglers_table_summary_and_flagged_ceiling() -> None:
         and "node-b/r2 cuda:0 bf16" in line
         for line in report["summary"]
     )
-    tables = report_tables(report)
+    tables = report_tables(validate_report(report, "report"))
     assert tables[0].id == "stragglers" and tables[0].flags == ["straggler"]
     ceilings = next(t for t in tables if t.id == "ceilings")
     flagged = [row for row in ceilings.rows if "STRAGGLER" in row[-1]]
@@ -205,7 +206,7 @@ def test_single_host_report_has_no_stragglers() -> None:
 
     report = make_report([make_results()])
     assert report["stragglers"] == [] and not any("straggler" in line for line in report["summary"])
-    assert [t.id for t in report_tables(report)][0] == "system"
+    assert [t.id for t in report_tables(validate_report(report, "report"))][0] == "system"
     html = render_report(report, "html")
     assert 'id="stragglers"' not in html and "STRAGGLER" not in html
 

@@ -27,7 +27,7 @@ from gpuscope.tui.history import History, capacity_for
 from gpuscope.tui.screens.processes import ProcessesScreen, process_rows, tree_order
 from gpuscope.tui.widgets.alert_line import AlertLine
 from gpuscope.tui.widgets.gpu_card import GpuCard
-from gpuscope.tui.widgets.history_plot import plot_lines, resample_max
+from gpuscope.tui.widgets.history_plot import ChartData, plot_lines, resample_max
 from gpuscope.tui.widgets.signal_dialog import SignalDialog
 
 
@@ -55,21 +55,7 @@ def test_history_is_bounded_and_windows_pad_on_the_left() -> None:
 
 def test_chart_has_a_value_scale_and_a_time_axis() -> None:
     values = [None] * 30 + [50.0] * 30
-    lines = _text(
-        plot_lines(
-            "SM",
-            "50%",
-            values,
-            30,
-            5,
-            100.0,
-            300.0,
-            lambda v: f"{v:.0f}%",
-            title_style=None,
-            bar_style=None,
-            empty_style=None,
-        )
-    )
+    lines = _text(plot_lines(ChartData("SM", "50%", tuple(values), 100.0, lambda v: f"{v:.0f}%"), 30, 5, 300.0))
     assert len(lines) == 5
     assert lines[0].startswith("SM 50%") and lines[0].rstrip().endswith("0–100%")
     assert lines[-1].startswith("-5m") and lines[-1].rstrip().endswith("now")

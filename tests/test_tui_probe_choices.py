@@ -93,6 +93,15 @@ async def test_save_as_writes_the_results_where_asked(tui_env: Path, tmp_path: P
         await pilot.pause(0.2)
         assert json.loads(target.read_text())["suite"]["name"] == "quick"
         assert any("Results saved" in n.message for n in app._notifications)
+        # A finished run saves the child's file as it wrote it (undeclared fields kept).
+        session.written = b'{"schema": "gpuscope.results", "schema_version": 1, "note": "as written"}\n'
+        screen.action_save_as()
+        await pilot.pause(0.2)
+        copy = tmp_path / "kept" / "copy.json"
+        app.screen.query_one(Input).value = str(copy)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert copy.read_bytes() == session.written
 
 
 @run_async

@@ -9,6 +9,7 @@ import pytest
 from textual.widgets import DataTable, Static
 from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
+from gpuscope.results import to_results
 from gpuscope.schema.events import Exited, Failed
 from gpuscope.tui.probe_job import ProbeJob
 from gpuscope.tui.roofline_data import measurement_points
@@ -98,8 +99,9 @@ async def test_run_tiny_suite_points_land_on_roofline(tui_env: Path, tmp_path: P
         assert len(names) == 3 and names[2].startswith("memory triad 256 KiB")  # "(l2)" depends on the CPU
         assert all(str(table.get_row_at(i)[6]) == "ok" for i in range(table.row_count))
         document = app.probe_results[-1]
-        assert document["partial"] is False and len(document["measurements"]) == 3
-        assert any(c["kind"] == "compute" and c["name"] == "fp32" for c in document["ceilings"])
+        assert document.partial is False and len(document.measurements) == 3
+        assert any(c.kind == "compute" and c.name == "fp32" for c in document.ceilings)
+        assert isinstance(app.probe_written[-1], bytes)  # the child's file as written, for a report
         await pilot.press("2")
         await pilot.pause(0.3)
         roof = app.screen
@@ -131,7 +133,7 @@ async def test_cancel_keeps_partial_results(tui_env: Path, tmp_path: Path) -> No
         status = str(screen.query_one("#probe-status", Static).render())
         assert "partial" in status or "exited" in status, status
         if app.probe_results:
-            assert app.probe_results[-1]["partial"] is True
+            assert app.probe_results[-1].partial is True
         assert not screen.query_one("#probe-run").disabled  # ready for another run
 
 
@@ -171,8 +173,8 @@ def test_measurement_points_skip_failed_and_workload_roles() -> None:
             {"name": "d", "device": "cpu", "flops": 0.0, "bytes": 5.0, "time_s": 1.0, "status": "ok"},
         ]
     }
-    points = measurement_points(doc)
-    assert [p["name"] for p in points] == ["a"] and points[0]["dtype"] == "fp32"
+    points = measurement_points(to_results({"schema": "gpuscope.results", "schema_version": 1, **doc}, "doc"))
+    assert [p.name for p in points] == ["a"] and points[0].dtype == "fp32"
 
 
 def test_device_choice_and_live_line_use_the_cuda_mapping(monkeypatch: pytest.MonkeyPatch) -> None:

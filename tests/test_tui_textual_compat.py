@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 from textual.app import App
+from textual.content import Content
+from textual.geometry import Region
 from tui_samples import make_app, run_async, sample, tui_env, wait_for_sample  # noqa: F401
 
 from gpuscope.tui import textual_compat
@@ -78,5 +80,28 @@ def test_row_cropped_compositor_paints_what_textual_paints(tui_env) -> None:  # 
                             assert list(ours.chops[y][cut]) == list(strip), f"row {y} cut {cut}"
                 top = screen.query_one(TopBar).region
                 assert len(list(compositor._get_renders(top))) < len(list(Compositor._get_renders(compositor, top)))
+
+    check()
+
+
+def test_a_new_panel_title_repaints_only_the_title_row(tui_env) -> None:  # noqa: ANN001, F811 - fixture
+    from gpuscope.tui.widgets.host_extra import TopProcessesPanel
+    from gpuscope.tui.widgets.lines import set_title
+
+    @run_async
+    async def check() -> None:
+        app = make_app(persist_settings=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for_sample(pilot, app)
+            await pilot.pause(0.1)
+            panel = app.screen.query_one(TopProcessesPanel)
+            assert isinstance(panel._border_title, Content), "Textual changed: update set_border_title"
+            panel._repaint_regions.clear()
+            set_title(panel, "Top processes · 12 total")
+            assert panel.border_title == "Top processes · 12 total"
+            width = panel.outer_size.width
+            assert [(r.x, r.y, r.width, r.height) for r in panel._repaint_regions] == [(0, 0, width, 1)]
+            await pilot.pause()
+            assert "Top processes · 12 total" in panel.render_lines(Region(0, 0, width, 1))[0].text
 
     check()

@@ -72,6 +72,17 @@ def test_progress_and_measurements_build_a_partial_document(tmp_path: Path) -> N
         "failed",
         "m2",
     )
+    assert session.results is not None and [m.id for m in session.results.measurements] == ["m1", "m2"]
+
+
+def test_the_run_in_progress_has_a_typed_view_for_the_roofline(tmp_path: Path) -> None:
+    session = _session(tmp_path)
+    ceiling = {"device": "cpu", "kind": "compute", "name": "fp32", "value": 1e11, "unit": "FLOP/s"}
+    session.apply(MeasurementDone(measurement={"id": "m1", "name": "matmul", "status": "ok"}, ceilings=[ceiling]))
+    assert session.results is not None and session.results.partial is True
+    assert [c.name for c in session.results.ceilings] == ["fp32"] and session.written is None
+    session.apply(MeasurementDone(measurement={"id": "m2"}, ceilings=[{"name": "broken"}]))
+    assert [m.id for m in session.results.measurements] == ["m1"]  # the last good view stays
 
 
 def test_finished_reads_the_file_back_and_a_bad_file_is_an_error(tmp_path: Path) -> None:
@@ -79,7 +90,8 @@ def test_finished_reads_the_file_back_and_a_bad_file_is_an_error(tmp_path: Path)
     path = tmp_path / "out.json"
     path.write_text(json.dumps(make_results()))
     session.apply(Finished(output=str(path)))
-    assert session.finished and session.document is not None and session.status.startswith("Done: ")
+    assert session.finished and session.status.startswith("Done: ")
+    assert session.results is not None and session.written == path.read_bytes()
     broken = _session(tmp_path)
     path.write_text('{"schema": "gpuscope.results", "schema_version": 1, "ceilings": [{"device": true}]}')
     broken.apply(Finished(output=str(path)))

@@ -189,6 +189,18 @@ def tui_env(tmp_path: _Path, monkeypatch: _pytest.MonkeyPatch) -> _Path:
     _time.tzset()
 
 
+def _typed_results(kwargs: dict) -> dict:
+    """``probe_results`` given as documents (dicts) become the typed views the app holds, each
+    document kept as written (what ``gpuscope tui --probes`` gives the app)."""
+    from gpuscope.results import to_results
+
+    documents = kwargs.get("probe_results") or ()
+    if any(isinstance(document, dict) for document in documents):
+        kwargs = {**kwargs, "probe_written": [d if isinstance(d, dict) else None for d in documents]}
+        kwargs["probe_results"] = [to_results(d, f"results {n + 1}") for n, d in enumerate(documents)]
+    return kwargs
+
+
 def make_app(count: int = 30, gpus: bool = True, interval_s: float = 3600.0, **kwargs):
     """An app fed hand-made samples: history prefilled with ``count - 1`` samples, then the source
     returns the last one (one poll at start; the long interval keeps it from polling again)."""
@@ -196,7 +208,7 @@ def make_app(count: int = 30, gpus: bool = True, interval_s: float = 3600.0, **k
     from gpuscope.tui.sources import ScriptedSource
 
     series = samples(count, gpus)
-    app = GpuscopeApp(ScriptedSource(series[-1:]), interval_s=interval_s, **kwargs)
+    app = GpuscopeApp(ScriptedSource(series[-1:]), interval_s=interval_s, **_typed_results(kwargs))
     app.history.extend(series[:-1])
     return app
 
@@ -327,7 +339,9 @@ def make_many_gpu_app(count_gpus: int = 8, links: int = 18, **kwargs):
     gpus = [FakeGpu.h200(processes=[FakeProcess(910001, 61 * GIB, 72)]) for _ in range(count_gpus)]
     series = fake_nvml_samples(30, gpus=gpus)
     app = GpuscopeApp(
-        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()), interval_s=3600.0, **kwargs
+        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()),
+        interval_s=3600.0,
+        **_typed_results(kwargs),
     )
     app.history.extend(series[:-1])
     return app
@@ -340,7 +354,9 @@ def make_fake_nvml_app(count: int = 30, **kwargs):
 
     series = fake_nvml_samples(count)
     app = GpuscopeApp(
-        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()), interval_s=3600.0, **kwargs
+        ScriptedSource(series[-1:], label="fake NVML", processes=host_processes()),
+        interval_s=3600.0,
+        **_typed_results(kwargs),
     )
     app.history.extend(series[:-1])
     return app

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -33,36 +32,37 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from gpuscope.errors import GpuscopeError, UsageError
+    from gpuscope.fileio import write_text_atomic
     from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
-    from gpuscope.report.io import load_input, write_text_atomic
+    from gpuscope.report.io import ResultsInput, load_input
     from gpuscope.schema.kinds import reading_as
+    from gpuscope.schema.report import Report
 
     if args.output:
         from gpuscope.fileio import check_output
 
         check_output(args.output, args.results)  # never a device, FIFO or one of the inputs
-    inputs: list[tuple[str, dict[str, Any]]] = []
+    inputs: list[ResultsInput] = []
     labels: list[str] = []
     for position, path in enumerate(args.results):
         with reading_as("compare"):
-            kind, label, doc = load_input(path, position)
-        if label in labels:
-            label = f"{path}"
+            loaded = load_input(path, position)
+        label = f"{path}" if loaded.label in labels else loaded.label
         labels.append(label)
-        if kind == "report":  # each results file the report holds, named after the report
+        if isinstance(loaded.typed, Report):  # each results file the report holds, named after the report
             inputs.extend(
-                (f"{label}[{entry.get('label') or index}]", entry["document"])
-                for index, entry in enumerate(doc["results"])
+                ResultsInput(f"{label}[{entry.label or index}]", entry.document, written["document"])
+                for index, (entry, written) in enumerate(zip(loaded.typed.results, loaded.document["results"]))
             )
         else:
-            inputs.append((label, doc))
+            inputs.append(ResultsInput(label, loaded.typed, loaded.document))
     result = compare_results(inputs)
     from gpuscope.profiling.compare import (
         profile_comparison,
         render_profile_comparison,
     )  # hook: two profiles, group by group
 
-    profiles = profile_comparison(inputs)
+    profiles = profile_comparison([(item.label, item.document) for item in inputs])
     if profiles:
         result["profiles"] = profiles
     cells = sum(len(row["values"]) for table in ("ceilings", "workloads") for row in result[table])

@@ -12,16 +12,10 @@ refuses in one line with exit 4 (the file is locked while a run writes it).
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import time
 from typing import Any
 
 __all__ = ["configure", "run"]
-
-#: A second SIGINT/SIGTERM this long after the first ends the process without waiting, seconds.
-_FORCE_AFTER_S = 2.0
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +67,6 @@ def _warn(message: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Log until the duration ends or SIGINT/SIGTERM arrives; 0 on a clean stop."""
-    from gpuscope.errors import EXIT_INTERRUPTED
     from gpuscope.telemetry.sampler import check_duration, check_interval
 
     interval_s = check_interval(args.interval)
@@ -81,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuscope.telemetry.collector import TelemetryCollector
     from gpuscope.telemetry.logfile import open_log_writer
-    from gpuscope.telemetry.sampler import Sampler
+    from gpuscope.telemetry.sampler import Sampler, stopped_by_signals
 
     exporter = None
     if getattr(args, "prometheus", None):
@@ -110,44 +103,23 @@ def run(args: argparse.Namespace) -> int:
         collector.sample, interval_s, on_sample=on_sample, history=None, duration_s=duration_s
     )
 
-    first_signal_at: list[float] = []
-
-    def _stop(signum: int, frame: object) -> None:
-        # Only sets an Event: the record in progress is finished, then the loop ends. A second
-        # signal a while later means the sampler is stuck (a hung driver call): leave at once.
-        now = time.monotonic()
-        if first_signal_at and now - first_signal_at[0] >= _FORCE_AFTER_S:
-            print("gpuscope: sampler stuck; exiting without waiting for it", file=sys.stderr, flush=True)
-            os._exit(EXIT_INTERRUPTED)
-        if not first_signal_at:
-            first_signal_at.append(now)
-        sampler.stop()
-
-    previous_handlers = {signum: signal.signal(signum, _stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        why_no_gpu = collector.open()
-        if why_no_gpu is not None and not args.no_gpu:
-            _warn(f"no GPU telemetry, logging the host only: {why_no_gpu.to_json()}")
-        if sampler.stopping:  # a signal came while NVML was starting
-            return 0
-        target = args.output if args.output not in (None, "-") else "stdout"
-        progress.start(target, args.format, interval_s, duration_s)
-        sampler.start()
-        while not sampler.join(timeout_s=0.5):
-            pass
-    except BrokenPipeError:
-        _silence_stdout()
-        return 0
-    finally:
-        sampler.stop()
-        for signum, handler in previous_handlers.items():
-            signal.signal(signum, handler)
-        collector.close()
-        writer.close()
-        if exporter is not None:
-            exporter.close()
-        if progress.samples:
-            _say_safely(progress.summary(args.output if args.output not in (None, "-") else "stdout"))
+    target = args.output if args.output not in (None, "-") else "stdout"
+    with stopped_by_signals(sampler):  # `| head` (BrokenPipeError) is a clean exit in cli.main
+        try:
+            why_no_gpu = collector.open()
+            if why_no_gpu is not None and not args.no_gpu:
+                _warn(f"no GPU telemetry, logging the host only: {why_no_gpu.to_json()}")
+            if sampler.stopping:  # a signal came while NVML was starting
+                return 0
+            progress.start(target, args.format, interval_s, duration_s)
+            sampler.run_in_thread()
+        finally:
+            collector.close()
+            writer.close()
+            if exporter is not None:
+                exporter.close()
+            if progress.samples:
+                _say_safely(progress.summary(target, writer.records_written, writer.failure))
     return 0
 
 
@@ -166,14 +138,3 @@ def _tee(first: Any, second: Any) -> Any:
         second(sample)
 
     return both
-
-
-def _silence_stdout() -> None:
-    """The reader of our stdout left (``| head``): point fd 1 at /dev/null so the interpreter's
-    final flush does not print a BrokenPipeError."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass

@@ -13,21 +13,12 @@ import argparse
 import sys
 from typing import Any
 
-from gpuscope.errors import GpuscopeError, ResourceError, UsageError
+from gpuscope.commands.options import add_function_target, add_value, call_user
+from gpuscope.errors import ResourceError, UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "target",
-        metavar="MODULE:FUNCTION",
-        help="function to time: a module (dotted name or path/to/file.py) and a function in it",
-    )
-    parser.add_argument(
-        "--args-json",
-        metavar="JSON",
-        help='positional arguments as a JSON list, or {"args": [...], "kwargs": {...}}; '
-        '{"tensor": [shape], "dtype": "float32"} makes a random tensor',
-    )
+    add_function_target(parser, "function to time")
     parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")
     parser.add_argument(
@@ -38,20 +29,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="flush the last-level cache before each sample (default: warm, and labelled so)",
     )
-    parser.add_argument("--samples", type=int, default=15, metavar="N", help="timed samples (default 15)")
-    parser.add_argument(
-        "--max-time", type=float, default=10.0, metavar="SECONDS", help="time budget of the sampling phase (default 10)"
-    )
-    parser.add_argument(
-        "--warmup-max", type=float, default=2.0, metavar="SECONDS", help="longest warm-up before sampling (default 2)"
-    )
-    parser.add_argument(
-        "--target-sample",
-        type=float,
-        default=0.02,
-        metavar="SECONDS",
-        help="minimum duration of one sample (default 0.02)",
-    )
+    add_value(parser, "--samples", 15, "N", "timed samples (default 15)")
+    add_value(parser, "--max-time", 10.0, "SECONDS", "time budget of the sampling phase (default 10)")
+    add_value(parser, "--warmup-max", 2.0, "SECONDS", "longest warm-up before sampling (default 2)")
+    add_value(parser, "--target-sample", 0.02, "SECONDS", "minimum duration of one sample (default 0.02)")
     parser.add_argument("--flops", type=float, help="FLOPs of one call, instead of counting them")
     parser.add_argument(
         "--bytes", type=float, dest="bytes_moved", help="bytes of one call, instead of the lower bound from the tensors"
@@ -154,20 +135,30 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
         raise ResourceError(f"--args-json: cannot make the tensor arguments on {device}: {message}") from None
 
 
-def _check_output(path: str) -> None:
+def torch_device_of(device: str | None) -> Any:
+    """``--device`` as a ``torch.device`` (cpu when not given); imports torch."""
+    import torch
+
+    try:
+        return torch.device(device if device is not None else "cpu")
+    except (RuntimeError, TypeError):
+        raise UsageError(f"--device {device!r} is not a device (cpu, cuda, cuda:N)") from None
+
+
+def check_output(path: str) -> None:
     """Raise now, with one line, when ``--output`` names a file that is not a results file or a
     folder that does not exist (the same checks :func:`append_workload` makes at the end)."""
     from pathlib import Path
 
-    from gpuscope.fileio import check_output
-    from gpuscope.results import load_results
+    from gpuscope.fileio import check_output as check_writable
+    from gpuscope.results import read_results
 
     if path == "-":
         raise UsageError("--output -: measure adds to a results file; use --json to print the workload instead")
-    check_output(path, allow_inputs=True)  # a FIFO or device is refused before it is read
+    check_writable(path, allow_inputs=True)  # a FIFO or device is refused before it is read
     target = Path(path)
     if target.exists():
-        load_results(target)
+        read_results(target)
     elif not target.parent.exists():
         raise UsageError(f"{path}: folder {target.parent} does not exist")
 
@@ -188,46 +179,21 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{option} {value:g}: must be a non-negative finite number")
     if args.output:
-        _check_output(args.output)  # a bad results file fails before torch loads and the timing runs
+        check_output(args.output)  # a bad results file fails before torch loads and the timing runs
     function = load_function(args.target)
-    import torch
-
-    device = args.device
-    if device is not None:
-        try:
-            torch_device = torch.device(device)
-        except (RuntimeError, TypeError):
-            raise UsageError(f"--device {device!r} is not a device (cpu, cuda, cuda:N)") from None
-    else:
-        torch_device = torch.device("cpu")
+    torch_device = torch_device_of(args.device)
     positional, keywords = parse_arguments(args.args_json, torch_device)
 
     from gpuscope.roofline.measure import measure
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        try:
-            result = measure(
-                function,
-                *positional,
-                kwargs=keywords,
-                name=args.name or args.target,
-                device=device,
-                results=args.output,
-                warm=not args.cold,
-                flops=args.flops,
-                bytes_moved=args.bytes_moved,
-                samples=args.samples,
-                max_time_s=args.max_time,
-                target_sample_s=args.target_sample,
-                warmup_max_s=args.warmup_max,
-                telemetry=not args.no_telemetry,
-            )
-        except GpuscopeError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the user's function failed
-            message = str(exc).splitlines()[0] if str(exc) else ""
-            raise GpuscopeError(f"{args.target} raised {type(exc).__name__}: {message}") from None
+        result = call_user(args.target, lambda: measure(
+            function, *positional, kwargs=keywords, name=args.name or args.target, device=args.device,
+            results=args.output, warm=not args.cold, flops=args.flops, bytes_moved=args.bytes_moved,
+            samples=args.samples, max_time_s=args.max_time, target_sample_s=args.target_sample,
+            warmup_max_s=args.warmup_max, telemetry=not args.no_telemetry,
+        ))  # fmt: skip
     for warning in caught:
         print(f"gpuscope: warning: {warning.message}", file=sys.stderr)
     if args.json:

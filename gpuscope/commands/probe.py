@@ -17,7 +17,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+from gpuscope.commands.options import add_value
+
+if TYPE_CHECKING:
+    from gpuscope.schema.results import Results
 
 __all__ = ["configure", "run"]
 
@@ -36,12 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output", "-o", default="results.json", metavar="PATH", help="results JSON to write (default results.json)"
     )
-    parser.add_argument(
+    add_value(
+        parser,
         "--memory-fraction",
-        type=float,
-        default=0.5,
-        metavar="F",
-        help="never allocate more than this fraction of free device memory (default 0.5)",
+        0.5,
+        "F",
+        "never allocate more than this fraction of free device memory (default 0.5)",
     )
     parser.add_argument("--no-telemetry", action="store_true", help="do not record telemetry around measurements")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
@@ -50,19 +55,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run under torchrun: every rank probes its device, rank 0 writes one file (docs/cluster.md)",
     )
-    parser.add_argument(
+    add_value(
+        parser,
         "--straggler-margin",
-        type=float,
-        default=0.10,
-        metavar="F",
-        help="with --distributed: flag ranks more than F below the median ceiling (default 0.10)",
+        0.10,
+        "F",
+        "with --distributed: flag ranks more than F below the median ceiling (default 0.10)",
     )
-    parser.add_argument(
+    add_value(
+        parser,
         "--rank-timeout",
-        type=float,
-        default=900.0,
-        metavar="S",
-        help="with --distributed: how long rank 0 waits for the other ranks (default 900)",
+        900.0,
+        "S",
+        "with --distributed: how long rank 0 waits for the other ranks (default 900)",
     )
     parser.add_argument(
         "--report",
@@ -191,26 +196,22 @@ def _format_value(value: float, unit: str) -> str:
     return f"{value / 1e9:,.1f} GB/s"
 
 
-def print_summary(results: dict[str, Any], path: Path, stream: TextIO) -> None:
+def print_summary(results: Results, path: Path, stream: TextIO) -> None:
     """Ceilings, workload count and the file, one line each."""
-    for ceiling in results.get("ceilings", []):
-        extra = ceiling.get("implementation") or ceiling.get("blas") or ""
-        others = ceiling.get("libraries_flop_per_s") or {}
+    for ceiling in results.ceilings:
+        extra = ceiling.implementation or ceiling.blas or ""
+        others = ceiling.libraries_flop_per_s or {}
         if len(others) > 1:
-            extra = (
-                f"{ceiling.get('library')} wins ("
-                + ", ".join(f"{lib} {_format_value(rate, 'FLOP/s')}" for lib, rate in sorted(others.items()))
-                + ")"
-            )
-        print(
-            f"{ceiling['kind']:<10} {ceiling['name']:<18} "
-            f"{_format_value(ceiling['value'], ceiling['unit']):>18}  {extra}",
-            file=stream,
-        )
-    summary = results.get("summary", {})
+            rates = ", ".join(f"{lib} {_format_value(rate or 0.0, 'FLOP/s')}" for lib, rate in sorted(others.items()))
+            extra = f"{ceiling.library} wins ({rates})"
+        value = _format_value(ceiling.value, ceiling.unit)
+        print(f"{ceiling.kind:<10} {ceiling.name:<18} {value:>18}  {extra}", file=stream)
+    from gpuscope.schema.results import RunSummary
+
+    summary = results.summary or RunSummary()
     print(
-        f"{len(results.get('workloads', []))} workload(s); measurements ok {summary.get('ok', 0)}, "
-        f"failed {summary.get('failed', 0)}, skipped {summary.get('skipped', 0)}; results in {path}",
+        f"{len(results.workloads)} workload(s); measurements ok {summary.ok}, "
+        f"failed {summary.failed}, skipped {summary.skipped}; results in {path}",
         file=stream,
     )
 
@@ -311,7 +312,9 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.errors import GpuscopeError as _Error
 
         raise _Error(writer.error)
-    print_summary(results, output, sys.stderr if str(output) == "-" else sys.stdout)
+    from gpuscope.results import to_results
+
+    print_summary(to_results(results, str(output)), output, sys.stderr if str(output) == "-" else sys.stdout)
     if args.report:
         from gpuscope.report import write_report
 

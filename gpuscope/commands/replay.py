@@ -35,18 +35,23 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.results import load_results
+    from gpuscope.results import read_results_file
     from gpuscope.schema.kinds import reading_as
     from gpuscope.tui.sources import ReplayCursor, load_replay
 
     with reading_as("replay"):
         samples, stride = load_replay(args.file)  # BadInputError names the file and line
     with reading_as("replay --probes"):
-        results = [load_results(path) for path in args.probes]
+        files = [read_results_file(path) for path in args.probes]
 
     from gpuscope.tui.app import GpuscopeApp
 
-    app = GpuscopeApp(replay=ReplayCursor(samples, speed=args.speed), theme=args.theme, probe_results=results)
+    app = GpuscopeApp(
+        replay=ReplayCursor(samples, speed=args.speed),
+        theme=args.theme,
+        probe_results=[typed for typed, _ in files],
+        probe_written=[raw for _, raw in files],
+    )
     if stride > 1:
         message = f"{args.file} is long: the replay shows every {stride}th sample ({len(samples)} of them)"
         app.add_startup_message(message)

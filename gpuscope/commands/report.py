@@ -12,13 +12,11 @@ import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--probes",
-        metavar="RESULTS.json",
-        action="extend",
-        nargs="+",
-        default=[],
-        help="results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several",
+    from gpuscope.commands.options import add_results_inputs
+
+    add_results_inputs(
+        parser,
+        "results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several",
     )
     parser.add_argument(
         "--from",

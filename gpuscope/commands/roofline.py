@@ -8,6 +8,7 @@ import shutil
 import sys
 import textwrap
 
+from gpuscope.commands.options import add_results_inputs
 from gpuscope.errors import UsageError
 
 MIN_WIDTH = 60
@@ -17,13 +18,10 @@ MAX_HEIGHT = 500
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--probes",
-        metavar="RESULTS.json",
-        action="extend",
-        nargs="+",
+    add_results_inputs(
+        parser,
+        "results file from `gpuscope probe` or `gpuscope measure`; repeat to combine several on one chart",
         required=True,
-        help="results file from `gpuscope probe` or `gpuscope measure`; repeat to combine several on one chart",
     )
     parser.add_argument(
         "--json", action="store_true", help="print the model (roofs, ridge points, placed points) as JSON"
@@ -45,13 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     color.add_argument(
         "--color", dest="color", action="store_const", const=True, help="colour even when not a terminal"
     )
-    color.add_argument(
-        "--no-color",
-        dest="color",
-        action="store_const",
-        const=False,
-        help="no colour (also NO_COLOR=1 or not a terminal)",
-    )
+    no_color = "no colour (also NO_COLOR=1 or not a terminal)"
+    color.add_argument("--no-color", dest="color", action="store_const", const=False, help=no_color)
 
 
 def _want_color(choice: bool | None) -> bool:

@@ -7,15 +7,7 @@ host is given; metric names are listed in ``docs/prometheus.md``.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
-from collections.abc import Callable
-from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from gpuscope.telemetry.sampler import Sampler
 
 __all__ = ["configure", "run"]
 
@@ -49,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from gpuscope.exporter import start_exporter
     from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval
+    from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
 
     interval_s = check_interval(args.interval)
     duration_s = check_duration(args.duration)
@@ -63,31 +55,11 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
         if missing is not None and not args.no_gpu:
-            print(
-                f"gpuscope: no GPU metrics: {missing.reason.value}{': ' + missing.detail if missing.detail else ''}",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"gpuscope: no GPU metrics: {missing.to_json()}", file=sys.stderr, flush=True)
         sampler = Sampler(collector.sample, interval_s, on_sample=handle.update, history=None, duration_s=duration_s)
-        run_until_stopped(sampler)
+        with stopped_by_signals(sampler):
+            sampler.run_in_thread()
     finally:
         handle.close()
         collector.close()
     return 0
-
-
-def run_until_stopped(sampler: Sampler[Any]) -> None:
-    """Run ``sampler`` on its thread until its
-    duration ends or SIGINT/SIGTERM arrives (then return normally). Re-raises a sampling error."""
-    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, lambda *_: sampler.stop())
-    try:
-        sampler.start()
-        while not sampler.join(0.5):
-            pass
-    finally:
-        sampler.stop()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from gpuscope.commands.options import add_value
 from gpuscope.schema.core import finite_or_none
 
 __all__ = ["configure", "run", "gpu_line", "host_line"]
@@ -25,12 +26,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object (the telemetry record and its alerts)"
     )
-    parser.add_argument(
-        "--wait",
-        type=float,
-        default=0.5,
-        metavar="SECONDS",
-        help="seconds between the two reads that rates need (default 0.5, 0.1 to 10)",
+    add_value(
+        parser, "--wait", 0.5, "SECONDS", "seconds between the two reads that rates need (default 0.5, 0.1 to 10)"
     )
     parser.add_argument("--no-gpu", action="store_true", help="host only: do not load NVML")
     parser.add_argument("--no-processes", action="store_true", help="do not list the processes on each GPU")
@@ -78,8 +75,8 @@ def host_line(sample: Any) -> str:
         host.hostname,
         f"CPU {cpu} of {host.logical_cores} cores" + (f", load {load:.2f}" if load is not None else ""),
     ]
-    total = host.memory_total_bytes
-    parts.append(f"mem {fmt_bytes(host.memory_used_bytes)}/{fmt_bytes(total)}" if total else f"mem {NA}")
+    used, total = finite_or_none(host.memory_used_bytes), finite_or_none(host.memory_total_bytes)
+    parts.append(f"mem {fmt_bytes(used)}/{fmt_bytes(total)}" if used is not None and total else f"mem {NA}")
     rx = [v for v in (finite_or_none(n.rx_bytes_per_s) for n in host.nics if not n.is_loopback) if v is not None]
     tx = [v for v in (finite_or_none(n.tx_bytes_per_s) for n in host.nics if not n.is_loopback) if v is not None]
     if rx or tx:

@@ -46,11 +46,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.results import load_results
+    from gpuscope.results import read_results_file
     from gpuscope.telemetry.sampler import check_interval
 
     interval_s = check_interval(args.interval)
-    results = [load_results(path) for path in args.probes]  # one-line BadInputError on a bad file
+    files = [read_results_file(path) for path in args.probes]  # one-line BadInputError on a bad file
 
     from gpuscope.tui.app import GpuscopeApp
     from gpuscope.tui.sources import LiveSource, TelemetrySource
@@ -70,6 +70,13 @@ def run(args: argparse.Namespace) -> int:
     for path in suites:
         if not path.is_file():
             raise BadInputError(f"{path}: no such suite file")
-    app = GpuscopeApp(source, interval_s=interval_s, theme=args.theme, probe_results=results, extra_suites=suites)
+    app = GpuscopeApp(
+        source,
+        interval_s=interval_s,
+        theme=args.theme,
+        probe_results=[typed for typed, _ in files],
+        probe_written=[raw for _, raw in files],
+        extra_suites=suites,
+    )
     app.run()
     return int(app.return_code or 0)

@@ -7,13 +7,6 @@ Metric names and labels: :mod:`gpuscope.exporter.metrics` and ``docs/prometheus.
 
 from __future__ import annotations
 
-from gpuscope.exporter.server import (
-    DEFAULT_LISTEN,
-    DEFAULT_PORT,
-    ExporterHandle,
-    SampleCollector,
-    parse_listen,
-    start_exporter,
-)
+from gpuscope.exporter.server import DEFAULT_LISTEN, SampleCollector, parse_listen, start_exporter
 
-__all__ = ["DEFAULT_LISTEN", "DEFAULT_PORT", "ExporterHandle", "SampleCollector", "parse_listen", "start_exporter"]
+__all__ = ["DEFAULT_LISTEN", "SampleCollector", "parse_listen", "start_exporter"]

@@ -153,176 +153,107 @@ GPU_INFO = _spec(
 GPU_UP = _spec("gpu_up", "1 when the GPU answers, 0 when it is lost.", GPU_LABELS)
 
 #: (GpuSample field, spec, conversion) for every scalar GPU metric.
-_GPU_SCALARS: list[tuple[str, MetricSpec, Convert]] = [
-    ("mig_mode", _spec("gpu_mig_mode_enabled", "1 when MIG mode is enabled, else 0.", GPU_LABELS), _bool),
-    (
-        "utilization_percent",
-        _spec(
-            "gpu_utilization_ratio",
-            "Fraction of time a kernel was running (NVML 'GPU util'; not SM activity).",
-            GPU_LABELS,
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "memory_busy_percent",
-        _spec(
-            "gpu_memory_busy_ratio", "Fraction of time device memory was read or written (not bandwidth).", GPU_LABELS
-        ),
-        _percent_to_ratio,
-    ),
-    ("memory_used_bytes", _spec("gpu_memory_used_bytes", "Device memory in use.", GPU_LABELS), _same),
-    ("memory_total_bytes", _spec("gpu_memory_total_bytes", "Device memory installed.", GPU_LABELS), _same),
-    (
-        "dram_bandwidth_bytes_per_s",
-        _spec("gpu_dram_bandwidth_bytes_per_second", "Device memory (DRAM/HBM) traffic, read plus write.", GPU_LABELS),
-        _same,
-    ),
-    (
-        "dram_bandwidth_percent_of_peak",
-        _spec("gpu_dram_bandwidth_ratio", "DRAM traffic as a fraction of the theoretical peak (0..1).", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "dram_peak_bytes_per_s",
-        _spec(
-            "gpu_dram_peak_bytes_per_second",
-            "Theoretical DRAM bandwidth: bus width x max memory clock x 2 / 8.",
-            GPU_LABELS,
-        ),
-        _same,
-    ),
-    (
-        "sm_activity_percent",
-        _spec(
-            "gpu_sm_activity_ratio", "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).", GPU_LABELS
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "sm_occupancy_percent",
-        _spec(
-            "gpu_sm_occupancy_ratio", "Resident warps as a fraction of the SM maximum (GPM SM_OCCUPANCY).", GPU_LABELS
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "tensor_activity_percent",
-        _spec("gpu_tensor_activity_ratio", "Fraction of cycles any tensor pipe was active.", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "hmma_tensor_activity_percent",
-        _spec(
-            "gpu_hmma_tensor_activity_ratio",
-            "Fraction of cycles the HMMA (half-precision) tensor pipe was active.",
-            GPU_LABELS,
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "imma_tensor_activity_percent",
-        _spec(
-            "gpu_imma_tensor_activity_ratio",
-            "Fraction of cycles the IMMA (integer) tensor pipe was active.",
-            GPU_LABELS,
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "dfma_tensor_activity_percent",
-        _spec(
-            "gpu_dfma_tensor_activity_ratio", "Fraction of cycles the DFMA (fp64) tensor pipe was active.", GPU_LABELS
-        ),
-        _percent_to_ratio,
-    ),
-    (
-        "fp64_activity_percent",
-        _spec("gpu_fp64_activity_ratio", "Fraction of cycles the FP64 pipe was active.", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "fp32_activity_percent",
-        _spec("gpu_fp32_activity_ratio", "Fraction of cycles the FP32 pipe was active.", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "fp16_activity_percent",
-        _spec("gpu_fp16_activity_ratio", "Fraction of cycles the FP16 pipe was active.", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "pcie_tx_bytes_per_s",
-        _spec("gpu_pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU.", GPU_LABELS),
-        _same,
-    ),
-    (
-        "pcie_rx_bytes_per_s",
-        _spec("gpu_pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU.", GPU_LABELS),
-        _same,
-    ),
-    ("pcie_link_generation", _spec("gpu_pcie_link_generation", "Current PCIe link generation.", GPU_LABELS), _same),
-    ("pcie_link_width", _spec("gpu_pcie_link_width", "Current PCIe link width (lanes).", GPU_LABELS), _same),
-    (
-        "nvlink_tx_bytes_per_s",
-        _spec("gpu_nvlink_transmit_bytes_per_second", "NVLink bytes per second sent, all links.", GPU_LABELS),
-        _same,
-    ),
-    (
-        "nvlink_rx_bytes_per_s",
-        _spec("gpu_nvlink_receive_bytes_per_second", "NVLink bytes per second received, all links.", GPU_LABELS),
-        _same,
-    ),
-    ("nvlink_active_links", _spec("gpu_nvlink_active_links", "NVLink links that are up.", GPU_LABELS), _same),
-    ("nvlink_version", _spec("gpu_nvlink_version", "NVLink generation.", GPU_LABELS), _same),
-    (
-        "nvlink_link_peak_bytes_per_s",
-        _spec("gpu_nvlink_link_peak_bytes_per_second", "Peak bandwidth of one NVLink link, one direction.", GPU_LABELS),
-        _same,
-    ),
-    ("sm_clock_mhz", _spec("gpu_sm_clock_hertz", "Current SM clock.", GPU_LABELS), _mhz_to_hz),
-    ("sm_clock_max_mhz", _spec("gpu_sm_clock_max_hertz", "Maximum SM clock.", GPU_LABELS), _mhz_to_hz),
-    ("memory_clock_mhz", _spec("gpu_memory_clock_hertz", "Current memory clock.", GPU_LABELS), _mhz_to_hz),
-    ("memory_clock_max_mhz", _spec("gpu_memory_clock_max_hertz", "Maximum memory clock.", GPU_LABELS), _mhz_to_hz),
-    ("power_w", _spec("gpu_power_watts", "Power draw.", GPU_LABELS), _same),
-    ("power_limit_w", _spec("gpu_power_limit_watts", "Enforced power limit.", GPU_LABELS), _same),
-    (
-        "energy_j",
-        _spec("gpu_energy_joules_total", "Energy consumed since the driver loaded.", GPU_LABELS, "counter"),
-        _same,
-    ),
-    ("temperature_gpu_c", _spec("gpu_temperature_celsius", "GPU die temperature.", GPU_LABELS), _same),
-    (
-        "temperature_memory_c",
-        _spec("gpu_memory_temperature_celsius", "Device memory (HBM) temperature.", GPU_LABELS),
-        _same,
-    ),
-    (
-        "fan_speed_percent",
-        _spec("gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).", GPU_LABELS),
-        _percent_to_ratio,
-    ),
-    (
-        "ecc_corrected_errors",
-        _spec(
-            "gpu_ecc_corrected_errors_total",
-            "Corrected ECC errors since the driver loaded (volatile).",
-            GPU_LABELS,
-            "counter",
-        ),
-        _same,
-    ),
-    (
-        "ecc_uncorrected_errors",
-        _spec(
-            "gpu_ecc_uncorrected_errors_total",
-            "Uncorrected ECC errors since the driver loaded (volatile).",
-            GPU_LABELS,
-            "counter",
-        ),
-        _same,
-    ),
-]
+_GPU_SCALARS: list[tuple[str, MetricSpec, Convert]] = []
+
+
+def _gpu(field_name: str, name: str, help_text: str, kind: str = "gauge") -> None:
+    """A scalar GPU metric; a ``*_percent*`` field is exposed as a ratio, a ``*_mhz`` one in hertz."""
+    convert = _percent_to_ratio if "_percent" in field_name else _mhz_to_hz if field_name.endswith("_mhz") else _same
+    _GPU_SCALARS.append((field_name, _spec(name, help_text, GPU_LABELS, kind), convert))
+
+
+_gpu("mig_mode", "gpu_mig_mode_enabled", "1 when MIG mode is enabled, else 0.")
+_gpu(
+    "utilization_percent",
+    "gpu_utilization_ratio",
+    "Fraction of time a kernel was running (NVML 'GPU util'; not SM activity).",
+)
+_gpu(
+    "memory_busy_percent",
+    "gpu_memory_busy_ratio",
+    "Fraction of time device memory was read or written (not bandwidth).",
+)
+_gpu("memory_used_bytes", "gpu_memory_used_bytes", "Device memory in use.")
+_gpu("memory_total_bytes", "gpu_memory_total_bytes", "Device memory installed.")
+_gpu(
+    "dram_bandwidth_bytes_per_s",
+    "gpu_dram_bandwidth_bytes_per_second",
+    "Device memory (DRAM/HBM) traffic, read plus write.",
+)
+_gpu(
+    "dram_bandwidth_percent_of_peak",
+    "gpu_dram_bandwidth_ratio",
+    "DRAM traffic as a fraction of the theoretical peak (0..1).",
+)
+_gpu(
+    "dram_peak_bytes_per_s",
+    "gpu_dram_peak_bytes_per_second",
+    "Theoretical DRAM bandwidth: bus width x max memory clock x 2 / 8.",
+)
+_gpu(
+    "sm_activity_percent",
+    "gpu_sm_activity_ratio",
+    "Fraction of SM cycles with at least one warp resident (GPM SM_UTIL).",
+)
+_gpu(
+    "sm_occupancy_percent",
+    "gpu_sm_occupancy_ratio",
+    "Resident warps as a fraction of the SM maximum (GPM SM_OCCUPANCY).",
+)
+_gpu("tensor_activity_percent", "gpu_tensor_activity_ratio", "Fraction of cycles any tensor pipe was active.")
+_gpu(
+    "hmma_tensor_activity_percent",
+    "gpu_hmma_tensor_activity_ratio",
+    "Fraction of cycles the HMMA (half-precision) tensor pipe was active.",
+)
+_gpu(
+    "imma_tensor_activity_percent",
+    "gpu_imma_tensor_activity_ratio",
+    "Fraction of cycles the IMMA (integer) tensor pipe was active.",
+)
+_gpu(
+    "dfma_tensor_activity_percent",
+    "gpu_dfma_tensor_activity_ratio",
+    "Fraction of cycles the DFMA (fp64) tensor pipe was active.",
+)
+_gpu("fp64_activity_percent", "gpu_fp64_activity_ratio", "Fraction of cycles the FP64 pipe was active.")
+_gpu("fp32_activity_percent", "gpu_fp32_activity_ratio", "Fraction of cycles the FP32 pipe was active.")
+_gpu("fp16_activity_percent", "gpu_fp16_activity_ratio", "Fraction of cycles the FP16 pipe was active.")
+_gpu("pcie_tx_bytes_per_s", "gpu_pcie_transmit_bytes_per_second", "PCIe bytes per second sent by the GPU.")
+_gpu("pcie_rx_bytes_per_s", "gpu_pcie_receive_bytes_per_second", "PCIe bytes per second received by the GPU.")
+_gpu("pcie_link_generation", "gpu_pcie_link_generation", "Current PCIe link generation.")
+_gpu("pcie_link_width", "gpu_pcie_link_width", "Current PCIe link width (lanes).")
+_gpu("nvlink_tx_bytes_per_s", "gpu_nvlink_transmit_bytes_per_second", "NVLink bytes per second sent, all links.")
+_gpu("nvlink_rx_bytes_per_s", "gpu_nvlink_receive_bytes_per_second", "NVLink bytes per second received, all links.")
+_gpu("nvlink_active_links", "gpu_nvlink_active_links", "NVLink links that are up.")
+_gpu("nvlink_version", "gpu_nvlink_version", "NVLink generation.")
+_gpu(
+    "nvlink_link_peak_bytes_per_s",
+    "gpu_nvlink_link_peak_bytes_per_second",
+    "Peak bandwidth of one NVLink link, one direction.",
+)
+_gpu("sm_clock_mhz", "gpu_sm_clock_hertz", "Current SM clock.")
+_gpu("sm_clock_max_mhz", "gpu_sm_clock_max_hertz", "Maximum SM clock.")
+_gpu("memory_clock_mhz", "gpu_memory_clock_hertz", "Current memory clock.")
+_gpu("memory_clock_max_mhz", "gpu_memory_clock_max_hertz", "Maximum memory clock.")
+_gpu("power_w", "gpu_power_watts", "Power draw.")
+_gpu("power_limit_w", "gpu_power_limit_watts", "Enforced power limit.")
+_gpu("energy_j", "gpu_energy_joules_total", "Energy consumed since the driver loaded.", "counter")
+_gpu("temperature_gpu_c", "gpu_temperature_celsius", "GPU die temperature.")
+_gpu("temperature_memory_c", "gpu_memory_temperature_celsius", "Device memory (HBM) temperature.")
+_gpu("fan_speed_percent", "gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).")
+_gpu(
+    "ecc_corrected_errors",
+    "gpu_ecc_corrected_errors_total",
+    "Corrected ECC errors since the driver loaded (volatile).",
+    "counter",
+)
+_gpu(
+    "ecc_uncorrected_errors",
+    "gpu_ecc_uncorrected_errors_total",
+    "Uncorrected ECC errors since the driver loaded (volatile).",
+    "counter",
+)
 
 GPU_THROTTLED = _spec("gpu_throttled", "1 when any clock throttle reason is active, else 0.", GPU_LABELS)
 GPU_THROTTLE_REASON = _spec(

@@ -15,7 +15,6 @@ all-gather are validated exactly.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import os
@@ -82,43 +81,11 @@ def _worker(args: argparse.Namespace) -> int:
             if stop.item() > 0:
                 break
             elements = max(world, size // 4 // world * world)
-            # partial, not a closure: each size binds its own tensors
-            run: Callable[[], object]
-            if op == "allreduce":
-                buffer = torch.rand(elements, device=device).add_(0.5)
-                run = functools.partial(dist.all_reduce, buffer, op=dist.ReduceOp.MAX)
-            else:
-                chunk = torch.rand(elements // world, device=device).add_(0.5)
-                gathered = torch.empty(elements, device=device)
-                pieces = list(gathered.chunk(world))
-                if has_into and backend == "nccl":
-                    run = functools.partial(dist.all_gather_into_tensor, gathered, chunk)
-                else:
-                    run = functools.partial(dist.all_gather, pieces, chunk)  # pieces are views of gathered
-
-            # discard the first call, then size iterations to span target_sample_s
-            run()
-            sync()
-            dist.barrier()
-            start = time.perf_counter()
-            run()
-            sync()
-            timer = torch.full((1,), time.perf_counter() - start, dtype=torch.float64, device=device)
-            dist.all_reduce(timer, op=dist.ReduceOp.MAX)  # every rank must run the same count
-            iters = max(1, min(10_000, math.ceil(args.target_sample_s / max(float(timer.item()), 1e-6))))
-            warm: list[float] = []
-            samples: list[float] = []
-            for phase_samples, into in ((args.warmup, warm), (args.samples, samples)):
-                for _ in range(phase_samples):
-                    dist.barrier()
-                    start = time.perf_counter()
-                    for _ in range(iters):
-                        run()
-                    sync()
-                    timer.fill_((time.perf_counter() - start) / iters)
-                    dist.all_reduce(timer, op=dist.ReduceOp.MAX)
-                    into.append(float(timer.item()))
-            error = _validate(op, elements, world, args.rank, device, dist, has_into and backend == "nccl")
+            run = collective_kernel(op, elements, world, device, None, has_into and backend == "nccl")
+            iters, warm, samples = time_collective(
+                run, sync, device, None, args.target_sample_s, args.warmup, args.samples
+            )
+            error = validate_collective(op, elements, world, args.rank, device, None, has_into and backend == "nccl")
             results.append(
                 {
                     "op": op,
@@ -138,24 +105,84 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _validate(op: str, elements: int, world: int, rank: int, device: Any, dist: Any, into: bool) -> float:
+def time_collective(
+    run: Callable[[], object],
+    sync: Callable[[], None],
+    device: Any,
+    group: Any,
+    target_sample_s: float,
+    warmup: int,
+    samples: int,
+) -> tuple[int, list[float], list[float]]:
+    """``(iters, warmup seconds, sample seconds)`` per call of ``run``: the first call discarded,
+    ``iters`` sized so a sample spans ``target_sample_s``; each sample is a barrier, ``iters``
+    back-to-back calls, and the slowest rank's time per call (every rank runs the same count)."""
     import torch
+    import torch.distributed as dist
+
+    run()
+    sync()
+    dist.barrier(group=group)
+    start = time.perf_counter()
+    run()
+    sync()
+    timer = torch.full((1,), time.perf_counter() - start, dtype=torch.float64, device=device)
+    dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
+    iters = max(1, min(10_000, math.ceil(target_sample_s / max(float(timer.item()), 1e-6))))
+    warm: list[float] = []
+    timed: list[float] = []
+    for count, into in ((warmup, warm), (samples, timed)):
+        for _ in range(count):
+            dist.barrier(group=group)
+            start = time.perf_counter()
+            for _ in range(iters):
+                run()
+            sync()
+            timer.fill_((time.perf_counter() - start) / iters)
+            dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
+            into.append(float(timer.item()))
+    return iters, warm, timed
+
+
+def collective_kernel(op: str, elements: int, n: int, device: Any, group: Any, into: bool) -> Callable[[], None]:
+    """One ``op`` over ``group`` (None: every rank) on ``elements`` float32 values; ``into``: use
+    ``all_gather_into_tensor``. Each call binds its own tensors."""
+    import torch
+    import torch.distributed as dist
+
+    if op == "allreduce":
+        buffer = torch.rand(elements, device=device).add_(0.5)
+        return lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # MAX keeps values stable
+    if op == "allgather":
+        chunk = torch.rand(elements // n, device=device).add_(0.5)
+        gathered = torch.empty(elements, device=device)
+        pieces = list(gathered.chunk(n))
+        if into:
+            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group)
+        return lambda: dist.all_gather(pieces, chunk, group=group)
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def validate_collective(op: str, elements: int, n: int, rank: int, device: Any, group: Any, into: bool) -> float:
+    """One SUM all-reduce or one all-gather with known values; the relative error (0.0 exact)."""
+    import torch
+    import torch.distributed as dist
 
     if op == "allreduce":
         buffer = torch.full((elements,), float(rank + 1), device=device)
-        dist.all_reduce(buffer, op=dist.ReduceOp.SUM)
-        expected_sum = world * (world + 1) / 2
+        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
+        expected_sum = n * (n + 1) / 2
         return float((buffer - expected_sum).abs().max().item()) / expected_sum
-    chunk = torch.full((elements // world,), float(rank + 1), device=device)
-    gathered = torch.empty(elements, device=device)
+    chunk = torch.full((elements // n,), float(rank + 1), device=device)
     if into:
-        dist.all_gather_into_tensor(gathered, chunk)
+        gathered = torch.empty(elements, device=device)
+        dist.all_gather_into_tensor(gathered, chunk, group=group)
     else:
-        pieces = [torch.empty_like(chunk) for _ in range(world)]
-        dist.all_gather(pieces, chunk)
+        pieces = [torch.empty_like(chunk) for _ in range(n)]
+        dist.all_gather(pieces, chunk, group=group)
         gathered = torch.cat(pieces)
-    expected = torch.arange(1, world + 1, device=device, dtype=torch.float32).repeat_interleave(elements // world)
-    return float((gathered - expected).abs().max().item()) / world
+    expected = torch.arange(1, n + 1, device=device, dtype=torch.float32).repeat_interleave(elements // n)
+    return float((gathered - expected).abs().max().item()) / n
 
 
 # --- probe (the parent) -------------------------------------------------------------------
@@ -182,17 +209,17 @@ def collective_probe(
         else:
             world_size = 2
     base_record = {"kind": "collective", "device": ctx.device.name, "flops": 0, "counting_rule": {"bytes": BYTES_RULE}}
+
+    def op_record(op: str) -> dict[str, Any]:
+        """The record of an op that has no per-size result (skipped or failed)."""
+        parameters = {"op": op, "backend": backend, "world_size": world_size}
+        return {**base_record, "name": f"collective {op}", "parameters": parameters, "bytes_": 0}
+
     if world_size < 2:
         results = []
         for op in ops:
-            record = {
-                **base_record,
-                "name": f"collective {op}",
-                "parameters": {"op": op, "backend": backend, "world_size": world_size},
-                "bytes_": 0,
-            }
             result = ctx.skipped(
-                record,
+                op_record(op),
                 f"{backend} collectives need two or more ranks ({'GPUs' if ctx.device.is_gpu else 'processes'}); "
                 f"this device has {world_size}",
             )
@@ -236,14 +263,8 @@ def collective_probe(
     results = []
     if data is None:
         for op in ops:
-            record = {
-                **base_record,
-                "name": f"collective {op}",
-                "parameters": {"op": op, "backend": backend, "world_size": world_size},
-                "bytes_": 0,
-            }
             result = measurement_record(
-                statistic="best", status="failed", error=failure or "workers wrote no result", **record
+                statistic="best", status="failed", error=failure or "workers wrote no result", **op_record(op)
             )
             result["versions"] = ctx.versions
             emit(result)

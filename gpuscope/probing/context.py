@@ -7,7 +7,6 @@ a CPU), read around every measurement's timed samples: ``timing.energy_j`` or
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 import time
@@ -413,8 +412,3 @@ def _contention_percent(
     cores = os.cpu_count() or 1
     others = (after[1] - before[1]) - (after[2] - before[2])
     return max(0.0, min(100.0, 100.0 * others / (wall * cores)))
-
-
-def replace_policy(policy: TimingPolicy, **changes: Any) -> TimingPolicy:
-    """A copy of ``policy`` with ``changes`` (unknown keys raise TypeError)."""
-    return dataclasses.replace(policy, **changes)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import signal
 import socket
 import sys
 import threading
@@ -38,16 +37,12 @@ from gpuscope.paths import check_output_path
 from gpuscope.probing.cluster import RankReport, collective_records, merge_rank_results
 from gpuscope.probing.rendezvous import HEARTBEAT_S, Heartbeat, Launch, Liveness, Mailbox, StopSignals
 
-__all__ = ["DEFAULT_RANK_TIMEOUT_S", "run_distributed", "Launch"]
+__all__ = ["run_distributed", "Launch"]
 
-#: How long rank 0 waits, after its own suite, for the other ranks to finish theirs (seconds).
-DEFAULT_RANK_TIMEOUT_S = 900.0
 #: A rank whose heartbeat has not moved for this many seconds is taken as dead.
 _DEAD_AFTER_S = 10.0
 #: After SIGTERM, how long rank 0 waits for the other ranks' partial results (torchrun gives 30 s).
 _STOP_GRACE_S = 6.0
-#: Test hook: ``kill:R`` makes rank R SIGKILL itself, ``hang:R`` hang, after its first measurement.
-_FAULT_ENV = "GPUSCOPE_TEST_FAULT"
 
 
 def _rank_device(text: str, local_rank: int) -> Any:
@@ -68,26 +63,6 @@ def _split_suite(suite: Any, device: Any) -> tuple[Any, dict[str, Any] | None]:
     local = [spec for spec in suite.probes if spec.kind != "collective"]
     collective = next((spec for spec in suite.probes if spec.kind == "collective" and spec.runs_on(device.type)), None)
     return dataclasses.replace(suite, probes=local), (collective.options if collective is not None else None)
-
-
-def _fault(rank: int, published: int) -> None:
-    """The test hook (see ``_FAULT_ENV``): only ever set by gpuscope's own tests."""
-    spec = os.environ.get(_FAULT_ENV, "")
-    action, _, target = spec.partition(":")
-    if published != 1 or not target.isdigit() or int(target) != rank:
-        return
-    if action == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    elif action == "hang":  # stuck in the probe thread; SIGTERM kills it (see _fault_setup)
-        while True:
-            time.sleep(3600)
-
-
-def _fault_setup(rank: int) -> None:
-    """Main thread, test hook: a rank that will hang dies on SIGTERM, as a stuck process does on SIGKILL."""
-    action, _, target = os.environ.get(_FAULT_ENV, "").partition(":")
-    if action == "hang" and target.isdigit() and int(target) == rank:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Say:
@@ -140,7 +115,6 @@ def run_distributed(args: argparse.Namespace) -> int:
     host = socket.gethostname()
     say = _Say(launch, args.quiet)
     stop = StopSignals()
-    _fault_setup(launch.rank)
     heartbeat = Heartbeat(mailbox, launch.rank).start()
     try:
         from gpuscope.probing.environment import device_info
@@ -196,7 +170,6 @@ def _run_local(
         published += 1
         mailbox.put(f"m/{launch.rank}/{published}", record)
         mailbox.put(f"mcount/{launch.rank}", published)
-        _fault(launch.rank, published)
 
     runner = ProbeRunner(
         suite,

@@ -10,8 +10,6 @@ group and returns the raw timings; the other ranks return an empty list.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +39,7 @@ def run_collectives(
     import torch.distributed as dist
 
     from gpuscope.probing.cluster import group_sizes
+    from gpuscope.probing.collective import collective_kernel, time_collective, validate_collective
 
     is_cuda = torch.device(device).type == "cuda"
 
@@ -61,7 +60,6 @@ def run_collectives(
         if rank >= n:
             continue
         flag = torch.zeros(1, device=device)
-        timer = torch.zeros(1, dtype=torch.float64, device=device)
         stopped = False
         for op in ops:
             for size in sizes_bytes:
@@ -71,29 +69,9 @@ def run_collectives(
                     stopped = True
                     break
                 elements = max(n, size // 4 // n * n)
-                run = _kernel(op, elements, n, device, group, has_into and is_cuda)
-                run()
-                sync()
-                dist.barrier(group=group)
-                start = time.perf_counter()
-                run()
-                sync()
-                timer.fill_(time.perf_counter() - start)
-                dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
-                iters = max(1, min(10_000, math.ceil(target_sample_s / max(float(timer.item()), 1e-6))))
-                warm: list[float] = []
-                timed: list[float] = []
-                for count, into in ((warmup, warm), (samples, timed)):
-                    for _ in range(count):
-                        dist.barrier(group=group)
-                        start = time.perf_counter()
-                        for _ in range(iters):
-                            run()
-                        sync()
-                        timer.fill_((time.perf_counter() - start) / iters)
-                        dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
-                        into.append(float(timer.item()))
-                error = _validate(op, elements, n, rank, device, group, has_into and is_cuda)
+                run = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
+                iters, warm, timed = time_collective(run, sync, device, group, target_sample_s, warmup, samples)
+                error = validate_collective(op, elements, n, rank, device, group, has_into and is_cuda)
                 item = {
                     "op": op,
                     "group_size": n,
@@ -111,42 +89,3 @@ def run_collectives(
             if stopped:
                 break
     return results
-
-
-def _kernel(op: str, elements: int, n: int, device: Any, group: Any, into: bool) -> Callable[[], None]:
-    import torch
-    import torch.distributed as dist
-
-    if op == "allreduce":
-        buffer = torch.rand(elements, device=device).add_(0.5)
-        return lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # MAX keeps values stable
-    if op == "allgather":
-        chunk = torch.rand(elements // n, device=device).add_(0.5)
-        gathered = torch.empty(elements, device=device)
-        pieces = list(gathered.chunk(n))
-        if into:
-            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group)
-        return lambda: dist.all_gather(pieces, chunk, group=group)
-    raise ValueError(f"unknown collective {op!r}")
-
-
-def _validate(op: str, elements: int, n: int, rank: int, device: Any, group: Any, into: bool) -> float:
-    """One SUM all-reduce or one all-gather with known values; the relative error (0.0 exact)."""
-    import torch
-    import torch.distributed as dist
-
-    if op == "allreduce":
-        buffer = torch.full((elements,), float(rank + 1), device=device)
-        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
-        expected_sum = n * (n + 1) / 2
-        return float((buffer - expected_sum).abs().max().item()) / expected_sum
-    chunk = torch.full((elements // n,), float(rank + 1), device=device)
-    if into:
-        gathered = torch.empty(elements, device=device)
-        dist.all_gather_into_tensor(gathered, chunk, group=group)
-    else:
-        pieces = [torch.empty_like(chunk) for _ in range(n)]
-        dist.all_gather(pieces, chunk, group=group)
-        gathered = torch.cat(pieces)
-    expected = torch.arange(1, n + 1, device=device, dtype=torch.float32).repeat_interleave(elements // n)
-    return float((gathered - expected).abs().max().item()) / n

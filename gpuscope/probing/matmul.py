@@ -32,7 +32,6 @@ __all__ = [
     "build_matmul",
     "matmul_ceiling",
     "matmul_workload",
-    "LIBRARIES",
 ]
 
 MATMUL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
@@ -41,12 +40,6 @@ BYTES_RULE = "minimum traffic: A and B read once, C written once = batch*((M*K +
 
 _INPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 _OUTPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}  # fp8 writes bf16
-
-#: CPU GEMM libraries: name -> description recorded in the results.
-LIBRARIES = {
-    "torch": "torch.matmul (CPU: MKL or oneDNN; GPU: cuBLAS)",
-    "numpy": "numpy.matmul (numpy's BLAS, e.g. OpenBLAS)",
-}
 
 
 @dataclass(frozen=True)

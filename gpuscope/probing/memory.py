@@ -255,69 +255,31 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     def strided(body: Callable[[_ThreadArrays, int], Callable[[], Any]]) -> Callable[[], Any]:
         return team_call([body(arrays, reps) for arrays in per_thread])
 
+    # copy, scale, add: (numpy name, its rows name, numpy call bound to arrays, torch name, torch op)
+    simple: dict[str, tuple[str, str, Callable[[Any], Callable[[], Any]], str, Callable[[Any], Any]]] = {
+        "copy": ("numpy.copyto (memcpy)", "numpy.copyto", lambda x: lambda: np.copyto(x[1], x[0]),
+                 "torch.Tensor.copy_", lambda x: x[1].copy_(x[0])),
+        "scale": ("numpy.multiply(out=)", "numpy.multiply(out=)",
+                  lambda x: lambda: np.multiply(x[1], SCALAR, out=x[0]),
+                  "torch.mul(out=)", lambda x: torch.mul(x[1], SCALAR, out=x[0])),
+        "add": ("numpy.add(out=)", "numpy.add(out=)", lambda x: lambda: np.add(x[0], x[1], out=x[2]),
+                "torch.add(out=)", lambda x: torch.add(x[0], x[1], out=x[2])),
+    }  # fmt: skip
     variants: list[_Variant] = []
-    if kernel == "copy":
-        variants.append(
-            _Variant("numpy.copyto (memcpy), loop", looped(lambda t: lambda: np.copyto(t.arrays[1], t.arrays[0])))
-        )
+    if kernel in simple:
+        name, rows_name, numpy_call, torch_name, torch_op = simple[kernel]
+        variants.append(_Variant(f"{name}, loop", looped(lambda t: numpy_call(t.arrays))))
         if reps > 1:
-            variants.append(
-                _Variant(
-                    "numpy.copyto, zero-stride rows",
-                    strided(lambda t, r: lambda: np.copyto(_rows(t.arrays[1], r), _rows(t.arrays[0], r))),
-                )
-            )
-        variants.append(
-            _Variant("torch.Tensor.copy_, loop", looped(lambda t: _torch_pair(t, lambda a0, a1: a1.copy_(a0))))
-        )
-    elif kernel == "scale":
-        variants.append(
-            _Variant(
-                "numpy.multiply(out=), loop",
-                looped(lambda t: lambda: np.multiply(t.arrays[1], SCALAR, out=t.arrays[0])),
-            )
-        )
-        if reps > 1:
-            variants.append(
-                _Variant(
-                    "numpy.multiply(out=), zero-stride rows",
-                    strided(lambda t, r: lambda: np.multiply(_rows(t.arrays[1], r), SCALAR, out=_rows(t.arrays[0], r))),
-                )
-            )
-        variants.append(
-            _Variant(
-                "torch.mul(out=), loop", looped(lambda t: _torch_pair(t, lambda a0, a1: torch.mul(a1, SCALAR, out=a0)))
-            )
-        )
-    elif kernel == "add":
-        variants.append(
-            _Variant(
-                "numpy.add(out=), loop", looped(lambda t: lambda: np.add(t.arrays[0], t.arrays[1], out=t.arrays[2]))
-            )
-        )
-        if reps > 1:
-            variants.append(
-                _Variant(
-                    "numpy.add(out=), zero-stride rows",
-                    strided(
-                        lambda t, r: (
-                            lambda: np.add(_rows(t.arrays[0], r), _rows(t.arrays[1], r), out=_rows(t.arrays[2], r))
-                        )
-                    ),
-                )
-            )
-        variants.append(
-            _Variant(
-                "torch.add(out=), loop", looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(a, b, out=c)))
-            )
-        )
+            rows = strided(lambda t, r: numpy_call([_rows(x, r) for x in t.arrays]))
+            variants.append(_Variant(f"{rows_name}, zero-stride rows", rows))
+        variants.append(_Variant(f"{torch_name}, loop", looped(lambda t: _on_tensors(t, torch_op))))
     elif kernel == "triad":
         # a = b + s*c: torch does it in one pass; numpy needs two (tmp = s*c; a = b + tmp), which
         # moves more bytes than STREAM counts, so it only wins where dispatch cost dominates.
         variants.append(
             _Variant(
                 "torch.add(alpha=s, out=), loop",
-                looped(lambda t: _torch_triple(t, lambda a, b, c: torch.add(b, c, alpha=SCALAR, out=a))),
+                looped(lambda t: _on_tensors(t, lambda x: torch.add(x[1], x[2], alpha=SCALAR, out=x[0]))),
             )
         )
         variants.append(
@@ -366,19 +328,12 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     return variants
 
 
-def _torch_pair(t: _ThreadArrays, op: Callable[[Any, Any], Any]) -> Callable[[], Any]:
-    """``op(arrays[0], arrays[1])`` on torch views of the thread's arrays."""
+def _on_tensors(t: _ThreadArrays, op: Callable[[Any], Any]) -> Callable[[], Any]:
+    """``op(tensors)`` on torch views of the thread's arrays."""
     import torch
 
-    first, second = (torch.from_numpy(x) for x in t.arrays[:2])
-    return lambda: op(first, second)
-
-
-def _torch_triple(t: _ThreadArrays, op: Callable[[Any, Any, Any], Any]) -> Callable[[], Any]:
-    import torch
-
-    a, b, c = (torch.from_numpy(x) for x in t.arrays[:3])
-    return lambda: op(a, b, c)
+    tensors = [torch.from_numpy(x) for x in t.arrays]
+    return lambda: op(tensors)
 
 
 def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> tuple[float, float]:

@@ -217,26 +217,16 @@ class ProbeRunner:
             self._warn(warning)
         settings = self.suite.settings
         ctx = ProbeContext(
-            device=self.device,
-            budget=self.budget,
-            ceiling_policy=TimingPolicy(
-                samples=settings.samples, target_sample_s=settings.target_sample_s, warmup_max_s=settings.warmup_max_s
-            ),
-            workload_policy=TimingPolicy(
-                samples=settings.workload_samples,
-                target_sample_s=settings.workload_target_sample_s,
-                warmup_max_s=settings.warmup_max_s,
-            ),
-            cancel=cancel,
-            telemetry=self._telemetry,
-            versions=version_info,
-            max_call_s=settings.max_call_s,
-            contention_retries=settings.contention_retries,
+            device=self.device, budget=self.budget, cancel=cancel, telemetry=self._telemetry, versions=version_info,
+            ceiling_policy=TimingPolicy(samples=settings.samples, target_sample_s=settings.target_sample_s,
+                                        warmup_max_s=settings.warmup_max_s),
+            workload_policy=TimingPolicy(samples=settings.workload_samples,
+                                         target_sample_s=settings.workload_target_sample_s,
+                                         warmup_max_s=settings.warmup_max_s),
+            max_call_s=settings.max_call_s, contention_retries=settings.contention_retries,
             contention_threshold_percent=settings.contention_threshold_percent,
-            retry_budget_s=settings.contention_retry_budget_s,
-            log=self._warn,
-            clock_factory=self._clock_factory,
-        )
+            retry_budget_s=settings.contention_retry_budget_s, log=self._warn, clock_factory=self._clock_factory,
+        )  # fmt: skip
         total = len(self.steps)
         cancelled = False
         try:
@@ -402,26 +392,11 @@ def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif m["kind"] == "transfer":
             offer("transfer", m["ceiling_name"], m["bytes_per_s"], "B/s", m, size_bytes=p.get("size_bytes"))
         elif m["kind"] == "collective":
-            offer(
-                "collective",
-                f"{p['op']}.busbw",
-                m.get("busbw_bytes_per_s"),
-                "B/s",
-                m,
-                backend=p.get("backend"),
-                world_size=p.get("world_size"),
-                size_bytes=p.get("size_bytes"),
-            )
-            offer(
-                "collective",
-                f"{p['op']}.algbw",
-                m.get("algbw_bytes_per_s"),
-                "B/s",
-                m,
-                backend=p.get("backend"),
-                world_size=p.get("world_size"),
-                size_bytes=p.get("size_bytes"),
-            )
+            for bandwidth in ("busbw", "algbw"):
+                offer(
+                    "collective", f"{p['op']}.{bandwidth}", m.get(f"{bandwidth}_bytes_per_s"), "B/s", m,
+                    backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"),
+                )  # fmt: skip
     # say how each GEMM library did, so a CPU ceiling says which BLAS won and by how much
     libraries: dict[tuple[str, str], dict[str, float]] = {}
     for m in measurements:

@@ -1,8 +1,10 @@
 """A probe run seen from outside (the TUI's probes screen): typed events in, state out. No Textual.
 
 :class:`ProbeSession` consumes the child's events (:mod:`gpuscope.schema.events`) and keeps what a
-view shows: the progress, a one-line status, the measurement rows and the results document so
-far (partial until the child's file is read back, then that file). The screen only draws it.
+view shows: the progress, a one-line status, the measurement rows and the results so far: the
+in-progress document built as the writer builds it (``document``, partial) and its typed view
+(``results``), then the child's file read back (``written``, its bytes, and ``results``). The
+screen only draws it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from gpuscope.errors import GpuscopeError
 from gpuscope.schema.events import Exited, Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started
+from gpuscope.schema.results import Results
 
 __all__ = ["ProbeSession", "MeasurementRow"]
 
@@ -49,6 +52,8 @@ class ProbeSession:
     done: int = 0
     status: str = ""
     document: dict[str, Any] | None = None
+    results: Results | None = None
+    written: bytes | None = None
     rows: list[MeasurementRow] = field(default_factory=list)
     error: str | None = None
     finished: bool = False
@@ -102,23 +107,28 @@ class ProbeSession:
         self.document["measurements"].append(measurement)
         self.document["ceilings"] = list(event.ceilings)
         self.document["workloads"] = list(event.workloads)
+        from gpuscope.results import to_results
+
+        try:
+            self.results = to_results(self.document, "the run in progress")
+        except GpuscopeError:
+            pass  # a malformed entry: the typed view stays at the last good one
         return row
 
     def _finish(self, event: Finished) -> None:
-        from gpuscope.results import load_results
+        from gpuscope.results import read_results_file
 
         path = event.output or str(self.output)
         try:
-            document = load_results(path, reader="the probes screen")
+            results, written = read_results_file(path, reader="the probes screen")
         except GpuscopeError as exc:
             self.error = f"Could not read the probe results: {exc}"
             self.status = self.error
             return
         self.finished = True
-        self.document = document
-        self.done = self.total if not document.get("partial") else self.done
-        partial = " (partial: cancelled)" if document.get("partial") else ""
-        ceilings = len(document.get("ceilings", []))
+        self.results, self.written = results, written
+        self.done = self.total if not results.partial else self.done
+        partial = " (partial: cancelled)" if results.partial else ""
         self.status = (
-            f"Done{partial}: {len(document.get('measurements', []))} measurements, {ceilings} ceilings · saved {path}"
+            f"Done{partial}: {len(results.measurements)} measurements, {len(results.ceilings)} ceilings · saved {path}"
         )

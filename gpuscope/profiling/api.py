@@ -21,8 +21,8 @@ torch is imported when the first step begins, never at import.
 
 from __future__ import annotations
 
+import functools
 import os
-import socket
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -298,35 +298,17 @@ def profile(
     whose measured ceilings (same device and dtype) judge the ops; the datasheet otherwise.
     ``results``: a results file to append the profile to as a workload. ``energy``: read NVML's or
     RAPL's energy counter over the profiled steps."""
-    if fn is None:
-        if args:
-            raise UsageError("gpuscope.profile(): positional arguments need a function first")
-        return Profiler(
-            name or "step",
-            device,
-            steps=steps,
-            warmup=warmup,
-            roofs=roofs,
-            results=results,
-            energy=energy,
-            powercap_root=powercap_root,
-            telemetry=telemetry,
-            collector_factory=collector_factory,
-        )
-    if not callable(fn):
+    if fn is None and args:
+        raise UsageError("gpuscope.profile(): positional arguments need a function first")
+    if fn is not None and not callable(fn):
         raise UsageError(f"gpuscope.profile(): {fn!r} is not callable")
     call_kwargs = dict(kwargs or {})
-    if device is None:
+    if fn is not None and device is None:
         from gpuscope.profiling.devices import tensor_device
 
         device = tensor_device((args, call_kwargs))
-
-    def call() -> Any:
-        return fn(*args, **call_kwargs)
-
-    label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "step"
     profiler = Profiler(
-        label,
+        name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "step",
         device,
         steps=steps,
         warmup=warmup,
@@ -334,17 +316,15 @@ def profile(
         results=results,
         energy=energy,
         powercap_root=powercap_root,
-        rerun=call,
+        rerun=None if fn is None else functools.partial(fn, *args, **call_kwargs),
         telemetry=telemetry,
         collector_factory=collector_factory,
     )
+    if fn is None:
+        return profiler
     for _ in range(warmup + 1 + steps):
         with profiler:
-            call()
+            fn(*args, **call_kwargs)
     if profiler.result is None:  # pragma: no cover - the loop above always completes the phases
         raise ResourceError("gpuscope.profile: the profile did not complete")
     return profiler.result
-
-
-def _hostname() -> str:
-    return socket.gethostname()

@@ -154,10 +154,6 @@ class OpGroup:
         return self.counter_flops + self.pointwise_flops
 
     @property
-    def flops_per_call(self) -> float:
-        return self.flops / self.calls_per_step if self.calls_per_step else 0.0
-
-    @property
     def label(self) -> str:
         """``mm fp32 2048x512, 512x1536``: op without namespace, dtype, tensor shapes (the dtype
         before the shapes, so a cut label keeps it)."""

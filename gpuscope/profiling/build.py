@@ -34,12 +34,17 @@ def device_roofs(
 ) -> tuple[DeviceKey, DeviceRoofs | None]:
     """The roofs of one device: measured ceilings from the probe results files ``roofs`` (same host
     and device), plus the built-in datasheet. Raises BadInputError for a bad results file."""
-    from gpuscope.results import load_results, new_results
+    from gpuscope.results import read_results
     from gpuscope.roofline.loading import build_model
+    from gpuscope.schema.results import Device, Results, System
 
-    documents = [(str(path), load_results(path)) for path in roofs]
-    here = new_results(system={"hostname": host})
-    here["devices"] = [{"device": device_text, "type": device_type, "name": name, "host": host}]
+    documents = [(str(path), read_results(path)) for path in roofs]
+    here = Results(
+        schema="gpuscope.results",
+        schema_version=1,
+        system=System(hostname=host),
+        devices=[Device(device=device_text, type=device_type, name=name, host=host)],
+    )
     model = build_model([*documents, ("this profile", here)], local_cpu=local_cpu, local_hostname=host)
     key = DeviceKey(host=host, rank=None, device=device_text)
     found = model.device(key)

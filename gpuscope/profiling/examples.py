@@ -29,6 +29,16 @@ def _device_dtype(device: str | None, dtype: str) -> tuple[Any, Any]:
     return resolved, getattr(torch, dtype)
 
 
+def _run(model_and_input: tuple[Any, Any], train: bool) -> Any:
+    """The model's output on its input; with ``train``, zero the grads and backpropagate its sum (returns None)."""
+    model, x = model_and_input
+    if not train:
+        return model(x)
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+    return None
+
+
 @functools.lru_cache(maxsize=4)
 def build_transformer(
     d_model: int = 512,
@@ -51,31 +61,15 @@ def build_transformer(
     return layer, x
 
 
-def transformer_step(
-    d_model: int = 512,
-    heads: int = 8,
-    seq: int = 256,
-    batch: int = 8,
-    device: str | None = None,
-    dtype: str = "float32",
-) -> Any:
-    """Forward of one TransformerEncoderLayer (grad enabled, as in training)."""
-    layer, x = build_transformer(d_model, heads, seq, batch, device, dtype)
-    return layer(x)
+def transformer_step(*args: Any, train: bool = False, **options: Any) -> Any:
+    """Forward of the TransformerEncoderLayer of :func:`build_transformer` with these arguments (grad
+    enabled, as in training); with ``train``, forward + backward (loss = sum of the output)."""
+    return _run(build_transformer(*args, **options), train)
 
 
-def transformer_train_step(
-    d_model: int = 512,
-    heads: int = 8,
-    seq: int = 256,
-    batch: int = 8,
-    device: str | None = None,
-    dtype: str = "float32",
-) -> None:
-    """Forward + backward of one TransformerEncoderLayer (loss = sum of the output)."""
-    layer, x = build_transformer(d_model, heads, seq, batch, device, dtype)
-    layer.zero_grad(set_to_none=True)
-    layer(x).sum().backward()
+def transformer_train_step(*args: Any, **options: Any) -> None:
+    """Forward + backward of the TransformerEncoderLayer of :func:`build_transformer` with these arguments."""
+    _run(build_transformer(*args, **options), train=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -110,26 +104,12 @@ def build_convnet(
     return net, x
 
 
-def convnet_step(
-    batch: int = 16,
-    size: int = 32,
-    channels: int = 32,
-    device: str | None = None,
-    dtype: str = "float32",
-) -> Any:
-    """Forward of the small conv net."""
-    net, x = build_convnet(batch, size, channels, device, dtype)
-    return net(x)
+def convnet_step(*args: Any, train: bool = False, **options: Any) -> Any:
+    """Forward of the conv net of :func:`build_convnet` with these arguments; with ``train``, forward +
+    backward (loss = sum of the output)."""
+    return _run(build_convnet(*args, **options), train)
 
 
-def convnet_train_step(
-    batch: int = 16,
-    size: int = 32,
-    channels: int = 32,
-    device: str | None = None,
-    dtype: str = "float32",
-) -> None:
-    """Forward + backward of the small conv net."""
-    net, x = build_convnet(batch, size, channels, device, dtype)
-    net.zero_grad(set_to_none=True)
-    net(x).sum().backward()
+def convnet_train_step(*args: Any, **options: Any) -> None:
+    """Forward + backward of the conv net of :func:`build_convnet` with these arguments."""
+    _run(build_convnet(*args, **options), train=True)

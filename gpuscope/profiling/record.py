@@ -217,42 +217,25 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gpuscope.roofline.counting import ZERO_FLOP_OPS, torch_dtype_roof_name, written_tensors
+    from gpuscope.roofline.counting import (
+        ZERO_FLOP_OPS,
+        tensor_extent,
+        torch_dtype_roof_name,
+        union_length,
+        written_tensors,
+    )
 
     counter = FlopCounterMode(display=False)
     registry = counter.flop_registry
     tracker = counter.mod_tracker
 
-    def extent(tensor: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
-        try:
-            if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
-                return None
-            pointer = tensor.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return None
-        item = tensor.element_size()
-        sizes_strides = zip(tensor.shape, tensor.stride(), strict=True)
-        span = 1 + sum((size - 1) * abs(stride) for size, stride in sizes_strides if size > 0)
-        start = tensor.storage_offset() * item
-        return (str(tensor.device), pointer), (start, start + span * item)
-
     def union_bytes(tensors: list[Any]) -> int:
         ranges: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
         for tensor in tensors:
-            found = extent(tensor)
+            found = tensor_extent(tensor)
             if found is not None:
                 ranges[found[0]].append(found[1])
-        total = 0
-        for spans in ranges.values():
-            end_seen = None
-            for start, end in sorted(spans):
-                if end_seen is None or start >= end_seen:
-                    total += end - start
-                    end_seen = end
-                elif end > end_seen:
-                    total += end - end_seen
-                    end_seen = end
-        return total
+        return sum(union_length(spans) for spans in ranges.values())
 
     records: list[OpRecord] = []
 

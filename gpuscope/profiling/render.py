@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscope.profiling.result import ProfileResult
-from gpuscope.profiling.verdict import Verdict
 from gpuscope.roofline.tables import format_table
 from gpuscope.roofline.units import format_count, format_si
 from gpuscope.telemetry.values import Unavailable
@@ -237,15 +236,4 @@ def render_chart(
         height=height,
         palette=palette,
         title=_cut(f"{result.name}: point n = row n of the table", width - 4),
-    )
-
-
-def verdict_line(verdict: Verdict) -> str:
-    """One group's verdict in words."""
-    group = verdict.group
-    if verdict.time_lost_s is None:
-        return f"{group.label}: {verdict.note}"
-    return (
-        f"{group.label}: {verdict.bound}-bound against the {verdict.roof_source} {verdict.roof_name} roof, "
-        f"{(verdict.efficiency or 0) * 100:.0f}% efficient, {_ms(verdict.time_lost_s)} ms lost per step"
     )

@@ -21,6 +21,7 @@ from gpuscope.profiling.energy_roofline import (
 from gpuscope.profiling.view import as_list, first_module
 from gpuscope.roofline.units import format_si
 from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.report import Point, Roofline
 
 __all__ = [
     "energy_section_html",
@@ -94,20 +95,15 @@ def _energy_text(workload: dict[str, Any]) -> str:
 
 
 def _chart(
-    report: dict[str, Any],
-    workload: dict[str, Any],
-    groups: list[dict[str, Any]],
-    number: int,
+    roofline: Roofline | None, workload: dict[str, Any], groups: list[dict[str, Any]], number: int
 ) -> str | None:
     from gpuscope.report.charts import roofline_svg
 
     device, host = workload.get("device"), workload.get("host")
     roofs = [
         roof
-        for roof in (report.get("roofline") or {}).get("roofs") or []
-        if roof.get("device") == device
-        and (host is None or roof.get("host") in (None, host))
-        and roof.get("kind") in ("compute", "memory")
+        for roof in (roofline.roofs or [] if roofline else [])
+        if roof.device == device and (host is None or roof.host in (None, host)) and roof.kind in ("compute", "memory")
     ]
     points = []
     for rank, group in enumerate(groups, 1):
@@ -119,24 +115,26 @@ def _chart(
         if not flops or not nbytes or not time_s:
             continue
         points.append(
-            {
-                "name": f"#{rank} {str(group.get('op', '')).split('::')[-1]}",
-                "device": device,
-                "host": roofs[0].get("host") if roofs else host,
-                "rank": roofs[0].get("rank") if roofs else None,
-                "device_type": roofs[0].get("device_type") if roofs else None,
-                "dtype": group.get("dtype"),
-                "flop_per_s": flops / time_s,
-                "intensity_flop_per_byte": flops / nbytes,
-            }
+            Point(
+                name=f"#{rank} {str(group.get('op', '')).split('::')[-1]}",
+                device=device,
+                host=roofs[0].host if roofs else host,
+                rank=roofs[0].rank if roofs else None,
+                device_type=roofs[0].device_type if roofs else None,
+                dtype=group.get("dtype"),
+                flop_per_s=flops / time_s,
+                intensity_flop_per_byte=flops / nbytes,
+            )
         )
     if not roofs or not points:
         return None
-    return roofline_svg({"roofs": roofs, "points": points}, prefix=f"profile{number}")
+    return roofline_svg(Roofline(roofs=roofs, points=points), prefix=f"profile{number}")
 
 
-def profile_section_html(report: dict[str, Any]) -> str | None:
-    """The body of the "Where the time goes" section, or None when the report has no profile."""
+def profile_section_html(report: dict[str, Any], roofline: Roofline | None = None) -> str | None:
+    """The body of the "Where the time goes" section, or None when the report has no profile.
+    ``report`` holds the report's results documents as written (``results``); ``roofline`` is the
+    report's roofline section, whose roofs the groups' chart draws."""
     profiles = profiles_of(report)
     if not profiles:
         return None
@@ -227,7 +225,7 @@ def profile_section_html(report: dict[str, Any]) -> str | None:
                     f"profile-{number}-modules",
                 )
             )
-        svg = _chart(report, workload, groups, number)
+        svg = _chart(roofline, workload, groups, number)
         if svg:
             parts.append(
                 f"<figure>\n{svg}<figcaption>The groups above that have FLOPs and bytes, as points; each point's "

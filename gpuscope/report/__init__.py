@@ -17,12 +17,25 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpuscope.errors import BadInputError, GpuscopeError
-from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, format_for, load_input, write_text_atomic
+from gpuscope.fileio import write_json_atomic, write_text_atomic
+from gpuscope.report.io import (
+    REPORT_SCHEMA,
+    REPORT_SCHEMA_VERSION,
+    Input,
+    format_for,
+    load_input,
+    results_inputs,
+    validate_report,
+)
+from gpuscope.schema.report import Report
 
 __all__ = [
     "REPORT_SCHEMA",
     "REPORT_SCHEMA_VERSION",
+    "build",
     "make_report",
     "render_report",
     "write_report",
@@ -38,12 +51,13 @@ def _as_list(items: PathOrDoc | Sequence[PathOrDoc]) -> list[PathOrDoc]:
     return list(items)
 
 
-def _labels(items: list[PathOrDoc], loaded: list[tuple[str, str, dict[str, Any]]]) -> list[str]:
+def _labels(items: list[PathOrDoc], loaded: list[Input]) -> list[str]:
     """File names, with the parent folder added (and then a number) where two inputs share one."""
-    labels = [label for _, label, _ in loaded]
+    labels = [entry.label for entry in loaded]
     for position, label in enumerate(labels):
-        if labels.count(label) > 1 and not isinstance(items[position], dict):
-            path = Path(items[position])  # type: ignore[arg-type]
+        item = items[position]
+        if labels.count(label) > 1 and not isinstance(item, dict):
+            path = Path(item)
             labels[position] = f"{path.parent.name}/{path.name}" if path.parent.name else label
     seen: dict[str, int] = {}
     for position, label in enumerate(labels):
@@ -53,16 +67,29 @@ def _labels(items: list[PathOrDoc], loaded: list[tuple[str, str, dict[str, Any]]
     return labels
 
 
-def make_report(
+def report_document(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``report`` as the JSON-ready document report.json holds; ``documents`` are its results files
+    as written (undeclared fields kept), embedded in place of their typed views."""
+    data: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(report, results=[]))
+    if documents is None:
+        documents = [msgspec.to_builtins(entry.document) for entry in report.results]
+    data["results"] = [
+        {"label": entry.label, "document": document} for entry, document in zip(report.results, documents)
+    ]
+    return data
+
+
+def build(
     results_paths_or_dicts: PathOrDoc | Sequence[PathOrDoc],
     log_path: str | os.PathLike[str] | None = None,
     *,
     samples: Iterable[Any] | None = None,
     samples_label: str = "live telemetry",
     redact: bool = False,
-) -> dict[str, Any]:
-    """The report document of results files (paths or parsed dicts; a report JSON is accepted
-    too) and an optional telemetry log or in-memory samples. Raises :class:`BadInputError`."""
+) -> tuple[Report, dict[str, Any]]:
+    """The typed report of results files (paths or parsed dicts; a report JSON is accepted too)
+    and an optional telemetry log or in-memory samples, with its JSON document (what report.json
+    holds). Raises :class:`BadInputError`."""
     from gpuscope.report.model import build_report
     from gpuscope.report.telemetry import read_samples, summarize_samples
 
@@ -70,21 +97,11 @@ def make_report(
     if not items:
         raise BadInputError("no results file given")
     loaded = [load_input(item, position) for position, item in enumerate(items)]
-    labels = _labels(items, loaded)
-    reports = [doc for kind, _, doc in loaded if kind == "report"]
+    reports = [entry.typed for entry in loaded if isinstance(entry.typed, Report)]
     if len(loaded) == 1 and reports and log_path is None and samples is None:
-        report = reports[0]
+        report, document = reports[0], loaded[0].document
     else:
-        inputs: list[tuple[str, dict[str, Any]]] = []
-        for (kind, _, doc), label in zip(loaded, labels):
-            if kind == "report":
-                inputs.extend(
-                    (str(entry.get("label") or label), entry["document"])
-                    for entry in doc["results"]
-                    if isinstance(entry.get("document"), dict)
-                )
-            else:
-                inputs.append((label, doc))
+        inputs = results_inputs(loaded, _labels(items, loaded))
         warnings: list[str] = []
         telemetry = None
         if log_path is not None:
@@ -92,29 +109,47 @@ def make_report(
         elif samples is not None:
             telemetry = summarize_samples(samples, samples_label, warnings)
         elif reports:
-            telemetry = reports[0].get("telemetry")
+            telemetry = reports[0].telemetry
         report = build_report(inputs, telemetry, warnings)
+        document = report_document(report, [item.document for item in inputs])
     if redact:
         from gpuscope.report.redact import redact_report
 
-        report = redact_report(report)
-    return report
+        document = redact_report(document)
+        report = validate_report(document, "the redacted report")
+    return report, document
 
 
-def render_report(report: dict[str, Any], fmt: str) -> str:
-    """The report document rendered as ``html``, ``md`` or ``json`` text."""
+def make_report(
+    results_paths_or_dicts: PathOrDoc | Sequence[PathOrDoc],
+    log_path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """The report JSON document (what report.json holds) of :func:`build`'s inputs and ``options``."""
+    return build(results_paths_or_dicts, log_path, **options)[1]
+
+
+def render_report(report: Report | dict[str, Any], fmt: str, documents: Sequence[dict[str, Any]] | None = None) -> str:
+    """The report (typed, or its JSON document) rendered as ``html``, ``md`` or ``json`` text;
+    ``documents`` are a typed report's results files as written (see :func:`report_document`)."""
     fmt = format_for("", fmt)
+    if isinstance(report, Report):
+        typed = report
+    else:
+        typed = validate_report(report, "report")
+        documents = [entry["document"] for entry in report["results"]]
+    if fmt == "json":
+        import json
+
+        document = report if isinstance(report, dict) else report_document(typed, documents)
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
     if fmt == "html":
         from gpuscope.report.html import render_html
 
-        return render_html(report)
-    if fmt == "md":
-        from gpuscope.report.markdown import render_markdown
+        return render_html(typed, documents)
+    from gpuscope.report.markdown import render_markdown
 
-        return render_markdown(report)
-    import json
-
-    return json.dumps(report, indent=2, allow_nan=False) + "\n"
+    return render_markdown(typed, documents)
 
 
 def write_report(
@@ -131,15 +166,13 @@ def write_report(
     unknown format, :class:`BadInputError` for bad inputs, :class:`GpuscopeError` when the file
     cannot be written (the previous file, if any, is left as it was)."""
     fmt = format_for(path, fmt)
-    report = make_report(results_paths_or_dicts, log_path, samples=samples, redact=redact)
+    report, document = build(results_paths_or_dicts, log_path, samples=samples, redact=redact)
     target = Path(path)
     try:
         if fmt == "json":
-            from gpuscope.fileio import write_json_atomic
-
-            write_json_atomic(target, report)
+            write_json_atomic(target, document)
         else:
-            write_text_atomic(target, render_report(report, fmt))
+            write_text_atomic(target, render_report(report, fmt, [e["document"] for e in document["results"]]))
     except OSError as exc:
         raise GpuscopeError(f"{target}: cannot write the report ({exc.strerror or exc})") from None
     return target

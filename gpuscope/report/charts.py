@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuscope.paths import use_private_matplotlib_dir
 from gpuscope.report.fmt import clean_text, fmt_quantity
+from gpuscope.schema.report import MeasurementRow, Roofline, Telemetry
 
 __all__ = ["roofline_svg", "telemetry_svg", "PALETTE_SIZE", "CHART_RC"]
 
@@ -131,7 +132,7 @@ _CELL_W_PX = _LABEL_PT * 0.62
 _CELL_H_PX = 11.0
 
 
-def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | None:
+def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool = False) -> str | None:
     """The report's roofline chart as inline SVG, or None without roofs and points: the layout of
     :mod:`gpuscope.roofline.layout` (bold envelope per device, thin other dtypes and levels
     stopping at their ridge, ridge marks labelled in FLOP/B, labels on their lines placed so none
@@ -143,7 +144,7 @@ def roofline_svg(roofline: dict[str, Any], prefix: str = "roofline") -> str | No
     model = model_from_view(roofline)
     if model is None:
         return None
-    layout = layout_roofline(model, all_roofs=bool(roofline.get("all_roofs")))
+    layout = layout_roofline(model, all_roofs=all_roofs)
     if layout.empty:
         return None
 
@@ -323,27 +324,25 @@ def _blank() -> Any:
 # --- telemetry -------------------------------------------------------------------------------
 
 
-def telemetry_svg(
-    telemetry: dict[str, Any], measurements: list[dict[str, Any]], prefix: str = "telemetry"
-) -> str | None:
+def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], prefix: str = "telemetry") -> str | None:
     """Telemetry time series, one panel per metric group, every GPU a colour, with each probe
     run shaded and numbered on the time axis. None when the log has nothing to draw."""
     from gpuscope.report.fmt import fmt_time_utc
 
-    panels = telemetry.get("panels") or []
+    panels = telemetry.panels or []
     if not panels:
         return None
-    start = float(telemetry.get("start") or 0.0)
-    duration = float(telemetry.get("duration_s") or 0.0)
+    start = float(telemetry.start or 0.0)
+    duration = float(telemetry.duration_s or 0.0)
     spans = []
     for number, m in enumerate(measurements, start=1):
-        if m.get("start") is None or m.get("end") is None:
+        if m.start is None or m.end is None:
             continue
-        a, b = m["start"] - start, m["end"] - start
+        a, b = m.start - start, m.end - start
         if b < 0 or a > duration:
             continue
-        spans.append((number, max(a, 0.0), min(b, duration), m.get("name")))
-    keys = [g["key"] for g in telemetry.get("gpus") or []]
+        spans.append((number, max(a, 0.0), min(b, duration), m.name))
+    keys = [g.key for g in telemetry.gpus or []]
     colour_of = {key: 1 + (i % (PALETTE_SIZE - 1)) for i, key in enumerate(keys)}
     colour_of["host"] = 0
     height_per_panel = 1.55
@@ -356,7 +355,7 @@ def telemetry_svg(
         handles: dict[str, Any] = {}
         for axes, panel in zip(axes_list, panels):
             axes.set_title(
-                f"{panel['title']} ({panel['unit']})",
+                f"{panel.title} ({panel.unit})",
                 loc="left",
                 fontsize=8.5,
                 pad=14 if axes is axes_list[0] and spans else 4,
@@ -370,14 +369,13 @@ def telemetry_svg(
                     linewidth=0,
                     zorder=0,
                 )
-            for line in panel["lines"]:
-                colour = _PALETTE[colour_of.get(line["key"], 1)]
-                t = line["t"]
-                v = [math.nan if value is None else value for value in line["v"]]
-                (artist,) = axes.plot(t, v, color=colour, linestyle=line.get("style") or "-", linewidth=1.1)
-                if line.get("style", "-") == "-":
-                    handles.setdefault(_short(line["label"], 30), artist)
-            if panel["unit"] == "%":
+            for line in panel.lines:
+                colour = _PALETTE[colour_of.get(line.key, 1)]
+                v = [math.nan if value is None else value for value in line.v]
+                (artist,) = axes.plot(line.t, v, color=colour, linestyle=line.style or "-", linewidth=1.1)
+                if line.style in (None, "-"):
+                    handles.setdefault(_short(line.label, 30), artist)
+            if panel.unit == "%":
                 axes.set_ylim(0, 105)
             else:
                 axes.margins(y=0.1)

@@ -11,15 +11,24 @@ samples, the p10-p90 half range of a workload), and never below :data:`MIN_NOISE
 
 from __future__ import annotations
 
-import re
 import statistics
+from collections.abc import Sequence
 from typing import Any
 
-from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
-from gpuscope.report.model import LOW_PERCENT_OF_SPEC, ceiling_spread_percent, placement_of, workload_spread_percent
-from gpuscope.report.roofview import datasheet_value, device_name, device_type, roofline_view
+from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds, natural_key
+from gpuscope.report.io import ResultsInput
+from gpuscope.report.model import (
+    LOW_PERCENT_OF_SPEC,
+    ceiling_spread_percent,
+    median_of,
+    placement_of,
+    workload_spread_percent,
+)
+from gpuscope.report.roofview import datasheet_value, device_type, roofline_view
+from gpuscope.results import to_results
 from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, ABOVE_DATASHEET_TOLERANCE, is_above_datasheet
-from gpuscope.roofline.stragglers import below_median_percent, below_text, ceiling_median, is_straggler
+from gpuscope.roofline.stragglers import below_median_percent, below_text
+from gpuscope.schema.results import Measurement
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -48,124 +57,86 @@ ABOVE_DATASHEET_TOLERANCE_PERCENT = ABOVE_DATASHEET_TOLERANCE * 100.0
 _KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
 
 
-def _natural(text: str) -> tuple[Any, ...]:
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
-
-
 def _kind_word(kind: str, name: str, dev_type: str) -> str:
     if kind == "memory" and name.split(".")[0].lower() in ("dram", "hbm"):
         return "HBM" if dev_type == "gpu" else "DRAM"
     return _KIND_WORDS.get(kind, kind)
 
 
-def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Compare validated results documents ``(label, document)``; JSON-ready output."""
-    datasheet = roofline_view(inputs).get("datasheet") or []  # the roofs the report holds ceilings against
+def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Compare results files (:class:`ResultsInput`, or ``(label, document)`` pairs); JSON-ready output."""
+    items = [
+        item if isinstance(item, ResultsInput) else ResultsInput(item[0], to_results(item[1], item[0]), item[1])
+        for item in inputs
+    ]
+    # the roofs the report holds ceilings against
+    datasheet = roofline_view([(item.label, item.results) for item in items]).datasheet or []
     runs: list[dict[str, Any]] = []
     above_datasheet: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
     stragglers: list[dict[str, Any]] = []
     multi_host_files = set()
-    for label, doc in inputs:
+    for label, doc, _ in items:
         place = placement_of(doc)
-        places = {place(item) for item in (doc.get("ceilings") or []) + (doc.get("workloads") or [])}
-        if len(places) > 1:
+        if len({place(item) for item in doc.ceilings} | {place(item) for item in doc.workloads}) > 1:
             multi_host_files.add(label)
-    for label, doc in inputs:
+    for label, doc, _ in items:
         place = placement_of(doc)
-        system = doc.get("system") or {}
-        devices = doc.get("devices") or []
-        by_id = {m.get("id"): m for m in doc.get("measurements") or [] if m.get("id") is not None}
-
-        for ceiling in doc.get("ceilings") or []:
-            device = str(ceiling.get("device"))
-            host, _ = place(ceiling)
-            spread, count = ceiling_spread_percent(by_id.get(ceiling.get("measurement_id")))
-            dev_type = device_type(device, devices)
-            run = _run_label(runs, label, place(ceiling), label in multi_host_files)
-            spec = datasheet_value({**ceiling, "device": device, "host": host, "rank": place(ceiling)[1]}, datasheet)
-            percent = float(ceiling["value"]) / spec * 100.0 if spec else None
+        by_id: dict[str | int | None, Measurement] = {m.id: m for m in doc.measurements if m.id is not None}
+        for ceiling in doc.ceilings:
+            device = ceiling.device
+            host, rank = place(ceiling)
+            spread, count = ceiling_spread_percent(by_id.get(ceiling.measurement_id))
+            run = _run_label(runs, label, (host, rank), label in multi_host_files)
+            spec = datasheet_value(ceiling.kind, ceiling.name, device, host, rank, datasheet)
+            percent = ceiling.value / spec * 100.0 if spec else None
             above = is_above_datasheet(percent)
+            what = {"device": device, "kind": ceiling.kind, "name": ceiling.name}
             if above:
                 above_datasheet.append(
                     {
-                        "run": run, "device": device, "kind": str(ceiling.get("kind")),
-                        "name": str(ceiling.get("name")),
-                        "value": float(ceiling["value"]), "datasheet_value": spec, "percent_of_spec": percent,
-                        "text": (
-                            f"{run} {device} {ceiling.get('name')} {fmt_percent(percent)} of datasheet: "
-                            f"{ABOVE_DATASHEET_TEXT}"
-                        ),
+                        "run": run, **what, "value": ceiling.value, "datasheet_value": spec, "percent_of_spec": percent,
+                        "text": f"{run} {device} {ceiling.name} {fmt_percent(percent)} of datasheet: "
+                        + ABOVE_DATASHEET_TEXT,
                     }
                 )  # fmt: skip
-            if is_straggler(ceiling):
-                median = ceiling_median(ceiling)
-                below = below_median_percent(ceiling["value"], median)
+            straggler = ceiling.straggler is True
+            if straggler:
+                median = median_of(ceiling)
+                below = below_median_percent(ceiling.value, median)
                 stragglers.append(
                     {
-                        "run": run,
-                        "source": label,
-                        "host": host,
-                        "rank": place(ceiling)[1],
-                        "device": device,
-                        "kind": str(ceiling.get("kind")),
-                        "name": str(ceiling.get("name")),
-                        "unit": str(ceiling.get("unit")),
-                        "value": float(ceiling["value"]),
-                        "median": median,
-                        "below_median_percent": below,
-                        "text": f"{run} {device} {ceiling.get('name')} "
-                        f"{fmt_quantity(float(ceiling['value']), str(ceiling.get('unit')))}, "
-                        f"{below_text(below)}"
-                        + (f" {fmt_quantity(median, str(ceiling.get('unit')))}" if median else "")
+                        "run": run, "source": label, "host": host, "rank": rank, **what, "unit": ceiling.unit,
+                        "value": ceiling.value, "median": median, "below_median_percent": below,
+                        "text": f"{run} {device} {ceiling.name} {fmt_quantity(ceiling.value, ceiling.unit)}, "
+                        f"{below_text(below)}" + (f" {fmt_quantity(median, ceiling.unit)}" if median else "")
                         + " of its ranks",
                     }
-                )
+                )  # fmt: skip
                 for entry in runs:
                     if entry["label"] == run:
                         entry["straggler"] = True
             cells.append(
                 {
-                    "table": "ceilings",
-                    "run": run,
-                    "straggler": is_straggler(ceiling),
-                    "device": device,
-                    "device_type": dev_type,
-                    "device_name": device_name(device, devices, system, host),
-                    "kind": str(ceiling.get("kind")),
-                    "name": str(ceiling.get("name")),
-                    "unit": str(ceiling.get("unit")),
-                    "value": float(ceiling["value"]),
-                    "spread_percent": spread,
-                    "n": count,
-                    "higher_is_better": True,
-                    "datasheet_value": spec,
-                    "percent_of_spec": percent,
-                    "low": percent is not None and percent < LOW_PERCENT_OF_SPEC.get(str(ceiling.get("kind")), 0.0),
+                    "table": "ceilings", "run": run, "straggler": straggler, **what,
+                    "device_type": device_type(device, doc.devices),
+                    "unit": ceiling.unit, "value": ceiling.value, "spread_percent": spread, "n": count,
+                    "higher_is_better": True, "datasheet_value": spec, "percent_of_spec": percent,
+                    "low": percent is not None and percent < LOW_PERCENT_OF_SPEC.get(ceiling.kind, 0.0),
                     "above_datasheet": above,
                 }
-            )
-        for workload in doc.get("workloads") or []:
-            device = str(workload.get("device"))
-            time_s = float(workload["time_s"])
-            if time_s <= 0:
+            )  # fmt: skip
+        for workload in doc.workloads:
+            if workload.time_s <= 0:
                 continue
             cells.append(
                 {
-                    "table": "workloads",
-                    "run": _run_label(runs, label, place(workload), label in multi_host_files),
-                    "device": device,
-                    "device_type": device_type(device, devices),
-                    "device_name": device_name(device, devices, system, place(workload)[0]),
-                    "kind": "workload",
-                    "name": str(workload.get("name")),
-                    "unit": "s",
-                    "value": time_s,
-                    "spread_percent": workload_spread_percent(workload),
-                    "n": workload.get("n"),
-                    "higher_is_better": False,
+                    "table": "workloads", "run": _run_label(runs, label, place(workload), label in multi_host_files),
+                    "device": workload.device, "device_type": device_type(workload.device, doc.devices),
+                    "kind": "workload", "name": workload.name, "unit": "s", "value": workload.time_s,
+                    "spread_percent": workload_spread_percent(workload), "n": workload.n, "higher_is_better": False,
                 }
-            )
+            )  # fmt: skip
     flags = _flag(cells, len(runs))
     tables = {}
     for table in ("ceilings", "workloads"):
@@ -196,7 +167,7 @@ def compare_results(inputs: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                 )
         ordered = sorted(
             rows.values(),
-            key=lambda r: (r["device_type"] != "gpu", _natural(r["device"]), r["kind"], _natural(r["name"])),
+            key=lambda r: (r["device_type"] != "gpu", natural_key(r["device"]), r["kind"], natural_key(r["name"])),
         )
         tables[table] = ordered
     return {

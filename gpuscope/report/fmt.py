@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpuscope.schema.report import Report
 
 __all__ = [
     "fmt_quantity",
@@ -14,6 +18,7 @@ __all__ = [
     "fmt_time_utc",
     "clean_text",
     "source_descriptions",
+    "natural_key",
 ]
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
@@ -104,16 +109,21 @@ def clean_text(value: Any, limit: int = 200) -> str:
     return text
 
 
-def source_descriptions(report: dict[str, Any], partial_suffix: str) -> list[str]:
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts ``gpu2`` before ``gpu10``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def source_descriptions(report: Report, partial_suffix: str) -> list[str]:
     """One plain-text line per report source: kind, label, creation time (UTC) and
     ``partial_suffix`` when the source was partial. The caller escapes them."""
     descriptions = []
-    for source in report.get("sources") or []:
-        kind = "results" if source.get("kind") == "results" else "telemetry log"
-        text = f"{kind} {clean_text(source.get('label'))}"
-        if source.get("created") is not None:
-            text += f" ({fmt_time_utc(source['created'])})"
-        if source.get("partial"):
+    for source in report.sources or []:
+        kind = "results" if source.kind == "results" else "telemetry log"
+        text = f"{kind} {clean_text(source.label)}"
+        if source.created is not None:
+            text += f" ({fmt_time_utc(source.created)})"
+        if source.partial:
             text += partial_suffix
         descriptions.append(text)
     return descriptions

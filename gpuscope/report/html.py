@@ -8,11 +8,13 @@ bytes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
 from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
-from gpuscope.report.tables import Table, report_tables
+from gpuscope.report.tables import Table, report_tables, written_results
+from gpuscope.schema.report import Report
 
 __all__ = ["render_html"]
 
@@ -82,12 +84,13 @@ def _section(section_id: str, title: str, body: str) -> str:
     return f'<section id="{section_id}">\n<h2>{escape(title)}</h2>\n{body}</section>\n'
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """The report as one self-contained HTML page (a pure function of ``report``)."""
+def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> str:
+    """The report as one self-contained HTML page (a pure function of ``report`` and its results
+    ``documents`` as written, :func:`~gpuscope.report.tables.written_results`)."""
     from gpuscope.report.charts import roofline_svg, telemetry_svg
 
     tables = {table.id: table for table in report_tables(report)}
-    title = clean_text(report.get("title") or "gpuscope report")
+    title = clean_text(report.title or "gpuscope report")
     parts = [
         "<!DOCTYPE html>\n",
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n',
@@ -96,12 +99,12 @@ def render_html(report: dict[str, Any]) -> str:
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             '<meta name="color-scheme" content="light dark">\n'
         ),
-        f'<meta name="generator" content="gpuscope {_e(report.get("gpuscope_version"))}">\n',
+        f'<meta name="generator" content="gpuscope {_e(report.gpuscope_version)}">\n',
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n",
         f"<header>\n<h1>{escape(title)}</h1>\n",
         f'<p class="meta">{_meta(report)}</p>\n</header>\n',
     ]
-    telemetry = report.get("telemetry")
+    telemetry = report.telemetry
     nav = [
         ("summary", "Summary"),
         ("system", "System"),
@@ -117,16 +120,17 @@ def render_html(report: dict[str, Any]) -> str:
         nav.append(("runs", "Probe runs"))
     from gpuscope.profiling.report_section import profiles_of  # gpuscope.profile
 
-    if profiles_of(report):
+    results = written_results(report, documents)
+    if profiles_of(results):
         nav.insert(nav.index(("workloads", "Workloads")) + 1, ("where-time-goes", "Where the time goes"))
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
-    summary = "".join(f"<li>{_e(line)}</li>" for line in report.get("summary") or [])
+    summary = "".join(f"<li>{_e(line)}</li>" for line in report.summary or [])
     body = f'<ul class="summary">{summary}</ul>\n'
-    if report.get("warnings"):
+    if report.warnings:
         body += (
             '<div class="warnings"><strong>Warnings</strong><ul>'
-            + "".join(f"<li>{_e(w)}</li>" for w in report["warnings"])
+            + "".join(f"<li>{_e(w)}</li>" for w in report.warnings)
             + "</ul></div>\n"
         )
     parts.append(_section("summary", "Summary", body))
@@ -134,7 +138,7 @@ def render_html(report: dict[str, Any]) -> str:
         parts.append(_section("stragglers", tables["stragglers"].title, _table(tables["stragglers"])))
     parts.append(_section("system", "System", _table(tables["system"])))
 
-    svg = roofline_svg(report.get("roofline") or {})
+    svg = roofline_svg(report.roofline)
     if svg is None:
         roof_body = '<p class="empty">No roofs or workloads to draw.</p>\n'
     else:
@@ -143,7 +147,7 @@ def render_html(report: dict[str, Any]) -> str:
             "CPU roofs and workloads (circles) and GPU roofs and workloads (triangles) in separate colours; "
             "measured roofs solid, datasheet roofs dashed.</figcaption>\n</figure>\n"
         )
-    notes = (report.get("roofline") or {}).get("notes") or []
+    notes = report.roofline.notes or []
     if notes:
         roof_body += '<ul class="note">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>\n"
     parts.append(_section("roofline", "Roofline", roof_body))
@@ -154,18 +158,18 @@ def render_html(report: dict[str, Any]) -> str:
     from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # gpuscope.profile
 
     extra = (
-        ("where-time-goes", "Where the time goes", profile_section_html(report)),
-        ("energy-roofline", "Energy", energy_section_html(report)),
+        ("where-time-goes", "Where the time goes", profile_section_html(results, report.roofline)),
+        ("energy-roofline", "Energy", energy_section_html(results)),
     )
     for section_id, title, section_body in extra:
         if section_body:
             parts.append(_section(section_id, title, section_body))
 
     if telemetry:
-        chart = telemetry_svg(telemetry, report.get("measurements") or [])
+        chart = telemetry_svg(telemetry, report.measurements)
         tel_body = (
-            f'<p class="meta">{_e(telemetry.get("source"))}: {_e(telemetry.get("samples"))} samples '
-            f"from {_e(fmt_time_utc(telemetry.get('start')))} to {_e(fmt_time_utc(telemetry.get('end')))}.</p>\n"
+            f'<p class="meta">{_e(telemetry.source)}: {_e(telemetry.samples)} samples '
+            f"from {_e(fmt_time_utc(telemetry.start))} to {_e(fmt_time_utc(telemetry.end))}.</p>\n"
         )
         tel_body += (
             f"<figure>\n{chart}</figure>\n"
@@ -181,15 +185,15 @@ def render_html(report: dict[str, Any]) -> str:
             if key in tables:
                 parts.append(_section(key, tables[key].title, _table(tables[key])))
     parts.append(
-        f"<footer>gpuscope {_e(report.get('gpuscope_version'))} · "
-        f"report schema {_e(report.get('schema'))} v{_e(report.get('schema_version'))}</footer>\n"
+        f"<footer>gpuscope {_e(report.gpuscope_version)} · "
+        f"report schema {_e(report.schema)} v{_e(report.schema_version)}</footer>\n"
     )
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)
 
 
-def _meta(report: dict[str, Any]) -> str:
+def _meta(report: Report) -> str:
     items = [escape(text) for text in source_descriptions(report, " — partial")]
-    if report.get("redacted"):
+    if report.redacted:
         items.append("<strong>redacted</strong>: hostnames, usernames and command lines removed")
     return " · ".join(items)

@@ -8,30 +8,30 @@ folder, then a rename, so a reader never sees a half-written report.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from gpuscope.errors import BadInputError, UsageError
-from gpuscope.fileio import read_json_file, write_json_atomic, write_text_atomic
-from gpuscope.results import parse_results, validate_results
+from gpuscope.results import parse_results
 from gpuscope.schema.core import convert, decode_json, decode_tree, encode_json
 from gpuscope.schema.files import read_bytes
 from gpuscope.schema.kinds import KIND_NAMES, current_reader, declared_schema, sniff_kind
 from gpuscope.schema.report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Report
-from gpuscope.schema.results import RESULTS_SCHEMA
+from gpuscope.schema.results import RESULTS_SCHEMA, Results
 
 __all__ = [
     "REPORT_SCHEMA",
     "REPORT_SCHEMA_VERSION",
     "FORMATS",
     "format_for",
-    "read_json_document",
+    "Input",
+    "ResultsInput",
     "load_input",
+    "results_inputs",
     "validate_report",
-    "write_text_atomic",
-    "write_json_atomic",
 ]
 
 
@@ -62,59 +62,72 @@ def format_for(path: str | os.PathLike[str], fmt: str | None = None, hint: str =
     )
 
 
-def read_json_document(path: str | os.PathLike[str]) -> Any:
-    """Parse a JSON file; raise :class:`BadInputError` with one line naming the file and problem."""
-    return read_json_file(path, "a results or report JSON file")
+class ResultsInput(NamedTuple):
+    """One results file of a report: ``results`` is the typed view (every field the report reads),
+    ``document`` the file as written (undeclared fields kept: it travels inside report.json as
+    given, and the profile and energy sections read its free detail)."""
+
+    label: str
+    results: Results
+    document: dict[str, Any]
+
+
+class Input(NamedTuple):
+    """One loaded input: ``kind`` ``"results"`` or ``"report"``, its label, the document as
+    written (the dict view) and its typed view."""
+
+    kind: str
+    label: str
+    document: dict[str, Any]
+    typed: Results | Report
 
 
 def _version_problem(data: Any, source: str) -> str | None:
-    if isinstance(data, dict) and data.get("schema") == REPORT_SCHEMA:
-        version = data.get("schema_version")
-        if version != REPORT_SCHEMA_VERSION or isinstance(version, bool):
-            return (
-                f"{source}: report schema_version {version!r} is not supported "
-                f"(this gpuscope reads version {REPORT_SCHEMA_VERSION})"
-            )
-    return None
+    """The one-line message for a report file of another ``schema_version``, else None."""
+    version = data.get("schema_version") if isinstance(data, dict) else REPORT_SCHEMA_VERSION
+    if version == REPORT_SCHEMA_VERSION and not isinstance(version, bool):
+        return None
+    return (
+        f"{source}: report schema_version {version!r} is not supported "
+        f"(this gpuscope reads version {REPORT_SCHEMA_VERSION})"
+    )
 
 
-def validate_report(data: Any, source: str) -> dict[str, Any]:
-    """Check ``data`` against :class:`gpuscope.schema.report.Report` (every field the renderers
-    read, embedded results documents included); raise :class:`BadInputError` naming ``source``
-    and the JSON path. Returns ``data``."""
+def validate_report(data: Any, source: str) -> Report:
+    """``data`` (a parsed report JSON) as the typed :class:`~gpuscope.schema.report.Report`
+    (every field the renderers read, embedded results documents included); raise
+    :class:`BadInputError` naming ``source`` and the JSON path."""
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         raise BadInputError(f"{source}: not a gpuscope report file (field 'schema' is not {REPORT_SCHEMA!r})")
     problem = _version_problem(data, source)
     if problem:
         raise BadInputError(problem)
-    convert(data, Report, source)
-    return data
+    return convert(data, Report, source)
 
 
-def load_input(
-    item: str | os.PathLike[str] | dict[str, Any], position: int = 0, reader: str | None = None
-) -> tuple[str, str, dict[str, Any]]:
-    """Load one input: a path or an already-parsed dict, results or report.
-
-    Returns ``(kind, label, document)`` where kind is ``"results"`` or ``"report"`` and label is
-    the file name (``results[N]`` for a dict). Raises :class:`BadInputError` (one line: the file,
-    the JSON path, the problem; or what kind of file it is when it is neither)."""
+def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0, reader: str | None = None) -> Input:
+    """Load one input: a path or an already-parsed dict (read as if from a file: NaN -> null),
+    results or report; its label is the file name (``results[N]`` for a dict, or its ``_label``).
+    Raises :class:`BadInputError` (one line: the file, the JSON path, the problem; or what kind
+    of file it is when it is neither)."""
     if isinstance(item, dict):
         source = label = str(item.get("_label") or f"results[{position}]")
-        document: dict[str, Any] = msgspec.json.decode(encode_json(item))  # as if read from a file: NaN -> null
-        if document.get("schema") == REPORT_SCHEMA:
-            return "report", label, validate_report(document, source)
-        return "results", label, validate_results(document, source)
-    source = str(item)
-    label = Path(item).name or source
-    raw = read_bytes(item, "a results or report JSON file", "report")
+        raw = encode_json(item)
+    else:
+        source = str(item)
+        label = Path(item).name or source
+        raw = read_bytes(item, "a results or report JSON file", "report")
     kind = sniff_kind(raw)
     if kind == REPORT_SCHEMA:
-        try:
-            decode_json(raw, Report, source, on_error=lambda _: _version_problem(msgspec.json.decode(raw), source))
-        except RecursionError:
-            raise BadInputError(f"{source}: JSON nested too deeply") from None
-        return "report", label, decode_tree(raw, source)
+
+        def version(_: Exception) -> str | None:
+            try:
+                return _version_problem(msgspec.json.decode(raw), source)
+            except (msgspec.MsgspecError, RecursionError):
+                return None
+
+        report = decode_json(raw, Report, source, on_error=version)
+        return Input("report", label, decode_tree(raw, source), report)
     if kind not in (None, RESULTS_SCHEMA):
         raise BadInputError(
             f"{source} is {KIND_NAMES[kind]}; {reader or current_reader()} reads a probe results or report file"
@@ -125,8 +138,25 @@ def load_input(
             f"{source}: not a gpuscope results or report file "
             f"(field 'schema' is {schema!r}, expected {RESULTS_SCHEMA!r} or {REPORT_SCHEMA!r})"
         )
-    parse_results(raw, source, reader)
+    results = parse_results(raw, source, reader)
     data = decode_tree(raw, source)
     for key in ("devices", "ceilings", "measurements", "workloads"):
         data.setdefault(key, [])
-    return "results", label, data
+    return Input("results", label, data, results)
+
+
+def results_inputs(loaded: Sequence[Input], labels: Sequence[str] | None = None) -> list[ResultsInput]:
+    """The results files of loaded inputs, a report's embedded ones included (labelled with
+    their own label, else the report's)."""
+    out: list[ResultsInput] = []
+    for position, entry in enumerate(loaded):
+        label = labels[position] if labels else entry.label
+        if isinstance(entry.typed, Report):
+            written = entry.document["results"]
+            out.extend(
+                ResultsInput(str(embedded.label or label), embedded.document, as_written["document"])
+                for embedded, as_written in zip(entry.typed.results, written)
+            )
+        else:
+            out.append(ResultsInput(label, entry.typed, entry.document))
+    return out

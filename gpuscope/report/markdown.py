@@ -5,10 +5,12 @@ table breakage)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
-from gpuscope.report.tables import Table, report_tables
+from gpuscope.report.tables import Table, report_tables, written_results
+from gpuscope.schema.report import Report
 
 __all__ = ["render_markdown", "md_escape"]
 
@@ -49,39 +51,37 @@ def _table(table: Table) -> str:
     return text
 
 
-def render_markdown(report: dict[str, Any]) -> str:
-    """The report as Markdown (a pure function of ``report``)."""
+def render_markdown(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> str:
+    """The report as Markdown (a pure function of ``report`` and its results ``documents`` as written)."""
     tables = report_tables(report)
-    out = [f"# {md_escape(report.get('title') or 'gpuscope report')}\n\n"]
+    out = [f"# {md_escape(report.title or 'gpuscope report')}\n\n"]
     meta = [md_escape(text) for text in source_descriptions(report, ", partial")]
-    if report.get("redacted"):
+    if report.redacted:
         meta.append("redacted: hostnames, usernames and command lines removed")
-    out.append(
-        f"gpuscope {md_escape(report.get('gpuscope_version'))}" + (" · " + " · ".join(meta) if meta else "") + "\n"
-    )
+    out.append(f"gpuscope {md_escape(report.gpuscope_version)}" + (" · " + " · ".join(meta) if meta else "") + "\n")
     out.append("\n## Summary\n\n")
-    out.extend(f"- {md_escape(line)}\n" for line in report.get("summary") or [])
-    if report.get("warnings"):
+    out.extend(f"- {md_escape(line)}\n" for line in report.summary or [])
+    if report.warnings:
         out.append("\n**Warnings**\n\n")
-        out.extend(f"- {md_escape(w)}\n" for w in report["warnings"])
+        out.extend(f"- {md_escape(w)}\n" for w in report.warnings)
     for table in tables:
         out.append(f"\n## {md_escape(table.title)}\n\n")
         out.append(_table(table))
         if table.id == "ceilings":
-            notes = (report.get("roofline") or {}).get("notes") or []
+            notes = report.roofline.notes or []
             if notes:
                 out.append("\n")
                 out.extend(f"- {md_escape(note)}\n" for note in notes)
     from gpuscope.profiling.report_section import profile_markdown_lines  # hook: gpuscope.profile
 
-    profile_lines = profile_markdown_lines(report, md_escape)
+    profile_lines = profile_markdown_lines(written_results(report, documents), md_escape)
     if profile_lines:
         out.append("\n## Where the time goes\n\n" + "\n".join(profile_lines) + "\n")
-    telemetry = report.get("telemetry")
+    telemetry = report.telemetry
     if telemetry:
         out.append(
-            f"\n_Telemetry: {md_escape(telemetry.get('source'))}, {md_escape(telemetry.get('samples'))} samples from "
-            f"{md_escape(fmt_time_utc(telemetry.get('start')))} to {md_escape(fmt_time_utc(telemetry.get('end')))}. "
+            f"\n_Telemetry: {md_escape(telemetry.source)}, {md_escape(telemetry.samples)} samples from "
+            f"{md_escape(fmt_time_utc(telemetry.start))} to {md_escape(fmt_time_utc(telemetry.end))}. "
             "The charts are in the HTML report._\n"
         )
     return "".join(out)

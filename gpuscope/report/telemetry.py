@@ -1,7 +1,7 @@
 """Telemetry for reports: a log (or in-memory samples) reduced to per-metric statistics, energy,
 processes seen, and downsampled time series for the charts.
 
-Everything returned is plain JSON-ready data (the ``telemetry`` section of a report). Values
+The result is the report's typed ``telemetry`` section (:class:`~gpuscope.schema.report.Telemetry`). Values
 that were never available stay absent (``None``), with the reason, never a zero.
 """
 
@@ -14,7 +14,22 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from gpuscope.errors import BadInputError
+from gpuscope.report.fmt import natural_key
+from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.report import (
+    MAX_POINTS_PER_LINE,
+    Energy,
+    GpuKey,
+    Line,
+    Missing,
+    Panel,
+    ProcessRow,
+    Stat,
+    Telemetry,
+)
 from gpuscope.telemetry.records import GpuSample, Sample
 from gpuscope.telemetry.values import Unavailable
 
@@ -41,45 +56,30 @@ HOST_METRICS: tuple[tuple[str, str, str, float], ...] = (
     ("memory_used_bytes", "Host memory used", "GB", 1e-9),
 )
 
+
+PanelSpec = tuple[str, str, str, tuple[tuple[str, str, str], ...]]
+
+
+def _pair(panel_id: str, first: str, second: str, unit: str, a: str, b: str) -> PanelSpec:
+    """A panel of two GPU lines, the first solid and the second dashed."""
+    return (panel_id, f"{first} (solid) and {second} (dashed)", unit, (("gpu", a, "-"), ("gpu", b, "--")))
+
+
 #: Chart panels: (id, title, display unit, [(scope, field, line style)]); scope "gpu" or "host".
-PANELS: tuple[tuple[str, str, str, tuple[tuple[str, str, str], ...]], ...] = (
+PANELS: tuple[PanelSpec, ...] = (
     ("util", "GPU utilization", "%", (("gpu", "utilization_percent", "-"),)),
-    (
-        "activity",
-        "SM activity (solid) and tensor activity (dashed)",
-        "%",
-        (("gpu", "sm_activity_percent", "-"), ("gpu", "tensor_activity_percent", "--")),
-    ),
+    _pair("activity", "SM activity", "tensor activity", "%", "sm_activity_percent", "tensor_activity_percent"),
     ("dram", "DRAM bandwidth", "GB/s", (("gpu", "dram_bandwidth_bytes_per_s", "-"),)),
-    (
-        "pcie",
-        "PCIe TX (solid) and RX (dashed)",
-        "GB/s",
-        (("gpu", "pcie_tx_bytes_per_s", "-"), ("gpu", "pcie_rx_bytes_per_s", "--")),
-    ),
-    (
-        "nvlink",
-        "NVLink TX (solid) and RX (dashed)",
-        "GB/s",
-        (("gpu", "nvlink_tx_bytes_per_s", "-"), ("gpu", "nvlink_rx_bytes_per_s", "--")),
-    ),
+    _pair("pcie", "PCIe TX", "RX", "GB/s", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"),
+    _pair("nvlink", "NVLink TX", "RX", "GB/s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"),
     ("power", "Power", "W", (("gpu", "power_w", "-"),)),
     ("temperature", "GPU temperature", "°C", (("gpu", "temperature_gpu_c", "-"),)),
-    (
-        "clocks",
-        "SM clock (solid) and memory clock (dashed)",
-        "MHz",
-        (("gpu", "sm_clock_mhz", "-"), ("gpu", "memory_clock_mhz", "--")),
-    ),
+    _pair("clocks", "SM clock", "memory clock", "MHz", "sm_clock_mhz", "memory_clock_mhz"),
     ("cpu", "Host CPU utilization", "%", (("host", "cpu_utilization_percent", "-"),)),
 )
 
-#: Each chart line keeps at most this many points (min and max of each bucket, in time order).
-MAX_POINTS_PER_LINE = 1200
 #: At most this many processes are listed (largest GPU memory first).
 MAX_PROCESSES = 50
-_SCALE = {name: scale for name, _, _, scale in GPU_METRICS}
-_HOST_SCALE = {name: scale for name, _, _, scale in HOST_METRICS}
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -130,19 +130,18 @@ def _gpu_key(gpu: GpuSample) -> tuple[str, str]:
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return math.nan
-    return float(value) if math.isfinite(value) else math.nan
+    number = finite_or_none(value)
+    return math.nan if number is None else number
 
 
-def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str] | None = None) -> dict[str, Any]:
-    """Reduce samples to the report's ``telemetry`` section (JSON-ready). ``source`` labels it."""
+def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str] | None = None) -> Telemetry:
+    """Reduce samples to the report's ``telemetry`` section. ``source`` labels it."""
     warnings = warnings if warnings is not None else []
     host_times = array("d")
     host_series: dict[str, _Series] = {name: _Series() for name, *_ in HOST_METRICS}
     tracks: dict[str, _GpuTrack] = {}
     labels: dict[str, str] = {}
-    processes: dict[tuple[str, int, str], dict[str, Any]] = {}
+    processes: dict[tuple[str, int, str], ProcessRow] = {}
     hostnames: list[str] = []
     gpu_unavailable: str | None = None
     driver: str | None = None
@@ -198,55 +197,55 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         warnings.append(f"{source}: {out_of_order} samples were out of time order")
     start = min(host_times)
     end = max(host_times)
-    gpus: list[dict[str, Any]] = [
-        {"key": track.key, "label": labels[track.key], "index": track.index, "name": track.name, "uuid": track.uuid}
-        for track in sorted(tracks.values(), key=lambda t: _natural(t.key))
+    gpus = [
+        GpuKey(key=track.key, label=labels[track.key], index=track.index, name=track.name, uuid=track.uuid)
+        for track in sorted(tracks.values(), key=lambda t: natural_key(t.key))
     ]
-    stats: list[dict[str, Any]] = []
-    unavailable: list[dict[str, Any]] = []
-    lines: dict[str, list[dict[str, Any]]] = {}
+    stats: list[Stat] = []
+    unavailable: list[Missing] = []
+    lines: dict[str, list[Line]] = {}
     for name, label, unit, scale in HOST_METRICS:
         series = host_series[name]
-        _collect(stats, unavailable, "host", "Host", name, label, unit, scale, series)
+        _collect(stats, unavailable, Missing(key="host", subject="Host", metric=name, label=label), unit, scale, series)
         lines.setdefault(f"host:{name}", []).append(_line("host", "Host", series, host_times, start, scale))
-    for entry in gpus:
-        track = tracks[entry["key"]]
+    for track in (tracks[str(gpu.key)] for gpu in gpus):
         for name, label, unit, scale in GPU_METRICS:
             series = track.series[name]
-            _collect(stats, unavailable, entry["key"], entry["label"], name, label, unit, scale, series)
+            where = Missing(key=track.key, subject=labels[track.key], metric=name, label=label)
+            _collect(stats, unavailable, where, unit, scale, series)
             lines.setdefault(f"gpu:{name}", []).append(
-                _line(entry["key"], entry["label"], series, track.times, start, scale)
+                _line(track.key, labels[track.key], series, track.times, start, scale)
             )
     panels = []
     for panel_id, title, unit, members in PANELS:
-        panel_lines = []
-        for scope, name, style in members:
-            for line in lines.get(f"{scope}:{name}", []):
-                if any(value is not None for value in line["v"]):
-                    panel_lines.append({**line, "metric": name, "style": style})
+        panel_lines = [
+            msgspec.structs.replace(line, metric=name, style=style)
+            for scope, name, style in members
+            for line in lines.get(f"{scope}:{name}", [])
+            if any(value is not None for value in line.v)
+        ]
         if panel_lines:
-            panels.append({"id": panel_id, "title": title, "unit": unit, "lines": panel_lines})
-    energies = [_energy(tracks[entry["key"]], entry["label"]) for entry in gpus]
+            panels.append(Panel(id=panel_id, title=title, unit=unit, lines=panel_lines))
     interval = _median_interval(host_times)
     finite_costs = [cost for cost in costs if not math.isnan(cost)]
-    return {
-        "source": source,
-        "start": start,
-        "end": end,
-        "duration_s": end - start,
-        "samples": len(host_times),
-        "interval_s": interval,
-        "mean_sample_cost_s": (sum(finite_costs) / len(finite_costs)) if finite_costs else None,
-        "hostnames": hostnames,
-        "driver": driver,
-        "gpu_unavailable": gpu_unavailable,
-        "gpus": gpus,
-        "stats": stats,
-        "unavailable": unavailable,
-        "energy": energies,
-        "panels": panels,
-        "processes": _process_rows(processes, labels),
-    }
+    return Telemetry(
+        source=source,
+        start=start,
+        end=end,
+        duration_s=end - start,
+        samples=len(host_times),
+        interval_s=interval,
+        mean_sample_cost_s=(sum(finite_costs) / len(finite_costs)) if finite_costs else None,
+        hostnames=list(hostnames),
+        driver=driver,
+        gpu_unavailable=gpu_unavailable,
+        gpus=gpus,
+        stats=stats,
+        unavailable=unavailable,
+        energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus],
+        panels=panels,
+        processes=_process_rows(processes, labels),
+    )
 
 
 def _append(series: _Series, value: Any) -> None:
@@ -258,48 +257,27 @@ def _append(series: _Series, value: Any) -> None:
         series.values.append(_number(value))
 
 
-def _finite(values: Iterable[float]) -> list[float]:
-    return [value for value in values if not math.isnan(value)]
-
-
 def _collect(
-    stats: list[dict[str, Any]],
-    unavailable: list[dict[str, Any]],
-    key: str,
-    subject: str,
-    name: str,
-    label: str,
-    unit: str,
-    scale: float,
-    series: _Series,
+    stats: list[Stat], unavailable: list[Missing], where: Missing, unit: str, scale: float, series: _Series
 ) -> None:
+    """A :class:`Stat` of ``series`` (in display units), or ``where`` with the reason when it never had a value."""
     import numpy as np
 
-    values = _finite(series.values)
+    values = [value for value in series.values if not math.isnan(value)]
     if not values:
         if series.reason is not None:
-            unavailable.append(
-                {"key": key, "subject": subject, "metric": name, "label": label, "reason": series.reason}
-            )
+            where.reason = series.reason
+            unavailable.append(where)
         return
     data = np.asarray(values, dtype=float) * scale
     stats.append(
-        {
-            "key": key,
-            "subject": subject,
-            "metric": name,
-            "label": label,
-            "unit": unit,
-            "n": int(data.size),
-            "mean": float(data.mean()),
-            "p50": float(np.percentile(data, 50)),
-            "p95": float(np.percentile(data, 95)),
-            "max": float(data.max()),
-        }
-    )
+        Stat(key=where.key, subject=where.subject, metric=where.metric, label=where.label, unit=unit,
+             n=int(data.size), mean=float(data.mean()), p50=float(np.percentile(data, 50)),
+             p95=float(np.percentile(data, 95)), max=float(data.max()))
+    )  # fmt: skip
 
 
-def _line(key: str, label: str, series: _Series, times: array[float], start: float, scale: float) -> dict[str, Any]:
+def _line(key: str, label: str, series: _Series, times: array[float], start: float, scale: float) -> Line:
     """A chart line: times in seconds since the log's start, values in display units, gaps None,
     downsampled to at most :data:`MAX_POINTS_PER_LINE` points keeping each bucket's min and max."""
     count = len(times)
@@ -320,10 +298,10 @@ def _line(key: str, label: str, series: _Series, times: array[float], start: flo
             indices.extend(sorted({low, high}))
     t = [round(times[i] - start, 3) for i in indices]
     v = [None if math.isnan(series.values[i]) else round(series.values[i] * scale, 6) for i in indices]
-    return {"key": key, "label": label, "t": t, "v": v}
+    return Line(key=key, label=label, t=t, v=v)
 
 
-def _energy(track: _GpuTrack, label: str) -> dict[str, Any]:
+def _energy(track: _GpuTrack, label: str) -> Energy:
     """Energy over the log: the cumulative counter's difference when it is there and never went
     backwards, else power integrated over time (trapezoids; gaps longer than 5 intervals skipped)."""
     duration = (track.times[-1] - track.times[0]) if len(track.times) > 1 else 0.0
@@ -334,14 +312,14 @@ def _energy(track: _GpuTrack, label: str) -> dict[str, Any]:
     else:
         joules, method = _integrate_power(track), "integrated power"
     mean_power = (joules / duration) if (joules is not None and duration > 0) else None
-    return {
-        "key": track.key,
-        "subject": label,
-        "energy_j": joules,
-        "method": method if joules is not None else None,
-        "duration_s": duration,
-        "mean_power_w": mean_power,
-    }
+    return Energy(
+        key=track.key,
+        subject=label,
+        energy_j=joules,
+        method=method if joules is not None else None,
+        duration_s=duration,
+        mean_power_w=mean_power,
+    )
 
 
 def _integrate_power(track: _GpuTrack) -> float | None:
@@ -367,46 +345,39 @@ def _median_interval(times: array[float]) -> float | None:
     return steps[len(steps) // 2] if steps else None
 
 
-def _note_process(processes: dict[tuple[str, int, str], dict[str, Any]], key: str, process: Any, stamp: float) -> None:
+def _note_process(processes: dict[tuple[str, int, str], ProcessRow], key: str, process: Any, stamp: float) -> None:
     pid = getattr(process, "pid", None)
     if not isinstance(pid, int):
         return
     name = process.name if isinstance(process.name, str) else None
-    user = process.user if isinstance(process.user, str) else None
     memory = _number(process.gpu_memory_bytes)
     sm = _number(process.sm_percent)
     entry = processes.get((key, pid, name or ""))
     if entry is None:
         if len(processes) >= 10_000:
             return
-        entry = processes[(key, pid, name or "")] = {
-            "key": key,
-            "pid": pid,
-            "name": name,
-            "user": user,
-            "kind": str(getattr(process, "kind", "")),
-            "max_gpu_memory_bytes": None,
-            "max_sm_percent": None,
-            "first_seen": stamp,
-            "last_seen": stamp,
-        }
+        entry = processes[(key, pid, name or "")] = ProcessRow(
+            key=key,
+            pid=pid,
+            name=name,
+            user=process.user if isinstance(process.user, str) else None,
+            kind=str(getattr(process, "kind", "")),
+            first_seen=stamp,
+            last_seen=stamp,
+        )
     if not math.isnan(memory):
-        entry["max_gpu_memory_bytes"] = max(memory, entry["max_gpu_memory_bytes"] or 0.0)
+        entry.max_gpu_memory_bytes = max(memory, entry.max_gpu_memory_bytes or 0.0)
     if not math.isnan(sm):
-        entry["max_sm_percent"] = max(sm, entry["max_sm_percent"] or 0.0)
-    entry["first_seen"] = min(entry["first_seen"], stamp)
-    entry["last_seen"] = max(entry["last_seen"], stamp)
+        entry.max_sm_percent = max(sm, entry.max_sm_percent or 0.0)
+    entry.first_seen = stamp if entry.first_seen is None else min(entry.first_seen, stamp)
+    entry.last_seen = stamp if entry.last_seen is None else max(entry.last_seen, stamp)
 
 
-def _process_rows(
-    processes: dict[tuple[str, int, str], dict[str, Any]], labels: dict[str, str]
-) -> list[dict[str, Any]]:
-    rows = sorted(processes.values(), key=lambda p: (-(p["max_gpu_memory_bytes"] or 0.0), _natural(p["key"]), p["pid"]))
-    return [{**row, "subject": labels.get(row["key"], row["key"])} for row in rows[:MAX_PROCESSES]]
-
-
-def _natural(text: str) -> tuple[Any, ...]:
-    """Sort key that puts gpu2 before gpu10."""
-    import re
-
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+def _process_rows(processes: dict[tuple[str, int, str], ProcessRow], labels: dict[str, str]) -> list[ProcessRow]:
+    ordered = sorted(
+        processes.items(), key=lambda kv: (-(kv[1].max_gpu_memory_bytes or 0.0), natural_key(kv[0][0]), kv[0][1])
+    )
+    rows = [row for _, row in ordered[:MAX_PROCESSES]]
+    for row in rows:
+        row.subject = labels.get(str(row.key), row.key)
+    return rows

@@ -31,6 +31,8 @@ __all__ = [
     "POINTWISE_RULE",
     "pointwise_flops",
     "pointwise_flop_formulas",
+    "tensor_extent",
+    "union_length",
 ]
 
 BYTES_RULE = (
@@ -186,7 +188,6 @@ class CountResult:
     read_bytes: int
     written_bytes: int
     uncounted_ops: dict[str, int]  # op name -> calls, ops with no FLOP formula
-    ops_seen: int
     bytes_rule: str = BYTES_RULE
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -261,7 +262,7 @@ def torch_dtype_roof_name(dtype: Any, device_type: str = "cpu", op_kind: str = "
     return None
 
 
-def _merge_length(intervals: list[tuple[int, int]]) -> int:
+def union_length(intervals: list[tuple[int, int]]) -> int:
     """Total length of the union of half-open byte intervals."""
     total = 0
     current_start = current_end = None
@@ -275,6 +276,23 @@ def _merge_length(intervals: list[tuple[int, int]]) -> int:
     if current_end is not None and current_start is not None:
         total += current_end - current_start
     return total
+
+
+def tensor_extent(tensor: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
+    """Where a tensor's bytes lie: its storage (device, data pointer) and the half-open byte range
+    it spans in that storage; None for an empty, non-strided or meta tensor, or one without storage."""
+    import torch
+
+    try:
+        if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
+            return None
+        pointer = tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+    item = tensor.element_size()
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
+    start = tensor.storage_offset() * item
+    return (str(tensor.device), pointer), (start, start + span * item)
 
 
 def written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], set[int]]:
@@ -320,21 +338,6 @@ def count_call(
     counter = FlopCounterMode(display=False, custom_mapping={**pointwise_flop_formulas(), **(flop_formulas or {})})
     registry = counter.flop_registry
 
-    def storage_key(tensor: Any) -> tuple[str, int] | None:
-        try:
-            if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
-                return None
-            pointer = tensor.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError, TypeError):
-            return None
-        return (str(tensor.device), pointer)
-
-    def byte_range(tensor: Any) -> tuple[int, int]:
-        item = tensor.element_size()
-        span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
-        start = tensor.storage_offset() * item
-        return (start, start + span * item)
-
     class Recorder(TorchDispatchMode):
         def __init__(self) -> None:
             super().__init__()  # type: ignore[no-untyped-call]  # TorchDispatchMode.__init__ is unannotated
@@ -353,21 +356,21 @@ def count_call(
             for leaf in tree_leaves((args, kwargs)):
                 if not isinstance(leaf, torch.Tensor) or id(leaf) in write_only:
                     continue
-                key = storage_key(leaf)
-                if key is not None and key not in self.created:
-                    self.preexisting.add(key)
-                    self.read[key].append(byte_range(leaf))
+                extent = tensor_extent(leaf)
+                if extent is not None and extent[0] not in self.created:
+                    self.preexisting.add(extent[0])
+                    self.read[extent[0]].append(extent[1])
             out = func(*args, **kwargs)
             for leaf in mutated:
-                key = storage_key(leaf)
-                if key is not None and key not in self.created:
-                    self.preexisting.add(key)
-                    self.written[key].append(byte_range(leaf))
+                extent = tensor_extent(leaf)
+                if extent is not None and extent[0] not in self.created:
+                    self.preexisting.add(extent[0])
+                    self.written[extent[0]].append(extent[1])
             for leaf in tree_leaves(out):
                 if isinstance(leaf, torch.Tensor):
-                    key = storage_key(leaf)
-                    if key is not None and key not in self.preexisting:
-                        self.created.add(key)
+                    extent = tensor_extent(leaf)
+                    if extent is not None and extent[0] not in self.preexisting:
+                        self.created.add(extent[0])
             packet = getattr(func, "_overloadpacket", func)
             if packet in registry:
                 try:
@@ -402,11 +405,11 @@ def count_call(
     written = {key: list(ranges) for key, ranges in recorder.written.items()}
     for leaf in tree_leaves(result):
         if isinstance(leaf, torch.Tensor):
-            key = storage_key(leaf)
-            if key is not None and key in recorder.created:
-                written.setdefault(key, []).append(byte_range(leaf))
-    read_bytes = sum(_merge_length(ranges) for ranges in recorder.read.values())
-    written_bytes = sum(_merge_length(ranges) for ranges in written.values())
+            extent = tensor_extent(leaf)
+            if extent is not None and extent[0] in recorder.created:
+                written.setdefault(extent[0], []).append(extent[1])
+    read_bytes = sum(union_length(ranges) for ranges in recorder.read.values())
+    written_bytes = sum(union_length(ranges) for ranges in written.values())
     notes = []
     if recorder.ops == 0:
         notes.append("no torch ops ran: FLOPs and bytes cannot be counted (pass flops= and bytes_moved=)")
@@ -417,7 +420,6 @@ def count_call(
             read_bytes=int(read_bytes),
             written_bytes=int(written_bytes),
             uncounted_ops=dict(sorted(recorder.no_formula.items())),
-            ops_seen=recorder.ops,
             notes=tuple(notes),
         ),
         result,

@@ -81,280 +81,69 @@ class GpuDatasheet:
         return self.compute_flop_per_s.get(dtype)
 
 
-def _t(value_tflop_per_s: float) -> float:
-    return value_tflop_per_s * 1e12
-
-
-def _hopper_sxm_compute() -> dict[str, float]:
-    return {
-        "fp64": _t(34),
-        "fp64.tensor": _t(67),
-        "fp32": _t(67),
-        "tf32": _t(495),
-        "bf16": _t(989),
-        "fp16": _t(989),
-        "fp8": _t(1979),
-        "int8": _t(1979),
-    }
-
-
-def _hopper_nvl_compute() -> dict[str, float]:
-    return {
-        "fp64": _t(30),
-        "fp64.tensor": _t(60),
-        "fp32": _t(60),
-        "tf32": _t(835 / 2),
-        "bf16": _t(1671 / 2),
-        "fp16": _t(1671 / 2),
-        "fp8": _t(3341 / 2),
-        "int8": _t(3341 / 2),
-    }
-
-
-def _a100_compute() -> dict[str, float]:
-    return {
-        "fp64": _t(9.7),
-        "fp64.tensor": _t(19.5),
-        "fp32": _t(19.5),
-        "tf32": _t(156),
-        "bf16": _t(312),
-        "fp16": _t(312),
-        "int8": _t(624),
-    }
-
+# Dense TFLOP/s in COMPUTE_DTYPES order (fp64, fp64.tensor, fp32, tf32, bf16, fp16, fp8, int8; None: no such roof),
+# then FP16 without tensor cores. "x / 2": a "with sparsity" figure halved; "x / 64": FP64 on Ada, 1/64 of FP32.
+_HOPPER_SXM = (34, 67, 67, 495, 989, 989, 1979, 1979, 133.8)
+_HOPPER_PCIE = (26, 51, 51, 756 / 2, 1513 / 2, 1513 / 2, 3026 / 2, 3026 / 2, 102)
+_HOPPER_NVL = (30, 60, 60, 835 / 2, 1671 / 2, 1671 / 2, 3341 / 2, 3341 / 2, 120)
+_A100 = (9.7, 19.5, 19.5, 156, 312, 312, None, 624, 78)
+_L40S = (91.6 / 64, None, 91.6, 183, 362.05, 362.05, 733, 733, 91.6)
+_L4 = (30.3 / 64, None, 30.3, 120 / 2, 242 / 2, 242 / 2, 485 / 2, 485 / 2, 30.3)
+_RTX_4090 = (82.6 / 64, None, 82.6, 82.6, 165.2, 165.2, 330.3, 660.6, 82.6)
+_B200 = (37, 37, 75, 1125, 2250, 2250, 4500, 4500, 150)
 
 _ADA_FP64_NOTE = "FP64 is not in the datasheet: 1/64 of FP32 on Ada"
+_NOTES = {
+    "l40s": (_ADA_FP64_NOTE,),
+    "l4": (_ADA_FP64_NOTE,),
+    "rtx-4090": (_ADA_FP64_NOTE, "FP16/BF16/FP8 tensor roofs with FP32 accumulate (torch's default)"),
+    "b200": ("L2 size from cudaDeviceProp, not the datasheet", "host link PCIe Gen5 in HGX B200"),
+}
 
+
+def _sheet(
+    key: str, label: str, architecture: str, tflop_per_s: tuple[float | None, ...], memory_gb_per_s: float,
+    memory_kind: str, memory_gb: float, l2_mib: float, nvlink_gb_per_s: float | None, pcie_gb_per_s: float,
+    tdp_w: float,
+) -> GpuDatasheet:  # fmt: skip
+    """One row of the table below, in the datasheets' units (TFLOP/s, GB/s, GB, MiB; links per direction)."""
+    *dense, fp16_vector = tflop_per_s
+    return GpuDatasheet(
+        key=key,
+        label=label,
+        architecture=architecture,
+        compute_flop_per_s={name: value * 1e12 for name, value in zip(COMPUTE_DTYPES, dense) if value is not None},
+        memory_bytes_per_s=memory_gb_per_s * 1e9,
+        memory_kind=memory_kind,
+        memory_bytes=memory_gb * 1e9,
+        l2_bytes=round(l2_mib * _MIB),
+        nvlink_bytes_per_s_per_direction=None if nvlink_gb_per_s is None else nvlink_gb_per_s * 1e9,
+        pcie_bytes_per_s_per_direction=pcie_gb_per_s * 1e9,
+        tdp_w=tdp_w,
+        fp16_vector_flop_per_s=None if fp16_vector is None else fp16_vector * 1e12,
+        notes=_NOTES.get(key, ()),
+    )
+
+
+# NVLink: H100 PCIe and A100 PCIe 40GB through a 2-GPU bridge, H200 NVL a 2- or 4-way bridge; None: no NVLink.
+# fmt: off
 DATASHEETS: tuple[GpuDatasheet, ...] = (
-    GpuDatasheet(
-        key="h100-sxm",
-        label="H100 SXM",
-        architecture="hopper",
-        compute_flop_per_s=_hopper_sxm_compute(),
-        memory_bytes_per_s=3.35e12,
-        memory_kind="HBM3",
-        memory_bytes=80e9,
-        l2_bytes=50 * _MIB,
-        nvlink_bytes_per_s_per_direction=450e9,
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=700,
-        fp16_vector_flop_per_s=_t(133.8),
-    ),
-    GpuDatasheet(
-        key="h100-pcie",
-        label="H100 PCIe",
-        architecture="hopper",
-        compute_flop_per_s={
-            "fp64": _t(26),
-            "fp64.tensor": _t(51),
-            "fp32": _t(51),
-            "tf32": _t(756 / 2),
-            "bf16": _t(1513 / 2),
-            "fp16": _t(1513 / 2),
-            "fp8": _t(3026 / 2),
-            "int8": _t(3026 / 2),
-        },
-        memory_bytes_per_s=2.0e12,
-        memory_kind="HBM2e",
-        memory_bytes=80e9,
-        l2_bytes=50 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,  # NVLink bridge, 600 GB/s both ways
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=350,
-        fp16_vector_flop_per_s=_t(102),
-    ),
-    GpuDatasheet(
-        key="h100-nvl",
-        label="H100 NVL",
-        architecture="hopper",
-        compute_flop_per_s=_hopper_nvl_compute(),
-        memory_bytes_per_s=3.9e12,
-        memory_kind="HBM3",
-        memory_bytes=94e9,
-        l2_bytes=50 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=400,
-        fp16_vector_flop_per_s=_t(120),
-    ),
-    GpuDatasheet(
-        key="h200-sxm",
-        label="H200 SXM",
-        architecture="hopper",
-        compute_flop_per_s=_hopper_sxm_compute(),
-        memory_bytes_per_s=4.8e12,
-        memory_kind="HBM3e",
-        memory_bytes=141e9,
-        l2_bytes=50 * _MIB,
-        nvlink_bytes_per_s_per_direction=450e9,
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=700,
-        fp16_vector_flop_per_s=_t(133.8),
-    ),
-    GpuDatasheet(
-        key="h200-nvl",
-        label="H200 NVL",
-        architecture="hopper",
-        compute_flop_per_s=_hopper_nvl_compute(),
-        memory_bytes_per_s=4.8e12,
-        memory_kind="HBM3e",
-        memory_bytes=141e9,
-        l2_bytes=50 * _MIB,
-        nvlink_bytes_per_s_per_direction=450e9,  # 2- or 4-way NVLink bridge, 900 GB/s both ways
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=600,
-        fp16_vector_flop_per_s=_t(120),
-    ),
-    GpuDatasheet(
-        key="a100-sxm-40gb",
-        label="A100 SXM 40GB",
-        architecture="ampere",
-        compute_flop_per_s=_a100_compute(),
-        memory_bytes_per_s=1555e9,
-        memory_kind="HBM2",
-        memory_bytes=40e9,
-        l2_bytes=40 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=400,
-        fp16_vector_flop_per_s=_t(78),
-    ),
-    GpuDatasheet(
-        key="a100-sxm-80gb",
-        label="A100 SXM 80GB",
-        architecture="ampere",
-        compute_flop_per_s=_a100_compute(),
-        memory_bytes_per_s=2039e9,
-        memory_kind="HBM2e",
-        memory_bytes=80e9,
-        l2_bytes=40 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=400,
-        fp16_vector_flop_per_s=_t(78),
-    ),
-    GpuDatasheet(
-        key="a100-pcie-40gb",
-        label="A100 PCIe 40GB",
-        architecture="ampere",
-        compute_flop_per_s=_a100_compute(),
-        memory_bytes_per_s=1555e9,
-        memory_kind="HBM2",
-        memory_bytes=40e9,
-        l2_bytes=40 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,  # NVLink bridge for 2 GPUs
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=250,
-        fp16_vector_flop_per_s=_t(78),
-    ),
-    GpuDatasheet(
-        key="a100-pcie-80gb",
-        label="A100 PCIe 80GB",
-        architecture="ampere",
-        compute_flop_per_s=_a100_compute(),
-        memory_bytes_per_s=1935e9,
-        memory_kind="HBM2e",
-        memory_bytes=80e9,
-        l2_bytes=40 * _MIB,
-        nvlink_bytes_per_s_per_direction=300e9,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=300,
-        fp16_vector_flop_per_s=_t(78),
-    ),
-    GpuDatasheet(
-        key="l40s",
-        label="L40S",
-        architecture="ada",
-        compute_flop_per_s={
-            "fp64": _t(91.6 / 64),
-            "fp32": _t(91.6),
-            "tf32": _t(183),
-            "bf16": _t(362.05),
-            "fp16": _t(362.05),
-            "fp8": _t(733),
-            "int8": _t(733),
-        },
-        memory_bytes_per_s=864e9,
-        memory_kind="GDDR6",
-        memory_bytes=48e9,
-        l2_bytes=96 * _MIB,
-        nvlink_bytes_per_s_per_direction=None,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=350,
-        fp16_vector_flop_per_s=_t(91.6),
-        notes=(_ADA_FP64_NOTE,),
-    ),
-    GpuDatasheet(
-        key="l4",
-        label="L4",
-        architecture="ada",
-        compute_flop_per_s={
-            "fp64": _t(30.3 / 64),
-            "fp32": _t(30.3),
-            "tf32": _t(120 / 2),
-            "bf16": _t(242 / 2),
-            "fp16": _t(242 / 2),
-            "fp8": _t(485 / 2),
-            "int8": _t(485 / 2),
-        },
-        memory_bytes_per_s=300e9,
-        memory_kind="GDDR6",
-        memory_bytes=24e9,
-        l2_bytes=48 * _MIB,
-        nvlink_bytes_per_s_per_direction=None,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=72,
-        fp16_vector_flop_per_s=_t(30.3),
-        notes=(_ADA_FP64_NOTE,),
-    ),
-    GpuDatasheet(
-        key="rtx-4090",
-        label="GeForce RTX 4090",
-        architecture="ada",
-        compute_flop_per_s={
-            "fp64": _t(82.6 / 64),
-            "fp32": _t(82.6),
-            "tf32": _t(82.6),
-            "bf16": _t(165.2),
-            "fp16": _t(165.2),
-            "fp8": _t(330.3),
-            "int8": _t(660.6),
-        },
-        memory_bytes_per_s=1008e9,
-        memory_kind="GDDR6X",
-        memory_bytes=24e9,
-        l2_bytes=72 * _MIB,
-        nvlink_bytes_per_s_per_direction=None,
-        pcie_bytes_per_s_per_direction=32e9,
-        tdp_w=450,
-        fp16_vector_flop_per_s=_t(82.6),
-        notes=(_ADA_FP64_NOTE, "FP16/BF16/FP8 tensor roofs with FP32 accumulate (torch's default)"),
-    ),
-    GpuDatasheet(
-        key="b200",
-        label="B200",
-        architecture="blackwell",
-        compute_flop_per_s={
-            "fp64": _t(37),
-            "fp64.tensor": _t(37),
-            "fp32": _t(75),
-            "tf32": _t(1125),
-            "bf16": _t(2250),
-            "fp16": _t(2250),
-            "fp8": _t(4500),
-            "int8": _t(4500),
-        },
-        memory_bytes_per_s=8.0e12,
-        memory_kind="HBM3e",
-        memory_bytes=180e9,
-        l2_bytes=132644864,
-        nvlink_bytes_per_s_per_direction=900e9,
-        pcie_bytes_per_s_per_direction=64e9,
-        tdp_w=1000,
-        fp16_vector_flop_per_s=_t(150),
-        notes=("L2 size from cudaDeviceProp, not the datasheet", "host link PCIe Gen5 in HGX B200"),
-    ),
+    #      key               label               arch         TFLOP/s       GB/s  memory    GB  L2MiB NVLink PCIe W
+    _sheet("h100-sxm",       "H100 SXM",         "hopper",    _HOPPER_SXM,  3350, "HBM3",   80,    50, 450,  64, 700),
+    _sheet("h100-pcie",      "H100 PCIe",        "hopper",    _HOPPER_PCIE, 2000, "HBM2e",  80,    50, 300,  64, 350),
+    _sheet("h100-nvl",       "H100 NVL",         "hopper",    _HOPPER_NVL,  3900, "HBM3",   94,    50, 300,  64, 400),
+    _sheet("h200-sxm",       "H200 SXM",         "hopper",    _HOPPER_SXM,  4800, "HBM3e", 141,    50, 450,  64, 700),
+    _sheet("h200-nvl",       "H200 NVL",         "hopper",    _HOPPER_NVL,  4800, "HBM3e", 141,    50, 450,  64, 600),
+    _sheet("a100-sxm-40gb",  "A100 SXM 40GB",    "ampere",    _A100,        1555, "HBM2",   40,    40, 300,  32, 400),
+    _sheet("a100-sxm-80gb",  "A100 SXM 80GB",    "ampere",    _A100,        2039, "HBM2e",  80,    40, 300,  32, 400),
+    _sheet("a100-pcie-40gb", "A100 PCIe 40GB",   "ampere",    _A100,        1555, "HBM2",   40,    40, 300,  32, 250),
+    _sheet("a100-pcie-80gb", "A100 PCIe 80GB",   "ampere",    _A100,        1935, "HBM2e",  80,    40, 300,  32, 300),
+    _sheet("l40s",           "L40S",             "ada",       _L40S,         864, "GDDR6",  48,    96, None, 32, 350),
+    _sheet("l4",             "L4",               "ada",       _L4,           300, "GDDR6",  24,    48, None, 32, 72),
+    _sheet("rtx-4090",       "GeForce RTX 4090", "ada",       _RTX_4090,    1008, "GDDR6X", 24,    72, None, 32, 450),
+    _sheet("b200",           "B200",             "blackwell", _B200,        8000, "HBM3e", 180, 126.5, 900,  64, 1000),
 )
+# fmt: on
 
 _BY_KEY = {sheet.key: sheet for sheet in DATASHEETS}
 

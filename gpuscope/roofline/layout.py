@@ -30,7 +30,7 @@ in the points table). :func:`legibility` counts what a picture still gets wrong.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,9 +43,11 @@ from gpuscope.roofline.model import (
     Roof,
     RooflineModel,
     above_datasheet,
+    best_roof,
+    compute_roof_for,
+    dtype_roof,
     is_finite_positive,
     memory_roof_for,
-    roof_serves_dtype,
 )
 from gpuscope.roofline.units import format_intensity, format_si
 
@@ -214,20 +216,6 @@ def _dtype(name: str) -> str:
     return name.split(".", 1)[0]
 
 
-def _best(roofs: Iterable[Roof]) -> Roof | None:
-    ranked = sorted(roofs, key=lambda roof: (-roof.value, roof.name))
-    return ranked[0] if ranked else None
-
-
-def _compute_for(device: DeviceRoofs, dtype: str) -> Roof | None:
-    """The measured roof of ``dtype``, else its datasheet roof."""
-    for source in (MEASURED, DATASHEET):
-        found = _best(roof for roof in device.compute if roof.source == source and roof_serves_dtype(roof.name, dtype))
-        if found is not None:
-            return found
-    return None
-
-
 def envelope_roofs(model: RooflineModel, device: DeviceRoofs) -> tuple[Roof | None, Roof | None, list[Roof]]:
     """``(envelope peak, DRAM roof, other compute roofs its workloads use)`` of one device.
 
@@ -235,15 +223,14 @@ def envelope_roofs(model: RooflineModel, device: DeviceRoofs) -> tuple[Roof | No
     (or dtypes) the highest measured compute roof, else the datasheet bf16 (fp32 for a CPU)."""
     dram = memory_roof_for(device)
     used = sorted({p.point.dtype for p in model.placements if p.point.key == device.key and p.point.dtype})
-    used_roofs = [roof for roof in (_compute_for(device, dtype) for dtype in used) if roof is not None]
+    used_roofs = [roof for roof in (dtype_roof(device, dtype) for dtype in used) if roof is not None]
     if not used_roofs:
         bound = [p.compute_roof for p in model.placements if p.point.key == device.key and p.compute_roof is not None]
         used_roofs = bound
     if not used_roofs:
-        peak = _best(device.of_kind("compute", MEASURED))
+        peak = best_roof(device.of_kind("compute", MEASURED))
         if peak is None:
-            preferred = "fp32" if device.device_type == "cpu" else "bf16"
-            peak = _compute_for(device, preferred) or _best(device.compute)
+            peak = compute_roof_for(device, "fp32" if device.device_type == "cpu" else "bf16")
         return peak, dram, []
     ordered = sorted(set(used_roofs), key=lambda roof: (-roof.value, roof.name))
     return ordered[0], dram, ordered[1:]

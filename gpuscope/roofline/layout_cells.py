@@ -231,43 +231,35 @@ def place_labels(
 
     labels = sorted(range(len(layout.labels)), key=lambda n: (layout.labels[n].priority, n))
     ridges = sorted(range(len(layout.ridges)), key=lambda n: (not layout.ridges[n].envelope, n))
-    envelope_labels = [n for n in labels if layout.labels[n].style == "envelope"]
-    other_labels = [n for n in labels if layout.labels[n].style != "envelope"]
-    for number in envelope_labels:
-        label = layout.labels[number]
-        if label.slope and slanted_aspect is not None and slanted(label, number):
-            continue
-        try_spots(roof_spots(label, label.text), label.text, "roof", number)
-    if ridge_labels:
-        for number in ridges:
-            ridge = layout.ridges[number]
-            if not ridge.envelope:
-                continue
-            row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
-            length = len(ridge.text)
+
+    def place_ridge(number: int) -> None:
+        ridge = layout.ridges[number]
+        row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
+        if ridge.envelope:
+            text, n = ridge.text, len(ridge.text)
             spots = [
-                (row - 1, column - length // 2),
-                (row - 1, column - length + 1),
+                (row - 1, column - n // 2),
+                (row - 1, column - n + 1),
                 (row - 1, column),
-                (row - 2, column - length // 2),
+                (row - 2, column - n // 2),
                 (row + 1, column + 1),
-                (row - 2, column - length + 1),
+                (row - 2, column - n + 1),
             ]
-            try_spots(spots, ridge.text, "ridge", number)
-    for number in other_labels:
-        label = layout.labels[number]
-        if label.slope and slanted_aspect is not None and slanted(label, number):
-            continue
-        try_spots(roof_spots(label, label.text), label.text, "roof", number)
-    if ridge_labels:
-        for number in ridges:
-            ridge = layout.ridges[number]
-            if ridge.envelope:
-                continue
-            row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
-            text = f"{format_intensity(ridge.x)}"
+        else:  # the other ridges are marked with their intensity only
+            text = format_intensity(ridge.x)
             spots = [(row + 1, column - len(text) // 2), (row - 1, column + 1), (row + 1, column + 1)]
-            try_spots(spots, text, "ridge", number)
+        try_spots(spots, text, "ridge", number)
+
+    for envelope in (True, False):  # the envelope's labels and ridges first, then the others'
+        for number in labels:
+            label = layout.labels[number]
+            if (label.style == "envelope") != envelope:
+                continue
+            if not (label.slope and slanted_aspect is not None and slanted(label, number)):
+                try_spots(roof_spots(label, label.text), label.text, "roof", number)
+        for number in ridges if ridge_labels else []:
+            if layout.ridges[number].envelope == envelope:
+                place_ridge(number)
     return placement
 
 

@@ -18,12 +18,12 @@ file's points are judged against the probe file's measured roofs.
 from __future__ import annotations
 
 import os
-import re
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpuscope.results import load_results
+from gpuscope.errors import BadInputError
+from gpuscope.results import read_results, to_results
 from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, match_gpu_datasheet
 from gpuscope.roofline.model import (
     DATASHEET,
@@ -36,14 +36,17 @@ from gpuscope.roofline.model import (
     RooflineModel,
     place_point,
 )
-from gpuscope.roofline.stragglers import ceiling_median, is_straggler, straggler_margin
 from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.results import Ceiling, Device, Measurement, Results, Workload
+from gpuscope.textsafe import safe_text
 
 __all__ = ["load_model", "build_model", "model_to_json", "model_from_json", "point_from_workload", "MODEL_JSON_SCHEMA"]
 
 
 _FAILED_STATUSES = frozenset({"failed", "error", "invalid", "skipped", "validation_failed"})
 _UNIT_FOR_KIND = {"compute": "FLOP/s", "memory": "B/s", "transfer": "B/s", "collective": "B/s"}
+_Entry = Device | Ceiling | Measurement | Workload
+_Placement = dict[str, tuple[str | None, int | None]]
 
 
 def load_model(
@@ -55,34 +58,14 @@ def load_model(
 ) -> RooflineModel:
     """Read results files (raising :class:`BadInputError` with one line for a bad one) and build
     the model. ``datasheet=False`` leaves out the built-in datasheet roofs."""
-    documents = [(str(path), load_results(path)) for path in paths]
+    documents = [(str(path), read_results(path)) for path in paths]
     return build_model(documents, datasheet=datasheet, local_cpu=local_cpu, local_hostname=local_hostname)
 
 
-#: C0 and C1 control characters (ESC, BEL, CR, ...): a results file must not drive the terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _clean(value: Any) -> Any:
-    """``value`` with every control, bidi and surrogate character in its strings (keys too)
-    shown escaped (:func:`gpuscope.textsafe.safe_text`, the rule for all terminal output)."""
-    if isinstance(value, str):
-        from gpuscope.textsafe import safe_text
-
-        return safe_text(value)
-    if isinstance(value, dict):
-        return {_clean(key): _clean(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_clean(item) for item in value]
-    return value
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _str_or_none(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _text(value: object) -> str | None:
+    """A non-empty string as the terminal may show it (every control, bidi and surrogate character
+    escaped, :func:`gpuscope.textsafe.safe_text`: a results file must not drive the terminal), else None."""
+    return safe_text(value) if isinstance(value, str) and value else None
 
 
 class _Builder:
@@ -90,7 +73,7 @@ class _Builder:
         self.devices: dict[DeviceKey, DeviceRoofs] = {}
         self.points: list[Point] = []
         self.warnings: list[str] = []
-        self.entries: dict[DeviceKey, dict[str, Any]] = {}  # the first devices entry naming each device
+        self.entries: dict[DeviceKey, Device] = {}  # the first devices entry naming each device
         self.bandwidths: list[BandwidthPoint] = []
 
     def device(self, key: DeviceKey, device_type: str | None = None, name: str | None = None) -> DeviceRoofs:
@@ -116,29 +99,25 @@ class _Builder:
         device.roofs.append(roof)
 
 
-def _device_placement(document: dict[str, Any], default_host: str | None) -> dict[str, tuple[str | None, int | None]]:
+def _device_placement(document: Results, default_host: str | None) -> _Placement:
     """device -> (host, rank) from the document's ``devices`` list, when a device appears once."""
     seen: dict[str, list[tuple[str | None, int | None]]] = {}
-    for entry in document.get("devices", []):
-        device = _str_or_none(entry.get("device"))
-        if device:
-            seen.setdefault(device, []).append(
-                (_str_or_none(entry.get("host")) or default_host, _int_or_none(entry.get("rank")))
-            )
+    for entry in document.devices:
+        seen.setdefault(safe_text(entry.device), []).append((_text(entry.host) or default_host, entry.rank))
     return {device: places[0] for device, places in seen.items() if len(set(places)) == 1}
 
 
-def _raw_key(
-    item: dict[str, Any], placement: dict[str, tuple[str | None, int | None]], default_host: str | None
-) -> DeviceKey | None:
+def _raw_key(item: _Entry, placement: _Placement, default_host: str | None) -> DeviceKey | None:
     """(host, rank, device) as the file writes it."""
-    device = _str_or_none(item.get("device"))
+    device = _text(item.device)
     if device is None:
         return None
     host, rank = placement.get(device, (default_host, None))
-    host = _str_or_none(item.get("host")) or host
-    item_rank = _int_or_none(item.get("rank"))
-    return DeviceKey(host=host, rank=item_rank if item_rank is not None else rank, device=device)
+    return DeviceKey(host=_text(item.host) or host, rank=item.rank if item.rank is not None else rank, device=device)
+
+
+def _is_cpu(device: str, kind: str | None) -> bool:
+    return kind == "cpu" or device == "cpu" or device.startswith("cpu:")
 
 
 class _Identities:
@@ -149,178 +128,114 @@ class _Identities:
         self.by_uuid: dict[str, DeviceKey] = {}
         self.cpu_models: dict[str | None, set[str]] = {}  # host -> CPU models named on it
 
-    @staticmethod
-    def _is_cpu(device: str, kind: str | None) -> bool:
-        return kind == "cpu" or device == "cpu" or device.startswith("cpu:")
-
-    def note_document(
-        self, document: dict[str, Any], placement: dict[str, tuple[str | None, int | None]], default_host: str | None
-    ) -> None:
-        system = document.get("system") or {}
-        for entry in document.get("devices", []):
+    def note_document(self, document: Results, placement: _Placement, default_host: str | None) -> None:
+        for entry in document.devices:
             key = _raw_key(entry, placement, default_host)
-            if key is not None and self._is_cpu(key.device, _str_or_none(entry.get("type"))):
-                model = _str_or_none(entry.get("name")) or _str_or_none(system.get("cpu_model"))
+            if key is not None and _is_cpu(key.device, entry.type):
+                model = _text(entry.name) or _text(document.system.cpu_model)
                 if model:
                     self.cpu_models.setdefault(key.host, set()).add(model.strip())
 
-    def key_of(self, raw: DeviceKey, document: dict[str, Any], multi_rank: bool) -> DeviceKey:
+    def key_of(self, raw: DeviceKey, document: Results, multi_rank: bool) -> DeviceKey:
         entry = _device_entry(document, raw)
-        kind = _str_or_none(entry.get("type")) if entry else None
-        if self._is_cpu(raw.device, kind):
-            system = document.get("system") or {}
-            model = (_str_or_none(entry.get("name")) if entry else None) or _str_or_none(system.get("cpu_model"))
-            models = self.cpu_models.get(raw.host, set())
-            if model is None or len(models) <= 1:
+        if _is_cpu(raw.device, entry.type if entry else None):
+            model = (_text(entry.name) if entry else None) or _text(document.system.cpu_model)
+            if model is None or len(self.cpu_models.get(raw.host, set())) <= 1:
                 return DeviceKey(raw.host, None, "cpu")
             return DeviceKey(raw.host, None, f"cpu:{model.strip()}")  # one hostname, two machines
-        uuid = _str_or_none(entry.get("uuid")) if entry else None
-        if uuid:
-            canonical = uuid.lower().removeprefix("gpu-")
-            found = self.by_uuid.get(canonical)
-            if found is None:
-                found = DeviceKey(raw.host, raw.rank if multi_rank else None, raw.device)
-                self.by_uuid[canonical] = found
-            return found
-        return DeviceKey(raw.host, raw.rank if multi_rank else None, raw.device)
+        found = DeviceKey(raw.host, raw.rank if multi_rank else None, raw.device)
+        if entry is not None and entry.uuid:
+            return self.by_uuid.setdefault(entry.uuid.lower().removeprefix("gpu-"), found)
+        return found
 
 
-def _device_entry(document: dict[str, Any], raw: DeviceKey) -> dict[str, Any] | None:
+def _device_entry(document: Results, raw: DeviceKey) -> Device | None:
     """The ``devices`` entry of ``raw`` in ``document`` (same device, host and rank where given)."""
-    system = document.get("system") or {}
-    default_host = _str_or_none(system.get("hostname"))
-    fallback: dict[str, Any] | None = None
-    for entry in document.get("devices", []):
-        if entry.get("device") != raw.device:
+    default_host = _text(document.system.hostname)
+    fallback: Device | None = None
+    for entry in document.devices:
+        if safe_text(entry.device) != raw.device:
             continue
-        host = _str_or_none(entry.get("host")) or default_host
-        rank = _int_or_none(entry.get("rank"))
-        if host == raw.host and (rank is None or raw.rank is None or rank == raw.rank):
-            return dict(entry)
+        host = _text(entry.host) or default_host
+        if host == raw.host and (entry.rank is None or raw.rank is None or entry.rank == raw.rank):
+            return entry
         fallback = fallback or (entry if host == raw.host else None)
     return fallback
 
 
-def _multi_rank(document: dict[str, Any]) -> bool:
+def _multi_rank(document: Results) -> bool:
     """True for a multi-rank (distributed) file: more than one rank named, or a ``distributed`` block."""
-    ranks = {
-        _int_or_none(item.get("rank"))
-        for part in ("devices", "ceilings", "workloads")
-        for item in document.get(part, [])
-        if isinstance(item, dict)
-    }
-    ranks.discard(None)
-    return len(ranks) > 1 or isinstance(document.get("distributed"), dict)
+    entries: list[_Entry] = [*document.devices, *document.ceilings, *document.workloads]
+    ranks = {item.rank for item in entries if item.rank is not None}
+    return len(ranks) > 1 or document.distributed is not None
 
 
-def point_from_workload(workload: dict[str, Any], key: DeviceKey, origin: str | None = None) -> Point:
+def point_from_workload(workload: Workload, key: DeviceKey, origin: str | None = None) -> Point:
     """A :class:`Point` from one ``workloads`` entry of a results file."""
-    warm = workload.get("warm")
-    if not isinstance(warm, bool):
-        state = workload.get("cache_state")
-        warm = (state == "warm") if isinstance(state, str) else None
+    warm = workload.warm
+    if warm is None and workload.cache_state is not None:
+        warm = workload.cache_state == "warm"
     return Point(
-        name=str(workload.get("name")),
+        name=safe_text(workload.name),
         key=key,
-        flops=float(workload["flops"]),
-        bytes=float(workload["bytes"]),
-        time_s=float(workload["time_s"]),
-        dtype=_str_or_none(workload.get("dtype")),
-        dram_bytes_measured=finite_or_none(workload.get("dram_bytes_measured")),
-        bytes_rule=_str_or_none(workload.get("bytes_rule")),
-        source=_str_or_none(workload.get("source")) or "results",
+        flops=float(workload.flops),
+        bytes=float(workload.bytes),
+        time_s=float(workload.time_s),
+        dtype=_text(workload.dtype),
+        dram_bytes_measured=workload.dram_bytes_measured,
+        bytes_rule=_text(workload.bytes_rule),
+        source=_text(workload.source) or "results",
         warm=warm,
         origin=origin,
-        straggler=is_straggler(workload),
+        straggler=workload.straggler is True,
     )
 
 
+def _roof(ceiling: Ceiling, key: DeviceKey, source: str) -> Roof:
+    """The measured roof of one ``ceilings`` entry."""
+    median = ceiling.median_value
+    return Roof(
+        key, ceiling.kind, safe_text(ceiling.name), float(ceiling.value), ceiling.unit, MEASURED,
+        _text(ceiling.note) or "", source, straggler=ceiling.straggler is True,
+        median_value=median if median is not None and median > 0 else None, size_bytes=ceiling.size_bytes,
+    )  # fmt: skip
+
+
 def build_model(
-    documents: Sequence[tuple[str, dict[str, Any]]],
+    documents: Sequence[tuple[str, Results | Mapping[str, Any]]],
     *,
     datasheet: bool = True,
     local_cpu: Any = None,
     local_hostname: str | None = None,
     cpu_info_factory: Callable[[], Any] | None = None,
 ) -> RooflineModel:
-    """The model of already-validated results documents ``(source name, document)``.
+    """The model of results documents ``(source name, document)``: typed (read by
+    :func:`gpuscope.results.read_results`), or dicts (a run in progress), which are checked first
+    and left out with a warning when they are not results.
 
     ``local_cpu`` is the :class:`CpuInfo` used for a CPU's datasheet roof (default: this
     machine's, read only when a CPU device is present); it is applied only to a CPU whose model
     matches, since a results file may come from another machine."""
     builder = _Builder()
-    documents = [(_clean(source), _clean(document)) for source, document in documents]
-    identities = _Identities()
-    for _source, document in documents:
-        system = document.get("system") or {}
-        default_host = _str_or_none(system.get("hostname"))
-        identities.note_document(document, _device_placement(document, default_host), default_host)
+    typed: list[tuple[str, Results]] = []
     for source, document in documents:
-        system = document.get("system") or {}
-        default_host = _str_or_none(system.get("hostname"))
-        placement = _device_placement(document, default_host)
-        multi_rank = _multi_rank(document)
-
-        def _key(
-            item: dict[str, Any],
-            placement: dict[str, tuple[str | None, int | None]],
-            default_host: str | None,
-            document: dict[str, Any] = document,
-            multi_rank: bool = multi_rank,
-        ) -> DeviceKey | None:
-            raw = _raw_key(item, placement, default_host)
-            return None if raw is None else identities.key_of(raw, document, multi_rank)
-
-        for entry in document.get("devices", []):
-            key = _key(entry, placement, default_host)
-            if key is None:
-                builder.warnings.append(f"{source}: a devices entry has no 'device'; ignored")
-                continue
-            builder.device(key, _str_or_none(entry.get("type")), _str_or_none(entry.get("name")))
-            builder.entries.setdefault(key, entry)
-        for position, ceiling in enumerate(document.get("ceilings", [])):
-            key = _key(ceiling, placement, default_host)
-            assert key is not None  # validate_results checked 'device'
-            kind, unit = ceiling["kind"], ceiling["unit"]
-            if _UNIT_FOR_KIND[kind] != unit:
-                builder.warnings.append(
-                    f"{source}: ceilings[{position}] ({ceiling['name']}) is kind {kind} with unit {unit}; ignored"
-                )
-                continue
-            status = ceiling.get("status")
-            if isinstance(status, str) and status.lower() in _FAILED_STATUSES:
-                builder.warnings.append(
-                    f"{source}: ceilings[{position}] ({ceiling['name']}) has status {status!r}; ignored"
-                )
-                continue
-            builder.add_roof(
-                Roof(
-                    key, kind, ceiling["name"], float(ceiling["value"]), unit, MEASURED,
-                    _str_or_none(ceiling.get("note")) or "", source,
-                    straggler=is_straggler(ceiling), median_value=ceiling_median(ceiling),
-                    size_bytes=finite_or_none(ceiling.get("size_bytes")),
-                )
-            )  # fmt: skip
-        for measurement in document.get("measurements", []):
-            link = _bandwidth_point(measurement)
-            key = _key(measurement, placement, default_host) if link is not None else None
-            if link is not None and key is not None:
-                builder.bandwidths.append(BandwidthPoint(key, *link))
-        for workload in document.get("workloads", []):
-            key = _key(workload, placement, default_host)
-            if key is None:
-                builder.warnings.append(f"{source}: workload {workload.get('name')!r} has no 'device'; ignored")
-                continue
-            builder.device(key)
-            builder.points.append(point_from_workload(workload, key, source))
+        try:
+            typed.append((safe_text(source), to_results(document, source)))
+        except BadInputError as exc:
+            builder.warnings.append(f"{safe_text(exc)}; ignored")
+    identities = _Identities()
+    for _source, document in typed:
+        default_host = _text(document.system.hostname)
+        identities.note_document(document, _device_placement(document, default_host), default_host)
+    for source, document in typed:
+        _add_document(builder, identities, source, document)
     if datasheet:
         _add_datasheet_roofs(builder, local_cpu, local_hostname, cpu_info_factory)
-    devices = sorted(builder.devices.values(), key=_device_order)
-    margins = [margin for margin in (straggler_margin(document) for _, document in documents) if margin is not None]
+    margins = [margin for _, doc in typed if (margin := doc.straggler_margin) is not None and 0 < margin < 1]
     model = RooflineModel(
-        devices=devices,
+        devices=sorted(builder.devices.values(), key=_device_order),
         points=builder.points,
-        sources=[source for source, _ in documents],
+        sources=[source for source, _ in typed],
         warnings=builder.warnings,
         straggler_margin=margins[0] if margins else None,
         bandwidths=builder.bandwidths,
@@ -329,22 +244,60 @@ def build_model(
     return model
 
 
-def _bandwidth_point(measurement: Any) -> tuple[str, float, float] | None:
+def _add_document(builder: _Builder, identities: _Identities, source: str, document: Results) -> None:
+    """The devices, measured roofs, bandwidths and points of one document."""
+    default_host = _text(document.system.hostname)
+    placement = _device_placement(document, default_host)
+    multi_rank = _multi_rank(document)
+
+    def key_of(item: _Entry) -> DeviceKey | None:
+        raw = _raw_key(item, placement, default_host)
+        return None if raw is None else identities.key_of(raw, document, multi_rank)
+
+    for entry in document.devices:
+        key = key_of(entry)
+        assert key is not None  # Device.device is never empty
+        builder.device(key, _text(entry.type), _text(entry.name))
+        builder.entries.setdefault(key, entry)
+    for position, ceiling in enumerate(document.ceilings):
+        key = key_of(ceiling)
+        assert key is not None  # Ceiling.device is never empty
+        what = f"{source}: ceilings[{position}] ({safe_text(ceiling.name)})"
+        if _UNIT_FOR_KIND[ceiling.kind] != ceiling.unit:
+            builder.warnings.append(f"{what} is kind {ceiling.kind} with unit {ceiling.unit}; ignored")
+        elif ceiling.status is not None and ceiling.status.lower() in _FAILED_STATUSES:
+            builder.warnings.append(f"{what} has status {safe_text(ceiling.status)!r}; ignored")
+        else:
+            builder.add_roof(_roof(ceiling, key, source))
+    for measurement in document.measurements:
+        link = _bandwidth_point(measurement)
+        key = key_of(measurement) if link is not None else None
+        if link is not None and key is not None:
+            builder.bandwidths.append(BandwidthPoint(key, *link))
+    for workload in document.workloads:
+        key = key_of(workload)
+        if key is None:
+            builder.warnings.append(f"{source}: workload {safe_text(workload.name)!r} has no 'device'; ignored")
+            continue
+        builder.device(key)
+        builder.points.append(point_from_workload(workload, key, source))
+
+
+def _bandwidth_point(measurement: Measurement) -> tuple[str, float, float] | None:
     """``(link, size_bytes, bytes_per_s)`` of an ok transfer or collective measurement (bus
     bandwidth for collectives), else None."""
-    if not isinstance(measurement, dict) or measurement.get("kind") not in ("transfer", "collective"):
+    if measurement.kind not in ("transfer", "collective"):
         return None
-    if str(measurement.get("status") or "ok").lower() in _FAILED_STATUSES:
+    if (measurement.status or "ok").lower() in _FAILED_STATUSES:
         return None
-    found = measurement.get("parameters")
-    parameters: dict[str, Any] = found if isinstance(found, dict) else {}
+    parameters = measurement.parameters if isinstance(measurement.parameters, dict) else {}
     size = finite_or_none(parameters.get("size_bytes"))
-    if measurement["kind"] == "collective":
-        link = f"{parameters.get('op') or 'collective'}.busbw"
-        rate = finite_or_none(measurement.get("busbw_bytes_per_s")) or finite_or_none(measurement.get("bytes_per_s"))
+    if measurement.kind == "collective":
+        link = safe_text(f"{parameters.get('op') or 'collective'}.busbw")
+        rate = measurement.busbw_bytes_per_s or measurement.bytes_per_s
     else:
-        link = _str_or_none(measurement.get("ceiling_name")) or str(parameters.get("direction") or "transfer")
-        rate = finite_or_none(measurement.get("bytes_per_s"))
+        link = _text(measurement.ceiling_name) or safe_text(parameters.get("direction") or "transfer")
+        rate = measurement.bytes_per_s
     if size is None or rate is None or size <= 0 or rate <= 0:
         return None
     return link, size, rate
@@ -383,51 +336,15 @@ def _add_datasheet_roofs(
                 value = sheet.compute_flop_per_s.get(dtype)
                 if value and dtype != "int8":  # int8 is OP/s, not FLOP/s
                     builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
-            builder.add_roof(
-                Roof(
-                    key,
-                    "memory",
-                    "dram",
-                    sheet.memory_bytes_per_s,
-                    "B/s",
-                    DATASHEET,
-                    f"{sheet.label} {sheet.memory_kind}",
-                )
-            )
-            builder.add_roof(
-                Roof(
-                    key,
-                    "transfer",
-                    "pcie.h2d",
-                    sheet.pcie_bytes_per_s_per_direction,
-                    "B/s",
-                    DATASHEET,
-                    "PCIe, one direction",
-                )
-            )
-            builder.add_roof(
-                Roof(
-                    key,
-                    "transfer",
-                    "pcie.d2h",
-                    sheet.pcie_bytes_per_s_per_direction,
-                    "B/s",
-                    DATASHEET,
-                    "PCIe, one direction",
-                )
-            )
-            if sheet.nvlink_bytes_per_s_per_direction:
-                builder.add_roof(
-                    Roof(
-                        key,
-                        "transfer",
-                        "nvlink",
-                        sheet.nvlink_bytes_per_s_per_direction,
-                        "B/s",
-                        DATASHEET,
-                        "NVLink total, one direction",
-                    )
-                )
+            links = [
+                ("memory", "dram", sheet.memory_bytes_per_s, f"{sheet.label} {sheet.memory_kind}"),
+                ("transfer", "pcie.h2d", sheet.pcie_bytes_per_s_per_direction, "PCIe, one direction"),
+                ("transfer", "pcie.d2h", sheet.pcie_bytes_per_s_per_direction, "PCIe, one direction"),
+                ("transfer", "nvlink", sheet.nvlink_bytes_per_s_per_direction, "NVLink total, one direction"),
+            ]
+            for kind, name, rate, text in links:
+                if rate:
+                    builder.add_roof(Roof(key, kind, name, rate, "B/s", DATASHEET, text))
             device.notes.extend(sheet.notes)
         elif device.device_type == "cpu":
             if cpu is None:
@@ -440,25 +357,17 @@ def _add_datasheet_roofs(
             same_model = device.name is not None and device.name.strip() == str(getattr(cpu, "model", "")).strip()
             same_host = device.name is None and key.host in (None, hostname)
             if not (same_model or same_host):
+                entry = builder.entries.get(key)
                 recorded = {
-                    dtype: finite_or_none(builder.entries.get(key, {}).get(f"datasheet_peak_{dtype}_flop_per_s"))
-                    for dtype in ("fp32", "fp64")
+                    "fp32": entry.datasheet_peak_fp32_flop_per_s if entry else None,
+                    "fp64": entry.datasheet_peak_fp64_flop_per_s if entry else None,
                 }
                 if any(recorded.values()):  # the probe recorded the peak on the machine itself
                     device.datasheet = f"{device.name or 'CPU'}: recorded by the probe on that machine"
+                    note = "cores x SIMD FLOP/cycle x clock, as the probe recorded it"
                     for dtype, value in recorded.items():
                         if value:
-                            builder.add_roof(
-                                Roof(
-                                    key,
-                                    "compute",
-                                    dtype,
-                                    value,
-                                    "FLOP/s",
-                                    DATASHEET,
-                                    "cores x SIMD FLOP/cycle x clock, as the probe recorded it",
-                                )
-                            )
+                            builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
                     continue
                 device.notes.append(
                     f"no CPU datasheet roof: the results come from {device.name or key.host!r}, "

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.roofline.counting import BYTES_RULE, CountResult, count_call
 from gpuscope.roofline.model import PerCallRates
@@ -314,6 +316,13 @@ def _system_info() -> dict[str, Any]:
     }
 
 
+def _entries(value: object) -> list[Any]:
+    """The entries of one of a results file's lists, each kept as written (``msgspec.Raw``)."""
+    if isinstance(value, msgspec.Raw):
+        return msgspec.json.decode(value, type=list[msgspec.Raw])
+    return list(value) if isinstance(value, list) else []
+
+
 def append_workload(
     path: str | os.PathLike[str], workload: dict[str, Any], device_entry: dict[str, Any], system: dict[str, Any]
 ) -> None:
@@ -323,21 +332,24 @@ def append_workload(
     to one file wait for each other: none loses another's workload). Raises
     :class:`BadInputError` for an existing file that is not results."""
     from gpuscope.fileio import OutputLock, check_output, write_json_atomic
-    from gpuscope.results import load_results, new_results
+    from gpuscope.results import new_results, parse_results
+    from gpuscope.schema.files import read_bytes
 
     target = Path(path)
     check_output(target, allow_inputs=True)
     with OutputLock(target, wait_s=300.0):
+        document: dict[str, Any]
         if target.exists():
-            document = load_results(target)
+            raw = read_bytes(target, "a results JSON file")
+            known = {(entry.device, entry.host) for entry in parse_results(raw, str(target)).devices}
+            document = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])  # every field kept as written
         else:
             if target.parent and not target.parent.exists():
                 raise UsageError(f"{path}: folder {target.parent} does not exist")
-            document = new_results(system=system)
-        known = {(entry.get("device"), entry.get("host")) for entry in document["devices"]}
+            document, known = new_results(system=system), set()
         if (device_entry["device"], device_entry.get("host")) not in known:
-            document["devices"].append(device_entry)
-        document["workloads"].append(workload)
+            document["devices"] = [*_entries(document.get("devices")), device_entry]
+        document["workloads"] = [*_entries(document.get("workloads")), workload]
         try:
             write_json_atomic(target, document, replace_input=True)
         except OSError as exc:

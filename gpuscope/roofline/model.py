@@ -41,6 +41,8 @@ __all__ = [
     "memory_level",
     "dtype_roof_names",
     "roof_serves_dtype",
+    "best_roof",
+    "dtype_roof",
     "compute_roof_for",
     "memory_roof_for",
     "ridge_points",
@@ -156,17 +158,9 @@ class Roof:
         return (1.0 - self.value / self.median_value) * 100.0
 
     @property
-    def is_bandwidth(self) -> bool:
-        return self.kind != "compute"
-
-    @property
     def level(self) -> str | None:
         """Memory level (``l1``, ``l2``, ``llc``, ``dram``) of a memory roof, else None."""
         return memory_level(self.name) if self.kind == "memory" else None
-
-    @property
-    def is_datasheet(self) -> bool:
-        return self.source == DATASHEET
 
 
 @dataclass
@@ -383,9 +377,19 @@ def ridge_point_flop_per_byte(compute_flop_per_s: float, memory_bytes_per_s: flo
     return compute_flop_per_s / memory_bytes_per_s
 
 
-def _best(roofs: Iterable[Roof]) -> Roof | None:
+def best_roof(roofs: Iterable[Roof]) -> Roof | None:
+    """The highest of ``roofs`` (ties: by name); None when there is none."""
     ranked = sorted(roofs, key=lambda roof: (-roof.value, roof.name))
     return ranked[0] if ranked else None
+
+
+def dtype_roof(device: DeviceRoofs, dtype: str) -> Roof | None:
+    """The measured compute roof of ``dtype`` on ``device``, else its datasheet roof, else None."""
+    for source in (MEASURED, DATASHEET):
+        found = best_roof(r for r in device.compute if r.source == source and roof_serves_dtype(r.name, dtype))
+        if found is not None:
+            return found
+    return None
 
 
 def compute_roof_for(device: DeviceRoofs, dtype: str | None) -> Roof | None:
@@ -393,13 +397,7 @@ def compute_roof_for(device: DeviceRoofs, dtype: str | None) -> Roof | None:
 
     The dtype's measured roof when there is one, else its datasheet roof; with no dtype (or no
     roof for it) the highest compute roof of any source, since that is the only safe bound."""
-    compute = device.compute
-    if dtype:
-        for source in (MEASURED, DATASHEET):
-            found = _best(roof for roof in compute if roof.source == source and roof_serves_dtype(roof.name, dtype))
-            if found is not None:
-                return found
-    return _best(compute)
+    return (dtype_roof(device, dtype) if dtype else None) or best_roof(device.compute)
 
 
 def memory_roof_for(device: DeviceRoofs, level: str = "dram") -> Roof | None:
@@ -408,7 +406,7 @@ def memory_roof_for(device: DeviceRoofs, level: str = "dram") -> Roof | None:
     memory = [roof for roof in device.memory if roof.level == level]
     measured = [roof for roof in memory if roof.source == MEASURED]
     triad = [roof for roof in measured if roof.name.split(".", 1)[-1] == "triad"]
-    return _best(triad) or _best(measured) or _best(memory)
+    return best_roof(triad) or best_roof(measured) or best_roof(memory)
 
 
 @dataclass(frozen=True)
@@ -434,9 +432,9 @@ def datasheet_twin(device: DeviceRoofs, roof: Roof) -> Roof | None:
     sheets = [other for other in device.roofs if other.source == DATASHEET and other.kind == roof.kind]
     if roof.kind == "compute":
         dtype = roof.name.split(".", 1)[0]
-        return _best(other for other in sheets if roof_serves_dtype(other.name, dtype))
+        return best_roof(other for other in sheets if roof_serves_dtype(other.name, dtype))
     if roof.kind == "memory":
-        return _best(other for other in sheets if other.level == roof.level)
+        return best_roof(other for other in sheets if other.level == roof.level)
     if roof.kind == "transfer":
         head = roof.name.lower()
         if "pageable" in head:
@@ -450,7 +448,7 @@ def datasheet_twin(device: DeviceRoofs, roof: Roof) -> Roof | None:
             if head.startswith(("nvlink", "p2p", "d2d.peer"))
             else None
         )
-        return _best(other for other in sheets if other.name == wanted)
+        return best_roof(other for other in sheets if other.name == wanted)
     return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuscope.roofline.layout import (
     CellPlacement,
+    PointMark,
     RooflineLayout,
     cell_of,
     device_colour,
@@ -64,7 +65,6 @@ class ChartPalette:
     above_roof: Color = 196
     straggler: Color = 203
     axes: Color = "default"
-    canvas: Color = "default"
     use_color: bool = True
     dark: bool = True
     # Accepted for the themes' palettes; devices use the colour-blind-safe set.
@@ -301,36 +301,24 @@ def _overlay(text: str, layout: RooflineLayout, palette: ChartPalette) -> tuple[
         if (row, column) not in blocked:  # plotext rounds its lines to a neighbouring row: sit on them
             row = next((row + dr for dr in (1, -1) if (row + dr, column) in blocked), row)
         put(row, column, _RIDGE, _sgr(palette.device(layout.legend[ridge.device].colour_index)))
+
+    def point_style(point: PointMark, flagged: bool, flag_colour: Color) -> str:
+        """Bold in the highlight colour, else in ``flag_colour`` when ``flagged``, else in the device's."""
+        if point.highlighted:
+            return _sgr(palette.colour(palette.highlight), bold=True)
+        if flagged:
+            return _sgr(palette.colour(flag_colour), bold=True)
+        return _sgr(palette.device(layout.legend[point.device].colour_index), bold=True)
+
     for point in layout.points:
         row, column = cell_of(layout, point.x, point.y, columns, rows)
-        char = (
-            _HIGHLIGHT
-            if point.highlighted
-            else _ESTIMATED
-            if point.estimated
-            else _ABOVE
-            if point.above_roof
-            else _POINT
-        )
-        colour = (
-            palette.colour(palette.highlight)
-            if point.highlighted
-            else palette.colour(palette.estimated)
-            if point.estimated
-            else palette.device(layout.legend[point.device].colour_index)
-        )
-        put(row, column, char, _sgr(colour, bold=True))
+        marks = ((point.highlighted, _HIGHLIGHT), (point.estimated, _ESTIMATED), (point.above_roof, _ABOVE))
+        char = next((mark for flagged, mark in marks if flagged), _POINT)
+        put(row, column, char, point_style(point, point.estimated, palette.estimated))
     for item in placement.texts:
         if item.kind == "point":
             point = layout.points[item.owner]
-            colour = (
-                palette.colour(palette.highlight)
-                if point.highlighted
-                else palette.colour(palette.above_roof)
-                if point.above_roof
-                else palette.device(layout.legend[point.device].colour_index)
-            )
-            style = _sgr(colour, bold=True)
+            style = point_style(point, point.above_roof, palette.above_roof)
         elif item.kind == "roof":
             style = _sgr(palette.device(layout.legend[layout.labels[item.owner].device].colour_index))
         else:

@@ -12,22 +12,22 @@ chart limit computed from them stays finite).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
 from gpuscope.schema.core import Magnitude, Seconds
 from gpuscope.schema.results import Results
 
-__all__ = ["REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "MAX_PANELS", "MAX_POINTS_PER_LINE", "LINE_STYLES", "Report"]
+__all__ = ["REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "MAX_PANELS", "MAX_POINTS_PER_LINE", "LineStyle", "Report"]
 
-REPORT_SCHEMA = "gpuscope.report"
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA: Final = "gpuscope.report"
+REPORT_SCHEMA_VERSION: Final = 1
 #: Telemetry chart limits: panels per chart, points per line (the writer keeps at most 1200).
 MAX_PANELS = 64
 MAX_POINTS_PER_LINE = 1200
 #: Line styles a telemetry chart line may name (matplotlib's).
-LINE_STYLES = ("-", "--", ":", "-.", "solid", "dashed", "dotted", "dashdot")
+LineStyle = Literal["-", "--", ":", "-.", "solid", "dashed", "dotted", "dashdot"]
 
 #: A JSON scalar shown as text.
 Scalar = str | int | float | bool | None
@@ -39,12 +39,35 @@ Rank = int | None
 
 
 class _Where(msgspec.Struct, kw_only=True):
+    """Where a row was measured: the results file, host and rank, device."""
+
     source: Scalar = None
     host: Host = None
     rank: Rank = None
     device: Scalar = None
     device_type: Scalar = None
     device_name: Scalar = None
+
+
+class _Quantity(_Where, kw_only=True):
+    """A named value (a ceiling, a roof) of a kind, in a unit."""
+
+    kind: Scalar = None
+    name: Scalar = None
+    unit: Scalar = None
+    value: Number = None
+
+
+class _Subject(msgspec.Struct, kw_only=True):
+    """A telemetry row's subject: ``key`` (``host``, ``gpu0``) and its display name."""
+
+    key: Scalar = None
+    subject: Scalar = None
+
+
+class _Metric(_Subject, kw_only=True):
+    metric: Scalar = None
+    label: Scalar = None
 
 
 class Source(msgspec.Struct, kw_only=True):
@@ -83,12 +106,8 @@ class SystemSummary(msgspec.Struct, kw_only=True):
     gpus: list[GpuSummary] | None = None
 
 
-class CeilingRow(_Where, kw_only=True):
-    kind: Scalar = None
-    name: Scalar = None
-    unit: Scalar = None
+class CeilingRow(_Quantity, kw_only=True):
     n: Scalar = None
-    value: Number = None
     datasheet_value: Number = None
     percent_of_spec: Number = None
     spread_percent: Number = None
@@ -99,11 +118,7 @@ class CeilingRow(_Where, kw_only=True):
     straggler: bool | None = None
 
 
-class Straggler(_Where, kw_only=True):
-    kind: Scalar = None
-    name: Scalar = None
-    unit: Scalar = None
-    value: Number = None
+class Straggler(_Quantity, kw_only=True):
     median: Number = None
     below_median_percent: Number = None
 
@@ -126,14 +141,10 @@ class WorkloadRow(_Where, kw_only=True):
     above_roof: bool | None = None
 
 
-class MeasurementRow(msgspec.Struct, kw_only=True):
-    source: Scalar = None
-    host: Host = None
-    rank: Rank = None
+class MeasurementRow(_Where, kw_only=True):
     id: Any = None
     name: Any = None
     kind: Any = None
-    device: Any = None
     status: Any = None
     statistic: Any = None
     error: Any = None
@@ -177,24 +188,13 @@ class Point(_Where, kw_only=True):
     straggler: bool | None = None
 
 
-class DatasheetRoof(msgspec.Struct, kw_only=True):
-    device: Scalar = None
-    host: Host = None
-    rank: Rank = None
-    kind: Scalar = None
-    name: Scalar = None
-    unit: Scalar = None
-    value: Number = None
+class DatasheetRoof(_Quantity, kw_only=True):
+    """A datasheet roof of a device."""
 
 
-class AboveDatasheet(msgspec.Struct, kw_only=True):
+class AboveDatasheet(_Quantity, kw_only=True):
     """A measured roof above its datasheet roof (``ratio`` = measured / datasheet)."""
 
-    device: Scalar = None
-    host: Host = None
-    rank: Rank = None
-    name: Scalar = None
-    value: Number = None
     datasheet_value: Number = None
     ratio: Number = None
     text: Scalar = None
@@ -222,7 +222,7 @@ class Line(msgspec.Struct, kw_only=True):
     t: Annotated[list[Seconds], msgspec.Meta(max_length=MAX_POINTS_PER_LINE)]
     v: Annotated[list[ChartValue | None], msgspec.Meta(max_length=MAX_POINTS_PER_LINE)]
     metric: Scalar = None
-    style: Literal["-", "--", ":", "-.", "solid", "dashed", "dotted", "dashdot"] | None = None
+    style: LineStyle | None = None
 
     def __post_init__(self) -> None:
         if len(self.t) != len(self.v):
@@ -244,11 +244,7 @@ class GpuKey(msgspec.Struct, kw_only=True):
     uuid: Scalar = None
 
 
-class Stat(msgspec.Struct, kw_only=True):
-    key: Scalar = None
-    subject: Scalar = None
-    metric: Scalar = None
-    label: Scalar = None
+class Stat(_Metric, kw_only=True):
     unit: Scalar = None
     n: Scalar = None
     mean: Number = None
@@ -257,31 +253,26 @@ class Stat(msgspec.Struct, kw_only=True):
     max: Number = None
 
 
-class Energy(msgspec.Struct, kw_only=True):
-    key: Scalar = None
-    subject: Scalar = None
+class Energy(_Subject, kw_only=True):
     method: Scalar = None
     energy_j: Number = None
     duration_s: Number = None
     mean_power_w: Number = None
 
 
-class Missing(msgspec.Struct, kw_only=True):
-    key: Scalar = None
-    subject: Scalar = None
-    metric: Scalar = None
-    label: Scalar = None
+class Missing(_Metric, kw_only=True):
     reason: Scalar = None
 
 
-class ProcessRow(msgspec.Struct, kw_only=True):
-    key: Scalar = None
-    subject: Scalar = None
+class ProcessRow(_Subject, kw_only=True):
     pid: Scalar = None
     name: Any = None
     user: Any = None
+    kind: Scalar = None
     max_gpu_memory_bytes: Number = None
     max_sm_percent: Number = None
+    first_seen: Number = None
+    last_seen: Number = None
 
 
 class Telemetry(msgspec.Struct, kw_only=True):
@@ -293,6 +284,9 @@ class Telemetry(msgspec.Struct, kw_only=True):
     duration_s: Number = None
     interval_s: Number = None
     mean_sample_cost_s: Number = None
+    #: Hostnames the log names (``--redact`` replaces them everywhere) and the NVIDIA driver.
+    hostnames: list[Scalar] | None = None
+    driver: Scalar = None
     gpus: list[GpuKey] | None = None
     stats: list[Stat] | None = None
     energy: list[Energy] | None = None

@@ -27,6 +27,7 @@ __all__ = [
     "System",
     "SuiteRef",
     "RunSummary",
+    "Distributed",
     "Results",
 ]
 
@@ -37,6 +38,36 @@ CEILING_UNITS = ("FLOP/s", "B/s")
 
 CeilingKind = Literal["compute", "memory", "transfer", "collective"]
 Rank = Count
+
+
+class _Placed(msgspec.Struct, kw_only=True):
+    """Where an entry ran (a multi-rank file's host and rank), and whether it is a straggler
+    (``straggler``: set by ``probe --distributed``, gpuscope.probing.cluster)."""
+
+    host: str | None = None
+    rank: Rank | None = None
+    straggler: bool | None = None
+
+
+class _Measured(_Placed, kw_only=True):
+    """Energy over the measured window (gpuscope.telemetry.energy): joules, or why not."""
+
+    energy_j: NonNegative | None = None
+    energy_unavailable: str | None = None
+    energy_method: str | None = None
+    energy_window_s: Seconds | None = None
+    flop_per_j: NonNegative | None = None
+
+
+class _Rated(_Measured, kw_only=True):
+    """The timing statistics and rates of one call (a measurement's, a workload's)."""
+
+    n: Count | None = None
+    time_p10_s: Seconds | None = None
+    time_p90_s: Seconds | None = None
+    flop_per_s: NonNegative | None = None
+    bytes_per_s: NonNegative | None = None
+    intensity_flop_per_byte: NonNegative | None = None
 
 
 class SuiteRef(msgspec.Struct, kw_only=True):
@@ -66,21 +97,22 @@ class System(msgspec.Struct, kw_only=True):
     argv: Detail = None  # a list of strings, or "[redacted]" in a redacted report
 
 
-class Device(msgspec.Struct, kw_only=True):
+class Device(_Placed, kw_only=True):
     """One probed device (``devices[]``); CPU and GPU details beyond these are free detail."""
 
     device: NonEmpty
     type: str | None = None
     name: str | None = None
-    host: str | None = None
-    rank: Rank | None = None
     memory_total_bytes: NonNegative | None = None
     #: A GPU's UUID as NVML spells it (``GPU-...``/``MIG-...``; torch's bare form when NVML did
     #: not list it), null when unknown: the same GPU across files (gpuscope.roofline.loading).
     uuid: str | None = None
+    #: A CPU's datasheet peaks as the probe computed them on that machine (gpuscope.roofline.loading).
+    datasheet_peak_fp32_flop_per_s: NonNegative | None = None
+    datasheet_peak_fp64_flop_per_s: NonNegative | None = None
 
 
-class Ceiling(msgspec.Struct, kw_only=True):
+class Ceiling(_Measured, kw_only=True):
     """One roof: the best ok measurement of ``name`` on ``device``, in ``unit``."""
 
     device: NonEmpty
@@ -91,8 +123,6 @@ class Ceiling(msgspec.Struct, kw_only=True):
     measurement_id: str | int | None = None
     statistic: str | None = None
     n: Count | None = None
-    host: str | None = None
-    rank: Rank | None = None
     note: str | None = None
     dtype: str | None = None
     library: str | None = None
@@ -105,15 +135,15 @@ class Ceiling(msgspec.Struct, kw_only=True):
     size_bytes: NonNegative | None = None
     backend: str | None = None
     world_size: Count | None = None
-    # Energy over the measured window (gpuscope.telemetry.energy): joules, or why not.
-    energy_j: NonNegative | None = None
-    energy_unavailable: str | None = None
-    energy_method: str | None = None
-    energy_window_s: Seconds | None = None
-    flop_per_j: NonNegative | None = None
+    shape: str | None = None
+    #: A ceiling that is not a roof (failed, skipped): named by its status and left out.
+    status: str | None = None
+    #: The median of this ceiling across the ranks of a multi-rank run, and this one's fraction of it.
+    median_value: Finite | None = None
+    fraction_of_median: Finite | None = None
 
 
-class Measurement(msgspec.Struct, kw_only=True):
+class Measurement(_Rated, kw_only=True):
     """One measurement, ok, failed or skipped (``measurements[]``)."""
 
     id: str | int | None = None
@@ -122,25 +152,20 @@ class Measurement(msgspec.Struct, kw_only=True):
     device: str = ""
     status: str | None = None
     error: str | None = None
-    host: str | None = None
-    rank: Rank | None = None
     parameters: Detail = None
     flops: NonNegative | None = None
     bytes: NonNegative | None = None
     counting_rule: Detail = None
     statistic: str | None = None
     samples_s: list[Finite] | None = None
-    n: Count | None = None
     time_s: Seconds | None = None
     time_min_s: Seconds | None = None
     time_median_s: Seconds | None = None
-    time_p10_s: Seconds | None = None
-    time_p90_s: Seconds | None = None
     time_max_s: Seconds | None = None
     spread: Finite | None = None
-    flop_per_s: NonNegative | None = None
-    bytes_per_s: NonNegative | None = None
-    intensity_flop_per_byte: NonNegative | None = None
+    #: A collective's bus and algorithm bandwidth (nccl-tests' busbw and algbw).
+    busbw_bytes_per_s: NonNegative | None = None
+    algbw_bytes_per_s: NonNegative | None = None
     validation_error: Finite | None = None
     validation_tolerance: Finite | None = None
     start: Finite | None = None
@@ -157,15 +182,9 @@ class Measurement(msgspec.Struct, kw_only=True):
     telemetry_after: Detail = None
     telemetry_during: Detail = None
     attempts: Detail = None
-    # Energy over the measured window (gpuscope.telemetry.energy): joules, or why not.
-    energy_j: NonNegative | None = None
-    energy_unavailable: str | None = None
-    energy_method: str | None = None
-    energy_window_s: Seconds | None = None
-    flop_per_j: NonNegative | None = None
 
 
-class Workload(msgspec.Struct, kw_only=True):
+class Workload(_Rated, kw_only=True):
     """One roofline point (``workloads[]``): FLOPs and bytes of one call and its median time."""
 
     name: str
@@ -174,24 +193,13 @@ class Workload(msgspec.Struct, kw_only=True):
     bytes: NonNegative
     time_s: Seconds
     bytes_rule: Detail = None
-    time_p10_s: Seconds | None = None
-    time_p90_s: Seconds | None = None
-    n: Count | None = None
-    flop_per_s: NonNegative | None = None
-    bytes_per_s: NonNegative | None = None
-    intensity_flop_per_byte: NonNegative | None = None
     dtype: str | None = None
     cache_state: str | None = None
+    #: ``gpuscope measure``: timed with warm caches (the label), and DRAM bytes from GPM telemetry.
+    warm: bool | None = None
+    dram_bytes_measured: NonNegative | None = None
     source: str | None = None
     measurement_id: str | int | None = None
-    host: str | None = None
-    rank: Rank | None = None
-    # Energy over the measured window (gpuscope.telemetry.energy): joules, or why not.
-    energy_j: NonNegative | None = None
-    energy_unavailable: str | None = None
-    energy_method: str | None = None
-    energy_window_s: Seconds | None = None
-    flop_per_j: NonNegative | None = None
     profile: Detail = None  # gpuscope.profile: groups, verdicts, modules (docs/profile.md)
 
     def __post_init__(self) -> None:
@@ -199,6 +207,16 @@ class Workload(msgspec.Struct, kw_only=True):
         for field in ("flops", "bytes", "time_s"):
             if 0 < getattr(self, field) < MIN_MAGNITUDE:
                 raise ValueError(f"field `{field}` must be 0 or at least {MIN_MAGNITUDE:g}")
+
+
+class Distributed(msgspec.Struct, kw_only=True):
+    """A multi-rank run's ranks and hosts (``distributed``; per-rank detail under ``ranks``)."""
+
+    world_size: Count | None = None
+    nnodes: Count | None = None
+    hosts: list[str] | None = None
+    collective_backend: str | None = None
+    missing_ranks: list[Rank] | None = None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -231,3 +249,7 @@ class Results(msgspec.Struct, kw_only=True):
     telemetry: Detail = None
     summary: RunSummary | None = None
     duration_s: Seconds | None = None
+    #: A multi-rank run (``probe --distributed``, gpuscope.probing.cluster), and the margin that
+    #: flags a straggler (a fraction below the median); its ``stragglers`` list is derived detail.
+    distributed: Distributed | None = None
+    straggler_margin: Finite | None = None

@@ -126,9 +126,15 @@ class ProbeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag
     label: str = ""
 
     def __post_init__(self) -> None:
-        self.devices = _listify(self.devices)
-        if not self.devices:
-            raise ValueError("field `devices` must not be empty")
+        self._lists("devices")
+
+    def _lists(self, *fields: str) -> None:
+        """Make each field a list (a value given alone becomes a list of one); none may be empty."""
+        for field in fields:
+            setattr(self, field, _listify(getattr(self, field)))
+        if not all(getattr(self, field) for field in fields):
+            names = " and ".join(f"`{field}`" for field in fields)
+            raise ValueError(f"field{'s' if len(fields) > 1 else ''} {names} must not be empty")
 
     def __getitem__(self, key: str) -> Any:
         return getattr(self, key)
@@ -165,10 +171,7 @@ class MatmulOptions(ProbeOptions, tag="matmul", kw_only=True, forbid_unknown_fie
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.dtypes = _listify(self.dtypes)
-        self.libraries = _listify(self.libraries)
-        if not self.dtypes or not self.libraries:
-            raise ValueError("fields `dtypes` and `libraries` must not be empty")
+        self._lists("dtypes", "libraries")
         shapes: list[Any] = []
         for shape in self.shapes:
             if isinstance(shape, ShapeTable):
@@ -202,9 +205,7 @@ class MemoryOptions(ProbeOptions, tag="memory", kw_only=True, forbid_unknown_fie
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.kernels = _listify(self.kernels)
-        if not self.kernels:
-            raise ValueError("field `kernels` must not be empty")
+        self._lists("kernels")
         if isinstance(self.working_sets, list):
             self.working_sets = _sizes(self.working_sets, "working_sets")  # type: ignore[assignment]  # bytes now
         if self.dram_array_bytes is not None:
@@ -224,10 +225,7 @@ class TransferOptions(ProbeOptions, tag="transfer", kw_only=True, forbid_unknown
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.directions = _listify(self.directions)
-        self.host_memory = _listify(self.host_memory)
-        if not self.directions or not self.host_memory:
-            raise ValueError("fields `directions` and `host_memory` must not be empty")
+        self._lists("directions", "host_memory")
         self.sizes = _sizes(self.sizes, "sizes")  # type: ignore[assignment]  # bytes now
 
 
@@ -243,9 +241,7 @@ class CollectiveOptions(ProbeOptions, tag="collective", kw_only=True, forbid_unk
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.ops = _listify(self.ops)
-        if not self.ops:
-            raise ValueError("field `ops` must not be empty")
+        self._lists("ops")
         self.sizes = _sizes(self.sizes, "sizes")  # type: ignore[assignment]  # bytes now
 
 

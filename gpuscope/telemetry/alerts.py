@@ -101,65 +101,38 @@ def _gpu_label(gpu: GpuSample) -> str:
 
 def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
     label = _gpu_label(gpu)
-
-    def alert(level: str | None, kind: str, message: str, value: float | None = None) -> Alert | None:
-        return Alert(level, kind, gpu.index, gpu.uuid, f"{label}: {message}", value) if level else None
-
     if gpu.state != "ok":
         yield Alert(
             "critical", "gpu_lost", gpu.index, gpu.uuid, f"{label}: GPU lost (fell off the bus; check dmesg for Xid)"
         )
         return
-    temp = finite_or_none(gpu.temperature_gpu_c)
+    # (kind, value held against the bounds, bounds, message) for each value this sample has
+    measured: list[tuple[str, float, tuple[float, float, float], str]] = []
+    temp, mem_temp = finite_or_none(gpu.temperature_gpu_c), finite_or_none(gpu.temperature_memory_c)
     if temp is not None:
-        found = alert(
-            _level(temp, t.gpu_temperature_c),
-            "temperature",
-            f"{temp:.0f}°C (slowdown at {t.gpu_temperature_c[2]:.0f}°C)",
-            temp,
-        )
-        if found:
-            yield found
-    mem_temp = finite_or_none(gpu.temperature_memory_c)
+        slowdown_c = t.gpu_temperature_c[2]
+        measured.append(("temperature", temp, t.gpu_temperature_c, f"{temp:.0f}°C (slowdown at {slowdown_c:.0f}°C)"))
     if mem_temp is not None:
-        found = alert(
-            _level(mem_temp, t.memory_temperature_c),
-            "memory_temperature",
-            f"memory {mem_temp:.0f}°C (HBM max {t.memory_temperature_c[2]:.0f}°C)",
-            mem_temp,
-        )
-        if found:
-            yield found
+        message = f"memory {mem_temp:.0f}°C (HBM max {t.memory_temperature_c[2]:.0f}°C)"
+        measured.append(("memory_temperature", mem_temp, t.memory_temperature_c, message))
     power, cap = finite_or_none(gpu.power_w), finite_or_none(gpu.power_limit_w)
     if power is not None and cap:
-        found = alert(
-            _level(power / cap, t.power_fraction_of_cap), "power", f"{power:.0f} W of its {cap:.0f} W cap", power / cap
-        )
-        if found:
-            yield found
+        measured.append(("power", power / cap, t.power_fraction_of_cap, f"{power:.0f} W of its {cap:.0f} W cap"))
     used, total = finite_or_none(gpu.memory_used_bytes), finite_or_none(gpu.memory_total_bytes)
     if used is not None and total:
-        found = alert(
-            _level(used / total, t.memory_used_fraction),
-            "memory_full",
-            f"memory {100 * used / total:.0f}% full ({(total - used) / 2**30:.1f} GiB free)",
-            used / total,
+        message = f"memory {100 * used / total:.0f}% full ({(total - used) / 2**30:.1f} GiB free)"
+        measured.append(("memory_full", used / total, t.memory_used_fraction, message))
+    uncorrected, corrected = finite_or_none(gpu.ecc_uncorrected_errors), finite_or_none(gpu.ecc_corrected_errors)
+    if uncorrected is not None:
+        measured.append(
+            ("ecc_uncorrected", uncorrected, t.ecc_uncorrected_errors, f"{uncorrected:.0f} uncorrected ECC errors")
         )
-        if found:
-            yield found
-    for kind, value, bounds, words in (
-        (
-            "ecc_uncorrected",
-            finite_or_none(gpu.ecc_uncorrected_errors),
-            t.ecc_uncorrected_errors,
-            "uncorrected ECC errors",
-        ),
-        ("ecc_corrected", finite_or_none(gpu.ecc_corrected_errors), t.ecc_corrected_errors, "corrected ECC errors"),
-    ):
-        if value is not None:
-            found = alert(_level(value, bounds), kind, f"{value:.0f} {words}", value)
-            if found:
-                yield found
+    if corrected is not None:
+        measured.append(("ecc_corrected", corrected, t.ecc_corrected_errors, f"{corrected:.0f} corrected ECC errors"))
+    for kind, value, bounds, message in measured:
+        level = _level(value, bounds)
+        if level:
+            yield Alert(level, kind, gpu.index, gpu.uuid, f"{label}: {message}", value)
     reasons = gpu.throttle_reasons
     if isinstance(reasons, list):
         worst = max(
@@ -169,9 +142,7 @@ def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
         )
         if worst:
             named = ", ".join(r for r in reasons if r in t.throttle_levels)
-            found = alert(worst, "throttle", f"clocks held back: {named}")
-            if found:
-                yield found
+            yield Alert(worst, "throttle", gpu.index, gpu.uuid, f"{label}: clocks held back: {named}")
     xids = getattr(gpu, "xid_errors", None)  # set by NVML collectors that watch Xid events
     if isinstance(xids, list) and xids:
         yield Alert(

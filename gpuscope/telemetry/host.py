@@ -15,7 +15,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -115,6 +114,7 @@ class HostCollector:
         self._disk_prev: _Counter | None = None
         self._frequencies_mhz: list[Metric[float]] = []
         self._frequencies_read_at_s: float | None = None
+        self._last_memory: tuple[int, int, int] | None = None
 
     # --- public ------------------------------------------------------------------------------
 
@@ -126,13 +126,7 @@ class HostCollector:
             self._slow_refreshed_at_s = now_s
         cores, total_percent = self._cpu(now_s)
         load = self._load_average()
-        memory: Any  # psutil's svmem; the last one, or zeros, when /proc/meminfo is unreadable
-        try:
-            memory = self._last_memory = psutil.virtual_memory()
-        except OSError:  # /proc/meminfo unreadable (e.g. out of file descriptors): the last reading
-            from types import SimpleNamespace
-
-            memory = getattr(self, "_last_memory", None) or SimpleNamespace(total=0, used=0, available=0)
+        memory = self._memory()
         swap_total, swap_used = self._swap()
         disk = self._disk(now_s)
         return HostSample(
@@ -145,9 +139,9 @@ class HostCollector:
             load_average_1m=load[0],
             load_average_5m=load[1],
             load_average_15m=load[2],
-            memory_total_bytes=int(memory.total),
-            memory_used_bytes=int(memory.used),
-            memory_available_bytes=int(memory.available),
+            memory_total_bytes=memory[0],
+            memory_used_bytes=memory[1],
+            memory_available_bytes=memory[2],
             swap_total_bytes=swap_total,
             swap_used_bytes=swap_used,
             nics=self._nics(now_s),
@@ -233,6 +227,17 @@ class HostCollector:
             missing = Unavailable(Reason.NOT_SUPPORTED, "the OS reports no load average")
             return missing, missing, missing
         return one, five, fifteen
+
+    def _memory(self) -> tuple[Metric[int], Metric[int], Metric[int]]:
+        """(total, used, available) bytes. /proc/meminfo unreadable (e.g. out of file descriptors):
+        the last reading, or unavailable with the reason when there is none yet."""
+        try:
+            memory = psutil.virtual_memory()
+        except OSError as exc:
+            missing = Unavailable(Reason.ERROR, f"cannot read /proc/meminfo: {exc.strerror or exc}")
+            return self._last_memory or (missing, missing, missing)
+        self._last_memory = (int(memory.total), int(memory.used), int(memory.available))
+        return self._last_memory
 
     @staticmethod
     def _swap() -> tuple[Metric[int], Metric[int]]:

@@ -83,6 +83,8 @@ class LogWriter:
         self._close_fd = close_fd
         self._on_warning = on_warning or (lambda message: warnings.warn(message, stacklevel=3))
         self.records_written = 0
+        #: Why the last write failed (``None`` while every write succeeded), for the run's summary.
+        self.failure: str | None = None
         self._lock: Any = None  # the OutputLock of a file opened by open_log_writer
         try:
             self._seekable = stat.S_ISREG(os.fstat(fd).st_mode)
@@ -104,8 +106,10 @@ class LogWriter:
                 written = os.write(self._fd, view)
                 view = view[written:]
         except BrokenPipeError:
+            self.failure = "the reader closed the pipe"
             raise
         except OSError as exc:
+            self.failure = exc.strerror or str(exc)
             if exc.errno in _NO_SPACE:
                 self._cut_back()
                 raise GpuscopeError(

@@ -50,7 +50,12 @@ class LogProgress:
                 self._say(f"alert: {alert.level.upper()} {alert.message}")
         self._active = now
 
-    def summary(self, target: str) -> str:
+    def summary(self, target: str, written: int | None = None, failure: str | None = None) -> str:
+        """The end-of-run line: ``written`` records (default: every sample seen) and, when fewer
+        than the samples seen, how many were not written and why (``failure``)."""
         elapsed = time.monotonic() - self._started
+        written = self.samples if written is None else written
+        lost = self.samples - written
+        unwritten = f"; {lost} not written ({failure or 'the write did not happen'})" if lost > 0 else ""
         alerts = f"; {self.alert_records} with alerts" if self.alert_records else "; no alerts"
-        return f"wrote {self.samples} records ({self._gpus} GPUs each) to {target} in {elapsed:.1f} s{alerts}"
+        return f"wrote {written} records ({self._gpus} GPUs each) to {target} in {elapsed:.1f} s{unwritten}{alerts}"

@@ -79,9 +79,9 @@ class HostSample:
     load_average_1m: Metric[float]
     load_average_5m: Metric[float]
     load_average_15m: Metric[float]
-    memory_total_bytes: int
-    memory_used_bytes: int
-    memory_available_bytes: int
+    memory_total_bytes: Metric[int]
+    memory_used_bytes: Metric[int]
+    memory_available_bytes: Metric[int]
     swap_total_bytes: Metric[int]
     swap_used_bytes: Metric[int]
     nics: list[NicSample]

@@ -9,15 +9,19 @@ Neither imports Textual; the TUI uses :class:`RingBuffer` with its own thread wo
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
-from gpuscope.errors import UsageError
+from gpuscope.errors import EXIT_INTERRUPTED, UsageError
 
-__all__ = ["MIN_INTERVAL_S", "RingBuffer", "Sampler", "check_interval"]
+__all__ = ["MIN_INTERVAL_S", "RingBuffer", "Sampler", "check_interval", "stopped_by_signals"]
 
 T = TypeVar("T")
 
@@ -170,6 +174,12 @@ class Sampler(Generic[T]):
     def is_alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def run_in_thread(self) -> None:
+        """:meth:`start`, then wait for the thread; the calling thread stays free for signals."""
+        self.start()
+        while not self.join(0.5):
+            pass
+
     def join(self, timeout_s: float | None = None) -> bool:
         """Wait for the thread; True when it ended. Re-raises what stopped it, if anything."""
         if self._thread is not None:
@@ -214,3 +224,34 @@ class Sampler(Generic[T]):
                 break
             if self._stop.is_set():
                 break
+
+
+#: A second SIGINT/SIGTERM this long after the first ends the process without waiting, seconds.
+_FORCE_AFTER_S = 2.0
+
+
+@contextlib.contextmanager
+def stopped_by_signals(sampler: Sampler[Any]) -> Iterator[None]:
+    """While open, SIGINT and SIGTERM stop ``sampler`` after the sample in progress (handlers are
+    set on the main thread only, and restored on exit). A second signal 2 s or more after the
+    first means the sampler is stuck (a hung driver call): the process exits at once (code 130)."""
+    first_signal_at: list[float] = []
+
+    def _stop(signum: int, frame: object) -> None:
+        now = time.monotonic()
+        if first_signal_at and now - first_signal_at[0] >= _FORCE_AFTER_S:
+            print("gpuscope: sampler stuck; exiting without waiting for it", file=sys.stderr, flush=True)
+            os._exit(EXIT_INTERRUPTED)
+        if not first_signal_at:
+            first_signal_at.append(now)
+        sampler.stop()
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {signum: signal.signal(signum, _stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        sampler.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

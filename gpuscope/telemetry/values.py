@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass
 from typing import TypeAlias, TypeVar
 
-__all__ = ["Reason", "Unavailable", "Metric", "is_available", "value_or_none"]
+__all__ = ["Reason", "Unavailable", "Metric", "is_available"]
 
 
 class Reason(str, enum.Enum):
@@ -54,8 +54,3 @@ Metric: TypeAlias = T | Unavailable
 def is_available(value: object) -> bool:
     """True when ``value`` is a real reading."""
     return not isinstance(value, Unavailable)
-
-
-def value_or_none(value: object) -> object:
-    """The reading, or None when it is unavailable (for arithmetic that skips gaps)."""
-    return None if isinstance(value, Unavailable) else value

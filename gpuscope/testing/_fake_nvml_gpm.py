@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import struct
 from typing import TYPE_CHECKING, Any
 
 import pynvml
@@ -13,6 +14,7 @@ from gpuscope.telemetry.nvml.structs import gpm_metrics_view
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
     GpmSample,
+    active_link_keys,
     as_int,
     handle_address,
     put,
@@ -50,27 +52,19 @@ for _name in dir(pynvml):
     _match = re.fullmatch(r"NVML_GPM_METRIC_NVLINK_L(\d+)_(RX|TX)_PER_SEC", _name)
     if _match:
         _GPM_LINK[int(getattr(pynvml, _name))] = (_match.group(2).lower(), int(_match.group(1)))
+#: GPM metric id -> (link, meter key) for the per-link metrics.
+_GPM_LINK_KEY = {metric: (link, f"nvl_{direction}:{link}") for metric, (direction, link) in _GPM_LINK.items()}
 
 
 #: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
 GPM_MIN_WINDOW_S = 0.1
 
 
-class _ProcessInfoV1(ctypes.Structure):
-    """nvml.h nvmlProcessInfo_v1_t (16 bytes)."""
-
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
-
-
-class _ProcessInfoV2(ctypes.Structure):
-    """nvml.h nvmlProcessInfo_v2_t (24 bytes), what the _v2 and _v3 calls fill."""
-
-    _fields_ = [
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    ]
+#: The driver's layouts, from nvml.h and kept apart from the reader's ctypes structs so that a
+#: wrong struct there reads garbage here too: nvmlProcessInfo_v1_t (16 bytes: pid, usedGpuMemory)
+#: and nvmlProcessInfo_v2_t (24 bytes: + gpuInstanceId, computeInstanceId; the _v2 and _v3 calls).
+_PROCESS_INFO_V1 = struct.Struct("=I4xQ")
+_PROCESS_INFO_V2 = struct.Struct("=I4xQII")
 
 
 class GpmMigProcessSymbols:
@@ -106,14 +100,11 @@ class GpmMigProcessSymbols:
             found += [(p, item.gpu_instance_id, item.compute_instance_id) for p in item.processes if p.kind == kind]
         return found
 
-    def _running(
-        self, handle: Any, ref_count: Any, array: Any, kind: str, entry_type: type[ctypes.Structure] | None = None
-    ) -> int:
-        """The two-call protocol. Entries are written in the driver's own layout
-        (``entry_type``: nvml.h's nvmlProcessInfo_v1_t or _v2_t), whatever struct the caller
-        allocated, as the real library does: a binding with a wrong struct reads garbage
-        (nvidia-ml-py 12.535.77 passes a 32-byte struct to the 24-byte _v3 call)."""
-        entry_type = entry_type or _ProcessInfoV2
+    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str, layout: struct.Struct) -> int:
+        """The two-call protocol. Entries are written in the driver's own ``layout``
+        (nvml.h's nvmlProcessInfo_v1_t or _v2_t), whatever struct the caller allocated, as the
+        real library does: a binding with a wrong struct reads garbage (nvidia-ml-py 12.535.77
+        passes a 32-byte struct to the 24-byte _v3 call)."""
         found = self._processes(handle, kind)
         count = ref_count._obj
         if array is None:
@@ -122,33 +113,29 @@ class GpmMigProcessSymbols:
         if count.value < len(found):
             count.value = len(found)
             return pynvml.NVML_ERROR_INSUFFICIENT_SIZE
-        base = ctypes.addressof(array)
-        if ctypes.sizeof(array) < len(found) * ctypes.sizeof(entry_type):
+        if ctypes.sizeof(array) < len(found) * layout.size:
             return pynvml.NVML_ERROR_INSUFFICIENT_SIZE  # the real call would write past the buffer
+        memory = (ctypes.c_char * (len(found) * layout.size)).from_address(ctypes.addressof(array))
         for slot, (process, gi_id, ci_id) in enumerate(found):
-            entry = entry_type.from_address(base + slot * ctypes.sizeof(entry_type))
-            entry.pid = process.pid
-            entry.usedGpuMemory = (
-                _NOT_AVAILABLE_ULL if process.used_gpu_memory_bytes is None else process.used_gpu_memory_bytes
-            )
-            if hasattr(entry, "gpuInstanceId"):
-                entry.gpuInstanceId, entry.computeInstanceId = gi_id, ci_id
+            used = _NOT_AVAILABLE_ULL if process.used_gpu_memory_bytes is None else process.used_gpu_memory_bytes
+            ids = (gi_id, ci_id) if layout is _PROCESS_INFO_V2 else ()
+            layout.pack_into(memory, slot * layout.size, process.pid, used, *ids)
         count.value = len(found)
         return _OK
 
     def _sym_nvmlDeviceGetComputeRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "compute", _ProcessInfoV1)
+        return self._running(handle, count, array, "compute", _PROCESS_INFO_V1)
 
     def _sym_nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "compute", _ProcessInfoV2)
+        return self._running(handle, count, array, "compute", _PROCESS_INFO_V2)
 
     _sym_nvmlDeviceGetComputeRunningProcesses_v3 = _sym_nvmlDeviceGetComputeRunningProcesses_v2
 
     def _sym_nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "graphics", _ProcessInfoV1)
+        return self._running(handle, count, array, "graphics", _PROCESS_INFO_V1)
 
     def _sym_nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
-        return self._running(handle, count, array, "graphics", _ProcessInfoV2)
+        return self._running(handle, count, array, "graphics", _PROCESS_INFO_V2)
 
     _sym_nvmlDeviceGetGraphicsRunningProcesses_v3 = _sym_nvmlDeviceGetGraphicsRunningProcesses_v2
 
@@ -289,13 +276,21 @@ class GpmMigProcessSymbols:
         is_mig = first[2] is not None
         seconds = second[0] - first[0]
 
+        before, after = first[3], second[3]
+
         def delta(key: str) -> float:
-            return second[3].get(key, 0.0) - first[3].get(key, 0.0)
+            return after.get(key, 0.0) - before.get(key, 0.0)
 
         count = int(request.numMetrics)
         metrics = gpm_metrics_view(request, count)
+        per_link = not is_mig and not gpu.gpm_metric_errors  # per-link NVLink metrics: the short path
         for slot in range(count):
             metric = metrics[slot]
+            link_key = _GPM_LINK_KEY.get(metric.metricId) if per_link else None
+            if link_key is not None and link_key[0] < gpu.nvlink_links:
+                metric.nvmlReturn = _OK
+                metric.value = (after.get(link_key[1], 0.0) - before.get(link_key[1], 0.0)) / seconds / MIB
+                continue
             code, value = self._gpm_metric(gpu, is_mig, int(metric.metricId), delta, seconds)
             metric.nvmlReturn = code
             metric.value = value
@@ -322,8 +317,9 @@ class GpmMigProcessSymbols:
         ):
             if gpu.nvlink_links == 0:
                 return _NOT_SUPPORTED, 0.0
-            direction = "tx" if metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC else "rx"
-            return _OK, sum(delta(f"nvl_{direction}:{link}") for link in gpu.active_links) / seconds / MIB
+            slot = 1 if metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC else 2
+            keys = active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))
+            return _OK, sum(delta(link[slot]) for link in keys) / seconds / MIB
         if metric_id in _GPM_LINK:
             direction, link = _GPM_LINK[metric_id]
             if link >= gpu.nvlink_links:

@@ -53,6 +53,12 @@ Faults: :meth:`FakeNvml.inject` (one symbol, after N calls, for M calls, optiona
 :func:`no_nvml_library` (LibraryNotFound: no libnvidia-ml on the host).
 
 Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]``.
+
+Cost: the fake runs inside the process it serves (the TUI's idle benchmark measures it too), so
+it keeps per-call work small, as a C library would: meter keys are built once
+(:func:`~gpuscope.testing._fake_nvml_symbols.nvl_keys`), the per-link NVLink field values and GPM
+metrics (most of a batch) take a short path, and the fault machinery is skipped while nothing is
+injected or scheduled. Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
 from __future__ import annotations
@@ -64,10 +70,11 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pynvml
 
+from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols
 from gpuscope.testing._fake_nvml_model import (
     ACTIVITY_ATTRS,
@@ -83,7 +90,10 @@ from gpuscope.testing._fake_nvml_model import (
     _per_link,
     error_code,
 )
-from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, handle_address
+from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, active_link_keys, handle_address
+
+if TYPE_CHECKING:
+    from gpuscope.telemetry.nvml.collector import NvmlCollector
 
 __all__ = [
     "FakeClock",
@@ -94,6 +104,8 @@ __all__ = [
     "FakeNvml",
     "install_fake_nvml",
     "no_nvml_library",
+    "opened_collector",
+    "reason_of",
     "error_code",
     "OLD_DRIVER_MISSING_SYMBOLS",
     "GIB",
@@ -213,9 +225,12 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
             acc["energy_mj"] += load.power_w * 1000.0 * dt
             acc["pcie_tx_bytes"] += load.pcie_tx_bytes_per_s * dt
             acc["pcie_rx_bytes"] += load.pcie_rx_bytes_per_s * dt
-            for link in gpu.active_links:
-                acc[f"nvl_tx:{link}"] += _per_link(load.nvlink_tx_bytes_per_s, link) * dt
-                acc[f"nvl_rx:{link}"] += _per_link(load.nvlink_rx_bytes_per_s, link) * dt
+            tx, rx = load.nvlink_tx_bytes_per_s, load.nvlink_rx_bytes_per_s
+            tx_each = None if isinstance(tx, (list, tuple)) else float(tx) * dt  # the same on every link
+            rx_each = None if isinstance(rx, (list, tuple)) else float(rx) * dt
+            for link, tx_key, rx_key in active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive)):
+                acc[tx_key] += _per_link(tx, link) * dt if tx_each is None else tx_each
+                acc[rx_key] += _per_link(rx, link) * dt if rx_each is None else rx_each
         meter.t = now
         return meter
 
@@ -331,6 +346,8 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
         return None
 
     def _update_lost(self, gpu: FakeGpu) -> None:
+        if gpu._restore_at_s is None and gpu._lose_at_s is None and gpu._lose_after_calls is None:
+            return  # nothing scheduled (the usual case): no clock read
         now = self.now()
         if gpu._restore_at_s is not None and now >= gpu._restore_at_s:
             gpu.lost = False
@@ -375,9 +392,10 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
                 self._update_lost(gpu)
                 if gpu.lost:
                     return pynvml.NVML_ERROR_GPU_IS_LOST
-            code = self._injected(name, gpu_index)
-            if code != pynvml.NVML_SUCCESS:
-                return code
+            if self._injections or self._random is not None:
+                code = self._injected(name, gpu_index)
+                if code != pynvml.NVML_SUCCESS:
+                    return code
             if gpu_index is not None and name in self.gpus[gpu_index].errors:
                 return error_code(self.gpus[gpu_index].errors[name])
             try:
@@ -401,6 +419,30 @@ def install_fake_nvml(fake: FakeNvml) -> Iterator[FakeNvml]:
             pynvml.nvmlLib, cache, pynvml._nvmlLib_refcount = saved
             pynvml._nvmlGetFunctionPointer_cache.clear()
             pynvml._nvmlGetFunctionPointer_cache.update(cache)
+
+
+@contextlib.contextmanager
+def opened_collector(
+    fake: FakeNvml, clock: Callable[[], float] | None = None, *, check_open: bool = True, **options: bool
+) -> Iterator[NvmlCollector]:
+    """A real NvmlCollector on ``fake`` (installed for the block) with ``fake``'s clock unless
+    ``clock`` is given, opened (``check_open``: asserting that NVML opened) and closed after."""
+    from gpuscope.telemetry.nvml.collector import NvmlCollector
+
+    with install_fake_nvml(fake):
+        collector = NvmlCollector(clock=clock or fake.clock, **options)
+        opened = collector.open()
+        assert opened is None or not check_open, f"the collector did not open: {opened}"
+        try:
+            yield collector
+        finally:
+            collector.close()
+
+
+def reason_of(value: object) -> Reason:
+    """The reason of an ``Unavailable`` (an AssertionError naming ``value`` for anything else)."""
+    assert isinstance(value, Unavailable), f"expected unavailable, got {value!r}"
+    return value.reason
 
 
 @contextlib.contextmanager

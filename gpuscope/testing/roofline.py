@@ -58,6 +58,17 @@ def results_document(
     }
 
 
+def _h200_ceilings() -> list[dict[str, Any]]:
+    """The measured ceilings of the H200 at ``cuda:0``: bf16 and fp32 compute, DRAM, L2, host-to-device."""
+    return [
+        ceiling("cuda:0", "compute", "bf16", 790e12),
+        ceiling("cuda:0", "compute", "fp32", 51e12),
+        ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
+        ceiling("cuda:0", "memory", "l2.triad", 11e12),
+        ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+    ]
+
+
 def h200_results(hostname: str = "gpu-node") -> dict[str, Any]:
     """An H200 host: measured bf16/fp32 and DRAM/L2/PCIe GPU ceilings, CPU ceilings, three workloads."""
     return results_document(
@@ -67,11 +78,7 @@ def h200_results(hostname: str = "gpu-node") -> dict[str, Any]:
             {"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": hostname},
         ],
         ceilings=[
-            ceiling("cuda:0", "compute", "bf16", 790e12),
-            ceiling("cuda:0", "compute", "fp32", 51e12),
-            ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
-            ceiling("cuda:0", "memory", "l2.triad", 11e12),
-            ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+            *_h200_ceilings(),
             ceiling("cpu", "compute", "fp32", 2.0e12),
             ceiling("cpu", "memory", "dram.triad", 150e9),
         ],
@@ -109,11 +116,7 @@ def fleet_results(hostname: str = "gpu-node") -> dict[str, Any]:
             {"device": "cpu", "type": "cpu", "name": "Fake CPU 9000", "host": hostname, "physical_cores": 2},
         ],
         ceilings=[
-            ceiling("cuda:0", "compute", "bf16", 790e12),
-            ceiling("cuda:0", "compute", "fp32", 51e12),
-            ceiling("cuda:0", "memory", "dram.triad", 4.3e12),
-            ceiling("cuda:0", "memory", "l2.triad", 11e12),
-            ceiling("cuda:0", "transfer", "h2d.pinned", 53e9),
+            *_h200_ceilings(),
             ceiling("cpu", "compute", "fp32", 204e9),
             ceiling("cpu", "compute", "fp64", 107e9),
             ceiling("cpu", "memory", "dram.triad", 23e9),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpuscope.telemetry.records import (
     CpuCoreSample,
     GpuProcessSample,
@@ -56,22 +58,18 @@ def make_host_sample(cores: int = 4, tick: int = 0) -> HostSample:
 
 def make_gpu_sample(index: int = 0, tick: int = 0, lost: bool = False) -> GpuSample:
     """A Hopper-like GPU with GPM values; ``lost=True`` gives a lost GPU (every metric unavailable)."""
-    if lost:
-        return GpuSample(
-            index=index,
-            name="NVIDIA H100 80GB HBM3",
-            uuid=f"GPU-{index:08d}",
-            pci_bus_id=f"0000:{index + 1:02x}:00.0",
-            architecture="hopper",
-            state="lost",
-        )
-    return GpuSample(
+    gpu = GpuSample(
         index=index,
         name="NVIDIA H100 80GB HBM3",
         uuid=f"GPU-{index:08d}",
         pci_bus_id=f"0000:{index + 1:02x}:00.0",
         architecture="hopper",
-        state="ok",
+        state="lost" if lost else "ok",
+    )
+    if lost:
+        return gpu
+    return dataclasses.replace(
+        gpu,
         mig_mode=False,
         utilization_percent=float(50 + tick % 50),
         memory_busy_percent=30.0,

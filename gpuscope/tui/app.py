@@ -1,8 +1,9 @@
 """The gpuscope Textual app: modes (screens), telemetry polling, replay, themes, screenshots.
 
-Polling: one thread worker per sample (group "telemetry"); the next poll is scheduled with
-``set_timer`` only when the previous one finished, at ``previous start + interval`` (no drift,
-no overlap); errors back off up to 30 s. Only screens on the current stack are updated.
+Polling: one persistent thread (:class:`gpuscope.tui.poller.Poller`) samples the source at
+``previous due time + interval`` (no drift) and posts each result to the app's message queue;
+the next sample waits until the app handled the previous one (no overlap, no pile-up); errors
+back off up to 30 s. Only screens on the current stack are updated.
 """
 
 from __future__ import annotations
@@ -12,20 +13,21 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
-from textual.worker import Worker, WorkerState
 
 from gpuscope.resources import themes_dir
+from gpuscope.schema.results import Results
 from gpuscope.telemetry.alerts import Alert, evaluate, load_thresholds
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.sampler import RingBuffer
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.tui import config
 from gpuscope.tui.history import WINDOWS_S, History, capacity_for, window_label
+from gpuscope.tui.poller import MAX_BACKOFF_S, Polled, Poller, PollFailed
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.screens.dashboard import PANEL_KEYS, PANELS, DashboardScreen
 from gpuscope.tui.screens.probes import ProbesScreen
@@ -35,13 +37,20 @@ from gpuscope.tui.sources import ReplayCursor, TelemetrySource
 from gpuscope.tui.themes import DEFAULT_THEME, ChartPalette, ThemeFile, discover_themes, fallback_theme
 from gpuscope.tui.widgets.topbar import SCREEN_TABS
 
-__all__ = ["GpuscopeApp", "MIN_INTERVAL_S", "DEFAULT_INTERVAL_S"]
+__all__ = ["GpuscopeApp", "MIN_INTERVAL_S", "DEFAULT_INTERVAL_S", "MAX_BACKOFF_S"]
 
 MIN_INTERVAL_S = 0.1
 DEFAULT_INTERVAL_S = 1.0
-MAX_BACKOFF_S = 30.0
 #: Textual's Timer divides by its interval when it runs late: never ask for 0.
 MIN_TIMER_S = 0.001
+
+
+class PollResult(Message):
+    """The poller thread's result (a :class:`Polled` or :class:`PollFailed`), posted to the app."""
+
+    def __init__(self, result: Polled | PollFailed) -> None:
+        super().__init__()
+        self.result = result
 
 
 class GpuscopeApp(App[None]):
@@ -82,7 +91,8 @@ class GpuscopeApp(App[None]):
         replay: ReplayCursor | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         theme: str | None = None,
-        probe_results: Sequence[dict[str, Any]] = (),
+        probe_results: Sequence[Results] = (),
+        probe_written: Sequence[bytes | dict[str, Any] | None] = (),
         theme_dirs: Sequence[Path] | None = None,
         settings_path: Path | None = None,
         history_size: int | None = None,
@@ -106,10 +116,13 @@ class GpuscopeApp(App[None]):
             if source is not None
             else Unavailable(Reason.NOT_APPLICABLE, "a replay has no host processes (they are not in the log)")
         )
-        self._processes_scanned_at = 0.0
         #: Thresholds crossed by the latest sample, worst first.
         self.alerts: list[Alert] = []
-        self.probe_results: list[dict[str, Any]] = list(probe_results)
+        self.probe_results: list[Results] = list(probe_results)
+        #: Each result's document as written (a file's bytes, a run's in-progress document; None:
+        #: only the typed view), what a report embeds (gpuscope.tui.report_hook).
+        self.probe_written: list[bytes | dict[str, Any] | None] = [*probe_written, *[None] * len(self.probe_results)]
+        del self.probe_written[len(self.probe_results) :]
         #: Bumped whenever probe_results changes (screens rebuild their roofline model then).
         self.results_version = 0
         #: CpuInfo for the CPU datasheet roof (None: this machine's; tests pin it).
@@ -130,11 +143,16 @@ class GpuscopeApp(App[None]):
         #: True when the data comes from fake hardware (demo, fake NVML): reports say so.
         self.simulated = bool(getattr(source, "simulated", False)) or "demo" in label or "fake" in label
         self._poll_errors = 0
-        self._next_due = 0.0
-        self._poll_timer: Any = None
+        self._poller: Poller | None = None
         self._replay_timer: Any = None
-        self._source_open = False
         self._install_themes(theme, theme_dirs)
+
+    def get_driver_class(self) -> Any:
+        """Textual's driver for this terminal; on Linux one whose input thread sleeps until a
+        key arrives instead of waking ten times a second (gpuscope.tui.textual_compat)."""
+        from gpuscope.tui.textual_compat import quiet_driver_class
+
+        return quiet_driver_class(super().get_driver_class())
 
     def add_startup_message(self, message: str, severity: str = "warning") -> None:
         """A notification to show once the app is up (used by the commands)."""
@@ -214,9 +232,10 @@ class GpuscopeApp(App[None]):
         if self.replay is not None:
             self._deliver(self.replay.current)
             self._schedule_replay()
-        else:
-            self._next_due = time.monotonic()
-            self._start_poll()
+        elif self.source is not None:
+            self._poller = Poller(self.source, self.interval_s, lambda result: self.post_message(PollResult(result)))
+            self._poller.scan_period_s = self._scan_period_s()
+            self._poller.start()
 
     async def action_quit(self) -> None:
         from gpuscope.tui.probe_job import kill_all
@@ -228,17 +247,18 @@ class GpuscopeApp(App[None]):
         from gpuscope.tui.probe_job import kill_all
 
         kill_all()
-        if self.source is not None and self._source_open:
-            self.source.close()
+        if self._poller is not None:
+            self._poller.stop()  # the poller closes the source
 
-    def set_results(self, index: int | None, document: dict[str, Any]) -> int:
-        """Add (``index`` None) or replace a probe results document; returns its index. Screens
-        showing the roofline rebuild it."""
+    def set_results(self, index: int | None, document: Results, written: bytes | dict[str, Any] | None = None) -> int:
+        """Add (``index`` None) or replace probe results (typed, and as written: see
+        ``probe_written``); returns its index. Screens showing the roofline rebuild it."""
         if index is None or not 0 <= index < len(self.probe_results):
             self.probe_results.append(document)
+            self.probe_written.append(written)
             index = len(self.probe_results) - 1
         else:
-            self.probe_results[index] = document
+            self.probe_results[index], self.probe_written[index] = document, written
         self.results_version += 1
         if self.latest_sample is not None:
             for screen in self._gpuscope_screens():
@@ -256,30 +276,23 @@ class GpuscopeApp(App[None]):
 
     # --- live polling ------------------------------------------------------------------------
 
-    def _processes_wanted(self) -> bool:
-        """Scan host processes with this poll? Every poll while the processes screen shows,
-        every :data:`PROCESS_PANEL_S` while the dashboard's top-processes panel shows."""
+    def _scan_period_s(self) -> float | None:
+        """Seconds between host process scans the screen on show wants (None: none): every poll
+        while the processes screen shows, every ``TOP_PROCESSES_PERIOD_S`` while the dashboard's
+        top-processes panel shows."""
+        from textual.css.query import NoMatches
+
         screen = self.screen if self.screen_stack else None
         wants = getattr(screen, "wants_host_processes", None)
-        period = wants() if callable(wants) else None
-        return period is not None and time.monotonic() - self._processes_scanned_at >= period - 0.05
+        try:
+            period = wants() if callable(wants) else None
+        except NoMatches:  # the screen is not composed yet: the next sample asks again
+            return None
+        return period if isinstance(period, (int, float)) else None
 
-    def _start_poll(self) -> None:
-        self._poll_timer = None
-        scan = self._processes_wanted()
-        if scan:
-            self._processes_scanned_at = time.monotonic()
-        self._poll_worker(scan)
-
-    @work(thread=True, group="telemetry", exit_on_error=False, name="poll")
-    def _poll_worker(self, scan_processes: bool = False) -> tuple[Sample, Any]:
-        assert self.source is not None
-        if not self._source_open:
-            self.source.open()
-            self._source_open = True
-        sample = self.source.sample()
-        processes = self.source.host_processes() if scan_processes else None
-        return sample, processes
+    def _update_scan_period(self) -> None:
+        if self._poller is not None:
+            self._poller.scan_period_s = self._scan_period_s()
 
     def refresh_host_processes(self) -> None:
         """Scan host processes now, off the UI thread (a screen that shows them just opened)."""
@@ -289,7 +302,6 @@ class GpuscopeApp(App[None]):
             )
             return
         source = self.source
-        self._processes_scanned_at = time.monotonic()
 
         def scan() -> None:
             found = source.host_processes()
@@ -304,30 +316,23 @@ class GpuscopeApp(App[None]):
                 if hasattr(screen, "processes_changed"):
                     screen.processes_changed()
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.name != "poll":
-            return
-        if event.state == WorkerState.SUCCESS:
+    def on_poll_result(self, message: PollResult) -> None:
+        result, poller = message.result, self._poller
+        if isinstance(result, Polled):
             self._poll_errors = 0
-            sample, processes = worker.result  # type: ignore[misc]  # Worker.result is Optional until done; a finished poll returns its pair
-            if processes is not None:
-                self.host_processes = processes
-            self._deliver(sample)
-            self._next_due += self.interval_s
-            now = time.monotonic()
-            if self._next_due < now:  # fell behind (slow sample, suspended): do not burst
-                self._next_due = now
-            self._poll_timer = self.set_timer(max(MIN_TIMER_S, self._next_due - now), self._start_poll, name="poll")
-        elif event.state == WorkerState.ERROR:
-            self._poll_errors += 1
-            delay = min(MAX_BACKOFF_S, self.interval_s * 2**self._poll_errors)
-            if self._poll_errors in (1, 4) or delay >= MAX_BACKOFF_S and self._poll_errors % 10 == 0:
-                self.notify(
-                    f"Telemetry failed: {worker.error}; retrying in {delay:.0f} s", severity="error", markup=False
-                )
-            self._next_due = time.monotonic() + delay
-            self._poll_timer = self.set_timer(delay, self._start_poll, name="poll")
+            if result.processes is not None:
+                self.host_processes = result.processes
+            try:
+                self._deliver(result.sample)
+            finally:
+                if poller is not None:
+                    self._update_scan_period()
+                    poller.ack()
+            return
+        self._poll_errors = result.failures
+        delay = result.retry_in_s
+        if result.failures in (1, 4) or delay >= MAX_BACKOFF_S and result.failures % 10 == 0:
+            self.notify(f"Telemetry failed: {result.error}; retrying in {delay:.0f} s", severity="error", markup=False)
 
     def _deliver(self, sample: Sample, push_history: bool = True) -> None:
         self.latest_sample = sample
@@ -487,6 +492,8 @@ class GpuscopeApp(App[None]):
         Textual's 50 ms transition mask (kept for the first visit, which composes the screen)."""
         from gpuscope.tui.textual_compat import mode_is_mounted
 
+        if self._poller is not None:  # the new screen may want host processes (or stop wanting them)
+            self.call_after_refresh(self._update_scan_period)
         if mode == self.current_mode or not mode_is_mounted(self, mode):
             return super().switch_mode(mode)
         self._skip_delay_update = True

@@ -30,43 +30,46 @@ def demo_fake_nvml(clock: Any = None) -> Any:
     return FakeNvml.with_gpus(gpus, clock=clock or FakeClock(real=True))
 
 
+#: The demo GPUs' moving metrics: field -> (H200, A100), each ``(base, swing, wave)`` giving
+#: ``base + swing * wave(t)`` (``phase``: a slow training-like cycle; ``burst``: a faster one), or
+#: None where that GPU's load leaves the field alone.
+_MOVING: dict[str, tuple[tuple[float, float, str] | None, tuple[float, float, str] | None]] = {
+    "gpu_util_percent": ((60, 38, "phase"), (20, 30, "burst")),
+    "memory_busy_percent": ((30, 40, "phase"), (10, 15, "burst")),
+    "sm_activity_percent": ((45, 45, "phase"), None),
+    "sm_occupancy_percent": ((25, 20, "phase"), None),
+    "tensor_activity_percent": ((20, 55, "phase"), None),
+    "hmma_tensor_activity_percent": ((20, 55, "phase"), None),
+    "fp32_activity_percent": ((5, 10, "burst"), None),
+    "dram_bytes_per_s": ((1.2e12, 2.6e12, "phase"), None),
+    "pcie_tx_bytes_per_s": ((0.4e9, 2e9, "burst"), (2e8, 5e8, "burst")),
+    "pcie_rx_bytes_per_s": ((1e9, 6e9, "burst"), (5e8, 1.5e9, "burst")),
+    "nvlink_tx_bytes_per_s": ((2e9, 5e9, "burst"), None),
+    "nvlink_rx_bytes_per_s": ((2e9, 5e9, "burst"), None),
+    "power_w": ((280, 380, "phase"), (120, 150, "burst")),
+    "sm_clock_mhz": ((1755, 225, "phase"), None),
+    "temperature_gpu_c": ((48, 20, "phase"), (40, 10, "burst")),
+    "temperature_memory_c": ((55, 18, "phase"), (45, 8, "burst")),
+}
+
+
+def _moving(gpu: int, waves: dict[str, float]) -> dict[str, float]:
+    loads: dict[str, float] = {}
+    for name, per_gpu in _MOVING.items():
+        moving = per_gpu[gpu]
+        if moving is not None:
+            base, swing, wave = moving
+            loads[name] = base + swing * waves[wave]
+    return loads
+
+
 def demo_load(t_s: float) -> tuple[dict[str, float], dict[str, float]]:
-    """Scripted loads of the two demo GPUs at ``t_s`` seconds: a training-like cycle."""
-    phase = 0.5 + 0.5 * math.sin(t_s / 7.0)
-    burst = 0.5 + 0.5 * math.sin(t_s / 2.3)
-    h200 = dict(
-        gpu_util_percent=60 + 38 * phase,
-        memory_busy_percent=30 + 40 * phase,
-        sm_activity_percent=45 + 45 * phase,
-        sm_occupancy_percent=25 + 20 * phase,
-        tensor_activity_percent=20 + 55 * phase,
-        hmma_tensor_activity_percent=20 + 55 * phase,
-        fp32_activity_percent=5 + 10 * burst,
-        dram_bytes_per_s=1.2e12 + 2.6e12 * phase,
-        pcie_tx_bytes_per_s=0.4e9 + 2e9 * burst,
-        pcie_rx_bytes_per_s=1e9 + 6e9 * burst,
-        nvlink_tx_bytes_per_s=2e9 + 5e9 * burst,
-        nvlink_rx_bytes_per_s=2e9 + 5e9 * burst,
-        power_w=280 + 380 * phase,
-        sm_clock_mhz=1755 + 225 * phase,
-        temperature_gpu_c=48 + 20 * phase,
-        temperature_memory_c=55 + 18 * phase,
-        memory_used_bytes=int(70e9 + 8e9 * phase),
-        throttle_reasons=0,
-    )
-    a100 = dict(
-        gpu_util_percent=20 + 30 * burst,
-        memory_busy_percent=10 + 15 * burst,
-        pcie_tx_bytes_per_s=2e8 + 5e8 * burst,
-        pcie_rx_bytes_per_s=5e8 + 1.5e9 * burst,
-        power_w=120 + 150 * burst,
-        sm_clock_mhz=1410,
-        memory_clock_mhz=1593,
-        temperature_gpu_c=40 + 10 * burst,
-        temperature_memory_c=45 + 8 * burst,
-        memory_used_bytes=int(18e9 + 2e9 * burst),
-        throttle_reasons=0x4 if burst > 0.8 else 0,  # SW power cap at the peaks
-    )
+    """Scripted loads of the two demo GPUs (H200, A100) at ``t_s`` seconds: a training-like cycle."""
+    phase, burst = 0.5 + 0.5 * math.sin(t_s / 7.0), 0.5 + 0.5 * math.sin(t_s / 2.3)
+    h200, a100 = (_moving(gpu, {"phase": phase, "burst": burst}) for gpu in (0, 1))
+    h200.update(memory_used_bytes=int(70e9 + 8e9 * phase), throttle_reasons=0)
+    a100.update(sm_clock_mhz=1410, memory_clock_mhz=1593, memory_used_bytes=int(18e9 + 2e9 * burst))
+    a100["throttle_reasons"] = 0x4 if burst > 0.8 else 0  # SW power cap at the peaks
     return h200, a100
 
 

@@ -67,9 +67,24 @@ def _sig(value: float, digits: int) -> str:
     return f"{value:.{max(0, digits - 1)}f}"
 
 
-def fmt_bytes(value: float) -> str:
-    """Bytes with a decimal prefix: ``80.1 GB``."""
-    return si(float(value), "B")
+def _with_prefix(unit: str) -> Callable[[float], str]:
+    def fmt(value: float) -> str:
+        return si(float(value), unit)
+
+    return fmt
+
+
+def _whole(unit: str) -> Callable[[float], str]:
+    def fmt(value: float) -> str:
+        return f"{value:.0f}{unit}"
+
+    return fmt
+
+
+#: Bytes with a decimal prefix: ``80.1 GB``; bytes per second: ``3.21 TB/s``; FLOP/s: ``989 TFLOP/s``.
+fmt_bytes, fmt_rate, fmt_flops = _with_prefix("B"), _with_prefix("B/s"), _with_prefix("FLOP/s")
+#: Whole numbers with their unit: ``42%``, ``1980 MHz``, ``300 W``, ``65°C``.
+fmt_percent, fmt_mhz, fmt_watts, fmt_celsius = _whole("%"), _whole(" MHz"), _whole(" W"), _whole("°C")
 
 
 def fmt_mib(value: float) -> str:
@@ -80,32 +95,6 @@ def fmt_mib(value: float) -> str:
 def fmt_gib(value: float) -> str:
     """Bytes in binary gibibytes: ``79.6 GiB``."""
     return f"{value / 2**30:.1f} GiB"
-
-
-def fmt_rate(value: float) -> str:
-    """Bytes per second: ``3.21 TB/s``."""
-    return si(float(value), "B/s")
-
-
-def fmt_flops(value: float) -> str:
-    """FLOP per second: ``989 TFLOP/s``."""
-    return si(float(value), "FLOP/s")
-
-
-def fmt_percent(value: float) -> str:
-    return f"{value:.0f}%"
-
-
-def fmt_mhz(value: float) -> str:
-    return f"{value:.0f} MHz"
-
-
-def fmt_watts(value: float) -> str:
-    return f"{value:.0f} W"
-
-
-def fmt_celsius(value: float) -> str:
-    return f"{value:.0f}°C"
 
 
 def fmt_metric(value: Any, formatter: Callable[[Any], str] = str) -> str:

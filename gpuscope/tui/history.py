@@ -16,8 +16,8 @@ from collections import deque
 from collections.abc import Iterable
 from itertools import islice
 
+from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.records import GpuSample, Sample
-from gpuscope.telemetry.values import Unavailable
 
 __all__ = ["GPU_SERIES", "History", "gpu_key", "WINDOWS_S", "MAX_POINTS", "capacity_for", "window_label"]
 
@@ -62,14 +62,6 @@ def gpu_key(gpu: GpuSample) -> str:
     return gpu.uuid or f"gpu{gpu.index}"
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, Unavailable) or value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 class History:
     """Per-metric ring buffers of the last ``capacity`` samples."""
 
@@ -96,17 +88,17 @@ class History:
         for gpu in sample.gpus:
             key = gpu_key(gpu)
             for name in GPU_SERIES:
-                self._push(("gpu", key, name), _number(getattr(gpu, name)))
+                self._push(("gpu", key, name), finite_or_none(getattr(gpu, name)))
         host = sample.host
-        self._push(("host", "cpu"), _number(host.cpu_utilization_percent))
-        total = host.memory_total_bytes or 0
-        self._push(("host", "memory"), 100.0 * host.memory_used_bytes / total if total else None)
-        rx = [_number(nic.rx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
-        tx = [_number(nic.tx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
+        self._push(("host", "cpu"), finite_or_none(host.cpu_utilization_percent))
+        used, total = finite_or_none(host.memory_used_bytes), finite_or_none(host.memory_total_bytes)
+        self._push(("host", "memory"), 100.0 * used / total if used is not None and total else None)
+        rx = [finite_or_none(nic.rx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
+        tx = [finite_or_none(nic.tx_bytes_per_s) for nic in host.nics if not nic.is_loopback]
         self._push(("host", "net_rx"), sum(v for v in rx if v is not None) if any(v is not None for v in rx) else None)
         self._push(("host", "net_tx"), sum(v for v in tx if v is not None) if any(v is not None for v in tx) else None)
-        self._push(("host", "disk_read"), _number(getattr(host, "disk_read_bytes_per_s", None)))
-        self._push(("host", "disk_write"), _number(getattr(host, "disk_write_bytes_per_s", None)))
+        self._push(("host", "disk_read"), finite_or_none(getattr(host, "disk_read_bytes_per_s", None)))
+        self._push(("host", "disk_write"), finite_or_none(getattr(host, "disk_write_bytes_per_s", None)))
 
     def extend(self, samples: Iterable[Sample]) -> None:
         for sample in samples:

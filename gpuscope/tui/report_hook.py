@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gpuscope.tui import config
 
 if TYPE_CHECKING:
+    from gpuscope.schema.results import Results
     from gpuscope.tui.app import GpuscopeApp
 
 __all__ = ["save_report", "report_inputs"]
@@ -51,11 +52,12 @@ def system_of(app: GpuscopeApp) -> dict[str, Any]:
 
 
 def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
-    """The results documents to report: the loaded and measured ones, or, with none, an empty
-    results document naming this machine's devices (the report then shows the telemetry). A
-    report of simulated data (demo, fake NVML) says so in its title."""
+    """The results documents to report: the loaded and measured ones as written (their typed
+    views where nothing was written), or, with none, an empty results document naming this
+    machine's devices (the report then shows the telemetry). A report of simulated data (demo,
+    fake NVML) says so in its title."""
     if app.probe_results:
-        documents = [dict(doc) for doc in app.probe_results]
+        documents = [_as_written(typed, written) for typed, written in zip(app.probe_results, app.probe_written)]
         if app.simulated and documents:
             documents[0]["system"] = {**(documents[0].get("system") or {}), "simulated": system_of(app)["simulated"]}
         return documents
@@ -67,6 +69,22 @@ def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
     if live is not None:
         document["devices"] = live["devices"]
     return [document]
+
+
+def _as_written(typed: Results, written: bytes | dict[str, Any] | None) -> dict[str, Any]:
+    """A results document as written (undeclared fields and explicit nulls kept, which the
+    report's energy and profile sections read), from its bytes, its dict, or its typed view."""
+    if isinstance(written, bytes):
+        from gpuscope.schema.core import decode_tree
+
+        document: dict[str, Any] = decode_tree(written, "results")
+        return document
+    if written is not None:
+        return dict(written)
+    import msgspec
+
+    built: dict[str, Any] = msgspec.to_builtins(typed)
+    return built
 
 
 def save_report(app: GpuscopeApp) -> None:

@@ -8,10 +8,15 @@ when results change, not every tick.
 from __future__ import annotations
 
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import msgspec
+
+from gpuscope.schema.core import MIN_MAGNITUDE
+from gpuscope.schema.results import Ceiling, Device, Results, Workload
 from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.textsafe import safe_text
 
 __all__ = [
     "live_document",
@@ -26,7 +31,7 @@ __all__ = [
 LIVE_LABEL = "estimated from activity counters"
 
 
-def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> dict[str, Any] | None:
     """A results-shaped document naming this machine's devices (no ceilings), so their datasheet
     roofs appear before any probe has run. Devices that ``results`` from this host already name
     are left out, and the rank those results use is reused, so both land on one device. None
@@ -37,16 +42,11 @@ def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ())
     present: set[str] = set()
     rank: int | None = None
     for document in results:
-        raw_system = document.get("system")
-        system = raw_system if isinstance(raw_system, dict) else {}
-        doc_host = system.get("hostname")
-        for entry in list(document.get("devices", []) or []) + list(document.get("ceilings", []) or []):
-            if not isinstance(entry, dict) or not isinstance(entry.get("device"), str):
-                continue
-            if (entry.get("host") or doc_host) in (hostname, None):
-                present.add(entry["device"])
-                if isinstance(entry.get("rank"), int) and rank is None:
-                    rank = entry["rank"]
+        entries: list[Device | Ceiling] = [*document.devices, *document.ceilings]
+        for entry in entries:
+            if (entry.host or document.system.hostname) in (hostname, None):
+                present.add(entry.device)
+                rank = entry.rank if rank is None else rank
     from gpuscope.roofline.live import cuda_device_name
 
     devices: list[dict[str, Any]] = []
@@ -68,92 +68,77 @@ def live_document(sample: Sample | None, results: Sequence[dict[str, Any]] = ())
     }
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
-        return float(value)
-    return None
-
-
-def measurement_points(document: dict[str, Any]) -> list[dict[str, Any]]:
+def measurement_points(document: Results) -> list[Workload]:
     """Probe measurements that can sit on the chart (FLOPs, bytes and a time, status ok) as
     ``workloads`` entries, named after the measurement."""
     points = []
-    for measurement in document.get("measurements", []) or []:
-        if not isinstance(measurement, dict):
+    for m in document.measurements:
+        parameters = m.parameters if isinstance(m.parameters, dict) else {}
+        if (m.status or "ok").lower() not in ("ok", "passed", "valid", "success") or parameters.get(
+            "role"
+        ) == "workload":
+            continue  # failed, or already a point through the document's "workloads"
+        if not (m.device and m.flops and m.bytes and m.time_s) or min(m.flops, m.bytes, m.time_s) < MIN_MAGNITUDE:
             continue
-        status = str(measurement.get("status", "ok")).lower()
-        if status not in ("ok", "passed", "valid", "success"):
-            continue
-        raw_parameters = measurement.get("parameters")
-        parameters = raw_parameters if isinstance(raw_parameters, dict) else {}
-        if parameters.get("role") == "workload":
-            continue  # already a point through the document's "workloads"
-        flops, nbytes = _number(measurement.get("flops")), _number(measurement.get("bytes"))
-        time_s = _number(measurement.get("time_s"))
-        device = measurement.get("device")
-        if not (flops and nbytes and time_s and isinstance(device, str)) or flops <= 0 or nbytes <= 0 or time_s <= 0:
-            continue
-        dtype = parameters.get("dtype") if isinstance(parameters.get("dtype"), str) else measurement.get("dtype")
-        entry = {
-            "name": str(measurement.get("name") or measurement.get("id") or "probe"),
-            "device": device,
-            "flops": flops,
-            "bytes": nbytes,
-            "time_s": time_s,
-            "dtype": dtype if isinstance(dtype, str) else None,
-            "source": "probe",
-        }
-        for key in ("host", "rank", "straggler"):
-            if key in measurement:
-                entry[key] = measurement[key]
-        points.append(entry)
+        dtype = parameters.get("dtype")
+        points.append(
+            Workload(
+                name=m.name or (str(m.id) if m.id is not None and m.id != "" else "probe"),
+                device=m.device,
+                flops=m.flops,
+                bytes=m.bytes,
+                time_s=m.time_s,
+                dtype=dtype if isinstance(dtype, str) else None,
+                source="probe",
+                host=m.host,
+                rank=m.rank,
+                straggler=m.straggler,
+            )  # fmt: skip
+        )
     return points
 
 
 def build_screen_model(
-    results: Sequence[dict[str, Any]], sample: Sample | None, include_measurements: bool = True, local_cpu: Any = None
+    results: Sequence[Results],
+    sample: Sample | None,
+    include_measurements: bool = True,
+    local_cpu: Any = None,
 ) -> Any:
-    """The :class:`gpuscope.roofline.model.RooflineModel` of ``results`` (probe results
-    documents) plus this machine's devices; probe measurements become points. ``local_cpu``
-    (a CpuInfo) gives the CPU datasheet roof; default: this machine's."""
+    """The :class:`gpuscope.roofline.model.RooflineModel` of ``results`` (probe results) plus this
+    machine's devices; probe measurements become points. ``local_cpu`` (a CpuInfo) gives the
+    CPU datasheet roof; default: this machine's."""
     from gpuscope.roofline.loading import build_model
 
-    documents: list[tuple[str, dict[str, Any]]] = []
+    documents: list[tuple[str, Results | Mapping[str, Any]]] = []
     for number, document in enumerate(results):
-        doc = dict(document)
+        label = (document.suite.path if document.suite else None) or f"results {number + 1}"
         if include_measurements:
-            doc["workloads"] = list(document.get("workloads", []) or []) + measurement_points(document)
-        source = (
-            str((document.get("suite") or {}).get("path") or f"results {number + 1}")
-            if isinstance(document.get("suite"), dict)
-            else f"results {number + 1}"
-        )
-        documents.append((source, doc))
+            document = msgspec.structs.replace(document, workloads=[*document.workloads, *measurement_points(document)])
+        documents.append((label, document))
     live = live_document(sample, results)
     if live is not None:
         documents.append(("this machine", live))
     hostname = sample.host.hostname if sample is not None else socket.gethostname()
-    return with_profile_clouds(
-        build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname), documents
-    )
+    model = build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname)
+    return with_profile_clouds(model, [(source, doc) for source, doc in documents if isinstance(doc, Results)])
 
 
-def with_profile_clouds(model: Any, documents: Sequence[tuple[str, dict[str, Any]]]) -> Any:
+def with_profile_clouds(model: Any, documents: Sequence[tuple[str, Results]]) -> Any:
     """``model`` with each profile workload's one point (a results workload with ``source:
     "profile"`` and a ``profile`` object, from ``documents``, (source, results document) pairs)
     replaced, in its place, by its top groups' points (:func:`gpuscope.profiling.view.profile_points`
     on the same device), each carrying its table row's time lost (and the step's speed-up at its
-    roof) in ``note``. Groups stay in the
-    profile's order (by time lost), so the chart's number n of a group is its table row. ``model``
-    itself when there is no profile."""
+    roof) in ``note``. Groups stay in the profile's order (by time lost), so the chart's number n
+    of a group is its table row. ``model`` itself when there is no profile."""
     from dataclasses import replace
 
-    from gpuscope.profiling.view import profile_points, profile_rows, profile_workloads
+    from gpuscope.profiling.view import profile_points, profile_rows
 
     clouds = {
-        (source, str(workload.get("name"))): workload
+        (safe_text(source), safe_text(workload.name)): {"profile": workload.profile}  # what profiling.view reads
         for source, document in documents
-        for workload in profile_workloads(document)
+        for workload in document.workloads
+        if workload.source == "profile" and isinstance(workload.profile, dict)
     }
     if not clouds:
         return model

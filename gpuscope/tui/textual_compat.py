@@ -9,6 +9,9 @@ re-application on resume when nothing the styles depend on changed. It needs:
 - ``App._css_update_count`` and ``App._PSEUDO_CLASSES``: what a suspended screen's styles depend on;
 - ``App.delay_update(delay)``: the method the switch overrides to skip the mask.
 
+Also here: the row-cropped compositor (``Compositor`` internals) and :func:`set_border_title`
+(``Widget._border_title``).
+
 When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back to plain
 ``switch_mode`` (correct, about 50 ms slower per switch).
 """
@@ -19,7 +22,7 @@ from typing import Any
 
 from textual.app import App
 
-__all__ = ["FAST_SWITCH", "mode_is_mounted", "style_state"]
+__all__ = ["FAST_SWITCH", "mode_is_mounted", "set_border_title", "style_state"]
 
 
 def _has_internals() -> bool:
@@ -51,20 +54,43 @@ def style_state(app: Any) -> tuple[object, ...] | None:
     return (count, tuple(name for name, test in pseudo.items() if test(app)))
 
 
+def set_border_title(widget: Any, title: str) -> None:
+    """Set ``widget``'s border title and repaint only its top row. Textual's ``border_title``
+    setter repaints the whole widget, every line of every child under it included (a process
+    count in a panel title changed every few seconds); this stores the title as the setter does
+    (``Widget._border_title``) and refreshes the one row that shows it. Falls back to the setter
+    when that attribute is missing or the widget has no top border."""
+    from textual.content import Content
+    from textual.geometry import Region
+
+    if (
+        not isinstance(getattr(widget, "_border_title", None), (Content, type(None)))
+        or not widget.is_mounted
+        or not widget.styles.border_top[0]
+    ):
+        widget.border_title = title
+        return
+    widget._border_title = widget.render_str(title).expand_tabs(4).split()[0]
+    offset = widget.content_offset  # refresh regions are relative to the content area
+    widget.refresh(Region(-offset.x, -offset.y, widget.outer_size.width, 1))
+
+
 def row_cropped_compositor() -> Any:
-    """A compositor that, on a partial update, renders only the rows being updated of only the
-    widgets on those rows. Textual's ``Compositor._get_renders`` hands every widget whose *clip*
-    overlaps the dirty area to ``render_lines`` with its whole region: inside a scrolling body
-    (the dashboard) that is every panel, every frame, though only the rows of the update are
-    painted. The picture is the same (the rows outside the update are dropped by
-    ``_render_chops`` either way). Falls back to Textual's own compositor when the internals it
-    relies on (``_get_renders``, ``visible_widgets``) are missing."""
+    """A compositor that, on a partial update, renders only the widgets that can show in the
+    updated area. Textual's ``Compositor._get_renders`` hands every widget whose *clip* overlaps
+    the dirty area to ``render_lines`` with its whole region: inside a scrolling body (the
+    dashboard) that is every panel and container, every frame, though only the updated spans
+    are painted. Here each band of adjacent updated rows is rendered on its own, and a widget is
+    skipped when it lies outside the band's columns or when the widgets above it (rendered
+    first, the first render of a cut wins) already cover its part of the band: the containers
+    under the panels. The picture is the same. Falls back to Textual's own compositor when the
+    internals it relies on (``_get_renders``, ``visible_widgets``) are missing."""
     from textual import _compositor
     from textual._compositor import Compositor
     from textual.geometry import Region
 
     ChopsUpdate: Any = getattr(_compositor, "ChopsUpdate", None)  # a private Textual class, or None
-    needed = ("_get_renders", "_render_chops", "_regions_to_spans", "render_partial_update")
+    needed = ("_get_renders", "_regions_to_spans", "render_partial_update")
     if (
         ChopsUpdate is None
         or not all(callable(getattr(Compositor, name, None)) for name in needed)
@@ -76,46 +102,185 @@ def row_cropped_compositor() -> Any:
     class RowCroppedCompositor(Compositor):
         def render_partial_update(self) -> Any:
             """Render each band of adjacent updated rows on its own (the clock on the first row
-            and a chart further down are two small bands, not every row between them)."""
+            and a chart further down are two small bands, not every row between them), cropped
+            to the columns its spans touch."""
             update_regions = self._dirty_regions.copy()
             self._dirty_regions.clear()
             if not update_regions:
                 return None
             spans = list(self._regions_to_spans(update_regions))
-            rows = sorted({y for y, _, _ in spans})
-            is_rendered_line = set(rows).__contains__
-            width = self.size.width
-            chops: Any = None
+            extent: dict[int, tuple[int, int]] = {}
+            for y, x1, x2 in spans:
+                low, high = extent.get(y, (x1, x2))
+                extent[y] = (min(low, x1), max(high, x2))
+            rows = sorted(extent)
+            cuts = self.cuts
+            chops: list[Any] = [None] * len(cuts)  # ChopsUpdate reads only the rows of the spans
             start = 0
             for index, y in enumerate(rows):
                 if index + 1 < len(rows) and rows[index + 1] == y + 1:
                     continue
                 first = rows[start]
-                band = self._render_chops(Region(0, first, width, y + 1 - first), is_rendered_line)
-                if chops is None:
-                    chops = band
-                else:
-                    chops[first : y + 1] = band[first : y + 1]
+                left = min(extent[row][0] for row in rows[start : index + 1])
+                right = max(extent[row][1] for row in rows[start : index + 1])
+                self._render_band(Region(left, first, right - left, y + 1 - first), cuts, chops)
                 start = index + 1
-            chop_ends = [cut_set[1:] for cut_set in self.cuts]
+            chop_ends = [cut_set[1:] for cut_set in cuts]
             return ChopsUpdate(chops, spans, chop_ends)
+
+        def _render_band(self, crop: Region, cuts: list[list[int]], chops: list[Any]) -> None:
+            """Fill ``chops`` for the rows of ``crop`` (``Compositor._render_chops`` for those
+            rows only: it makes a dict for every row of the screen, per band)."""
+            for y in range(crop.y, crop.bottom):
+                chops[y] = dict.fromkeys(cuts[y][:-1])
+            for region, clip, strips in self._get_renders(crop):
+                render_region = region.intersection(clip)
+                render_x = render_region.x
+                first_cut, last_cut = render_region.column_span
+                for y, strip in zip(render_region.line_range, strips):
+                    line = chops[y]
+                    final_cuts = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
+                    pieces = strip.divide([cut - render_x for cut in final_cuts[1:]])
+                    for cut, piece in zip(final_cuts, pieces):  # front to back: the first render of a cut wins
+                        if line.get(cut) is None:
+                            line[cut] = piece
 
         def _get_renders(self, crop: Region | None = None) -> Any:
             if not crop:
                 yield from super()._get_renders(crop)
                 return
-            top, bottom = crop.y, crop.bottom
+            top, bottom, left, right = crop.y, crop.bottom, crop.x, crop.right
+            painted: list[tuple[int, int, int, int]] = []  # (x1, y1, x2, y2) of what is rendered already
             for widget, (region, clip) in self.visible_widgets.items():
                 clip_top, clip_bottom = max(clip.y, top), min(clip.bottom, bottom)
                 if clip_bottom <= clip_top:
                     continue
                 rows_clip = Region(clip.x, clip_top, clip.width, clip_bottom - clip_top)
                 x, y, width, height = region.intersection(rows_clip)
-                if width and height:
-                    yield (
-                        region,
-                        rows_clip,
-                        widget.render_lines(Region(x - region.x, y - region.y, width, height)),
-                    )
+                if not (width and height):
+                    continue
+                shown = (max(x, left), y, min(x + width, right), y + height)
+                if shown[2] <= shown[0] or _covered(shown, painted):
+                    continue
+                painted.append((x, y, x + width, y + height))
+                yield (region, rows_clip, widget.render_lines(Region(x - region.x, y - region.y, width, height)))
 
     return RowCroppedCompositor()
+
+
+def _covered(box: tuple[int, int, int, int], painted: list[tuple[int, int, int, int]]) -> bool:
+    """True when the rectangles in ``painted`` (x1, y1, x2, y2) cover all of ``box``."""
+    x1, y1, x2, y2 = box
+    if any(rx1 <= x1 and ry1 <= y1 and rx2 >= x2 and ry2 >= y2 for rx1, ry1, rx2, ry2 in painted):
+        return True  # the common case: one widget above covers it all
+    over = [rect for rect in painted if rect[0] < x2 and rect[2] > x1 and rect[1] < y2 and rect[3] > y1]
+    if not over:
+        return False
+    edges = sorted({y1, y2, *(r[1] for r in over if y1 < r[1] < y2), *(r[3] for r in over if y1 < r[3] < y2)})
+    for low, high in zip(edges, edges[1:]):  # rows low..high-1 meet the same rectangles
+        reach = x1
+        for rx1, _, rx2, _ in sorted(r for r in over if r[1] <= low and r[3] >= high):
+            if rx1 > reach:
+                break
+            reach = max(reach, rx2)
+            if reach >= x2:
+                break
+        if reach < x2:
+            return False
+    return True
+
+
+#: Seconds the input thread waits for input while an escape sequence is incomplete (Textual's
+#: parser turns a lone ESC into the escape key after a short timeout, so it needs ticks then).
+_PENDING_TICK_S = 0.1
+
+
+def quiet_driver_class(default: type[Any]) -> type[Any]:
+    """``default`` (Textual's LinuxDriver) with an input thread that sleeps until input arrives.
+    Textual's waits in ``select(0.1)``: ten wake-ups a second whether or not a key was pressed,
+    about a fifth of an idle app's CPU time. Here the wait has no timeout unless an escape
+    sequence is incomplete (then Textual's 0.1 s tick), and setting ``exit_event`` wakes it
+    through a pipe. Returns ``default`` itself when it is not the LinuxDriver this was written
+    against (``run_input_thread``, ``exit_event``, ``fileno``, ``process_message``, the parser's
+    ``_timeout_time``)."""
+    import os
+    import selectors
+    import threading
+    from codecs import getincrementaldecoder
+
+    try:
+        from textual._xterm_parser import XTermParser
+        from textual.drivers.linux_driver import LinuxDriver
+    except ImportError:
+        return default
+    if (
+        default is not LinuxDriver
+        or not callable(getattr(LinuxDriver, "run_input_thread", None))
+        or not callable(getattr(LinuxDriver, "process_message", None))
+        or not hasattr(XTermParser(), "_timeout_time")
+    ):
+        return default
+
+    class _WakingEvent(threading.Event):
+        """``exit_event``: setting it also wakes the input thread's select."""
+
+        def __init__(self, wake_fd: int) -> None:
+            super().__init__()
+            self.wake_fd = wake_fd
+
+        def set(self) -> None:
+            super().set()
+            try:
+                os.write(self.wake_fd, b"x")
+            except OSError:
+                pass
+
+    class QuietLinuxDriver(LinuxDriver):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._wake_read, wake_write = os.pipe()
+            os.set_blocking(self._wake_read, False)
+            self._waking = self.exit_event = _WakingEvent(wake_write)
+
+        def close(self) -> None:
+            super().close()
+            wake_write, self._waking.wake_fd = self._waking.wake_fd, -1
+            if wake_write >= 0:
+                os.close(wake_write)
+                os.close(self._wake_read)
+
+        def run_input_thread(self) -> None:
+            wake = self._wake_read
+            selector = selectors.SelectSelector()
+            selector.register(self.fileno, selectors.EVENT_READ)
+            selector.register(wake, selectors.EVENT_READ)
+            parser = XTermParser(self._debug)
+            decode = getincrementaldecoder("utf-8")().decode
+
+            def process(events: list[tuple[Any, int]]) -> None:
+                for key, _mask in events:
+                    if key.fd == wake:
+                        try:
+                            os.read(wake, 64)
+                        except OSError:
+                            pass
+                        continue
+                    data = decode(os.read(self.fileno, 1024 * 4))
+                    for event in parser.feed(data) if data else ():
+                        self.process_message(event)
+                for event in parser.tick():
+                    self.process_message(event)
+
+            try:
+                while not self.exit_event.is_set():
+                    process(selector.select(None if parser._timeout_time is None else _PENDING_TICK_S))
+                selector.unregister(self.fileno)
+            finally:
+                selector.close()
+                try:
+                    for _event in parser.feed(""):
+                        pass
+                except Exception:  # noqa: BLE001 - as Textual: an incomplete sequence at exit is dropped
+                    pass
+
+    return QuietLinuxDriver

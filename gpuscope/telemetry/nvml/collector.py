@@ -1,11 +1,11 @@
 """NvmlCollector: every NVIDIA GPU (and MIG device) as a GpuSample, one call per sample.
 
-Cost per GPU per sample: one batched field-values call, utilization, memory, two clocks,
-power, temperature, throttle reasons and (when supported) fan speed, plus two GPM calls on
-Hopper and newer. Power limit and PCIe link width/generation are re-read every
-``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S``. A metric the GPU does
-not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms) is
-never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
+Cost per GPU per sample: one batched field-values call (into an array built once per GPU),
+utilization, memory, two clocks, power, temperature, throttle reasons and (when supported) fan
+speed, plus two GPM calls on Hopper and newer. Power limit and PCIe link width/generation are
+re-read every ``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S``. A metric the
+GPU does not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
+is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
 ``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
 When NVML cannot be opened at all, ``sample`` tries again every ``OPEN_RETRY_INTERVAL_S``.
 """
@@ -31,6 +31,7 @@ from gpuscope.telemetry.nvml.processes import ProcessReader
 from gpuscope.telemetry.nvml.readings import (
     MetricCalls,
     fill_missing,
+    link_keys,
     prefer,
     throttle_reason_names,
 )
@@ -88,6 +89,7 @@ class _Gpu:
         self.next_retry_s = 0.0
         self.calls: MetricCalls | None = None
         self.fields: FieldSet | None = None
+        self.link_keys: list[tuple[int, str, str]] = []  # (link, tx key, rx key) of each NVLink link
         self.gpm: GpmReader | None = None
         self.gpm_status: Unavailable | None = Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
         self.gi_gpm: dict[int, GpmReader] = {}
@@ -222,6 +224,7 @@ class NvmlCollector:
             if info.mig_mode is True:
                 gpu.migs = [_Mig(mig) for mig in read_mig_devices(handle, problems)]
             gpu.fields = FieldSet(handle, info.nvlink_links)
+            gpu.link_keys = link_keys(info.nvlink_links)
             gpu.fields.read()  # the first read: drops unsupported fields, starts the counters
             if self._gpm_enabled:
                 gpu.gpm = GpmReader(handle, self._clock, links=info.nvlink_links)
@@ -380,11 +383,10 @@ class NvmlCollector:
         gpm = self._gpm(gpu.gpm, gpu.gpm_status)
 
         def metric(key: str) -> Metric[float]:
-            return (
-                gpm
-                if isinstance(gpm, Unavailable)
-                else gpm.get(key, Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}"))
-            )
+            if isinstance(gpm, Unavailable):
+                return gpm
+            value = gpm.get(key)
+            return Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}") if value is None else value
 
         sample.utilization_percent = _attr(util, "gpu", float)
         sample.memory_busy_percent = _attr(util, "memory", float)
@@ -406,17 +408,21 @@ class NvmlCollector:
         if info.nvlink_links:
             sample.nvlink_tx_bytes_per_s = prefer(metric("nvlink_tx_bytes_per_s"), fields["nvlink_tx_bytes_per_s"])
             sample.nvlink_rx_bytes_per_s = prefer(metric("nvlink_rx_bytes_per_s"), fields["nvlink_rx_bytes_per_s"])
+            # prefer(metric(key), fields[key]) for 36 links per GPU, without building GPM's
+            # "has no ..." reason where the field value wins anyway
+            per_link = {} if isinstance(gpm, Unavailable) else gpm
+
+            def link_value(key: str) -> Metric[float]:
+                value = per_link.get(key)
+                if value is not None and not isinstance(value, Unavailable):
+                    return value
+                field = fields[key]
+                if value is None and not isinstance(field, Unavailable):
+                    return field
+                return prefer(metric(key), field)
+
             sample.nvlink_links = [
-                NvLinkLinkSample(
-                    link=link,
-                    tx_bytes_per_s=prefer(
-                        metric(f"nvlink_tx_bytes_per_s:{link}"), fields[f"nvlink_tx_bytes_per_s:{link}"]
-                    ),
-                    rx_bytes_per_s=prefer(
-                        metric(f"nvlink_rx_bytes_per_s:{link}"), fields[f"nvlink_rx_bytes_per_s:{link}"]
-                    ),
-                )
-                for link in info.nvlink_links
+                NvLinkLinkSample(link, link_value(tx_key), link_value(rx_key)) for link, tx_key, rx_key in gpu.link_keys
             ]
         else:
             sample.nvlink_tx_bytes_per_s = sample.nvlink_rx_bytes_per_s = info.nvlink_version

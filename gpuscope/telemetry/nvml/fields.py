@@ -6,6 +6,11 @@ own timestamps (microseconds, stamped by the driver), not over the sampler's clo
 Fields the GPU does not support are found on the first read (at open) and dropped from the
 batch, so their cost is paid once.
 
+Cost: the request array (``nvmlFieldValue_t[n]``, with field and scope ids filled in) is built
+once per GPU and reused: each read is one C call on it (pynvml's wrapper would build a new
+array through Python-level attribute setters, one per field, every sample) and one pass over a
+plain ctypes view of the answers.
+
 ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`` count KiB; ``scopeId`` selects the link, and
 ``0xFFFFFFFF`` asks for the sum of all links. Some drivers ignore the scope and return the
 GPU-wide counter for every link: :class:`FieldSet` checks that (``scope_honoured``) and then
@@ -23,12 +28,15 @@ dropped as ``driver_too_old``.
 
 from __future__ import annotations
 
+import ctypes
+import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
 from gpuscope.telemetry.nvml.session import call, pynvml, unavailable_from_error
-from gpuscope.telemetry.nvml.structs import field_values_view
+from gpuscope.telemetry.nvml.structs import _FIELDS_OK, FieldValueView, field_values_view
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["FieldSet", "SCOPE_ALL_LINKS"]
@@ -40,6 +48,7 @@ _WRAP_32 = 1 << 32
 #: counter read more than 2**32 / this apart (34 ms) may have wrapped more than once.
 PCIE_MAX_BYTES_PER_S = 128e9
 _PCIE_KEYS = frozenset({"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
+_SUCCESS = 0  # NVML_SUCCESS
 
 
 @dataclass(frozen=True)
@@ -77,20 +86,60 @@ def _fields(links: list[int]) -> list[_Field]:
 def _value(field_value: Any) -> float | int:
     """The reading in its own type (integers stay exact: byte counters pass 2**53)."""
     kind = int(field_value.valueType)
-    union = field_value.value
-    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
-        return float(union.dVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
-        return int(union.uiVal)
-    if kind == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG:
-        return int(union.ulVal)
-    if kind == pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG:
-        return int(union.sllVal)
-    if kind == compat.VALUE_TYPE_SIGNED_INT:
-        return int(union.siVal)
-    if kind == compat.VALUE_TYPE_UNSIGNED_SHORT:
-        return int(union.usVal)
-    return int(union.ullVal)
+    number = getattr(field_value.value, _UNION_MEMBER.get(kind, "ullVal"))
+    return float(number) if kind == _DOUBLE else int(number)
+
+
+_DOUBLE = int(getattr(pynvml, "NVML_VALUE_TYPE_DOUBLE", 0))
+_UINT = int(getattr(pynvml, "NVML_VALUE_TYPE_UNSIGNED_INT", 1))
+_ULL = int(getattr(pynvml, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3))
+#: nvmlValueType_t -> the member of the value union that holds it (unknown types: ullVal)
+_UNION_MEMBER = {
+    _DOUBLE: "dVal",
+    _UINT: "uiVal",
+    int(getattr(pynvml, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2)): "ulVal",
+    _ULL: "ullVal",
+    int(getattr(pynvml, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4)): "sllVal",
+    compat.VALUE_TYPE_SIGNED_INT: "siVal",
+    compat.VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+}
+
+
+def _request(fields: list[_Field]) -> tuple[Any, Any]:
+    """A reusable ``nvmlFieldValue_t[len(fields)]`` with field and scope ids set, and its view."""
+    values = (pynvml.c_nvmlFieldValue_t * len(fields))()
+    view = field_values_view(values, len(fields))
+    for slot, field in enumerate(fields):
+        view[slot].fieldId = field.field_id
+        view[slot].scopeId = field.scope
+    return values, view
+
+
+#: one nvmlFieldValue_t as plain numbers: fieldId, scopeId, timestamp, latencyUsec, valueType,
+#: nvmlReturn, and the value union read as an unsigned long long (right for ``_ULL`` only)
+_ROW = struct.Struct("=IIqqIIQ")
+_ROWS_OK = _FIELDS_OK and _ROW.size == ctypes.sizeof(FieldValueView)
+
+
+def _rows(values: Any, view: Any) -> Iterator[tuple[int, int, int, int, int, int, int]]:
+    """The entries of a field-value array as tuples (one C-speed unpack instead of a ctypes
+    attribute read per member), or read member by member where pynvml's layout differs."""
+    if _ROWS_OK:
+        return _ROW.iter_unpack(values)
+    return (
+        (entry.fieldId, entry.scopeId, entry.timestamp, 0, entry.valueType, entry.nvmlReturn, entry.value.ullVal)
+        for entry in view
+    )
+
+
+def _get_field_values(handle: Any, values: Any, count: int) -> Any:
+    """``nvmlDeviceGetFieldValues`` into a prebuilt array: the C symbol through pynvml's own
+    lookup, as pynvml's wrapper calls it. Raises NVMLError."""
+    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
+    ret = fn(handle, ctypes.c_int32(count), ctypes.byref(values))
+    if ret != pynvml.NVML_SUCCESS:
+        raise pynvml.NVMLError(ret)
+    return values
 
 
 class FieldSet:
@@ -100,7 +149,7 @@ class FieldSet:
         self.handle = handle
         self.links = list(links)
         self._fields = _fields(self.links)
-        self._request: list[tuple[int, int]] | None = None
+        self._request: tuple[Any, Any] | None = None  # (nvmlFieldValue_t array, its view)
         self._dropped: dict[str, Unavailable] = {}
         self._previous: dict[str, tuple[float | int, int]] = {}  # key -> (raw value, timestamp us)
         self._last_rate: dict[str, Metric[float]] = {}
@@ -132,41 +181,51 @@ class FieldSet:
         if not self._fields:
             return result
         if self._request is None:
-            self._request = [(field.field_id, field.scope) for field in self._fields]
-        values = call("nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, self.handle, self._request)
-        if isinstance(values, Unavailable):
+            self._request = _request(self._fields)
+        values, view = self._request
+        got = call("nvmlDeviceGetFieldValues", _get_field_values, self.handle, values, len(self._fields))
+        if isinstance(got, Unavailable):
             for field in self._fields:
-                result[field.key] = values
-            if not self.opened and values.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
-                self._dropped.update({field.key: values for field in self._fields})
+                result[field.key] = got
+            if not self.opened and got.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
+                self._dropped.update({field.key: got for field in self._fields})
                 self._fields, self._request = [], None
             self.opened = True
             return result
-        raw: dict[str, float | int] = {}
+        raw: dict[str, float | int] | None = {} if self.scope_honoured is None else None
         keep: list[_Field] = []
-        for field, field_value in zip(self._fields, field_values_view(values, len(values))):
-            value = self._raw(field, field_value)
-            if isinstance(value, Unavailable):
-                result[field.key] = value
+        rate = self._rate
+        for slot, (field, row) in enumerate(zip(self._fields, _rows(values, view))):
+            key = field.key
+            stamp_us, kind, code = row[2], row[4], row[5]
+            number: float | int = row[6]
+            if code != _SUCCESS:
+                value = self._raw(field, view[slot])
+                assert isinstance(value, Unavailable)
+                result[key] = value
                 if not self.opened and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
-                    self._dropped[field.key] = value
+                    self._dropped[key] = value
                     continue
                 keep.append(field)
                 continue
             keep.append(field)
-            raw[field.key] = value
+            if kind != _ULL:
+                number = _value(view[slot])
+            if raw is not None:
+                raw[key] = number
             if field.counter:
-                uint = int(field_value.valueType) == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                if field.key in _PCIE_KEYS:
-                    result[field.key] = self._pcie_rate(field, int(value), int(field_value.timestamp), uint)
+                uint = kind == _UINT
+                if key in _PCIE_KEYS:
+                    result[key] = self._pcie_rate(field, int(number), stamp_us, uint)
                 else:
-                    result[field.key] = self._rate(field, value, int(field_value.timestamp), _WRAP_32 if uint else None)
+                    result[key] = rate(field, number, stamp_us, _WRAP_32 if uint else None)
             else:
-                result[field.key] = value * field.scale
+                result[key] = number * field.scale
         if len(keep) != len(self._fields):
             self._fields, self._request = keep, None
         self.opened = True
-        self._check_scope(raw)
+        if raw is not None:
+            self._check_scope(raw)
         if self.scope_honoured is False:
             ignored = Unavailable(
                 Reason.NOT_SUPPORTED, "this driver reports the GPU-wide NVLink counter for every link"

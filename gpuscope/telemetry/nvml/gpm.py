@@ -172,11 +172,9 @@ class GpmReader:
             self._last = got
             return got
         result: dict[str, Metric[float]] = {}
-        view = self._view
-        for slot, (key, scale) in enumerate(self._keys):
-            metric = view[slot]
-            code = int(metric.nvmlReturn)
-            if code == pynvml.NVML_SUCCESS:
+        for (key, scale), metric in zip(self._keys, self._view):
+            code = metric.nvmlReturn
+            if code == 0:  # NVML_SUCCESS
                 result[key] = float(metric.value) * scale
             elif code == pynvml.NVML_ERROR_GPU_IS_LOST:
                 raise GpuLostError("nvmlGpmMetricsGet")

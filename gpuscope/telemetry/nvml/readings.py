@@ -21,6 +21,7 @@ __all__ = [
     "MetricCalls",
     "prefer",
     "fill_missing",
+    "link_keys",
     "METRIC_FIELDS",
 ]
 
@@ -67,6 +68,11 @@ def prefer(first: Metric[Any], second: Metric[Any]) -> Metric[Any]:
     if second.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD, Reason.NOT_APPLICABLE):
         return first
     return second
+
+
+def link_keys(links: list[int]) -> list[tuple[int, str, str]]:
+    """(link, tx key, rx key) of each NVLink link: the per-link keys of the field and GPM readings."""
+    return [(link, f"nvlink_tx_bytes_per_s:{link}", f"nvlink_rx_bytes_per_s:{link}") for link in links]
 
 
 def fill_missing(sample: GpuSample, value: Unavailable) -> None:

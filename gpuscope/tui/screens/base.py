@@ -3,17 +3,19 @@ app calls with each new sample while the screen is showing."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import DataTable, Static
 
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.widgets.alert_line import AlertLine
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.keybar import KeyBar
+from gpuscope.tui.widgets.lines import query_cached
 from gpuscope.tui.widgets.metric import MetricCell
 from gpuscope.tui.widgets.topbar import TopBar
 
@@ -50,6 +52,12 @@ class GpuscopeScreen(Screen[None]):
     def compose_body(self) -> ComposeResult:
         yield from ()
 
+    def add_columns(self, selector: str, columns: Sequence[tuple[str, str]]) -> None:
+        """Give the DataTable at ``selector`` its ``columns`` ((key, title) pairs)."""
+        table = self.query_one(selector, DataTable)
+        for key, title in columns:
+            table.add_column(title, key=key)
+
     def _style_state(self) -> tuple[object, ...] | None:
         """What the styles of a suspended screen depend on besides its own nodes: the app's CSS
         (theme) and the app's pseudo-classes (focus/blur, dark/light, ansi, ...); None when this
@@ -78,8 +86,8 @@ class GpuscopeScreen(Screen[None]):
         """Called by the app for each new sample while this screen is on the stack."""
         app = self.gpuscope
         self._shown_sample = sample
-        self.query_one(TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
-        self.query_one(AlertLine).set_alerts(app.alerts)
+        query_cached(self, "TopBar", TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
+        query_cached(self, "AlertLine", AlertLine).set_alerts(app.alerts)
         self.show_sample(sample)
 
     def show_sample(self, sample: Sample) -> None:

@@ -179,9 +179,7 @@ class ProbesScreen(GpuscopeScreen):
         yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#probe-table", DataTable)
-        for key, title in _COLUMNS:
-            table.add_column(title, key=key)
+        self.add_columns("#probe-table", _COLUMNS)
         self.job: ProbeJob | None = None
         self.session: ProbeSession | None = None
         self._run_index: int | None = None
@@ -231,7 +229,9 @@ class ProbesScreen(GpuscopeScreen):
             host = sample.host
             cpu = host.cpu_utilization_percent
             busy = NA if not isinstance(cpu, (int, float)) else f"{cpu:.0f}%"
-            return f"Now on cpu: {busy} busy · memory {host.memory_used_bytes / 1e9:.1f} GB used"
+            mem = host.memory_used_bytes
+            used = NA if not isinstance(mem, int) else f"{mem / 1e9:.1f} GB"
+            return f"Now on cpu: {busy} busy · memory {used} used"
         gpu = _gpu_of(sample, device)
         if gpu is None:
             return f"Now on {device}: not in the latest sample"
@@ -304,20 +304,24 @@ class ProbesScreen(GpuscopeScreen):
         """Ask for a path and write the results of the last run there."""
         from gpuscope.tui.widgets.save_dialog import SaveDialog
 
-        document = self.session.document if self.session is not None else None
-        if document is None:
+        session = self.session
+        if session is None or (session.written is None and session.document is None):
             self.notify("No results to save yet: run a suite first", severity="warning")
             return
+        written, document = session.written, session.document
         default = Path.cwd() / f"gpuscope-results-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
         def chosen(path: str | None) -> None:
             if not path:
                 return
-            from gpuscope.fileio import write_json_atomic
+            from gpuscope.fileio import write_json_atomic, write_text_atomic
 
             target = Path(path).expanduser()
             try:
-                write_json_atomic(target, document)
+                if written is not None:  # the child's file as it wrote it
+                    write_text_atomic(target, written.decode("utf-8"))
+                else:
+                    write_json_atomic(target, document)
             except Exception as exc:  # noqa: BLE001 - any failure is one line in the UI
                 self.notify(f"Could not save {target}: {exc}", severity="error", markup=False)
                 return
@@ -353,7 +357,7 @@ class ProbesScreen(GpuscopeScreen):
 
     def _set_running(self, running: bool) -> None:
         self.query_one("#probe-save", Button).disabled = (
-            running or self.session is None or self.session.document is None
+            running or self.session is None or (self.session.written is None and self.session.document is None)
         )
         self.query_one("#probe-run", Button).disabled = running
         self.query_one("#probe-cancel", Button).disabled = not running
@@ -422,8 +426,8 @@ class ProbesScreen(GpuscopeScreen):
         self._pending.append((row_key, row))
         self._update_pending()
         table.move_cursor(row=table.row_count - 1, animate=False)
-        if self.session.document is not None:
-            self._run_index = self.gpuscope.set_results(self._run_index, self.session.document)
+        if self.session.results is not None:
+            self._run_index = self.gpuscope.set_results(self._run_index, self.session.results, self.session.document)
 
     @on(RunFinished)
     def _on_finished(self, message: RunFinished) -> None:
@@ -431,10 +435,10 @@ class ProbesScreen(GpuscopeScreen):
         session = self.session
         if session is None:
             return
-        if not session.finished or session.document is None:
+        if not session.finished or session.results is None:
             self.notify(session.status, severity="error", markup=False)
             return
-        self._run_index = self.gpuscope.set_results(self._run_index, session.document)
+        self._run_index = self.gpuscope.set_results(self._run_index, session.results, session.written)
         self._show_progress()
 
     @on(RunFailed)

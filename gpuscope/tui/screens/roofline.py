@@ -64,9 +64,7 @@ class RooflineScreen(GpuscopeScreen):
                 yield DataTable(id="roof-points", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
-        table = self.query_one("#roof-points", DataTable)
-        for key, title in _COLUMNS:
-            table.add_column(title, key=key)
+        self.add_columns("#roof-points", _COLUMNS)
         self._model: Any = None
         self._model_key: tuple[object, ...] = ()
         self._live: list[Any] = []
@@ -212,10 +210,11 @@ class RooflineScreen(GpuscopeScreen):
             text += f" · {len(self._live)} live (est.)"
         groups = sum(1 for point in model.points if point.source == "profile" and point.note)
         if groups:
-            from gpuscope.profiling.view import profile_workloads
-
             names = ", ".join(
-                repr(str(w.get("name"))) for doc in self.gpuscope.probe_results for w in profile_workloads(doc)
+                repr(w.name)
+                for doc in self.gpuscope.probe_results
+                for w in doc.workloads
+                if w.source == "profile" and isinstance(w.profile, dict)
             )
             text += f" · profile {names}: {groups} group{'s' if groups != 1 else ''} by time lost (point n = row n)"
         if not measured:

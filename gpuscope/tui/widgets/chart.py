@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from rich.style import Style
 from rich.text import Text
@@ -12,9 +13,27 @@ from textual.widgets import Static
 
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
-__all__ = ["HistoryChart", "PlotextView", "chart_lines", "downsample_minmax"]
+__all__ = ["ChartStyles", "HistoryChart", "PlotextView", "chart_lines", "chart_styles", "downsample_minmax"]
 
 _LEVELS = " ▁▂▃▄▅▆▇█"
+
+
+class ChartStyles(NamedTuple):
+    """The styles of a chart's title, its bars and its quiet text ("no data", scale, axis); None: plain."""
+
+    title: Style | None = None
+    bar: Style | None = None
+    empty: Style | None = None
+
+
+#: No styles: plain text (tests, and charts drawn outside a widget).
+PLAIN = ChartStyles()
+
+
+def chart_styles(widget: LineWidget, colour: str | None) -> ChartStyles:
+    """A chart widget's styles from its ``chart--*`` component classes; ``colour`` overrides the bars'."""
+    bar = Style(color=colour) if colour else widget.component_style("chart--bar")
+    return ChartStyles(widget.component_style("chart--title"), bar, widget.component_style("chart--empty"))
 
 
 def downsample_minmax(values: Sequence[float | None], buckets: int) -> list[float | None]:
@@ -78,7 +97,6 @@ class HistoryChart(LineWidget):
         return self._values
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
-        bar_style = Style(color=self._colour) if self._colour else self.component_style("chart--bar")
         return chart_lines(
             self.title,
             self._current,
@@ -86,9 +104,7 @@ class HistoryChart(LineWidget):
             width,
             max(1, height - 1),
             self.maximum,
-            title_style=self.component_style("chart--title"),
-            bar_style=bar_style,
-            empty_style=self.component_style("chart--empty"),
+            chart_styles(self, self._colour),
         )
 
 
@@ -99,22 +115,19 @@ def chart_lines(
     width: int,
     rows: int,
     maximum: float | None,
-    *,
-    title_style: Style | None,
-    bar_style: Style | None,
-    empty_style: Style | None,
+    styles: ChartStyles = PLAIN,
 ) -> list[list[Run]]:
     """A title line (``title current``) and ``rows`` lines of bars, ``width`` cells wide: one
     column per sample (downsampled keeping peaks), newest on the right, fixed scale ``maximum``
     (or the window's largest value); unavailable samples are blank columns."""
     head = f"{title} "
     room = max(0, width - 1)  # keep a gap before the next chart's title
-    lines: list[list[Run]] = [[(head[:room], title_style), (current[: max(0, room - len(head))], None)]]
+    lines: list[list[Run]] = [[(head[:room], styles.title), (current[: max(0, room - len(head))], None)]]
     shown = downsample_minmax(values, width)[-width:] if width > 0 else []
     present = [v for v in shown if v is not None and math.isfinite(v)]
     if not present:
         if values and not current.startswith("n/a"):
-            lines.append([("no data", empty_style)])
+            lines.append([("no data", styles.empty)])
         return lines
     top = maximum if maximum else max(present)
     top = top if top and top > 0 else 1.0
@@ -132,7 +145,7 @@ def chart_lines(
             if row == 0:
                 level = max(1, level)  # a real reading, even zero, is visible; a gap is blank
             cells.append(_LEVELS[level])
-        lines.append([(pad + "".join(cells), bar_style)])
+        lines.append([(pad + "".join(cells), styles.bar)])
     return lines
 
 

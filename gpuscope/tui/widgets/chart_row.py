@@ -5,30 +5,15 @@ title line) and a time axis (``-1m ... now``); see :mod:`history_plot`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
-from rich.style import Style
 from textual.geometry import Size
 
-from gpuscope.tui.widgets.history_plot import plot_lines
+from gpuscope.tui.widgets.chart import chart_styles
+from gpuscope.tui.widgets.history_plot import ChartData, plot_lines
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
 __all__ = ["ChartRow", "ChartData"]
-
-
-def _plain(value: float) -> str:
-    return f"{value:.3g}"
-
-
-@dataclass(frozen=True)
-class ChartData:
-    title: str
-    current: str = ""
-    values: tuple[float | None, ...] = field(default_factory=tuple)
-    maximum: float | None = None
-    #: Formats the scale (the top of the chart) with its unit: ``100%``, ``4.8TB/s``.
-    scale_fmt: Callable[[float], str] = _plain
 
 
 class ChartRow(LineWidget):
@@ -83,25 +68,11 @@ class ChartRow(LineWidget):
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
         columns = self.columns(width)
         chart_width = max(1, (width - (columns - 1)) // columns)
-        title_style = self.component_style("chart--title")
-        empty_style = self.component_style("chart--empty")
-        bar_style = Style(color=self.colour) if self.colour else self.component_style("chart--bar")
+        styles = chart_styles(self, self.colour)
         lines: list[list[Run]] = []
         for start in range(0, len(self.charts), columns):
             blocks = [
-                plot_lines(
-                    chart.title,
-                    chart.current,
-                    chart.values,
-                    chart_width,
-                    self._chart_height,
-                    chart.maximum,
-                    self.window_s,
-                    chart.scale_fmt,
-                    title_style=title_style,
-                    bar_style=bar_style,
-                    empty_style=empty_style,
-                )
+                plot_lines(chart, chart_width, self._chart_height, self.window_s, styles)
                 for chart in self.charts[start : start + columns]
             ]
             for row in range(self._chart_height):

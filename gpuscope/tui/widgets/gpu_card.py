@@ -3,11 +3,15 @@ cells only, no charts) when many GPUs share the screen."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from textual.app import ComposeResult
+from textual.color import Color
 from textual.containers import Vertical
+from textual.filter import LineFilter
+from textual.geometry import Region, Size
+from textual.strip import Strip
 
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Reason, Unavailable
@@ -333,6 +337,17 @@ def _cell_values(specs: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...],
     return values
 
 
+class _Frame(NamedTuple):
+    """A dense card's border pieces around its content rows ``first`` to ``end`` (exclusive)."""
+
+    left: Strip
+    right: Strip
+    first: int
+    end: int
+    content_size: tuple[int, int]
+    background: Color
+
+
 class DenseGpuCard(CellGrid):
     """The key cells of one GPU in a bordered box, as one widget (eight of them share 160x48:
     the redraw cost is per widget). Same interface as :class:`GpuCard`."""
@@ -343,6 +358,7 @@ border-title-style: bold; padding: 0 0 0 1; }
     DenseGpuCard.-lost { border: round $error; border-title-color: $error; }
     """
     dense = True
+    merge_changed_lines = True  # its rows repaint cheaply (render_lines): one band per card
 
     def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
         super().__init__([(cell_id, label) for cell_id, label, _ in DENSE_CELLS], cell_width=CELL_WIDTH, gap=2, id=id)
@@ -369,6 +385,71 @@ border-title-style: bold; padding: 0 0 0 1; }
             self.border_title = title
         self.set_class(gpu.state != "ok", "-lost")
         self.set_values(_cell_values(DENSE_CELLS, gpu))
+
+    # --- painting: the rows between the borders, without Textual's per-call styles work ------
+
+    #: (outer size, line filters) -> the border pieces, or None where rows go through Textual.
+    _frame: tuple[tuple[object, ...], _Frame | None] | None = None
+
+    def notify_style_update(self) -> None:
+        self._frame = None
+        super().notify_style_update()
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """A repaint of content rows only (what a new sample causes: a value or two per row) is the
+        row's cached strip between the border pieces of the last full render. Textual's styles
+        cache would work out the card's region, colours, border and title again for every such
+        call, eight cards, every sample. Anything else (borders, title, other styles) goes
+        through Textual, and so does everything when the pieces do not rebuild Textual's own row."""
+        outer = self.outer_size
+        app = self.app
+        filters = app.get_line_filters()
+        frame = self._frame
+        # a theme change restyles the card (notify_style_update); the theme is in the key too, in
+        # case only the colours under the card changed
+        key = (outer, app.theme, tuple(filters), tuple(getattr(f, "enabled", None) for f in filters))
+        if frame is None or frame[0] != key:
+            frame = self._frame = (key, self._make_frame(outer, filters))
+        pieces = frame[1]
+        if pieces is None or crop.y < pieces.first or crop.bottom > pieces.end:
+            return super().render_lines(crop)
+        lines = self._lines(pieces.content_size)
+        strips = []
+        for y in crop.line_range:
+            content = lines[y - pieces.first]
+            if content.cell_length != pieces.content_size[0]:
+                return super().render_lines(crop)
+            for line_filter in filters:
+                content = content.apply_filter(line_filter, pieces.background)
+            strips.append(Strip.join([pieces.left, content, pieces.right]))
+        if crop.x or crop.width != outer.width:
+            strips = [strip.crop(crop.x, crop.right) for strip in strips]
+        return strips
+
+    def _make_frame(self, outer: Size, filters: Sequence[LineFilter]) -> _Frame | None:
+        styles = self.styles
+        gutter = styles.gutter
+        plain = (
+            self.opacity == 1.0
+            and not styles.tint.a
+            and styles.text_opacity == 1.0
+            and not (styles.has_rule("hatch") and styles.hatch != "none")
+            and not any(edge for edge, _ in styles.outline)
+            and not self.hover_style.link_id
+        )
+        width, first, end = outer.width, gutter.top, outer.height - gutter.bottom
+        content_size = (width - gutter.left - gutter.right, end - first)
+        if not plain or content_size[0] <= 0 or content_size[1] <= 0 or self.size != content_size:
+            return None
+        textual = super().render_lines(Region(0, first, width, 1))[0]
+        left, right = textual.crop(0, gutter.left), textual.crop(width - gutter.right, width)
+        background = self.background_colors[1]
+        content = self._lines(content_size)[0]
+        for line_filter in filters:
+            content = content.apply_filter(line_filter, background)
+        if Strip.join([left, content, right]) != textual:  # the pieces must give back Textual's own row
+            return None
+        return _Frame(left, right, first, end, content_size, background)
 
 
 def make_card(gpu: GpuSample, dense: bool) -> GpuCard | DenseGpuCard:

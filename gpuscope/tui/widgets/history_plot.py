@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
-from rich.style import Style
-
-from gpuscope.tui.widgets.chart import chart_lines
+from gpuscope.tui.widgets.chart import PLAIN, ChartStyles, chart_lines
 from gpuscope.tui.widgets.lines import Run
 
-__all__ = ["resample_max", "plot_lines", "axis_label"]
+__all__ = ["ChartData", "resample_max", "plot_lines", "axis_label"]
 
 
 def resample_max(values: Sequence[float | None], width: int) -> list[float | None]:
@@ -43,54 +42,50 @@ def axis_label(window_s: float) -> str:
     return f"-{window_s / 60:g}m" if window_s >= 60 else f"-{window_s:g}s"
 
 
+def _plain(value: float) -> str:
+    return f"{value:.3g}"
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """One chart: its title, the current value as text, the values (None: a gap) and its scale."""
+
+    title: str
+    current: str = ""
+    values: tuple[float | None, ...] = field(default_factory=tuple)
+    maximum: float | None = None
+    #: Formats the scale (the top of the chart) with its unit: ``100%``, ``4.8TB/s``.
+    scale_fmt: Callable[[float], str] = _plain
+
+
 def plot_lines(
-    title: str,
-    current: str,
-    values: Sequence[float | None],
-    width: int,
-    rows: int,
-    maximum: float | None,
-    window_s: float,
-    scale_fmt: Callable[[float], str],
-    *,
-    title_style: Style | None,
-    bar_style: Style | None,
-    empty_style: Style | None,
+    chart: ChartData, width: int, rows: int, window_s: float, styles: ChartStyles = PLAIN
 ) -> list[list[Run]]:
     """``rows`` lines (at least 3: title, bars, axis) ``width`` cells wide. The scale is
-    ``maximum`` when given, else the window's largest value; the range ``0–scale`` is written
-    at the right of the title line."""
+    ``chart.maximum`` when given, else the window's largest value; the range ``0–scale`` is
+    written at the right of the title line."""
+    title, current, values, maximum = chart.title, chart.current, chart.values, chart.maximum
     bar_rows = max(1, rows - 2)
     shown = resample_max(values, width)
     present = [v for v in shown if v is not None and math.isfinite(v)]
     top = maximum if maximum else (max(present) if present else None)
     if top is not None and top <= 0:
         top = 1.0
-    block = chart_lines(
-        title,
-        current,
-        shown,
-        width,
-        bar_rows,
-        top,
-        title_style=title_style,
-        bar_style=bar_style,
-        empty_style=empty_style,
-    )
+    block = chart_lines(title, current, shown, width, bar_rows, top, styles)
     head = block[0]
     used = sum(len(text) for text, _ in head)
     if top is not None:
-        for scale in (f"0–{scale_fmt(top)}", scale_fmt(top)):
+        for scale in (f"0–{chart.scale_fmt(top)}", chart.scale_fmt(top)):
             room = width - 1 - used
             if room >= len(scale) + 1:
-                head = head + [(" " * (room - len(scale)), None), (scale, empty_style)]
+                head = head + [(" " * (room - len(scale)), None), (scale, styles.empty)]
                 break
     lines = [head] + block[1:]
     while len(lines) < 1 + bar_rows:
         lines.append([])
     left, right = axis_label(window_s), "now"
     if width - 1 >= len(left) + len(right) + 1:
-        lines.append([(left + " " * (width - 1 - len(left) - len(right)) + right, empty_style)])
+        lines.append([(left + " " * (width - 1 - len(left) - len(right)) + right, styles.empty)])
     else:
-        lines.append([(right.rjust(max(0, width - 1)), empty_style)])
+        lines.append([(right.rjust(max(0, width - 1)), styles.empty)])
     return lines

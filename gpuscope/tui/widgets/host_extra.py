@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from textual.app import ComposeResult
+from textual.containers import Vertical
+
 from gpuscope.telemetry.records import HostSample
 from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, fmt_rate, reason_text
-from gpuscope.tui.widgets.lines import LineWidget, Run, set_title
+from gpuscope.tui.widgets.lines import LineWidget, Run, query_cached, set_title
 
-__all__ = ["DiskPanel", "TopProcessesPanel", "fmt_elapsed", "fmt_rss"]
+__all__ = ["DiskLine", "DiskPanel", "ProcessLines", "TopProcessesPanel", "fmt_elapsed", "fmt_rss"]
 
 
 def fmt_elapsed(seconds: float) -> str:
@@ -33,44 +36,62 @@ def fmt_rss(value: float) -> str:
     return f"{value / 2**10:.0f}K"
 
 
-class DiskPanel(LineWidget):
-    """Read and write rates summed over the physical disks (one bordered line, one widget)."""
+class DiskLine(LineWidget):
+    """The line inside :class:`DiskPanel` (a plain line widget: a change repaints this line
+    only, not the panel's border)."""
 
     DEFAULT_CSS = """
-    DiskPanel { height: 3; border: round $secondary; border-title-style: bold; padding: 0 1; }
-    DiskPanel > .disk--label { color: $text-muted; }
-    DiskPanel > .disk--na { color: $text-disabled; text-style: italic; }
+    DiskLine { height: 1; width: 1fr; }
+    DiskLine > .disk--label { color: $text-muted; }
+    DiskLine > .disk--na { color: $text-disabled; text-style: italic; }
     """
     COMPONENT_CLASSES = {"disk--label", "disk--na"}
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._values: tuple[Any, ...] = (None, None)
-        self.border_title = "Disk I/O"
-
-    def show(self, host: HostSample) -> None:
-        raw = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
-        # compare what is shown, not the raw rates (they differ every sample, their text seldom)
-        values = tuple(fmt_rate(v) if isinstance(v, (int, float)) else v for v in raw)
-        if values != self._values:
-            self._values = values
-            reasons = [
-                f"{label}: {reason_text(v)}"
-                for label, v in zip(("read", "write"), values)
-                if isinstance(v, Unavailable)
-            ]
-            self.tooltip = "\n".join(reasons) or None
-            self.invalidate()
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: tuple[Any, ...] = (None, None)
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
         runs: list[Run] = []
-        for label, value in zip(("read ", "  write "), self._values):
+        for label, value in zip(("read ", "  write "), self.values):
             runs.append((label, self.component_style("disk--label")))
             if isinstance(value, str):
                 runs.append((f"{value:>10}", None))
             else:
                 runs.append((f"{NA:>10}", self.component_style("disk--na")))
         return [runs]
+
+
+class DiskPanel(Vertical):
+    """Read and write rates summed over the physical disks (one bordered line)."""
+
+    DEFAULT_CSS = """
+    DiskPanel { height: 3; border: round $secondary; border-title-style: bold; padding: 0 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Disk I/O"
+
+    def compose(self) -> ComposeResult:
+        yield DiskLine()
+
+    def show(self, host: HostSample) -> None:
+        raw = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
+        # compare what is shown, not the raw rates (they differ every sample, their text seldom)
+        values = tuple(fmt_rate(v) if isinstance(v, (int, float)) else v for v in raw)
+        line = query_cached(self, "DiskLine", DiskLine)
+        if values != line.values:
+            line.values = values
+            reasons = [
+                f"{label}: {reason_text(v)}"
+                for label, v in zip(("read", "write"), values)
+                if isinstance(v, Unavailable)
+            ]
+            tooltip = "\n".join(reasons) or None
+            if tooltip != self.tooltip:
+                self.tooltip = tooltip
+            line.invalidate()
 
 
 #: (key, title, width or 0 for the rest, right-aligned)
@@ -84,33 +105,65 @@ PROCESS_COLUMNS = (
 )
 
 
-class TopProcessesPanel(LineWidget):
+class ProcessLines(LineWidget):
+    """The header and process lines inside :class:`TopProcessesPanel`."""
+
+    DEFAULT_CSS = """
+    ProcessLines { height: 1fr; width: 1fr; }
+    ProcessLines > .proc--header { color: $text-muted; text-style: bold; }
+    ProcessLines > .proc--na { color: $text-disabled; text-style: italic; }
+    """
+    COMPONENT_CLASSES = {"proc--header", "proc--na"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: tuple[tuple[str, ...], ...] = ()
+        self.message = "not scanned yet"
+
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        header: list[str] = []
+        for _, title, size, right in PROCESS_COLUMNS:
+            header.append((title.rjust(size) if right else title.ljust(size)) if size else title)
+        lines: list[list[Run]] = [[(" ".join(header), self.component_style("proc--header"))]]
+        if self.message:
+            return lines + [[(self.message, self.component_style("proc--na"))]]
+        for row in self.rows[: max(0, height - 1)]:
+            cells = []
+            for (_, _, size, right), value in zip(PROCESS_COLUMNS, row):
+                cells.append((value.rjust(size) if right else value.ljust(size)) if size else value)
+            lines.append([(" ".join(cells), None)])
+        return lines
+
+
+class TopProcessesPanel(Vertical):
     """The host's busiest processes by CPU % (refreshed every few seconds while shown): a
-    header and one line per process, as many as the height allows, in one bordered widget."""
+    header and one line per process, as many as the height allows, in a bordered panel."""
 
     DEFAULT_CSS = """
     TopProcessesPanel { height: 7; border: round $secondary; border-title-style: bold; padding: 0 1; }
-    TopProcessesPanel > .proc--header { color: $text-muted; text-style: bold; }
-    TopProcessesPanel > .proc--na { color: $text-disabled; text-style: italic; }
     """
-    COMPONENT_CLASSES = {"proc--header", "proc--na"}
     #: Rows the panel never goes below (border, header, three processes).
     MIN_ROWS = 6
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._rows: tuple[tuple[str, ...], ...] = ()
-        self._message = "not scanned yet"
         self.border_title = "Top processes"
+        self._shown_from: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield ProcessLines()
+
+    def on_resize(self) -> None:
+        self._shown_from = None  # as many processes as the new height holds, at the next sample
 
     def show(self, processes: Any) -> None:
         """Show ``processes`` (a list of HostProcess, or why there are none); a list already
         shown is not looked at again (the scan runs every few seconds, the UI every second)."""
         from gpuscope.telemetry.hostprocs import top_by_cpu
 
-        if processes is getattr(self, "_shown_from", None) and self.size.height == getattr(self, "_shown_height", -1):
+        if processes is self._shown_from:
             return
-        self._shown_from, self._shown_height = processes, self.size.height
+        self._shown_from = processes
         limit = max(1, self.size.height - 1)
         count = "" if isinstance(processes, Unavailable) else f" · {len(processes)} total · by CPU% · 4: all processes"
         set_title(self, f"Top processes{count}")
@@ -130,20 +183,7 @@ class TopProcessesPanel(LineWidget):
                 for p in top_by_cpu(processes, limit)
             )
             message = "" if rows else "no processes"
-        if rows != self._rows or message != self._message:
-            self._rows, self._message = rows, message
-            self.invalidate()
-
-    def build_lines(self, width: int, height: int) -> list[list[Run]]:
-        header: list[str] = []
-        for _, title, size, right in PROCESS_COLUMNS:
-            header.append((title.rjust(size) if right else title.ljust(size)) if size else title)
-        lines: list[list[Run]] = [[(" ".join(header), self.component_style("proc--header"))]]
-        if self._message:
-            return lines + [[(self._message, self.component_style("proc--na"))]]
-        for row in self._rows[: max(0, height - 1)]:
-            cells = []
-            for (_, _, size, right), value in zip(PROCESS_COLUMNS, row):
-                cells.append((value.rjust(size) if right else value.ljust(size)) if size else value)
-            lines.append([(" ".join(cells), None)])
-        return lines
+        lines = query_cached(self, "ProcessLines", ProcessLines)
+        if rows != lines.rows or message != lines.message:
+            lines.rows, lines.message = rows, message
+            lines.invalidate()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from rich.text import Text
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual.geometry import Size
@@ -16,7 +17,7 @@ from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, bar, fmt_bytes, fmt_percent, fmt_rate, reason_text
 from gpuscope.tui.history import History
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
-from gpuscope.tui.widgets.lines import set_title
+from gpuscope.tui.widgets.lines import LineWidget, Run, query_cached, set_title
 from gpuscope.tui.widgets.metric import MetricCell
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ def _palette(widget: Widget) -> ChartPalette:
     return getattr(widget.app, "chart_palette", None) or ChartPalette()
 
 
-class CoreBars(Widget):
+class CoreBars(LineWidget):
     """Per-core utilization bars in as many columns as fit; height follows the core count."""
 
     DEFAULT_CSS = """
@@ -49,17 +50,19 @@ class CoreBars(Widget):
             None if isinstance(core.utilization_percent, Unavailable) else float(core.utilization_percent)
             for core in host.cores
         )
-        self._reasons = {
+        if levels == self._levels:
+            return
+        reasons = {
             core.core: reason_text(core.utilization_percent)
             for core in host.cores
             if isinstance(core.utilization_percent, Unavailable)
         }
-        if levels == self._levels:
-            return
+        if reasons != self._reasons:
+            self._reasons = reasons
+            self.tooltip = "\n".join(f"core {core}: {why}" for core, why in sorted(reasons.items())[:8]) or None
         relayout = len(levels) != len(self._levels)
         self._levels = levels
-        self.tooltip = "\n".join(f"core {core}: {why}" for core, why in sorted(self._reasons.items())[:8]) or None
-        self.refresh(layout=relayout)
+        self.invalidate(layout=relayout)
 
     def _columns(self, width: int) -> int:
         return max(1, width // self.ENTRY_WIDTH)
@@ -67,34 +70,43 @@ class CoreBars(Widget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, math.ceil(len(self._levels) / self._columns(width)))
 
-    def render(self) -> Text:
-        width = self.size.width
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        if not self._levels:
+            return [[("no per-core data", _ITALIC)]]
         columns = self._columns(width)
         entry = width // columns
         bar_width = max(3, entry - 11)
         palette = _palette(self)
         rows = max(1, math.ceil(len(self._levels) / columns))
-        text = Text(no_wrap=True, overflow="crop")
-        if not self._levels:
-            return Text("no per-core data", style="italic")
+        lines: list[list[Run]] = []
         for row in range(rows):
-            if row:
-                text.append("\n")
+            runs: list[Run] = []
             for column in range(columns):
                 index = column * rows + row  # fill down the columns, like htop
                 if index >= len(self._levels):
                     break
                 level = self._levels[index]
-                text.append(f"{index:>3} ", style="dim")
+                runs.append((f"{index:>3} ", _DIM))
                 if level is None:
-                    text.append(NA.ljust(bar_width + 6), style="dim italic")
+                    runs.append((NA.ljust(bar_width + 6), _DIM_ITALIC))
                 else:
                     filled = bar(level / 100, bar_width).rstrip()
-                    text.append(filled, style=palette.bar_colour(level))
-                    text.append("·" * (bar_width - len(filled)), style="dim")
-                    text.append(f"{level:>4.0f}% ")
-                text.append(" " * max(0, entry - (bar_width + 10)))
-        return text
+                    runs.append((filled, _colour_style(palette.bar_colour(level))))
+                    runs.append(("·" * (bar_width - len(filled)), _DIM))
+                    runs.append((f"{level:>4.0f}% ", None))
+                runs.append((" " * max(0, entry - (bar_width + 10)), None))
+            lines.append(runs)
+        return lines
+
+
+_DIM = Style(dim=True)
+_ITALIC = Style(italic=True)
+_DIM_ITALIC = Style(dim=True, italic=True)
+
+
+@lru_cache(maxsize=64)
+def _colour_style(colour: str) -> Style:
+    return Style.parse(colour)
 
 
 class CpuPanel(Vertical):
@@ -123,24 +135,24 @@ class CpuPanel(Vertical):
 
     def set_chart_rows(self, rows: int) -> None:
         """Give the CPU chart ``rows`` rows (the dashboard fills spare rows this way)."""
-        self.query_one("#cpu-chart", ChartRow).chart_height = max(self.CHART_ROWS, rows)
+        query_cached(self, "#cpu-chart", ChartRow).chart_height = max(self.CHART_ROWS, rows)
 
     @property
     def chart_rows(self) -> int:
-        return self.query_one("#cpu-chart", ChartRow).chart_height
+        return query_cached(self, "#cpu-chart", ChartRow).chart_height
 
     def show(self, host: HostSample, history: History, window_s: float = 60.0) -> None:
         physical = "" if isinstance(host.physical_cores, Unavailable) else f" ({host.physical_cores} physical)"
         set_title(self, f"CPU · {host.cpu_model} · {host.logical_cores} cores{physical}")
-        self.query_one("#cpu-total", MetricCell).set_value(host.cpu_utilization_percent, fmt_percent)
+        query_cached(self, "#cpu-total", MetricCell).set_value(host.cpu_utilization_percent, fmt_percent)
         loads = (host.load_average_1m, host.load_average_5m, host.load_average_15m)
-        load_cell = self.query_one("#cpu-load", MetricCell)
+        load_cell = query_cached(self, "#cpu-load", MetricCell)
         if isinstance(loads[0], Unavailable):
             load_cell.set_value(loads[0])
         else:
             load_cell.set_text(" ".join(NA if isinstance(v, Unavailable) else f"{v:.2f}" for v in loads))
         freqs = [c.frequency_mhz for c in host.cores if not isinstance(c.frequency_mhz, Unavailable)]
-        freq_cell = self.query_one("#cpu-freq", MetricCell)
+        freq_cell = query_cached(self, "#cpu-freq", MetricCell)
         if freqs:
             freq_cell.set_text(f"{sum(freqs) / len(freqs):.0f} MHz")
         elif host.cores and isinstance(host.cores[0].frequency_mhz, Unavailable):
@@ -150,8 +162,9 @@ class CpuPanel(Vertical):
         values = history.window(("host", "cpu"), history.points_in(window_s))
         current = NA if not values or values[-1] is None else f"{values[-1]:.0f}%"
         chart = ChartData("CPU", current, tuple(values), 100.0, _scale_percent)
-        self.query_one("#cpu-chart", ChartRow).set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
-        self.query_one("#cpu-cores", CoreBars).set_levels(host)
+        chart_row = query_cached(self, "#cpu-chart", ChartRow)
+        chart_row.set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
+        query_cached(self, "#cpu-cores", CoreBars).set_levels(host)
 
 
 def _scale_percent(value: float) -> str:
@@ -170,19 +183,28 @@ class MemoryPanel(Vertical):
         yield MetricCell("used", label_width=5, id="mem-used")
         yield MetricCell("swap", label_width=5, id="mem-swap")
 
+    def on_resize(self) -> None:
+        self._bar_width = max(6, self.size.width - 34)
+        host = getattr(self, "_host", None)
+        if host is not None:  # the bars follow the width
+            self.show(host)
+
     def show(self, host: HostSample) -> None:
+        self._host = host
         set_title(self, "Memory")
         palette = _palette(self)
-        width = max(6, self.size.width - 34)
-        total = host.memory_total_bytes
-        if total:
-            percent = 100 * host.memory_used_bytes / total
+        width = getattr(self, "_bar_width", None) or max(6, self.size.width - 34)
+        total, used = host.memory_total_bytes, host.memory_used_bytes
+        if isinstance(used, Unavailable):
+            query_cached(self, "#mem-used", MetricCell).set_value(used)
+        elif total and not isinstance(total, Unavailable):
+            percent = 100 * used / total
             suffix = (bar(percent / 100, width), palette.bar_colour(percent))
-            text = f"{fmt_bytes(host.memory_used_bytes):>8}/{fmt_bytes(total):<8} {percent:3.0f}%"
-            self.query_one("#mem-used", MetricCell).set_text(text, suffix=suffix)
+            text = f"{fmt_bytes(used):>8}/{fmt_bytes(total):<8} {percent:3.0f}%"
+            query_cached(self, "#mem-used", MetricCell).set_text(text, suffix=suffix)
         else:
-            self.query_one("#mem-used", MetricCell).set_text(NA, reason="memory total not reported")
-        swap_cell = self.query_one("#mem-swap", MetricCell)
+            query_cached(self, "#mem-used", MetricCell).set_text(NA, reason="memory total not reported")
+        swap_cell = query_cached(self, "#mem-swap", MetricCell)
         if isinstance(host.swap_total_bytes, Unavailable):
             swap_cell.set_value(host.swap_total_bytes)
         elif host.swap_total_bytes == 0:
@@ -202,7 +224,15 @@ def _rate_text(value: object) -> str:
     return NA if isinstance(value, Unavailable) else fmt_rate(float(value))  # type: ignore[arg-type]
 
 
-class NetworkLines(Widget):
+def _link_line(name: str, rx: object, tx: object, suffix: str, reasons: list[str]) -> str:
+    """One link's line (``name  rx 1.2 GB/s  tx 3.4 MB/s<suffix>``); why a rate is missing goes to ``reasons``."""
+    for label, value in (("rx", rx), ("tx", tx)):
+        if isinstance(value, Unavailable):
+            reasons.append(f"{name} {label}: {reason_text(value)}")
+    return f"{name[:14]:<14} rx {_rate_text(rx):>10}  tx {_rate_text(tx):>10}{suffix}"
+
+
+class NetworkLines(LineWidget):
     """One line per network interface and InfiniBand port; unavailable rates read n/a with the
     reasons in the tooltip."""
 
@@ -213,7 +243,7 @@ class NetworkLines(Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._lines: tuple[str, ...] = ()
+        self._texts: tuple[str, ...] = ()
         self.down_count = 0
 
     def set_host(self, host: HostSample) -> None:
@@ -228,41 +258,33 @@ class NetworkLines(Widget):
                 if isinstance(nic.speed_mbit_per_s, Unavailable) or not nic.speed_mbit_per_s
                 else f" {nic.speed_mbit_per_s / 1000:g} Gbit/s"
             )
-            lines.append(
-                f"{nic.name[:14]:<14} rx {_rate_text(nic.rx_bytes_per_s):>10}  "
-                f"tx {_rate_text(nic.tx_bytes_per_s):>10}{speed}{state}"
-            )
-            for label, value in (("rx", nic.rx_bytes_per_s), ("tx", nic.tx_bytes_per_s)):
-                if isinstance(value, Unavailable):
-                    reasons.append(f"{nic.name} {label}: {reason_text(value)}")
+            lines.append(_link_line(nic.name, nic.rx_bytes_per_s, nic.tx_bytes_per_s, f"{speed}{state}", reasons))
         for port in host.infiniband_ports:
             rate = "" if isinstance(port.rate_gbit_per_s, Unavailable) else f" {port.rate_gbit_per_s:g} Gbit/s"
-            name = f"{port.device}/{port.port}"
             kind = "IB" if port.link_layer == "InfiniBand" else "RoCE"
+            name = f"{port.device}/{port.port}"
             lines.append(
-                f"{name[:14]:<14} rx {_rate_text(port.rx_bytes_per_s):>10}  "
-                f"tx {_rate_text(port.tx_bytes_per_s):>10} {kind}{rate} {port.state}"
+                _link_line(name, port.rx_bytes_per_s, port.tx_bytes_per_s, f" {kind}{rate} {port.state}", reasons)
             )
-            for label, value in (("rx", port.rx_bytes_per_s), ("tx", port.tx_bytes_per_s)):
-                if isinstance(value, Unavailable):
-                    reasons.append(f"{name} {label}: {reason_text(value)}")
         if not lines:
             lines = ["no network interfaces besides loopback"]
         if len(lines) > self.MAX_LINES:
             hidden = len(lines) - self.MAX_LINES + 1
             lines = lines[: self.MAX_LINES - 1] + [f"… {hidden} more (see `gpuscope log`)"]
-        self.tooltip = "\n".join(reasons[:10]) or None
+        tooltip = "\n".join(reasons[:10]) or None
+        if tooltip != self.tooltip:
+            self.tooltip = tooltip
         new = tuple(lines)
-        if new != self._lines:
-            relayout = len(new) != len(self._lines)
-            self._lines = new
-            self.refresh(layout=relayout)
+        if new != self._texts:
+            relayout = len(new) != len(self._texts)
+            self._texts = new
+            self.invalidate(layout=relayout)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(1, len(self._lines))
+        return max(1, len(self._texts))
 
-    def render(self) -> Text:
-        return Text("\n".join(self._lines), no_wrap=True, overflow="ellipsis")
+    def build_lines(self, width: int, height: int) -> list[list[Run]]:
+        return [[(text if len(text) <= width else text[: max(0, width - 1)] + "…", None)] for text in self._texts]
 
 
 class NetworkPanel(Vertical):
@@ -276,7 +298,7 @@ class NetworkPanel(Vertical):
         yield NetworkLines(id="net-lines")
 
     def show(self, host: HostSample) -> None:
-        lines = self.query_one("#net-lines", NetworkLines)
+        lines = query_cached(self, "#net-lines", NetworkLines)
         lines.set_host(host)
         ib = f" · {len(host.infiniband_ports)} IB/RoCE ports" if host.infiniband_ports else ""
         down = f" · {lines.down_count} down, not shown" if lines.down_count else ""

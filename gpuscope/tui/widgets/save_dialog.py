@@ -3,26 +3,21 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
+
+from gpuscope.tui.widgets.dialog import Dialog
 
 __all__ = ["SaveDialog"]
 
 
-class SaveDialog(ModalScreen[str | None]):
+class SaveDialog(Dialog[str | None]):
     """Dismisses with the path typed, or None."""
 
     DEFAULT_CSS = """
-    SaveDialog { align: center middle; }
-    SaveDialog > Vertical { width: 90; max-width: 95%; height: auto; border: thick $primary; \
-background: $surface; padding: 1 2; }
+    SaveDialog > Vertical { width: 90; border: thick $primary; }
     SaveDialog Input { margin: 1 0; }
-    SaveDialog Horizontal { height: auto; }
-    SaveDialog Button { margin-right: 1; }
     """
-    BINDINGS = [Binding("escape", "cancel", "Cancel", show=False)]
 
     def __init__(self, default: str, title: str = "Save as") -> None:
         super().__init__()
@@ -47,6 +42,3 @@ background: $surface; padding: 1 2; }
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(self.query_one(Input).value.strip() or None if event.button.id == "save-ok" else None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)

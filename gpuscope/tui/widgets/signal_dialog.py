@@ -5,26 +5,23 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gpuscope.telemetry.hostprocs import SIGNALS, HostProcess
+from gpuscope.tui.widgets.dialog import Dialog
 
 __all__ = ["SignalDialog"]
 
 
-class SignalDialog(ModalScreen[int | None]):
-    """Dismisses with the chosen signal number, or None (cancel, escape)."""
+class SignalDialog(Dialog[int | None]):
+    """Dismisses with the chosen signal number, or None (cancel, escape, n)."""
 
     DEFAULT_CSS = """
-    SignalDialog { align: center middle; }
-    SignalDialog > Vertical { width: 72; max-width: 95%; height: auto; border: thick $error; \
-background: $surface; padding: 1 2; }
+    SignalDialog > Vertical { width: 72; border: thick $error; }
     SignalDialog #signal-question { height: auto; margin-bottom: 1; }
-    SignalDialog Horizontal { height: auto; }
-    SignalDialog Button { margin-right: 1; min-width: 10; }
+    SignalDialog Button { min-width: 10; }
     """
-    BINDINGS = [Binding("escape,n", "dismiss_none", "Cancel", show=False)]
+    BINDINGS = [Binding("n", "dismiss_none", "Cancel", show=False)]
 
     def __init__(self, process: HostProcess) -> None:
         super().__init__()
@@ -51,6 +48,3 @@ background: $surface; padding: 1 2; }
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(int(event.button.name) if event.button.name else None)
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)

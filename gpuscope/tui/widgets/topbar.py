@@ -9,7 +9,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
-from textual.widget import Widget
+
+from gpuscope.tui.widgets.lines import PlainLines
 
 __all__ = ["TopBar", "SCREEN_TABS"]
 
@@ -22,7 +23,7 @@ SCREEN_TABS = (
 )
 
 
-class TopBar(Widget):
+class TopBar(PlainLines):
     """One line; redraws only when its text changes."""
 
     DEFAULT_CSS = """
@@ -51,6 +52,9 @@ class TopBar(Widget):
     def notify_style_update(self) -> None:
         self._left = self._line = None
         super().notify_style_update()
+
+    def plain_lines(self, start: int, end: int, width: int, height: int) -> list[Strip]:
+        return [self.render_line(y) if y == 0 else Strip.blank(width) for y in range(start, end)]
 
     def render_line(self, y: int) -> Strip:
         """The line from the cached tabs plus the host/source/clock text: the clock changes every

@@ -1,0 +1,107 @@
+"""Results consumers read the typed view (issue 13): the roofline model, measure's append, the
+shared command helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from gpuscope.commands.options import add_value, call_user
+from gpuscope.errors import BadInputError, GpuscopeError, UsageError
+from gpuscope.results import read_results, to_results
+from gpuscope.roofline.loading import build_model, load_model
+from gpuscope.roofline.measure import append_workload
+from gpuscope.testing.reports import make_results
+
+
+def test_append_keeps_every_field_it_does_not_declare(tmp_path: Path) -> None:
+    document = make_results()
+    document["from_a_newer_gpuscope"] = {"nested": [1, {"x": "y"}]}
+    document["workloads"][0]["extra_detail"] = "kept"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document))
+    device = dict(document["devices"][0])
+    append_workload(path, {"name": "new", "device": device["device"], "flops": 1e9, "bytes": 1e6, "time_s": 0.5},
+                    device, {"hostname": "x"})  # fmt: skip
+    again = json.loads(path.read_text())
+    assert again["from_a_newer_gpuscope"] == {"nested": [1, {"x": "y"}]}
+    assert again["workloads"][0]["extra_detail"] == "kept"
+    assert [w["name"] for w in again["workloads"]] == [*(w["name"] for w in document["workloads"]), "new"]
+    assert len(again["devices"]) == len(document["devices"])  # the device was listed already
+    assert read_results(path).workloads[-1].name == "new"
+
+
+def test_append_creates_a_file_and_refuses_another_kind(tmp_path: Path) -> None:
+    path = tmp_path / "new.json"
+    entry = {"device": "cpu", "type": "cpu", "host": "h"}
+    append_workload(path, {"name": "w", "device": "cpu", "flops": 1.0, "bytes": 1.0, "time_s": 1.0}, entry, {})
+    typed = read_results(path)
+    assert [d.device for d in typed.devices] == ["cpu"] and [w.name for w in typed.workloads] == ["w"]
+    log = tmp_path / "log.json"
+    log.write_text('{"schema": "gpuscope.report", "schema_version": 1}')
+    with pytest.raises(BadInputError, match="report"):
+        append_workload(log, {"name": "w", "device": "cpu", "flops": 1.0, "bytes": 1.0, "time_s": 1.0}, entry, {})
+
+
+def test_the_model_reads_typed_and_dict_documents_alike(tmp_path: Path) -> None:
+    document = make_results()
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(document))
+    from_file = load_model([path], datasheet=False)
+    from_dict = build_model([(str(path), document)], datasheet=False)
+    assert [(r.key, r.name, r.value) for d in from_file.devices for r in d.roofs] == [
+        (r.key, r.name, r.value) for d in from_dict.devices for r in d.roofs
+    ]
+    assert [p.name for p in from_file.points] == [p.name for p in from_dict.points] != []
+
+
+def test_a_dict_that_is_not_results_is_left_out_with_a_warning() -> None:
+    model = build_model([("good", make_results()), ("bad", {"schema": "gpuscope.report", "schema_version": 1})])
+    assert model.sources == ["good"]
+    assert any(w.startswith("bad is") and w.endswith("; ignored") for w in model.warnings), model.warnings
+
+
+def test_in_memory_nan_reads_as_the_file_would_hold_it() -> None:
+    document = make_results()
+    document["measurements"][0]["spread"] = math.nan
+    assert to_results(document, "run").measurements[0].spread is None
+    document["measurements"][0]["spread"] = "wide"
+    with pytest.raises(BadInputError, match=r"run: .* `\$.measurements\[0\].spread`"):
+        to_results(document, "run")
+
+
+def test_terminal_controls_in_a_results_file_are_escaped_in_the_model() -> None:
+    document = make_results()
+    document["workloads"][0]["name"] = "evil\x1b[2J"
+    document["ceilings"][0]["note"] = "bell\x07"
+    model = build_model([("r\x1b.json", document)], datasheet=False)
+    texts = [p.name for p in model.points] + [r.note for d in model.devices for r in d.roofs] + model.sources
+    assert not any("\x1b" in text or "\x07" in text for text in texts), texts
+
+
+def test_call_user_names_the_function_and_passes_gpuscope_errors() -> None:
+    def broken() -> None:
+        raise ValueError("bad shape\nsecond line")
+
+    with pytest.raises(GpuscopeError, match=r"^mod:fn raised ValueError: bad shape$"):
+        call_user("mod:fn", broken)
+
+    def refused() -> None:
+        raise UsageError("--flops: no")
+
+    with pytest.raises(UsageError, match="--flops: no"):
+        call_user("mod:fn", refused)
+    assert call_user("mod:fn", lambda: 3) == 3
+
+
+def test_add_value_takes_its_type_from_the_default() -> None:
+    parser = argparse.ArgumentParser()
+    add_value(parser, "--wait", 0.5, "SECONDS", "seconds")
+    add_value(parser, "--steps", 3, "N", "steps")
+    args = parser.parse_args(["--wait", "2", "--steps", "7"])
+    assert (args.wait, args.steps) == (2.0, 7) and isinstance(args.wait, float) and isinstance(args.steps, int)
+    assert parser.parse_args([]).wait == 0.5
