@@ -10,7 +10,7 @@ import pytest
 from textual.app import App
 from textual.content import Content
 from textual.geometry import Region
-from tui_samples import make_app, run_async, sample, tui_env, wait_for_sample  # noqa: F401
+from tui_samples import make_app, make_many_gpu_app, run_async, sample, tui_env, wait_for_sample  # noqa: F401
 
 from gpuscope.tui import textual_compat
 
@@ -103,5 +103,42 @@ def test_a_new_panel_title_repaints_only_the_title_row(tui_env) -> None:  # noqa
             assert [(r.x, r.y, r.width, r.height) for r in panel._repaint_regions] == [(0, 0, width, 1)]
             await pilot.pause()
             assert "Top processes · 12 total" in panel.render_lines(Region(0, 0, width, 1))[0].text
+
+    check()
+
+
+def test_a_sample_is_one_frame_that_skips_the_containers_under_the_cards(tui_env) -> None:  # noqa: ANN001, F811 - fixture
+    """With eight GPU cards, each new sample is painted in one compositor pass, and the grid under
+    the cards (whose gaps did not change) is not rendered for it."""
+    from dataclasses import replace
+
+    from textual.containers import Grid
+
+    from gpuscope.tui.widgets.gpu_card import DenseGpuCard
+
+    @run_async
+    async def check() -> None:
+        app = make_many_gpu_app(persist_settings=False)
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_for_sample(pilot, app)
+            await pilot.pause(0.1)
+            screen = app.screen
+            assert len(screen.query(DenseGpuCard)) == 8
+            frames: list[object] = []
+            compositor = screen._compositor
+            render_update = compositor.render_update
+            compositor.render_update = lambda *a, **k: frames.append(render_update(*a, **k)) or frames[-1]
+            grid = screen.query_one("#gpus", Grid)
+            grid_renders: list[Region] = []
+            grid_render_lines = grid.render_lines
+            grid.render_lines = lambda crop: grid_renders.append(crop) or grid_render_lines(crop)
+            base = app.latest_sample
+            assert base is not None
+            for step in (1, 2, 3):
+                gpus = [replace(gpu, power_w=100.0 + 10 * step + index) for index, gpu in enumerate(base.gpus)]
+                app._deliver(replace(base, timestamp=base.timestamp + step, gpus=gpus))
+                await pilot.pause(0.1)
+            assert len(frames) == 3 and all(frame is not None for frame in frames)
+            assert grid_renders == []
 
     check()

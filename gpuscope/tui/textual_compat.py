@@ -22,7 +22,7 @@ from typing import Any
 
 from textual.app import App
 
-__all__ = ["FAST_SWITCH", "mode_is_mounted", "set_border_title", "style_state"]
+__all__ = ["FAST_SWITCH", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
 
 
 def _has_internals() -> bool:
@@ -72,7 +72,45 @@ def set_border_title(widget: Any, title: str) -> None:
         return
     widget._border_title = widget.render_str(title).expand_tabs(4).split()[0]
     offset = widget.content_offset  # refresh regions are relative to the content area
-    widget.refresh(Region(-offset.x, -offset.y, widget.outer_size.width, 1))
+    repaint(widget, Region(-offset.x, -offset.y, widget.outer_size.width, 1))
+
+
+def repaint(widget: Any, *regions: Any) -> None:
+    """``widget.refresh(*regions)`` for new content (no layout change), handed to the screen at
+    once. Textual's ``refresh`` posts a Prompt to the widget, whose idle handler posts an Update
+    to the screen: two messages and a wake-up of the widget's task, for each of the dozen
+    widgets a sample changes. This marks the regions dirty as ``refresh`` does and adds the
+    widget to the screen's dirty widgets as the screen's Update handler does (``_dirty_widgets``;
+    the screen's own Prompt starts its update timer). Falls back to ``refresh`` when those
+    internals are missing or the widget is not mounted and shown on a screen."""
+    from textual.dom import NoScreen
+    from textual.widget import Widget
+
+    try:
+        screen = widget.screen if widget.is_mounted else None
+    except NoScreen:
+        screen = None
+    dirty = getattr(screen, "_dirty_widgets", None)
+    compositor = getattr(screen, "_compositor", None)
+    if (
+        screen is None
+        or not isinstance(widget, Widget)
+        or not isinstance(dirty, set)
+        or compositor is None
+        or widget._closing
+        or not widget.display
+        or screen not in compositor
+        or not hasattr(widget, "_layout_cache")
+        or not hasattr(widget, "_rich_style_cache")
+    ):
+        widget.refresh(*regions)
+        return
+    widget._layout_cache.clear()
+    widget._set_dirty(*regions)
+    widget.clear_cached_dimensions()
+    widget._rich_style_cache.clear()
+    dirty.add(widget)
+    screen.check_idle()
 
 
 def row_cropped_compositor() -> Any:
@@ -114,6 +152,12 @@ def row_cropped_compositor() -> Any:
                 low, high = extent.get(y, (x1, x2))
                 extent[y] = (min(low, x1), max(high, x2))
             rows = sorted(extent)
+            screen = self.size.region
+            dirty = [
+                (r.x, r.y, r.right, r.bottom)
+                for r in (region.intersection(screen) for region in update_regions)
+                if r.width and r.height
+            ]
             cuts = self.cuts
             chops: list[Any] = [None] * len(cuts)  # ChopsUpdate reads only the rows of the spans
             start = 0
@@ -123,17 +167,20 @@ def row_cropped_compositor() -> Any:
                 first = rows[start]
                 left = min(extent[row][0] for row in rows[start : index + 1])
                 right = max(extent[row][1] for row in rows[start : index + 1])
-                self._render_band(Region(left, first, right - left, y + 1 - first), cuts, chops)
+                band = [box for box in dirty if box[1] >= first and box[3] <= y + 1]
+                self._render_band(Region(left, first, right - left, y + 1 - first), cuts, chops, band)
                 start = index + 1
             chop_ends = [cut_set[1:] for cut_set in cuts]
             return ChopsUpdate(chops, spans, chop_ends)
 
-        def _render_band(self, crop: Region, cuts: list[list[int]], chops: list[Any]) -> None:
+        def _render_band(
+            self, crop: Region, cuts: list[list[int]], chops: list[Any], dirty: list[tuple[int, int, int, int]]
+        ) -> None:
             """Fill ``chops`` for the rows of ``crop`` (``Compositor._render_chops`` for those
             rows only: it makes a dict for every row of the screen, per band)."""
             for y in range(crop.y, crop.bottom):
                 chops[y] = dict.fromkeys(cuts[y][:-1])
-            for region, clip, strips in self._get_renders(crop):
+            for region, clip, strips in self._get_renders(crop, dirty):
                 render_region = region.intersection(clip)
                 render_x = render_region.x
                 first_cut, last_cut = render_region.column_span
@@ -145,13 +192,20 @@ def row_cropped_compositor() -> Any:
                         if line.get(cut) is None:
                             line[cut] = piece
 
-        def _get_renders(self, crop: Region | None = None) -> Any:
+        def _get_renders(self, crop: Region | None = None, dirty: list[tuple[int, int, int, int]] | None = None) -> Any:
+            """Front to back, the widgets that show part of the updated areas ``dirty`` (x1, y1,
+            x2, y2; default: all of ``crop``) inside ``crop``. A widget in front that covers an
+            updated area takes it: the widgets behind it (the containers under a GPU card) are
+            not rendered for it, and the walk stops when every updated area is taken."""
             if not crop:
                 yield from super()._get_renders(crop)
                 return
             top, bottom, left, right = crop.y, crop.bottom, crop.x, crop.right
-            painted: list[tuple[int, int, int, int]] = []  # (x1, y1, x2, y2) of what is rendered already
+            pending = [(left, top, right, bottom)] if dirty is None else list(dirty)
+            painted: list[tuple[int, int, int, int]] = []  # (x1, y1, x2, y2) of what shows already
             for widget, (region, clip) in self.visible_widgets.items():
+                if not pending:
+                    return
                 clip_top, clip_bottom = max(clip.y, top), min(clip.bottom, bottom)
                 if clip_bottom <= clip_top:
                     continue
@@ -159,10 +213,16 @@ def row_cropped_compositor() -> Any:
                 x, y, width, height = region.intersection(rows_clip)
                 if not (width and height):
                     continue
-                shown = (max(x, left), y, min(x + width, right), y + height)
+                x2, y2 = x + width, y + height
+                shown = (max(x, left), y, min(x2, right), y2)
                 if shown[2] <= shown[0] or _covered(shown, painted):
                     continue
-                painted.append((x, y, x + width, y + height))
+                painted.append((x, y, x2, y2))
+                if not any(dx1 < x2 and dx2 > x and dy1 < y2 and dy2 > y for dx1, dy1, dx2, dy2 in pending):
+                    continue  # nothing updated shows here: its area keeps what the terminal has
+                pending = [
+                    box for box in pending if not (box[0] >= x and box[1] >= y and box[2] <= x2 and box[3] <= y2)
+                ]
                 yield (region, rows_clip, widget.render_lines(Region(x - region.x, y - region.y, width, height)))
 
     return RowCroppedCompositor()

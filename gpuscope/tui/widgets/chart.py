@@ -3,6 +3,7 @@ and a Static that shows plotext output."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -135,18 +136,23 @@ def chart_lines(
     heights = [
         None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in shown
     ]
-    for row in range(rows - 1, -1, -1):
-        cells = []
-        for h in heights:
-            if h is None:
-                cells.append(" ")
-                continue
-            level = min(8, max(0, h - row * 8))
-            if row == 0:
-                level = max(1, level)  # a real reading, even zero, is visible; a gap is blank
-            cells.append(_LEVELS[level])
-        lines.append([(pad + "".join(cells), styles.bar)])
+    columns = [_bar_column(h, rows) for h in heights]  # top row first
+    for row_cells in zip(*columns):
+        lines.append([(pad + "".join(row_cells), styles.bar)])
     return lines
+
+
+@functools.lru_cache(maxsize=1024)
+def _bar_column(height_eighths: int | None, rows: int) -> tuple[str, ...]:
+    """One chart column's cells, top row first, for a bar ``height_eighths`` eighths of a row
+    high (None: a gap, blank). A real reading, even zero, shows at least the lowest block."""
+    if height_eighths is None:
+        return (" ",) * rows
+    cells = []
+    for row in range(rows - 1, -1, -1):
+        level = min(8, max(0, height_eighths - row * 8))
+        cells.append(_LEVELS[max(1, level) if row == 0 else level])
+    return tuple(cells)
 
 
 class PlotextView(Static):

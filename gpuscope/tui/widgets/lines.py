@@ -27,6 +27,8 @@ from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpuscope.tui.textual_compat import repaint
+
 __all__ = ["LineWidget", "PlainLines", "Run", "query_cached", "set_title"]
 
 
@@ -125,18 +127,18 @@ class LineWidget(PlainLines):
             return
         new = self._lines((width, height))
         if len(new) != len(old):
-            self.refresh()
+            repaint(self)
             return
         changed = [y for y, (before, after) in enumerate(zip(old, new)) if before is not after and before != after]
         if changed and self.merge_changed_lines:
-            self.refresh(Region(0, changed[0], width, changed[-1] + 1 - changed[0]))
+            repaint(self, Region(0, changed[0], width, changed[-1] + 1 - changed[0]))
             return
         start = 0
         for index, y in enumerate(changed):  # one region per run of adjacent changed lines
             if index + 1 < len(changed) and changed[index + 1] == y + 1:
                 continue
             first = changed[start]
-            self.refresh(Region(0, first, width, y + 1 - first))
+            repaint(self, Region(0, first, width, y + 1 - first))
             start = index + 1
 
     def component_style(self, name: str) -> Style:

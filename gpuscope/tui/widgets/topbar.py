@@ -10,6 +10,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
+from gpuscope.tui.textual_compat import repaint
 from gpuscope.tui.widgets.lines import PlainLines
 
 __all__ = ["TopBar", "SCREEN_TABS"]
@@ -47,7 +48,7 @@ class TopBar(PlainLines):
         right = f"{host} · {source} · {clock}"
         if right != self._right:
             self._right = right
-            self.refresh()
+            repaint(self)
 
     def notify_style_update(self) -> None:
         self._left = self._line = None
