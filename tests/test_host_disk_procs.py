@@ -74,6 +74,38 @@ def test_scan_sees_this_process_with_command_rss_and_cpu_on_second_scan() -> Non
     assert top_by_cpu(second.values(), 3)[0].cpu_percent >= second[os.getpid()].cpu_percent or len(second) < 3
 
 
+def test_scans_from_two_threads_do_not_interleave() -> None:
+    """The TUI's sampling thread and an on-demand scan share one scanner: a second scan waits
+    until the first has stored its counters (CPU % is computed against the previous scan)."""
+    import threading
+
+    inside, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def clock() -> float:
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:
+            inside.set()
+            release.wait(10)
+        return float(len(calls))
+
+    scanner = ProcessScanner(clock=clock)
+    if scanner.available() is not None:
+        pytest.skip("no /proc here")
+    first = threading.Thread(target=scanner.scan, name="first")
+    second = threading.Thread(target=scanner.scan, name="second")
+    first.start()
+    assert inside.wait(10)
+    second.start()
+    second.join(0.3)  # it would have read the clock by now if it were not waiting for the first
+    held = list(calls)
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert held == ["first"]
+    assert calls[0] == "first" and calls[-1] == "second"
+
+
 def _proc(pid: int, uid: int, user: str = "someone") -> HostProcess:
     return HostProcess(pid, 1, uid, user, "x", "x", "S", 0.0, 0, 1.0, 1)
 

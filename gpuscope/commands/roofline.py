@@ -56,11 +56,10 @@ def _want_color(choice: bool | None) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from gpuscope.roofline.loading import load_model, model_to_json
     from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
     from gpuscope.roofline.tables import bandwidth_table, devices_lines, points_table, roofs_table, stragglers_lines
+    from gpuscope.schema.core import encode_json
 
     if args.width is not None and args.width < MIN_WIDTH:
         raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--height {args.height} is too tall: at most {MAX_HEIGHT} rows")
     model = load_model(args.probes, datasheet=not args.no_datasheet)
     if args.json:
-        print(json.dumps(model_to_json(model), indent=2, allow_nan=False, default=str))
+        print(encode_json(model_to_json(model), indent=2).decode())
         return 0
     terminal = shutil.get_terminal_size((100, 32))
     width = args.width or max(MIN_WIDTH, terminal.columns)

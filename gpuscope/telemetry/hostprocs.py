@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pwd
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -59,7 +60,8 @@ def _page_bytes() -> int:
 
 
 class ProcessScanner:
-    """Scans ``proc_root`` (default ``/proc``). Not thread-safe: one caller at a time."""
+    """Scans ``proc_root`` (default ``/proc``). Scans are serialised: the TUI's sampling thread
+    and an on-demand scan may call at the same moment, and CPU % is computed against the previous scan."""
 
     def __init__(
         self, proc_root: str | os.PathLike[str] = "/proc", clock: Callable[[], float] = time.monotonic
@@ -72,6 +74,7 @@ class ProcessScanner:
         self._previous_at: float | None = None
         self._commands: dict[tuple[int, int], str] = {}
         self._users: dict[int, str] = {}
+        self._lock = threading.Lock()
 
     def available(self) -> Unavailable | None:
         """Why processes cannot be read here, or None."""
@@ -111,6 +114,10 @@ class ProcessScanner:
 
     def scan(self) -> list[HostProcess]:
         """Every process now, in pid order (processes that exit mid-scan are skipped)."""
+        with self._lock:
+            return self._scan()
+
+    def _scan(self) -> list[HostProcess]:
         now = self._clock()
         uptime = self._uptime_s()
         elapsed_wall = None if self._previous_at is None else now - self._previous_at
