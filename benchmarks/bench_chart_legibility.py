@@ -29,29 +29,13 @@ WIDTHS = (60, 80, 120, 160)
 
 
 def _pictures() -> dict[str, Any]:
+    """The chart snapshot tests' pictures (gpuscope.testing.roofline.CHART_PICTURES)."""
     from gpuscope.roofline.loading import build_model
-    from gpuscope.testing.roofline import ceiling, fleet_results, results_document, workload
+    from gpuscope.testing.roofline import CHART_PICTURES
 
-    fleet = fleet_results()
-    cpu_only = results_document(
-        "laptop",
-        devices=[{"device": "cpu", "type": "cpu", "name": "AMD EPYC", "physical_cores": 2}],
-        ceilings=[
-            ceiling("cpu", "compute", "fp32", 204e9),
-            ceiling("cpu", "compute", "fp64", 107e9),
-            ceiling("cpu", "memory", "dram.triad", 23e9),
-            ceiling("cpu", "memory", "l2.copy", 214e9),
-        ],
-        workloads=[
-            workload("axpy 8M fp32", "cpu", 16.8e6, 100.7e6, 0.0075, dtype="fp32"),
-            workload("matmul 2048 fp32", "cpu", 17.2e9, 50.3e6, 0.094, dtype="fp32"),
-        ],
-    )
-    three_devices = {**fleet, "workloads": fleet["workloads"][:1] + fleet["workloads"][5:6] + fleet["workloads"][10:11]}
+    labels = {"cpu_only": "cpu only", "cpu_h200_a100": "cpu + h200 + a100", "dozen_workloads": "dozen workloads"}
     return {
-        "cpu only": build_model([("cpu.json", cpu_only)], local_cpu=None),
-        "cpu + h200 + a100": build_model([("three.json", three_devices)], local_cpu=None),
-        "dozen workloads": build_model([("fleet.json", fleet)], local_cpu=None),
+        labels[name]: build_model([(f"{name}.json", make())], local_cpu=None) for name, make in CHART_PICTURES.items()
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from gpuscope.testing.roofline import ceiling, fleet_results, results_document, workload
+from gpuscope.testing.roofline import CHART_PICTURES
 
 
 class SvgExtension(SingleFileSnapshotExtension):
@@ -21,35 +21,13 @@ class SvgExtension(SingleFileSnapshotExtension):
     _write_mode = WriteMode.TEXT
 
 
-def cpu_only() -> dict[str, Any]:
-    return results_document(
-        "laptop",
-        devices=[{"device": "cpu", "type": "cpu", "name": "AMD EPYC", "physical_cores": 2}],
-        ceilings=[
-            ceiling("cpu", "compute", "fp32", 204e9),
-            ceiling("cpu", "compute", "fp64", 107e9),
-            ceiling("cpu", "memory", "dram.triad", 23e9),
-            ceiling("cpu", "memory", "l2.copy", 214e9),
-            ceiling("cpu", "collective", "allreduce.busbw", 1.5e9),
-        ],
-        workloads=[
-            workload("axpy 8M fp32", "cpu", 16.8e6, 100.7e6, 0.0075, dtype="fp32"),
-            workload("matmul 2048 fp32", "cpu", 17.2e9, 50.3e6, 0.094, dtype="fp32"),
-        ],
-    )
-
-
-def three_devices() -> dict[str, Any]:
-    fleet = fleet_results()
-    return {**fleet, "workloads": [fleet["workloads"][i] for i in (0, 5, 10)]}
-
-
-PICTURES = {"cpu_only": cpu_only, "cpu_h200_a100": three_devices, "dozen_workloads": fleet_results}
+PICTURES = CHART_PICTURES
 
 
 def _cpu() -> Any:
-    """This test's CPU: the cpu_only picture's model at 2.45 GHz (157 GFLOP/s fp32 datasheet, so
-    its measured 204 GFLOP/s is flagged above datasheet), whatever machine runs the test."""
+    """This test's CPU: the cpu_only picture's model (testing.roofline.laptop_results) at 2.45 GHz
+    (157 GFLOP/s fp32 datasheet, so its measured 204 GFLOP/s is flagged above datasheet), whatever
+    machine runs the test."""
     from gpuscope.telemetry.cpuinfo import CpuInfo
 
     return CpuInfo(

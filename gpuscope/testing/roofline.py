@@ -7,10 +7,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["results_document", "ceiling", "workload", "h200_results", "cpu_results", "fleet_results", "write_results"]
+__all__ = [
+    "results_document",
+    "ceiling",
+    "workload",
+    "h200_results",
+    "cpu_results",
+    "fleet_results",
+    "laptop_results",
+    "three_device_results",
+    "CHART_PICTURES",
+    "write_results",
+]
 
 
 def ceiling(device: str, kind: str, name: str, value: float, **extra: Any) -> dict[str, Any]:
@@ -139,6 +151,39 @@ def fleet_results(hostname: str = "gpu-node") -> dict[str, Any]:
             workload("embedding bag fp32", "cuda:1", 20e6, 400e6, 0.00035, dtype="fp32"),
         ],
     )
+
+
+def laptop_results() -> dict[str, Any]:
+    """A 2-core CPU alone: four roofs (one L2) and two workloads, one each side of the ridge."""
+    return results_document(
+        "laptop",
+        devices=[{"device": "cpu", "type": "cpu", "name": "AMD EPYC", "physical_cores": 2}],
+        ceilings=[
+            ceiling("cpu", "compute", "fp32", 204e9),
+            ceiling("cpu", "compute", "fp64", 107e9),
+            ceiling("cpu", "memory", "dram.triad", 23e9),
+            ceiling("cpu", "memory", "l2.copy", 214e9),
+            ceiling("cpu", "collective", "allreduce.busbw", 1.5e9),
+        ],
+        workloads=[
+            workload("axpy 8M fp32", "cpu", 16.8e6, 100.7e6, 0.0075, dtype="fp32"),
+            workload("matmul 2048 fp32", "cpu", 17.2e9, 50.3e6, 0.094, dtype="fp32"),
+        ],
+    )
+
+
+def three_device_results() -> dict[str, Any]:
+    """The fleet's CPU, H200 and A100 with one workload each."""
+    fleet = fleet_results()
+    return {**fleet, "workloads": [fleet["workloads"][i] for i in (0, 5, 10)]}
+
+
+#: The roofline pictures the chart snapshots show and the legibility benchmark measures.
+CHART_PICTURES: dict[str, Callable[[], dict[str, Any]]] = {
+    "cpu_only": laptop_results,
+    "cpu_h200_a100": three_device_results,
+    "dozen_workloads": fleet_results,
+}
 
 
 def write_results(path: str | Path, document: dict[str, Any]) -> Path:
