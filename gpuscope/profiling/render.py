@@ -118,16 +118,16 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
     one line each, at most ``width`` columns."""
     verdicts = result.verdicts[:limit]
     step = result.step_s or 1.0
-    fixed = 2 + 3 + 5 + 4 + 4 + 5 + 5 + 8 * 2  # "#", bnd, ms, step, eff, lost, gain and the gaps
-    module_width = max(6, min(12, (width - fixed) // 3))
-    name_width = max(12, width - fixed - module_width)
+    headers = ["#", "op dtype shapes", "module", "bnd", "ms", "step", "eff", "lost", "gain"]
+    numbers = 2 + 3 + 5 + 4 + 4 + 5 + 5 + 8 * 2  # usual widths of "#", bnd, ms, step, eff, lost, gain and the gaps
+    module_width = max(6, min(12, (width - numbers) // 3))
     rows = []
     for rank, verdict in enumerate(verdicts, 1):
         group = verdict.group
         rows.append(
             [
                 str(rank),
-                _cut(group.label, name_width),
+                group.label,
                 _short_module(group.modules[0] if group.modules else "", module_width),
                 _BOUND.get(verdict.bound, "?"),
                 _ms(group.time_s),
@@ -137,17 +137,14 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
                 "-" if verdict.step_speedup is None else f"{verdict.step_speedup:.2f}x",
             ]
         )
-    headers = [
-        "#",
-        "op dtype shapes",
-        "module",
-        "bnd",
-        "ms",
-        "step",
-        "eff",
-        "lost",
-        "gain",
-    ]
+    # the name gets what the other columns (as wide as their widest cell) leave: slow steps
+    # write wider numbers, and the header must still fit
+    others = sum(
+        max([len(header)] + [len(row[index]) for row in rows]) for index, header in enumerate(headers) if index != 1
+    )
+    name_width = max(12, width - others - 2 * (len(headers) - 1))
+    for row in rows:
+        row[1] = _cut(row[1], name_width)
     lines = format_table(headers, rows, width=width)
     lines.append(
         _cut(
