@@ -23,15 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 WIDTHS = (60, 80, 120, 160)
 
 
 def _pictures() -> dict[str, Any]:
-    """The chart snapshot tests' pictures (gpuscope.testing.roofline.CHART_PICTURES)."""
+    """The chart snapshot tests' pictures (support.roofline.CHART_PICTURES)."""
     from gpuscope.roofline.loading import build_model
-    from gpuscope.testing.roofline import CHART_PICTURES
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
+    from support.roofline import CHART_PICTURES
 
     labels = {"cpu_only": "cpu only", "cpu_h200_a100": "cpu + h200 + a100", "dozen_workloads": "dozen workloads"}
     return {

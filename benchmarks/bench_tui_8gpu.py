@@ -8,8 +8,15 @@ and max over ``--presses`` presses, for each interval, with and without random N
 how many polls completed (the UI must keep polling while it answers keys). A 2-GPU run is the
 reference measured the same way in the same run.
 
+``--sample-cost`` measures the sampling thread instead (no app): CPU ms per
+``LiveSource.sample()`` (best batch of ``--batches``, fake clock advanced 1 s per sample so
+every GPM window is a real one), the host process scan amortised over its 5 s period, and the
+share of a sample spent inside the fake NVML (cProfile; the rest is gpuscope, pynvml and psutil).
+The 2-GPU case is the reference; 8 GPUs are reported as a ratio to it.
+
 Usage: .venv/bin/python benchmarks/bench_tui_8gpu.py [--presses 40] [--json bench-out/tui_8gpu.json]
        [--scenario gpus=8xh200,links=18 --interval 1]  (one case only, to save time)
+       .venv/bin/python benchmarks/bench_tui_8gpu.py --sample-cost [--batches 20]
 """
 
 from __future__ import annotations
@@ -71,6 +78,80 @@ async def run(scenario: str, interval_s: float, presses: int) -> dict[str, objec
     }
 
 
+def sample_cost(scenario: str, batches: int, per_batch: int = 10) -> dict[str, object]:
+    """CPU per sample and its split (see the module docstring)."""
+    import cProfile
+    import pstats
+
+    from gpuscope.telemetry.collector import TelemetryCollector
+    from gpuscope.telemetry.nvml.collector import NvmlCollector
+    from gpuscope.testing.fake_nvml import FakeClock, install_fake_nvml
+    from gpuscope.testing.scenarios import build_fake, parse_scenario
+    from gpuscope.tui.sources import LiveSource
+
+    clock = FakeClock()
+    with install_fake_nvml(build_fake(parse_scenario(scenario), clock=clock)):
+        source = LiveSource()
+        source._collector = TelemetryCollector(gpu_source=NvmlCollector(clock=clock))
+
+        def tick() -> None:
+            clock.advance(1.0)
+            source.sample()
+
+        for _ in range(5):
+            tick()
+        batch_ms = []
+        for _ in range(batches):
+            started = time.process_time()
+            for _ in range(per_batch):
+                tick()
+            batch_ms.append((time.process_time() - started) / per_batch * 1e3)
+        scans_ms = []
+        for _ in range(5):
+            started = time.process_time()
+            source.host_processes()
+            scans_ms.append((time.process_time() - started) * 1e3)
+        profile = cProfile.Profile()
+
+        def ticks() -> None:
+            for _ in range(20):
+                tick()
+
+        profile.runcall(ticks)
+        source.close()
+    # own time per function; a builtin's (path "~") counts for the function that called it
+    fake_s = total_s = 0.0
+    for (path, _, _), (_, _, own_s, _, callers) in pstats.Stats(profile).stats.items():  # type: ignore[attr-defined]
+        for caller_path, share_s in [(path, own_s)] if path != "~" else [(c[0], v[2]) for c, v in callers.items()]:
+            total_s += share_s
+            fake_s += share_s if f"gpuscope{os.sep}testing{os.sep}" in caller_path else 0.0
+    sample_ms, scan_ms = min(batch_ms), sorted(scans_ms)[len(scans_ms) // 2]
+    return {
+        "scenario": scenario,
+        "sample_cpu_ms": round(sample_ms, 3),
+        "host_scan_cpu_ms": round(scan_ms, 3),
+        "per_tick_cpu_ms": round(sample_ms + scan_ms / 5, 3),  # scans every 5 s, samples every 1 s
+        "fake_nvml_share": round(fake_s / max(1e-9, total_s), 3),
+    }
+
+
+def main_sample_cost(batches: int, out: Path | None) -> int:
+    rows = [sample_cost(scenario, batches) for scenario in ("gpus=2xh200,links=18", "gpus=8xh200,links=18")]
+    reference = float(str(rows[0]["per_tick_cpu_ms"]))
+    print("| scenario | sample CPU ms | host scan ms | per 1 s tick ms (x 2-GPU reference) | in fake NVML |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        ratio = float(str(row["per_tick_cpu_ms"])) / reference
+        print(
+            f"| {row['scenario']} | {row['sample_cpu_ms']} | {row['host_scan_cpu_ms']} | {row['per_tick_cpu_ms']} "
+            f"(x{ratio:.2f}) | {float(str(row['fake_nvml_share'])):.0%} |"
+        )
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presses", type=int, default=40)
@@ -81,7 +162,11 @@ def main() -> int:
     parser.add_argument(
         "--interval", type=float, action="append", help="refresh interval s (repeatable; default 1, 0.1)"
     )
+    parser.add_argument("--sample-cost", action="store_true", help="measure LiveSource.sample() only (no app)")
+    parser.add_argument("--batches", type=int, default=20, help="--sample-cost: batches of 10 samples (best one)")
     args = parser.parse_args()
+    if args.sample_cost:
+        return main_sample_cost(args.batches, args.json)
     rows = []
     for scenario in args.scenario or SCENARIOS:
         for interval_s in args.interval or (1.0, 0.1):

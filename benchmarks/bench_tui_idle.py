@@ -218,6 +218,8 @@ def main() -> int:
     results: dict[str, object] = {"machine": {"cores": os.cpu_count(), "load_1m_before": os.getloadavg()[0]}}
     eight = {**env, "GPUSCOPE_FAKE_NVML": "gpus=8xh200,links=18"}
     wanted = set(args.tools.split(","))
+    if wanted & {"btop", "glances"}:  # the reference monitor by its name
+        wanted.add("reference")
     planned = [
         ("gpuscope", f"{PYTHON} -m gpuscope", env, SIZE),
         ("gpuscope-demo", f"{PYTHON} -m gpuscope --demo", env, SIZE),

@@ -38,6 +38,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the shared fixtures (tests/support)
 
 
 def _best(repeat: int, work: Callable[[], object]) -> float:
@@ -56,8 +57,9 @@ def _each(items: Iterable[Any], parse: Callable[[Any], object]) -> None:
 
 
 def _write_log(path: Path, records: int) -> None:
+    from support.samples import make_sample
+
     from gpuscope.telemetry.logfile import sample_to_json_dict
-    from gpuscope.testing.samples import make_sample
 
     templates = [
         json.dumps(sample_to_json_dict(make_sample(tick, gpus=8, cores=16)), separators=(",", ":"))
@@ -70,7 +72,7 @@ def _write_log(path: Path, records: int) -> None:
 
 
 def _results_document(measurements: int) -> dict[str, object]:
-    from gpuscope.testing.reports import make_results
+    from support.reports import make_results
 
     document = make_results()
     base = document["measurements"][0]

@@ -66,9 +66,7 @@ class ResourceError(GpuscopeError):
 
 
 class StdoutError(GpuscopeError):
-    """Standard output is closed, full or failing (``-o -`` or a command's normal output)."""
-
-    exit_code = EXIT_FAILURE
+    """Standard output is closed, full or failing (``-o -`` or a command's normal output); exit 1."""
 
 
 class StdoutReaderLeft(GpuscopeError):

@@ -10,7 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["config_dir", "data_dir", "check_output_path", "use_private_matplotlib_dir"]
+__all__ = ["config_dir", "data_dir", "check_output_path", "use_private_matplotlib_dir", "child_env"]
 
 
 def config_dir() -> Path:
@@ -56,3 +56,12 @@ def use_private_matplotlib_dir() -> None:
     report writes nothing under ~/.config or ~/.cache. Call before importing matplotlib; a
     user's own MPLCONFIGDIR wins."""
     os.environ.setdefault("MPLCONFIGDIR", str(data_dir() / "matplotlib"))
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a ``python -m gpuscope...`` child: the folder holding this
+    gpuscope package first on ``PYTHONPATH`` (so the child imports the same copy, installed or
+    not), then ``extra``."""
+    root = str(Path(__file__).resolve().parents[1])
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": root + (os.pathsep + inherited if inherited else ""), **extra}

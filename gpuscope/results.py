@@ -1,24 +1,7 @@
 """The probe results file: versioned JSON written by ``gpuscope probe`` and ``gpuscope measure``,
 read by ``roofline``, ``report``, ``compare`` and the TUI. Documented in ``docs/results-schema.md``.
 
-Top level::
-
-    {
-      "schema": "gpuscope.results", "schema_version": 1,
-      "gpuscope_version": "0.1.0", "created": <epoch s>,
-      "partial": false, "partial_reason": null,
-      "suite": {"name": "quick", "path": "..."} | null,
-      "system": {"hostname", "cpu_model", "logical_cores", "physical_cores", "os", "python",
-                 "torch", "cuda", "driver", "blas", ...},
-      "devices": [{"device": "cpu" | "cuda:0", "type": "cpu" | "gpu", "name", "host", "rank", ...}],
-      "ceilings": [{"device", "kind", "name", "value", "unit", "measurement_id", "host", "rank", ...}],
-      "measurements": [{"id", "kind", "name", "device", "parameters", "flops", "bytes", "counting_rule",
-                        "samples_s", "statistic", "time_s", "flop_per_s", "bytes_per_s",
-                        "validation_error", "status", "error", "versions",
-                        "telemetry_before", "telemetry_after", "telemetry_during", ...}],
-      "workloads": [{"name", "device", "flops", "bytes", "bytes_rule", "time_s", "time_p10_s",
-                     "time_p90_s", "n", "flop_per_s", "intensity_flop_per_byte", "source", ...}]
-    }
+The declared types, one per object of the file, are in :mod:`gpuscope.schema.results`.
 """
 
 from __future__ import annotations
@@ -28,10 +11,8 @@ from typing import Any
 
 import msgspec
 
-from gpuscope.errors import BadInputError
-from gpuscope.fileio import LIMITS_BYTES
 from gpuscope.schema import kinds
-from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, convert, decode_json, encode_json
+from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, decode_json, encode_json
 from gpuscope.schema.files import read_bytes
 from gpuscope.schema.results import CEILING_KINDS, CEILING_UNITS, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Results
 
@@ -40,51 +21,36 @@ __all__ = [
     "RESULTS_SCHEMA_VERSION",
     "CEILING_KINDS",
     "CEILING_UNITS",
+    "empty_results",
     "new_results",
-    "summarize_run",
     "read_results",
     "read_results_file",
     "parse_results",
     "to_results",
     "MIN_MAGNITUDE",
     "MAX_MAGNITUDE",
-    "validate_results",
 ]
 
 
-#: Refuse to parse results files larger than this (the limit lives in gpuscope.fileio).
-MAX_RESULTS_BYTES = LIMITS_BYTES["results"]
-
-
-def new_results(system: dict[str, Any] | None = None, suite: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An empty results document of the current schema version."""
+def empty_results(**fields: Any) -> Results:
+    """A results document of the current schema version, stamped with this gpuscope's version and
+    the time (epoch seconds); ``fields`` set the rest (``system``, ``suite``, ``devices``...)."""
     import time
 
     from gpuscope import __version__
 
-    return {
-        "schema": RESULTS_SCHEMA,
-        "schema_version": RESULTS_SCHEMA_VERSION,
-        "gpuscope_version": __version__,
-        "created": time.time(),
-        "partial": False,
-        "partial_reason": None,
-        "suite": suite,
-        "system": system or {},
-        "devices": [],
-        "ceilings": [],
-        "measurements": [],
-        "workloads": [],
-    }
+    return Results(
+        schema="gpuscope.results",
+        schema_version=1,
+        gpuscope_version=__version__,
+        created=time.time(),
+        **fields,
+    )
 
 
-def summarize_run(document: dict[str, Any], duration_s: float) -> dict[str, Any]:
-    """Set ``summary`` (measurements by status) and ``duration_s`` (wall seconds so far, unless the
-    run already recorded it) on a results document, a partial one included. Returns it."""
-    statuses = [m.get("status") for m in document.get("measurements", [])]
-    document["summary"] = {status: statuses.count(status) for status in ("ok", "failed", "skipped")}
-    if document.get("duration_s") is None:
-        document["duration_s"] = max(0.0, duration_s)
+def new_results(system: dict[str, Any] | None = None, suite: dict[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`empty_results` as dicts and lists (for writers that still build dicts)."""
+    document: dict[str, Any] = msgspec.to_builtins(empty_results(system=system or {}, suite=suite))
     return document
 
 
@@ -114,20 +80,6 @@ def to_results(data: Any, source: str) -> Results:
     of the file it would write (:func:`~gpuscope.schema.core.encode_json`: NaN and infinity become
     null), checked as :func:`parse_results` checks a file. A :class:`Results` is returned as it is."""
     return data if isinstance(data, Results) else parse_results(encode_json(data), source)
-
-
-def validate_results(data: Any, source: str) -> dict[str, Any]:
-    """Check ``data`` against :class:`~gpuscope.schema.results.Results` (NaN, infinity refused);
-    raise one-line :class:`BadInputError` naming ``source`` and the JSON path. Returns ``data``
-    (the dict view, undeclared fields kept) with the four lists defaulted."""
-    problem = _kind_problem(data, source)
-    if problem:
-        raise BadInputError(problem)
-    convert(data, Results, source)
-    document: dict[str, Any] = data
-    for key in ("devices", "ceilings", "measurements", "workloads"):
-        document.setdefault(key, [])
-    return document
 
 
 def parse_results(raw: bytes, source: str, reader: str | None = None) -> Results:

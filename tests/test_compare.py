@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.reports import HOSTILE, make_results, write_results
 
 from gpuscope.cli import main
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_USAGE
 from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
-from gpuscope.testing.reports import HOSTILE, make_results, write_results
 
 
 def test_slow_gpu_flagged_against_the_others():
@@ -154,3 +154,26 @@ def test_ceiling_low_against_its_datasheet_is_marked_beside_above_datasheet():
     assert (row["values"]["b"]["low"], row["values"]["b"]["above_datasheet"]) == (False, True)
     line = next(line for line in render_compare_text(result).splitlines() if "dram.triad" in line and "cuda:0" in line)
     assert " LOW" in line and "ABOVE DATASHEET" in line
+
+
+def test_compare_and_report_label_embedded_results_alike(tmp_path, capsys):
+    from gpuscope.report import make_report, write_report
+
+    for name in ("a.json", "b.json"):
+        write_results(tmp_path / name, make_results(gpus=1))
+    write_report(tmp_path / "report.json", [tmp_path / "a.json", tmp_path / "b.json"])
+
+    def compared(*names: str) -> list[str]:
+        assert main(["compare", *(str(tmp_path / name) for name in names), "--format", "json"]) == 0
+        return [run["label"] for run in json.loads(capsys.readouterr().out)["runs"]]
+
+    def reported(*names: str) -> list[str]:
+        return [entry["label"] for entry in make_report([tmp_path / name for name in names])["results"]]
+
+    # a report's results go by their own names; all of them by the report's where one is taken twice
+    for names, labels in [
+        (("report.json", "b.json"), ["report.json[a.json]", "report.json[b.json]", "b.json"]),
+        (("report.json",), ["a.json", "b.json"]),
+    ]:
+        assert compared(*names) == labels
+        assert reported(*names) == labels

@@ -116,8 +116,9 @@ def test_connection_cap_follows_the_descriptor_limit() -> None:
 def test_busy_exporter_answers_503_and_keeps_serving() -> None:
     """With every slot taken by idle clients, a new connection gets 503 at once (not a hang);
     once they leave, scrapes succeed again."""
+    from support.samples import make_sample
+
     from gpuscope.exporter import start_exporter
-    from gpuscope.testing.samples import make_sample
 
     with mock.patch("gpuscope.exporter.server.max_connections", return_value=4):
         handle = start_exporter("127.0.0.1:0", process_metrics=False)

@@ -278,7 +278,7 @@ def test_write_error_other_than_a_full_disk_is_one_line(tmp_path: Path, monkeypa
     """EIO from the device (a yanked USB stick, a dead NFS server): one line, the records before it kept."""
     import errno
 
-    from gpuscope.testing.samples import make_sample
+    from support.samples import make_sample
 
     path = tmp_path / "eio.jsonl"
     writer = open_log_writer(path, "jsonl")

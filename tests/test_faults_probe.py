@@ -5,6 +5,7 @@ suite did not finish; an allocation that fails is a skipped measurement, not a d
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,7 +19,9 @@ from typing import Any
 import pytest
 from results_files import results_json
 
-from gpuscope.results import validate_results
+from gpuscope.results import to_results
+from gpuscope.schema.core import encode_json
+from gpuscope.schema.results import RunSummary
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -161,15 +164,14 @@ def test_out_of_memory_at_every_size_is_a_skipped_measurement(monkeypatch: pytes
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, boom)
     runner = ProbeRunner(parse_suite(OOM_SUITE, "oom.toml"), "cpu", telemetry=False)
-    results = runner.run(threading.Event())
-    validate_results(results, "oom")
-    measurements = results["measurements"]
+    results = to_results(json.loads(encode_json(runner.run(threading.Event()))), "oom")  # as the file holds it
+    measurements = results.measurements
     assert len(measurements) >= 10  # every size was tried, none ended the run
     for measurement in measurements:
-        assert measurement["status"] == "skipped", measurement
-        assert "out of memory" in measurement["error"]
-    assert results["partial"] is False and results["ceilings"] == [] and results["workloads"] == []
-    assert results["summary"] == {"ok": 0, "failed": 0, "skipped": len(measurements)}
+        assert measurement.status == "skipped", measurement
+        assert measurement.error is not None and "out of memory" in measurement.error
+    assert results.partial is False and results.ceilings == [] and results.workloads == []
+    assert results.summary == RunSummary(ok=0, failed=0, skipped=len(measurements))
 
 
 # --- Ctrl-C at any moment (issue 16, class 8) ----------------------------------------------------

@@ -13,27 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.suites import TINY_SUITE as TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.py"
-TINY = """\
-[suite]
-name = "tiny"
-samples = 3
-target_sample_s = 0.002
-warmup_max_s = 0.2
-contention_retries = 0
-
-[[probe]]
-kind = "matmul"
-dtypes = ["fp32"]
-shapes = [[96, 96, 96]]
-
-[[probe]]
-kind = "memory"
-kernels = ["copy"]
-working_sets = ["32KiB"]
-"""
 
 
 def _module() -> Any:

@@ -41,8 +41,8 @@ def test_device_entry_carries_the_nvml_uuid_of_the_cuda_device(reordered: Any, m
     with install_fake_nvml(reordered):
         entries = [device_info(DeviceSpec(f"cuda:{i}", "gpu", i)) for i in range(3)]
     # CUDA 0, 1, 2 = NVML 2, 0, 1; the UUID as NVML spells it, never NVML GPU N for cuda:N
-    assert [entry["uuid"] for entry in entries] == [reordered.gpus[n].uuid for n in (2, 0, 1)]
-    assert entries[0]["uuid"].startswith("GPU-") and entries[0]["name"] == "NVIDIA H200"
+    assert [entry.uuid for entry in entries] == [reordered.gpus[n].uuid for n in (2, 0, 1)]
+    assert str(entries[0].uuid).startswith("GPU-") and entries[0].name == "NVIDIA H200"
 
 
 def test_uuid_without_torch_is_null_unless_cuda_visible_devices_names_it(

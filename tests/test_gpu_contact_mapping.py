@@ -4,10 +4,12 @@ CUDA (``pci_order``), as nvml.h allows; torch's side is the isolated ``cuda_devi
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from support.samples import make_sample
 
 from gpuscope.probing.environment import DeviceSpec
 from gpuscope.probing.telemetry import ProbeTelemetry, summarize_device
@@ -136,7 +138,8 @@ def test_mig_device_by_uuid_and_its_parent_power() -> None:
     assert match is not None and match.gpu.uuid == mig_uuid and match.gpu.mig_parent_index == 0
     # torch reports a MIG device's UUID without the MIG- prefix
     device = DeviceSpec("cuda:0", "gpu", 0)
-    summary = summarize_device(sample, device, cuda_uuid=mapping.normalize_uuid(mig_uuid))
+    full = dataclasses.replace(make_sample(), gpus=sample.gpus)  # the GPU side in a telemetry sample
+    summary = summarize_device(full, device, cuda_uuid=mapping.normalize_uuid(mig_uuid))
     assert summary["gpu_uuid"] == mig_uuid and summary["power_w"] == pytest.approx(321.0, rel=0.05)
 
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.samples import make_gpu_sample
 
 from gpuscope.telemetry.collector import TelemetryCollector
 from gpuscope.telemetry.host import HostCollector
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
-from gpuscope.testing.samples import make_gpu_sample
 
 
 @dataclass

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.roofline import h200_results
+from support.samples import make_sample
 
 from gpuscope.telemetry.logfile import open_log_writer
-from gpuscope.testing.roofline import h200_results
-from gpuscope.testing.samples import make_sample
 
 REPO = Path(__file__).resolve().parent.parent
 PREVIOUS = "previous content, must survive\n"

@@ -20,9 +20,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from support.roofline import h200_results
 
 from gpuscope.telemetry.logfile import TruncatedLogWarning, read_log, read_log_dicts
-from gpuscope.testing.roofline import h200_results
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -20,16 +20,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from support.roofline import cpu_results, h200_results
+from support.samples import make_sample
 
 from gpuscope.errors import BadInputError
-from gpuscope.results import MAX_RESULTS_BYTES, read_results
+from gpuscope.fileio import LIMITS_BYTES
+from gpuscope.results import read_results
 from gpuscope.schema.results import Results
 from gpuscope.telemetry import logfile
 from gpuscope.telemetry.logfile import open_log_writer, read_log, read_log_dicts
 from gpuscope.telemetry.records import GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Unavailable
-from gpuscope.testing.roofline import cpu_results, h200_results
-from gpuscope.testing.samples import make_sample
 
 DEEP = 100_000  # nesting depth of the "deeply nested" inputs
 
@@ -190,7 +191,7 @@ def test_results_paths_that_are_not_files(tmp_path: Path) -> None:
 def test_huge_results_file_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "huge.json"
     with open(path, "wb") as handle:  # sparse: instant, takes no disk
-        handle.truncate(MAX_RESULTS_BYTES + 1)
+        handle.truncate(LIMITS_BYTES["results"] + 1)
     with pytest.raises(BadInputError) as caught:
         read_results(path)
     one_line(str(caught.value), str(path), "too large")
@@ -684,9 +685,10 @@ def test_bad_inner_report_field_names_its_path(
 
 
 def test_bad_telemetry_line_in_report_names_its_path(tmp_path: Path) -> None:
+    from support.reports import make_log_samples, make_results, write_log, write_results
+
     from gpuscope.report import make_report
     from gpuscope.report.io import load_input
-    from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
 
     write_results(tmp_path / "results.json", make_results())
     write_log(tmp_path / "telemetry.jsonl", make_log_samples(count=20))
@@ -709,8 +711,9 @@ def test_bad_telemetry_line_in_report_names_its_path(tmp_path: Path) -> None:
 
 def test_report_json_round_trip_passes_the_full_check(tmp_path: Path) -> None:
     """Every report gpuscope writes (with telemetry, redacted or not) reads back and re-renders the same HTML."""
+    from support.reports import make_log_samples, make_results, write_log, write_results
+
     from gpuscope.report import make_report, render_report
-    from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
 
     write_results(tmp_path / "results.json", make_results(hbm_bytes_per_s=[3.0e12, 2.2e12]))
     write_log(tmp_path / "telemetry.jsonl", make_log_samples(count=30))

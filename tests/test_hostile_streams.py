@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.roofline import h200_results
+from support.samples import make_sample
 
 from gpuscope.telemetry.logfile import open_log_writer
-from gpuscope.testing.roofline import h200_results
-from gpuscope.testing.samples import make_sample
 from gpuscope.textsafe import safe_text
 
 REPO = Path(__file__).resolve().parent.parent

@@ -161,9 +161,10 @@ def test_full_disk_is_a_one_line_error_and_the_summary_counts_records_written() 
 
 
 def test_summary_of_a_clean_run_has_no_not_written_part() -> None:
+    from support.samples import make_sample
+
     from gpuscope.telemetry.alerts import AlertThresholds
     from gpuscope.telemetry.logprogress import LogProgress
-    from gpuscope.testing.samples import make_sample
 
     progress = LogProgress(lambda line: None, AlertThresholds())
     for tick in range(3):

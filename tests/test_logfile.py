@@ -15,6 +15,7 @@ from typing import Any, Union
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.samples import make_gpu_sample, make_sample
 
 from gpuscope.errors import BadInputError, GpuscopeError, UsageError
 from gpuscope.telemetry import logfile
@@ -28,7 +29,6 @@ from gpuscope.telemetry.logfile import (
 )
 from gpuscope.telemetry.records import SCHEMA_VERSION, GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing.samples import make_gpu_sample, make_sample
 
 
 def write_log(path: Path, samples: list[Sample], fmt: str = "jsonl") -> None:

@@ -8,20 +8,22 @@ import json
 import math
 from dataclasses import replace
 
+import msgspec
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from results_files import results_json  # noqa: E402
+from support.samples import make_sample  # noqa: E402
 
 import gpuscope  # noqa: E402
 from gpuscope.cli import main  # noqa: E402
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_USAGE, ResourceError  # noqa: E402
+from gpuscope.roofline.counting import POINTWISE_RULE  # noqa: E402
 from gpuscope.roofline.loading import load_model  # noqa: E402
 from gpuscope.roofline.measure import UncountedOpsWarning, _measure_dram_bytes, dram_bytes_per_call, measure  # noqa: E402
 from gpuscope.roofline.timing import MIN_TIMER_TICKS, percentile, time_callable  # noqa: E402
 from gpuscope.telemetry.values import Reason, Unavailable  # noqa: E402
-from gpuscope.testing.samples import make_sample  # noqa: E402
 
 FAST = {"samples": 3, "target_sample_s": 0.001, "max_time_s": 0.5, "warmup_max_s": 0.05}
 
@@ -126,7 +128,7 @@ def test_cold_run_flushes_caches():
     assert result.timing.cache_state in ("flushed", "warm")
     if result.timing.cache_state == "warm":  # only when one call is shorter than 20 ticks
         assert any("timer ticks" in note for note in result.timing.notes)
-    assert result.to_workload()["warm"] == (result.timing.cache_state == "warm")
+    assert result.to_workload().warm == (result.timing.cache_state == "warm")
 
 
 def test_results_file_is_created_then_appended(tmp_path):
@@ -142,7 +144,13 @@ def test_results_file_is_created_then_appended(tmp_path):
     assert workload["flops"] == 2 * 32**3
     assert workload["n"] == 3 and workload["statistic"] == "median"
     assert workload["time_p10_s"] <= workload["time_s"] <= workload["time_p90_s"]
-    assert workload["dram_bytes_measured"] is None and workload["dram_bytes_unavailable"].startswith("not_applicable")
+    assert "dram_bytes_measured" not in workload and workload["dram_bytes_unavailable"].startswith("not_applicable")
+    assert workload["pointwise_rule"] == POINTWISE_RULE and "pointwise_rule" in workload["flop_counting_rule"]
+    # the probe's device entry and system (gpuscope.probing.environment): one identity
+    from gpuscope.probing.environment import device_info, parse_device, system_info
+
+    assert document["devices"][0]["caches"] == [msgspec.to_builtins(c) for c in device_info(parse_device("cpu")).caches]
+    assert document["system"]["simd"] == system_info(parse_device("cpu")).simd
     model = load_model([path])
     assert {placement.point.name for placement in model.placements} == {"first", "second"}
     assert all(placement.point.source == "measure" for placement in model.placements)

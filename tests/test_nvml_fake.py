@@ -178,3 +178,64 @@ def test_process_lists_use_the_two_call_protocol(clock: FakeClock) -> None:
         assert [(s.pid, s.smUtil) for s in samples] == [(11, 20)]
         with pytest.raises(pynvml.NVMLError_NotFound):  # nothing newer than the last seen stamp
             pynvml.nvmlDeviceGetProcessUtilization(handle, samples[0].timeStamp)
+
+
+def test_busy_scenario_runs_at_boost_clock_without_idle_reason() -> None:
+    from gpuscope.testing.scenarios import build_fake, parse_scenario
+
+    for text, busy in (("gpus=h200+a100", True), ("gpus=h200+a100,busy=0", False)):
+        fake = build_fake(parse_scenario(text), clock=FakeClock())
+        with install_fake_nvml(fake):
+            pynvml.nvmlInit()
+            for index, gpu in enumerate(fake.gpus):
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+                clock_mhz = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+                reasons = pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)
+                if busy:  # boost range: within the wobble of the model's maximum
+                    assert clock_mhz >= 0.95 * gpu.max_sm_clock_mhz and reasons & 0x1 == 0, (text, index)
+                else:
+                    assert clock_mhz < 0.5 * gpu.max_sm_clock_mhz and reasons & 0x1, (text, index)
+            pynvml.nvmlShutdown()
+
+
+def test_field_values_and_gpm_metrics_read_through_pynvml_structs(clock: FakeClock) -> None:
+    gpu = FakeGpu.h100(
+        pcie_counter_bits=32,
+        field_errors={pynvml.NVML_FI_DEV_MEMORY_TEMP: "NoPermission"},
+        gpm_metric_errors={pynvml.NVML_GPM_METRIC_SM_UTIL: "NotSupported"},
+    )
+    fake = FakeNvml.with_gpus([gpu], clock=clock)
+    fake.set_load(0, nvlink_tx_bytes_per_s=[float(link) * 2**20 for link in range(18)], fp16_activity_percent=25.0)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        sample1, sample2 = pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()
+        pynvml.nvmlGpmSampleGet(handle, sample1)
+        clock.advance(2.0)
+        pynvml.nvmlGpmSampleGet(handle, sample2)
+        tx = pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX
+        values = pynvml.nvmlDeviceGetFieldValues(
+            handle, [(tx, 5), (tx, 0xFFFFFFFF), compat.FI_PCIE_COUNT_TX_BYTES, pynvml.NVML_FI_DEV_MEMORY_TEMP]
+        )
+        assert [v.nvmlReturn for v in values] == [0, 0, 0, pynvml.NVML_ERROR_NO_PERMISSION]
+        assert values[0].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        assert values[0].value.ullVal == 10 * 1024  # 5 MiB/s for 2 s, in KiB
+        assert values[1].value.ullVal == sum(range(18)) * 2 * 1024
+        assert values[2].valueType == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT and values[2].value.uiVal < 2**32
+        assert values[0].timestamp == values[3].timestamp == round(clock() * 1e6)
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = 3
+        request.sample1, request.sample2 = sample1, sample2
+        wanted = (
+            pynvml.NVML_GPM_METRIC_NVLINK_L3_TX_PER_SEC,
+            pynvml.NVML_GPM_METRIC_SM_UTIL,
+            pynvml.NVML_GPM_METRIC_FP16_UTIL,
+        )
+        for slot, metric_id in enumerate(wanted):
+            request.metrics[slot].metricId = metric_id
+        pynvml.nvmlGpmMetricsGet(request)
+        got = [(request.metrics[slot].nvmlReturn, request.metrics[slot].value) for slot in range(3)]
+        assert got == [(0, pytest.approx(3.0)), (pynvml.NVML_ERROR_NOT_SUPPORTED, 0.0), (0, pytest.approx(25.0))]
+        assert request.metrics[3].nvmlReturn == 0 and request.metrics[3].value == 0.0  # past numMetrics: untouched
+        pynvml.nvmlShutdown()

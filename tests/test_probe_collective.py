@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from gpuscope.probing.collective import bus_factor, collective_probe
@@ -44,3 +46,22 @@ def test_one_rank_is_skipped_with_a_reason() -> None:
     records: list[dict] = []
     collective_probe(["allreduce"], [1024], 1, ctx, records.append)
     assert records[0]["status"] == "skipped" and "two or more" in records[0]["error"]
+
+
+def test_children_import_this_gpuscope(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import gpuscope
+    from gpuscope.paths import child_env
+
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    env = child_env(EXTRA="1")
+    root = str(Path(gpuscope.__file__).resolve().parents[1])
+    assert env["PYTHONPATH"].split(os.pathsep) == [root, "/elsewhere"] and env["EXTRA"] == "1"
+    shown = subprocess.run(
+        [sys.executable, "-c", "import gpuscope; print(gpuscope.__file__)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert Path(shown.strip()).resolve() == Path(gpuscope.__file__).resolve()

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
+
+from support.samples import make_sample
 
 from gpuscope.probing.environment import parse_device
 from gpuscope.probing.runner import ProbeRunner, derive_ceilings
 from gpuscope.probing.suite import parse_suite
 from gpuscope.probing.telemetry import ProbeTelemetry
-from gpuscope.results import validate_results
-from gpuscope.testing.samples import make_sample
+from gpuscope.results import to_results
+from gpuscope.schema.core import Detail, encode_json
+from gpuscope.schema.results import Measurement, SuiteRef
 
 SUITE = """\
 [suite]
@@ -61,7 +65,7 @@ def test_runner_progress_measurements_and_telemetry() -> None:
         parse_suite(SUITE, "runner.toml"),
         "cpu",
         on_progress=lambda done, total, label: progress.append((done, total, label)),
-        on_measurement=lambda record: seen.append(record["id"]),
+        on_measurement=lambda measurement: seen.append(str(measurement.id)),
         telemetry_factory=lambda: collector,
     )
     assert [s.label for s in runner.steps] == [
@@ -70,15 +74,37 @@ def test_runner_progress_measurements_and_telemetry() -> None:
         "memory scale",
     ]  # no transfer on CPU
     results = runner.run(threading.Event())
-    validate_results(results, "runner")
+    assert to_results(json.loads(encode_json(results)), "runner") == results  # the file reads back as built
     assert progress[0] == (0, 3, "matmul fp32 ceiling") and progress[-1] == (3, 3, "done")
-    assert seen == [m["id"] for m in results["measurements"]]
-    assert collector.closed and collector.samples >= 2 * len(results["measurements"])
-    measurement = results["measurements"][-1]
-    assert measurement["telemetry_before"]["available"] is True
-    assert measurement["telemetry_before"]["host_memory_used_bytes"] > 0
-    assert measurement["telemetry_during"]["available"] is False  # CPU: not sampled during
-    assert results["partial"] is False and results["summary"]["ok"] == len(results["measurements"])
+    assert seen == [m.id for m in results.measurements] == ["m0001", "m0002", "m0003"]
+    assert collector.closed and collector.samples >= 2 * len(results.measurements)
+    before, during = results.measurements[-1].telemetry_before, results.measurements[-1].telemetry_during
+    assert isinstance(before, dict) and before["available"] is True and before["host_memory_used_bytes"] > 0
+    assert isinstance(during, dict) and during["available"] is False  # CPU: not sampled during
+    assert results.partial is False and results.summary is not None
+    assert results.summary.ok == len(results.measurements) and results.duration_s is not None
+    assert results.suite == SuiteRef(name="runner", path="runner.toml", description="")
+    assert [d.device for d in results.devices] == ["cpu"] and results.devices[0].caches  # one identity
+    assert [c.name for c in results.ceilings] == [
+        "fp32",
+        *(f"{results.measurements[1].level}.{k}" for k in ("copy", "scale")),
+    ]
+
+
+def test_every_field_a_probe_records_is_declared(monkeypatch: Any) -> None:
+    """The runner reads each probe's record into a Measurement: a field the schema does not
+    declare would silently drop out of the results file."""
+    from gpuscope.probing import runner as runner_module
+
+    records: list[dict[str, Any]] = []
+    typed = runner_module._typed_measurement
+    monkeypatch.setattr(
+        runner_module, "_typed_measurement", lambda record, id_: records.append(record) or typed(record, id_)
+    )
+    ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False).run(threading.Event())
+    assert records and all(set(record) <= set(Measurement.__struct_fields__) for record in records), [
+        set(record) - set(Measurement.__struct_fields__) for record in records
+    ]
 
 
 def test_telemetry_missing_is_recorded_with_a_reason() -> None:
@@ -108,7 +134,7 @@ def test_cancel_before_start_gives_partial_results() -> None:
     cancel.set()
     runner = ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False)
     results = runner.run(cancel)
-    assert results["partial"] is True and results["measurements"] == []
+    assert results.partial is True and results.measurements == []
 
 
 def test_cancel_from_a_measurement_callback_stops_the_run() -> None:
@@ -117,26 +143,30 @@ def test_cancel_from_a_measurement_callback_stops_the_run() -> None:
         parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False, on_measurement=lambda record: cancel.set()
     )
     results = runner.run(cancel)
-    assert results["partial"] is True
-    assert 1 <= len(results["measurements"]) < 3
+    assert results.partial is True and results.partial_reason is not None
+    assert 1 <= len(results.measurements) < 3
 
 
 def test_ceilings_take_the_best_ok_measurement_per_name() -> None:
-    def m(i: int, rate: float, status: str = "ok") -> dict[str, Any]:
-        return {
-            "id": f"m{i}",
-            "kind": "matmul",
-            "device": "cpu",
-            "status": status,
-            "flop_per_s": rate,
-            "name": f"g{i}",
-            "n": 5,
-            "parameters": {"role": "ceiling", "dtype": "fp32"},
-        }
+    def m(i: int, rate: float, status: str = "ok", library: str = "torch") -> Measurement:
+        parameters: Detail = {"role": "ceiling", "dtype": "fp32"}
+        return Measurement(id=f"m{i}", kind="matmul", device="cpu", status=status, flop_per_s=rate, name=f"g{i}",
+                           n=5, parameters=parameters, library=library)  # fmt: skip
 
-    ceilings = derive_ceilings([m(1, 10.0), m(2, 30.0), m(3, 99.0, "failed"), m(4, 20.0)])
+    ceilings = derive_ceilings([m(1, 10.0), m(2, 30.0), m(3, 99.0, "failed"), m(4, 20.0, library="numpy")])
     assert len(ceilings) == 1
-    assert ceilings[0]["value"] == 30.0 and ceilings[0]["measurement_id"] == "m2" and ceilings[0]["kind"] == "compute"
+    assert (ceilings[0].value, ceilings[0].measurement_id, ceilings[0].kind) == (30.0, "m2", "compute")
+    assert ceilings[0].libraries_flop_per_s == {"torch": 30.0, "numpy": 20.0}  # a failed one is no rate
+
+
+def test_a_record_that_breaks_the_schema_is_a_failed_measurement_that_says_why() -> None:
+    from gpuscope.probing.runner import _typed_measurement
+
+    kept = _typed_measurement({"name": "x", "kind": "memory", "device": "cpu", "bytes_per_s": -5.0}, "m0007")
+    assert (kept.id, kept.status, kept.name, kept.kind) == ("m0007", "failed", "x", "memory")
+    assert kept.error is not None and "`$.bytes_per_s`" in kept.error
+    nan = _typed_measurement({"name": "y", "status": "ok", "spread": float("nan")}, "m0008")
+    assert (nan.status, nan.spread) == ("ok", None)  # as the file would hold it
 
 
 def test_contended_cpu_measurement_is_retried_and_labelled(monkeypatch: Any) -> None:
@@ -181,10 +211,10 @@ def test_a_step_that_raises_is_a_failed_measurement_and_the_run_goes_on(monkeypa
 
     monkeypatch.setattr(matmul, "matmul_ceiling", broken)
     results = ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False).run(threading.Event())
-    first = results["measurements"][0]
-    assert first["status"] == "failed" and "library exploded" in first["error"]
-    assert [m["status"] for m in results["measurements"][1:]] == ["ok", "ok"]  # the memory steps still ran
-    assert results["summary"]["failed"] == 1 and results["partial"] is False
+    first = results.measurements[0]
+    assert first.status == "failed" and first.error is not None and "library exploded" in first.error
+    assert [m.status for m in results.measurements[1:]] == ["ok", "ok"]  # the memory steps still ran
+    assert results.summary is not None and results.summary.failed == 1 and results.partial is False
 
 
 def test_torch_cpu_allocator_failure_counts_as_out_of_memory() -> None:
@@ -198,3 +228,21 @@ def test_torch_cpu_allocator_failure_counts_as_out_of_memory() -> None:
     )
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_a_gpu_memory_record_with_its_dram_check_is_typed_field_by_field() -> None:
+    """What the GPU memory probe adds (no GPU needed): the DRAM counter's B/s and the check of it."""
+    from gpuscope.probing.memory import dram_check
+    from gpuscope.probing.runner import _typed_measurement
+    from gpuscope.schema.results import DramCheck
+
+    for level, reported in (("l2", 0.05e12), ("dram", 4.6e12), ("dram", None), ("l1", 1e9)):
+        during: dict[str, Any] = {"available": True, "n": 10}
+        if reported is not None:
+            during["dram_bandwidth_bytes_per_s_mean"] = reported
+        record = {"kind": "memory", "name": "memory copy", "device": "cuda:0", "status": "ok", "level": level,
+                  "bytes_per_s": 4.5e12, "telemetry_during": during, "reported_dram_bytes_per_s": reported}  # fmt: skip
+        record["dram_check"] = check = dram_check(record)
+        typed = _typed_measurement(record, "m0001")
+        assert typed.status == "ok" and typed.reported_dram_bytes_per_s == reported
+        assert typed.dram_check == DramCheck(**check) and set(check) <= set(DramCheck.__struct_fields__)

@@ -4,6 +4,7 @@ and in ``gpuscope compare``."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -225,3 +226,38 @@ def test_malformed_profile_objects_do_not_crash_report_or_compare() -> None:
     assert profile_markdown_lines(report, str)
     (pair,) = profile_comparison(documents)
     assert len(pair["groups"]) == 2
+
+
+def test_profile_tables_are_the_reports_tables_with_hostile_text_escaped() -> None:
+    from support.profiles import profile_results
+    from support.reports import HOSTILE
+
+    document = profile_results()
+    workload = next(w for w in document["workloads"] if w.get("profile"))
+    workload["profile"]["groups"][0]["label"] = HOSTILE + ' "quoted" ' + "x" * 300
+    html = profile_section_html({"results": [{"label": "r", "document": document}]})
+    assert html is not None and HOSTILE not in html
+    table = html[html.index('<table id="table-profile-1">') :]
+    table = table[: table.index("</table>")]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot;" in table
+    # cells cut to the report tables' 200 characters, by the report's table renderer
+    assert "x" * 150 + "…" in table and "x" * 200 not in table
+
+
+def test_profile_tables_write_numbers_alike() -> None:
+    from support.profiles import profile_results
+
+    from gpuscope.profiling.view import group_numbers, profile_rows
+
+    document = profile_results()
+    workload = next(w for w in document["workloads"] if w.get("profile"))
+    group = workload["profile"]["groups"][0]
+    group.update(time_s=1.2346, time_lost_s=0.0123456, efficiency=12.0, step_speedup=1.5)
+    assert group_numbers(1.2346, 2.0, 12.0, 0.0123456, 1.5) == ("1235", "62%", "999%", "12.3", "1.50x")
+    # the TUI's rows and the report's table: the same cells for the same group
+    assert profile_rows(workload)[0][4:] == ("1235", "999%", "12.3", "1.50x")
+    html = profile_section_html({"results": [{"label": "r", "document": document}]})
+    assert html is not None
+    first_row = html[html.index("<tbody>", html.index('id="table-profile-1"')) :].split("</tr>")[0]
+    rank, ms, _share, *rest = re.findall(r'<td class="num">([^<]*)</td>', first_row)
+    assert (rank, ms, *rest) == ("1", "1235", "999%", "12.3", "1.50x")

@@ -153,7 +153,8 @@ def test_energy_unavailable_without_powercap_never_zero(no_rapl: Path, tmp_path:
     document = results_json(output)
     (workload,) = document["workloads"]
     assert workload["source"] == "profile"
-    assert workload["energy_j"] is None and workload["flop_per_j"] is None
+    assert workload["pointwise_rule"].startswith("pointwise ops: FLOPs per element")  # how its FLOPs were counted
+    assert workload.get("energy_j") is None and workload.get("flop_per_j") is None  # nulls are left out
     assert workload["energy_unavailable"].startswith("not_supported: no powercap interface")
     assert workload["flops"] == 2 * 32**3
     groups = workload["profile"]["groups"]
@@ -217,9 +218,9 @@ def test_table_and_chart_fit_80_columns(no_rapl: Path, cpu_roofs: Path, monkeypa
     assert "lost" in table[0] and "gain" in table[0]
     assert "DRAM" in chart and "fp32" in chart
     # a slow machine writes wider times: the name column gives way, the header stays whole
-    import gpuscope.profiling.render as render
+    import gpuscope.profiling.view as view  # the one number rule of profile tables
 
-    monkeypatch.setattr(render, "_ms", lambda seconds: "-" if seconds is None else "1234567890")
+    monkeypatch.setattr(view, "format_ms", lambda seconds: "-" if seconds is None else "1234567890")
     slow = top_table(result, limit=10, width=80)
     assert all(len(line) <= 80 for line in slow), slow
     assert slow[0].split()[-2:] == ["lost", "gain"] and "1234567890" in slow[1]
@@ -269,3 +270,19 @@ def test_step_energy_and_flop_per_joule_exact_with_a_fake_powercap_tree(
     workload = result.to_workload()
     assert workload["energy_j"] == pytest.approx(3.0) and workload["flop_per_j"] == pytest.approx(2 * 16**3 / 3.0)
     assert any("3 J per step" in line for line in summary_lines(result))
+
+
+def test_profile_and_measure_share_one_device_identity() -> None:
+    from gpuscope.errors import ResourceError, UsageError
+    from gpuscope.probing.environment import tensor_device, torch_device, torch_device_name
+    from gpuscope.telemetry.cpuinfo import cpu_info
+
+    tensors = {"x": [1, (torch.zeros(2),)]}
+    assert tensor_device(tensors) == torch.device("cpu") and tensor_device([1, "a"]) is None
+    assert torch_device(None, tensors) == torch.device("cpu") == torch_device("cpu")
+    assert torch_device_name(torch.device("cpu")) == cpu_info().model
+    with pytest.raises(UsageError, match="not a torch device"):
+        torch_device("gpu:0")
+    if not torch.cuda.is_available():
+        with pytest.raises(ResourceError, match="CUDA is not available"):
+            torch_device("cuda:0")

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.reports import make_log_samples, make_results, write_log, write_results
 
 from gpuscope.report import write_report
-from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 WIDTH, HEIGHT = 1280, 5600

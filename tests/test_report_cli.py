@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.reports import make_log_samples, make_results, write_log, write_results
 
 from gpuscope.cli import main
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_USAGE
-from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
 
 ROOT = Path(__file__).resolve().parents[1]
 

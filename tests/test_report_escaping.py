@@ -8,11 +8,11 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from support.reports import HOSTILE, make_log_samples, make_results, write_log, write_results
 
 from gpuscope.report import make_report, render_report, write_report
 from gpuscope.report.markdown import md_escape
 from gpuscope.report.redact import redact_report
-from gpuscope.testing.reports import HOSTILE, make_log_samples, make_results, write_log, write_results
 
 EVIL_HOST = '<img src=x onerror="alert(2)">'
 

@@ -7,9 +7,9 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from support.reports import make_log_samples, make_results, write_log, write_results
 
 from gpuscope.report import make_report, render_report, write_report
-from gpuscope.testing.reports import make_log_samples, make_results, write_log, write_results
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +182,30 @@ def test_report_without_log_or_workloads(tmp_path):
     empty["ceilings"], empty["workloads"], empty["measurements"] = [], [], []
     text = render_report(make_report([empty]), "html")
     assert "No roofs or workloads to draw." in text and "<svg" not in text
+
+
+def test_roofline_caption_names_every_line_style_and_marker_drawn(inputs, monkeypatch, html_text):
+    from matplotlib.axes import Axes
+    from support.reports import make_results as results_doc
+
+    from gpuscope.report import charts
+    from gpuscope.report.roofview import roofline_view
+
+    drawn: list[tuple[object, object]] = []
+    plot = Axes.plot
+
+    def recording_plot(self, *args, **kwargs):
+        drawn.append((kwargs.get("marker"), kwargs.get("linestyle")))
+        return plot(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", recording_plot)
+    doc = results_doc(hbm_bytes_per_s=[2.0e12, 3.0e12])  # decode gemv at 2.5 TFLOP/s: above a 2 TB/s roof
+    assert charts.roofline_svg(roofline_view([("r", doc)]), all_roofs=True) is not None
+    caption = re.search(r"<figcaption>(.*?)</figcaption>", html_text[html_text.index('id="roofline"') :]).group(1)
+    words = {marker: text for text, marker in charts._MARKERS.values()}
+    lines = {repr(style["linestyle"]): text for text, style in charts._STYLES.values()}
+    for marker, linestyle in drawn:
+        said = words[marker] if marker not in (None, "none") else lines[repr(linestyle)]
+        assert said in caption
+    assert {marker for marker, _ in drawn} >= {"o", "d", "^"}
+    assert "circles" in caption and "triangles" in caption and "dash-dot: datasheet" in caption

@@ -7,13 +7,13 @@ import json
 import math
 
 import pytest
+from support.reports import T0, make_log_samples, make_results, write_log, write_results
 
 from gpuscope.report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, make_report
 from gpuscope.report.model import ceiling_spread_percent, measurement_span
 from gpuscope.report.telemetry import summarize_samples
 from gpuscope.schema.results import Measurement
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing.reports import T0, make_log_samples, make_results, write_log, write_results
 
 
 @pytest.fixture()

@@ -7,6 +7,7 @@ import json
 
 import msgspec
 import pytest
+from support.reports import make_results, write_results
 
 from gpuscope.errors import BadInputError
 from gpuscope.report import write_report
@@ -14,7 +15,6 @@ from gpuscope.report.io import load_input, validate_report
 from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, DRAM_ROOF_RULE
 from gpuscope.roofline.model_json import model_from_json
 from gpuscope.schema.report import Report
-from gpuscope.testing.reports import make_results, write_results
 
 
 @pytest.fixture

@@ -9,13 +9,44 @@ import math
 from pathlib import Path
 
 import pytest
+from support.reports import make_results
 
 from gpuscope.commands.options import add_value, call_user
 from gpuscope.errors import BadInputError, GpuscopeError, UsageError
-from gpuscope.results import read_results, to_results
+from gpuscope.results import parse_results, read_results, to_results
 from gpuscope.roofline.loading import build_model, load_model
 from gpuscope.roofline.measure import append_workload
-from gpuscope.testing.reports import make_results
+from gpuscope.schema.core import encode_json
+from gpuscope.schema.results import Device, System, Workload
+
+DATA = Path(__file__).parent / "data"
+
+
+def _without_nulls(value: object) -> object:
+    if isinstance(value, dict):
+        return {key: _without_nulls(item) for key, item in value.items() if item is not None}
+    return [_without_nulls(item) for item in value] if isinstance(value, list) else value
+
+
+def test_a_file_the_dict_writers_wrote_still_reads_with_every_field_declared(tmp_path: Path) -> None:
+    """tests/data/results-v1-dict-writers.json: a tiny CPU suite (GEMM, memory, collective) and a
+    ``measure`` point written by gpuscope 0.1.0 before the writers built typed results: explicit
+    nulls, integer counts, and fields the schema did not declare then (caches, bus_factor, ...)."""
+    raw = (DATA / "results-v1-dict-writers.json").read_bytes()
+    results, document = parse_results(raw, "old.json"), json.loads(raw)
+    # every field is declared now: the typed view writes the same keys and values (nulls left out)
+    assert _without_nulls(json.loads(encode_json(results))) == _without_nulls(document)
+    device = results.devices[0]
+    assert device.caches is not None and (device.caches[0].level, device.caches[0].size_bytes) == (1, 32768)
+    assert [m.bus_factor for m in results.measurements if m.kind == "collective"] == [1.0]
+    measured = results.workloads[-1]
+    assert measured.flop_counting_rule == "torch.utils.flop_counter.FlopCounterMode" and measured.pointwise_rule is None
+    path = tmp_path / "old.json"
+    path.write_bytes(raw)
+    append_workload(path, Workload(name="new", device="cpu", flops=1.0, bytes=1.0, time_s=1.0), device, System())
+    again = json.loads(path.read_text())  # measure appends, and keeps everything as written
+    assert again["ceilings"] == document["ceilings"] and again["workloads"][:-1] == document["workloads"]
+    assert again["devices"] == document["devices"] and read_results(path).workloads[-1].name == "new"
 
 
 def test_append_keeps_every_field_it_does_not_declare(tmp_path: Path) -> None:
@@ -24,9 +55,9 @@ def test_append_keeps_every_field_it_does_not_declare(tmp_path: Path) -> None:
     document["workloads"][0]["extra_detail"] = "kept"
     path = tmp_path / "r.json"
     path.write_text(json.dumps(document))
-    device = dict(document["devices"][0])
-    append_workload(path, {"name": "new", "device": device["device"], "flops": 1e9, "bytes": 1e6, "time_s": 0.5},
-                    device, {"hostname": "x"})  # fmt: skip
+    device = Device(**document["devices"][0])
+    append_workload(path, Workload(name="new", device=device.device, flops=1e9, bytes=1e6, time_s=0.5), device,
+                    System(hostname="x"))  # fmt: skip
     again = json.loads(path.read_text())
     assert again["from_a_newer_gpuscope"] == {"nested": [1, {"x": "y"}]}
     assert again["workloads"][0]["extra_detail"] == "kept"
@@ -37,14 +68,14 @@ def test_append_keeps_every_field_it_does_not_declare(tmp_path: Path) -> None:
 
 def test_append_creates_a_file_and_refuses_another_kind(tmp_path: Path) -> None:
     path = tmp_path / "new.json"
-    entry = {"device": "cpu", "type": "cpu", "host": "h"}
-    append_workload(path, {"name": "w", "device": "cpu", "flops": 1.0, "bytes": 1.0, "time_s": 1.0}, entry, {})
+    entry, workload = Device(device="cpu", type="cpu", host="h"), Workload(name="w", flops=1.0, bytes=1.0, time_s=1.0)
+    append_workload(path, workload, entry, System())
     typed = read_results(path)
     assert [d.device for d in typed.devices] == ["cpu"] and [w.name for w in typed.workloads] == ["w"]
     log = tmp_path / "log.json"
     log.write_text('{"schema": "gpuscope.report", "schema_version": 1}')
     with pytest.raises(BadInputError, match="report"):
-        append_workload(log, {"name": "w", "device": "cpu", "flops": 1.0, "bytes": 1.0, "time_s": 1.0}, entry, {})
+        append_workload(log, workload, entry, System())
 
 
 def test_the_model_reads_typed_and_dict_documents_alike(tmp_path: Path) -> None:

@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 
 import pytest
+from support.roofline import ceiling, fleet_results, results_document, workload, write_results
 
 from gpuscope.cli import main
 from gpuscope.roofline.layout import layout_roofline, legibility, place_labels
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline_labelled
-from gpuscope.testing.roofline import ceiling, fleet_results, results_document, workload, write_results
 
 
 def _probe_file(path: Path) -> Path:
@@ -180,6 +180,24 @@ def test_report_svg_paints_the_same_layout(files: list[str]) -> None:
     assert "var(--c0)" in svg  # the page's light/dark colours
 
 
+def test_report_chart_x_axis_ends_a_little_past_the_last_ridge_and_point() -> None:
+    """The report's x axis stops a factor 4 past the furthest ridge or point, not at the next
+    whole decade (data ending at 2.7k FLOP/B drew an axis to 100k); the terminal keeps decades."""
+    from support.reports import make_results
+
+    from gpuscope.report.charts import roofline_svg
+    from gpuscope.report.roofview import roofline_view
+
+    document = make_results()
+    model = build_model([("a.json", document)], local_cpu=None)
+    furthest = max([ridge.x for ridge in layout_roofline(model).ridges] + [p.x for p in layout_roofline(model).points])
+    assert 2000 < furthest < 3000
+    assert 10 ** layout_roofline(model, tight_x=True).x_range[1] == pytest.approx(4 * furthest)
+    assert layout_roofline(model).x_range[1] == 5  # whole decades where tick labels need them
+    svg = roofline_svg(roofline_view([("a.json", document)], local_cpu=None))
+    assert svg is not None and ">10 k<" in svg.replace("</text>", "<") and ">100 k<" not in svg.replace("</text>", "<")
+
+
 def test_report_flags_the_above_datasheet_ceiling(
     files: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,3 +224,19 @@ def test_report_flags_the_above_datasheet_ceiling(
     assert "2 of 2 ceilings are above their datasheet value: the datasheet entry or the measurement is wrong" in text
     assert "within the expected range" not in text
     assert "ABOVE DATASHEET" in text
+
+
+def test_theme_device_colours_reach_the_terminal_chart() -> None:
+    """A theme's ``gpu_roofs`` / ``cpu_roofs`` colour the devices; without them the
+    colour-blind-safe set stays."""
+    from support.reports import make_results
+
+    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, render_roofline
+
+    model = build_model([("a.json", make_results(gpus=1))], local_cpu=None)
+    themed = render_roofline(
+        model, 100, 30, palette=DEFAULT_PALETTE.with_colors(gpu_roofs=((1, 2, 3),), cpu_roofs=((4, 5, 6),))
+    )
+    assert "38;2;1;2;3" in themed and "38;2;4;5;6" in themed
+    plain = render_roofline(model, 100, 30)
+    assert "38;2;1;2;3" not in plain and "38;2;86;180;233" in plain  # the first CPU's Okabe-Ito blue

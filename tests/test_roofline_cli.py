@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.roofline import cpu_results, h200_results, write_results
 
 from gpuscope.cli import main
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_USAGE
-from gpuscope.testing.roofline import cpu_results, h200_results, write_results
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ model carries every field; the CPU datasheet roof comes from CpuInfo."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -131,3 +132,49 @@ def test_cpu_datasheet_peaks():
     assert peaks["fp32"] == pytest.approx(156.8e9)  # 2 cores x 32 FLOP/cycle x 2.45 GHz
     assert peaks["fp64"] == pytest.approx(78.4e9)
     assert cpu_datasheet_peaks(FakeCpu(clock_mhz=None)) == {}
+
+
+#: Measured ceiling names the probes write, beside the datasheet roofs' own names.
+_PROBE_NAMES = [("compute", "fp64.tensor"), ("compute", "bf16.mma"), ("memory", "dram.triad"), ("memory", "l2.copy"),
+                ("transfer", "h2d.pinned"), ("transfer", "d2h.pinned"), ("transfer", "h2d.pageable"),
+                ("transfer", "d2d.peer"), ("transfer", "p2p.copy"), ("transfer", "nvlink.write"),
+                ("collective", "allreduce.busbw")]  # fmt: skip
+
+
+@pytest.mark.parametrize("sheet", DATASHEETS, ids=lambda sheet: sheet.key)
+def test_report_and_roofline_hold_ceilings_against_the_same_datasheet_roof(sheet, tmp_path):
+    from support.reports import make_results, write_results
+
+    from gpuscope.report import make_report
+    from gpuscope.roofline.loading import build_model
+    from gpuscope.roofline.model import DATASHEET, MEASURED, datasheet_twin
+
+    assert match_gpu_datasheet(sheet.label) is sheet
+    doc = make_results(gpus=1)
+    doc["devices"][1]["name"] = sheet.label
+
+    def gpu() -> Any:
+        return next(device for device in build_model([("probe", doc)]).devices if device.key.device == "cuda:0")
+
+    device = gpu()
+    names = {(roof.kind, roof.name) for roof in device.roofs if roof.source == DATASHEET} | set(_PROBE_NAMES)
+    unit = {"compute": "FLOP/s"}
+    doc["ceilings"] = [{"device": "cuda:0", "kind": kind, "name": name, "value": 1e9, "unit": unit.get(kind, "B/s"),
+                        "host": "node-a"} for kind, name in sorted(names)]  # fmt: skip
+    write_results(tmp_path / "results.json", doc)
+    rows = {
+        (row["kind"], row["name"]): row["datasheet_value"]
+        for row in make_report([tmp_path / "results.json"])["ceilings"]
+    }
+    device = gpu()
+    twins = {}
+    for roof in device.roofs:
+        if roof.source == MEASURED:
+            twin = datasheet_twin(device, roof)
+            twins[(roof.kind, roof.name)] = twin.value if twin else None
+    assert twins == rows
+    held = {name for name, value in rows.items() if value is not None}
+    assert ("transfer", "d2d.peer") in held or sheet.nvlink_bytes_per_s_per_direction is None
+    assert {("compute", "fp64.tensor"), ("memory", "l2.copy"), ("transfer", "h2d.pageable")} & held == (
+        {("compute", "fp64.tensor")}
+    )

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from support.roofline import ceiling, fleet_results, results_document, workload
 
 from gpuscope.roofline.loading import build_model, model_from_json, model_to_json
 from gpuscope.roofline.tables import bandwidth_table
 from gpuscope.telemetry.cpuinfo import read_cpu_info
-from gpuscope.testing.roofline import ceiling, fleet_results, results_document, workload
 
 
 def _gpu_doc(host: str, device: str, uuid: str | None, rank: int | None = None, **extra: object) -> dict:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from support.roofline import ceiling, results_document
+from support.samples import make_gpu_sample
 
-from gpuscope.roofline.live import LIVE_LABEL, estimate_live_position, live_placement
+from gpuscope.roofline.live import LIVE_LABEL, estimate_live_position
 from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.model import place_point
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing.roofline import ceiling, results_document
-from gpuscope.testing.samples import make_gpu_sample
 
 H100_BF16 = 989e12
 NOT_SUPPORTED = Unavailable(Reason.NOT_SUPPORTED, "GPM metrics need Hopper or newer")
@@ -105,32 +106,23 @@ def test_live_point_placed_against_the_device_roofs():
         [ceiling("cuda:0", "compute", "bf16", 750e12), ceiling("cuda:0", "memory", "dram.triad", 3.0e12)],
     )
     model = build_model([("r.json", document)])
-    placement = live_placement(estimate_live_position(make_gpu_sample()), model)
-    assert placement.point.estimated
-    assert placement.point.key.host == "node-a"
+    estimate = estimate_live_position(make_gpu_sample())
+    assert not isinstance(estimate, Unavailable)
+    point = estimate.to_point(host="node-a")
+    assert point.estimated and point.flop_per_s == pytest.approx(0.6 * H100_BF16)
+    assert point.intensity_flop_per_byte == pytest.approx(0.6 * H100_BF16 / 1.675e12)
+    placement = place_point(point, model.device(point.key))
     assert placement.bound == "compute"  # ~354 FLOP/byte, right of the 250 FLOP/byte ridge
     assert placement.efficiency == pytest.approx(0.6 * H100_BF16 / 750e12)
     assert LIVE_LABEL in placement.point.name
-    alone = live_placement(estimate_live_position(make_gpu_sample()))
-    assert alone.bound == "unknown"
-
-
-def test_estimate_point_for_the_tui():
-    from gpuscope.roofline.live import estimate_point
-    from gpuscope.roofline.model import DeviceKey
-
-    key = DeviceKey("node-a", None, "cuda:0")
-    point = estimate_point(make_gpu_sample(), key=key)
-    assert point is not None and point.estimated and point.key == key
-    assert point.flop_per_s == pytest.approx(0.6 * H100_BF16)
-    assert point.intensity_flop_per_byte == pytest.approx(0.6 * H100_BF16 / 1.675e12)
-    assert estimate_point(make_gpu_sample(lost=True)) is None
+    assert place_point(point, None).bound == "unknown"
+    assert isinstance(estimate_live_position(make_gpu_sample(lost=True)), Unavailable)
 
 
 def _reordered_sample(monkeypatch: pytest.MonkeyPatch):
     """Three H100s where NVML's GPU 2 sits on the lowest PCI bus (CUDA's device 0, as nvml.h
     allows); only NVML 2 moves DRAM at 2 TB/s, so its live point is told apart."""
-    from gpuscope.testing.samples import make_sample
+    from support.samples import make_sample
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     sample = make_sample(gpus=3)

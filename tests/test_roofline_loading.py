@@ -7,11 +7,11 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from support.roofline import ceiling, cpu_results, h200_results, results_document, workload, write_results
 
 from gpuscope.errors import BadInputError
 from gpuscope.roofline.loading import build_model, load_model, model_to_json
 from gpuscope.roofline.model import DATASHEET, MEASURED, DeviceKey
-from gpuscope.testing.roofline import ceiling, cpu_results, h200_results, results_document, workload, write_results
 
 
 @dataclass

@@ -11,9 +11,8 @@ import io
 from typing import Any
 
 import pytest
+from support.roofline import CHART_PICTURES
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
-
-from gpuscope.testing.roofline import CHART_PICTURES
 
 
 class SvgExtension(SingleFileSnapshotExtension):

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 from results_files import results_json
+from support.profiles import PROFILE_NAME, profile_results
 from textual.widgets import DataTable
 from tui_samples import fixed_cpu_info, make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
 from gpuscope.profiling.view import profile_rows, profile_workloads
 from gpuscope.results import to_results
-from gpuscope.testing.profiles import PROFILE_NAME, profile_results
 from gpuscope.tui.roofline_data import build_screen_model
 from gpuscope.tui.screens.roofline import RooflineScreen
 

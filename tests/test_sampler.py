@@ -32,10 +32,9 @@ def test_ring_buffer_keeps_the_newest_items_in_order() -> None:
 
 def test_ring_buffer_never_grows() -> None:
     ring: RingBuffer[int] = RingBuffer(5)
-    storage = ring._items
     for value in range(10_000):
         ring.append(value)
-    assert ring._items is storage and len(storage) == 5
+    assert len(ring) == 5 and ring.maxlen == 5 and ring.capacity == 5
     assert list(ring) == [9995, 9996, 9997, 9998, 9999]
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.reports import make_log_samples, make_results, write_log
 
 from gpuscope.cli import main
 from gpuscope.errors import BadInputError
 from gpuscope.results import read_results
 from gpuscope.schema.core import convert, encode_json, finite_or_none
-from gpuscope.schema.results import Results
-from gpuscope.testing.reports import make_log_samples, make_results, write_log
+from gpuscope.schema.results import Results, RunSummary
 
 
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
@@ -194,5 +194,7 @@ def test_a_partial_results_snapshot_has_summary_and_duration() -> None:
         '[[probe]]\nkind = "matmul"\ndevices = ["cpu"]\ndtypes = ["fp32"]\nshapes = [[8, 8, 8]]\n', "s.toml"
     )
     partial = ProbeRunner(suite, "cpu", telemetry=False).partial_results()
-    assert partial["partial"] is True and partial["summary"] == {"ok": 0, "failed": 0, "skipped": 0}
-    assert partial["duration_s"] == 0.0
+    assert partial.partial is True and partial.summary == RunSummary(ok=0, failed=0, skipped=0)
+    assert partial.duration_s == 0.0
+    written = json.loads(encode_json(partial))  # what probe --output holds after an early Ctrl-C
+    assert written["summary"] == {"ok": 0, "failed": 0, "skipped": 0} and written["partial"] is True

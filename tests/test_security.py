@@ -42,9 +42,6 @@ _DANGEROUS_ATTRIBUTES = {
     ("jsonpickle", "decode"),
 }
 _ALLOWED = {
-    # typing annotations of our own dataclasses ("list[CpuCoreSample]"), never data from a file
-    ("gpuscope/telemetry/records.py", "eval"),
-    ("gpuscope/telemetry/records.py", "__import__"),
     # `gpuscope measure path/to/bench.py:fn` runs the user's own module by design: they named it
     ("gpuscope/commands/measure.py", "exec_module"),
     ("gpuscope/commands/measure.py", "import_module"),
@@ -199,10 +196,11 @@ def test_python_looking_payloads_in_toml_are_data(tmp_path: Path, kind: str) -> 
 
 
 def test_payloads_in_results_and_logs_are_data(tmp_path: Path) -> None:
+    from support.roofline import h200_results
+    from support.samples import make_sample
+
     from gpuscope.roofline.loading import load_model
     from gpuscope.telemetry.logfile import open_log_writer, read_log
-    from gpuscope.testing.roofline import h200_results
-    from gpuscope.testing.samples import make_sample
 
     pwned = tmp_path / "PWNED"
     document = h200_results(hostname=PAYLOADS[0].format(pwned=pwned))
@@ -281,9 +279,10 @@ def _tree(folder: Path) -> set[str]:
 @pytest.fixture
 def sandbox(tmp_path: Path) -> dict[str, Any]:
     """HOME, TMPDIR and the working folder inside tmp_path; XDG variables unset (defaults apply)."""
+    from support.roofline import h200_results
+    from support.samples import make_sample
+
     from gpuscope.telemetry.logfile import open_log_writer
-    from gpuscope.testing.roofline import h200_results
-    from gpuscope.testing.samples import make_sample
 
     home, temp, work, inputs = (tmp_path / name for name in ("home", "tmp", "work", "inputs"))
     for folder in (home, temp, work, inputs):
@@ -428,9 +427,10 @@ class _Tags(HTMLParser):
 
 
 def test_every_string_of_a_hostile_results_file_and_log_stays_text(tmp_path: Path) -> None:
+    from support.reports import make_log_samples, make_results
+
     from gpuscope.report import write_report
     from gpuscope.telemetry.logfile import open_log_writer
-    from gpuscope.testing.reports import make_log_samples, make_results
 
     counter = [0]
     document = _poison(make_results(), counter)
@@ -473,7 +473,7 @@ def test_every_string_of_a_hostile_results_file_and_log_stays_text(tmp_path: Pat
 
 def test_terminal_output_strips_escape_sequences(tmp_path: Path) -> None:
     """A results file cannot drive the terminal: no raw ESC from data reaches ``gpuscope roofline``."""
-    from gpuscope.testing.roofline import h200_results
+    from support.roofline import h200_results
 
     document = h200_results(hostname="\x1b]0;pwned\x07host")
     document["workloads"][0]["name"] = "\x1b[2J\x1b[31mwipe"

@@ -10,6 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cluster import STRAGGLER_RANK, multi_rank_results
+from support.reports import HOSTILE
+from support.roofline import h200_results
 from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401 - tui_env is a fixture
 
 from gpuscope.cli import main
@@ -20,9 +23,6 @@ from gpuscope.report.tables import report_tables
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.loading import build_model, model_to_json
 from gpuscope.roofline.tables import devices_lines, roofs_table, stragglers_lines
-from gpuscope.testing.cluster import STRAGGLER_RANK, multi_rank_results
-from gpuscope.testing.reports import HOSTILE
-from gpuscope.testing.roofline import h200_results
 
 SLOW = "node-b/r2:cuda:0"  # rank 2 is local rank 0 on node-b
 
@@ -202,7 +202,7 @@ def test_report_stragglers_stay_escaped_and_redacted() -> None:
 
 
 def test_single_host_report_has_no_stragglers() -> None:
-    from gpuscope.testing.reports import make_results
+    from support.reports import make_results
 
     report = make_report([make_results()])
     assert report["stragglers"] == [] and not any("straggler" in line for line in report["summary"])
@@ -244,7 +244,7 @@ def test_compare_flags_the_straggler_rank(merged_path: Path, capsys: pytest.Capt
 
 
 def test_compare_without_stragglers_has_no_mark() -> None:
-    from gpuscope.testing.reports import make_results
+    from support.reports import make_results
 
     result = compare_results([("a", make_results(hostname="node-a")), ("b", make_results(hostname="node-b"))])
     assert result["stragglers"] == [] and not any(run["straggler"] for run in result["runs"])

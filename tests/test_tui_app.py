@@ -110,9 +110,9 @@ async def test_dashboard_shows_values_and_never_zero_for_unavailable(tui_env: Pa
         assert not any(text.count("not supported by this GPU or driver") > 1 for text in seen)  # said once
         # the mouse over an n/a cell shows the reason as a tooltip
         grid = a100.cells
-        columns, width = grid._geometry(grid.size.width)
+        geometry = grid._geometry(grid.size.width)
         index = grid.keys.index("dram")
-        await pilot.hover(grid, offset=((index % columns) * (width + grid.gap) + 1, index // columns))
+        await pilot.hover(grid, offset=(geometry.starts[index % geometry.columns] + 1, index // geometry.columns))
         assert "GPM needs Hopper" in str(grid.tooltip)
         assert "node01" in str(app.screen.query_one(TopBar).render())
         assert "22:13:49" in str(app.screen.query_one(TopBar).render())  # sample time, UTC
@@ -248,7 +248,7 @@ async def test_layout_fits_small_and_large_terminals(tui_env: Path, size: tuple[
         for card in app.screen.query(GpuCard):
             assert card.size.width <= size[0]
             grid = card.cells
-            columns, cell_width = grid._geometry(grid.size.width)
+            columns, cell_width = grid._geometry(grid.size.width)[:2]
             assert cell_width >= 22 and columns >= 3  # labels and values stay readable
             lines = [strip.text for strip in grid.render_lines(grid.region.reset_offset)]
             assert len(lines) == grid.size.height and any("util" in line for line in lines)

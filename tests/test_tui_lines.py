@@ -58,3 +58,43 @@ def test_a_change_repaints_only_the_changed_lines(tui_env) -> None:  # noqa: ANN
             assert not cell._repaint_regions
 
     check()
+
+
+def test_a_line_is_made_as_textual_would_make_it() -> None:
+    """``_strip`` (one Strip per line, padded, filtered and between edges as it is made) gives the
+    segments of Textual's own steps: Strip, adjust_cell_length, apply_filter, join."""
+    from rich.segment import Segment
+    from rich.style import Style
+    from rich.terminal_theme import DEFAULT_TERMINAL_THEME
+    from textual.color import Color
+    from textual.filter import ANSIToTruecolor, DimFilter, LineFilter
+    from textual.strip import Strip
+
+    from gpuscope.tui.widgets.lines import _strip
+
+    class Upper(LineFilter):  # a filter that looks at the text: not mapped style by style
+        def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+            return [Segment(text.upper(), style) for text, style, _ in segments]
+
+    base = Style(color="#c0c0c0", bgcolor="#101010")
+    runs = [
+        ("cpu ", Style(color="red", dim=True)),
+        ("42%", None),
+        ("", Style(bold=True)),
+        (" ▂▄█", Style(color="blue")),
+    ]
+    background = Color(16, 16, 16)
+    edges = ((Segment("│ ", base),), (Segment(" │", base),), 2, 2)
+    for filters in ((), (ANSIToTruecolor(DEFAULT_TERMINAL_THEME), DimFilter()), (Upper(),)):
+        for width in (5, 11, 20):
+            theirs = Strip([Segment(text, base + style if style else base) for text, style in runs if text])
+            theirs = theirs.adjust_cell_length(width, base)
+            for line_filter in filters:
+                theirs = theirs.apply_filter(line_filter, background)
+            final: dict = {}
+            for _ in range(2):  # the second time from the remembered styles
+                ours = _strip(runs, base, width, filters, background, final)
+                assert list(ours) == list(theirs) and ours.cell_length == width, (filters, width)
+                framed = _strip(runs, base, width, filters, background, {}, edges)
+                joined = Strip.join([Strip(edges[0]), theirs, Strip(edges[1])])
+                assert list(framed) == list(joined) and framed.cell_length == width + 4

@@ -96,6 +96,9 @@ async def test_eight_gpus_with_18_links_fit_160x48_without_scrolling(tui_env: Pa
         assert _content_rows(body) == body.size.height  # no empty rows either
         assert all(card.region.bottom <= body.region.bottom for card in cards)
         assert "×18" in cards[0].cells.cell("nvlink_tx").value_text
+        for card in cards:  # the left column is a cell narrower: its text still keeps off the border
+            rows = [strip.text for strip in card.render_lines(card.outer_size.region)[1:-1]]
+            assert rows and all(row.endswith(" │") for row in rows), rows
 
 
 @run_async

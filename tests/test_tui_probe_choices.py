@@ -70,7 +70,8 @@ def test_torch_check_reads_the_version_file_without_importing_torch(tmp_path: Pa
 @run_async
 async def test_save_as_writes_the_results_where_asked(tui_env: Path, tmp_path: Path) -> None:
     from gpuscope.probing.session import ProbeSession
-    from gpuscope.results import new_results
+    from gpuscope.results import empty_results
+    from gpuscope.schema.results import SuiteRef
 
     app = make_app(persist_settings=False)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -79,7 +80,7 @@ async def test_save_as_writes_the_results_where_asked(tui_env: Path, tmp_path: P
         await pilot.pause(0.2)
         screen = app.screen
         session = ProbeSession("quick.toml", "cpu", tmp_path / "tmp.json", started_s=0.0)
-        session.document = new_results(suite={"name": "quick", "path": "quick.toml"})
+        session.results = empty_results(suite=SuiteRef(name="quick", path="quick.toml"))
         screen.session = session
         screen._set_running(False)
         assert not screen.query_one("#probe-save", Button).disabled

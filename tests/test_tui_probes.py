@@ -98,10 +98,10 @@ async def test_run_tiny_suite_points_land_on_roofline(tui_env: Path, tmp_path: P
         assert names[:2] == ["matmul fp32 128x128x128", "matmul fp32 64x256x256"]
         assert len(names) == 3 and names[2].startswith("memory triad 256 KiB")  # "(l2)" depends on the CPU
         assert all(str(table.get_row_at(i)[6]) == "ok" for i in range(table.row_count))
-        document = app.probe_results[-1]
+        document, written = app.probe_results[-1]
         assert document.partial is False and len(document.measurements) == 3
         assert any(c.kind == "compute" and c.name == "fp32" for c in document.ceilings)
-        assert isinstance(app.probe_written[-1], bytes)  # the child's file as written, for a report
+        assert isinstance(written, bytes)  # the child's file as written, for a report
         await pilot.press("2")
         await pilot.pause(0.3)
         roof = app.screen
@@ -133,7 +133,7 @@ async def test_cancel_keeps_partial_results(tui_env: Path, tmp_path: Path) -> No
         status = str(screen.query_one("#probe-status", Static).render())
         assert "partial" in status or "exited" in status, status
         if app.probe_results:
-            assert app.probe_results[-1].partial is True
+            assert app.probe_results[-1].results.partial is True
         assert not screen.query_one("#probe-run").disabled  # ready for another run
 
 
@@ -181,7 +181,8 @@ def test_device_choice_and_live_line_use_the_cuda_mapping(monkeypatch: pytest.Mo
     """NVML's GPU 2 on the lowest PCI bus is CUDA's device 0: the screen names and reads it so."""
     from dataclasses import replace
 
-    from gpuscope.testing.samples import make_sample
+    from support.samples import make_sample
+
     from gpuscope.tui.screens.probes import _cuda_device_names, _gpu_of
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.reports import make_results
 from tui_samples import make_app
 
 from gpuscope.results import read_results_file
-from gpuscope.testing.reports import make_results
 from gpuscope.tui.report_hook import report_inputs
 
 
@@ -20,7 +20,7 @@ def test_report_inputs_are_the_files_as_written(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     path.write_text(json.dumps(document))
     typed, raw = read_results_file(path)
-    app = make_app(persist_settings=False, probe_results=[typed], probe_written=[raw])
+    app = make_app(persist_settings=False, probe_results=[(typed, raw)])
     (given,) = report_inputs(app)
     assert given == json.loads(raw)
     assert given["site_note"] == "rack 7" and given["workloads"][0]["energy_j"] is None

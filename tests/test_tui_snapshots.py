@@ -165,8 +165,8 @@ def _roofline_screen(pilot_keys: tuple[str, ...] = ()):
 
 
 def test_roofline_cpu_only(tui_env: Path, snap_compare) -> None:
-    from gpuscope.testing.roofline import ceiling, workload
-    from gpuscope.testing.roofline import results_document as roofline_results
+    from support.roofline import ceiling, workload
+    from support.roofline import results_document as roofline_results
 
     document = roofline_results(
         "node01",
@@ -187,7 +187,7 @@ def test_roofline_cpu_only(tui_env: Path, snap_compare) -> None:
 
 
 def test_roofline_dozen_workloads_light_theme(tui_env: Path, snap_compare) -> None:
-    from gpuscope.testing.roofline import fleet_results
+    from support.roofline import fleet_results
 
     document = fleet_results("node01")
     document["devices"][2]["name"] = "AMD EPYC 7B13"  # the fake host's CPU

@@ -7,11 +7,11 @@ import json
 import random
 
 import pytest
+from support.samples import make_sample
 
 from gpuscope.schema import telemetry
 from gpuscope.telemetry.logfile import sample_to_json_dict
 from gpuscope.telemetry.records import Sample
-from gpuscope.testing.samples import make_sample
 
 
 def _wire(document: dict[str, object]) -> object:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from support.reports import make_results
+
 from gpuscope.probing.session import ProbeSession
 from gpuscope.schema.events import (
     Exited,
@@ -17,7 +19,9 @@ from gpuscope.schema.events import (
     decode_event,
     encode_event,
 )
-from gpuscope.testing.reports import make_results
+from gpuscope.schema.results import Ceiling, Measurement
+
+FP32 = Ceiling(device="cpu", kind="compute", name="fp32", value=1e11, unit="FLOP/s")
 
 
 def _session(tmp_path: Path) -> ProbeSession:
@@ -28,7 +32,7 @@ def test_events_round_trip_as_json_lines_and_unknown_lines_are_logs() -> None:
     for event in (
         Started(total=3, suite="quick", device="cpu"),
         Progress(done=1, total=3, name="matmul fp32", phase="start"),
-        MeasurementDone(measurement={"id": "m1", "time_s": 0.5}, ceilings=[{"name": "fp32"}]),
+        MeasurementDone(measurement=Measurement(id="m1", time_s=0.5), ceilings=[FP32]),
         Finished(output="/tmp/r.json", partial=True),
         Failed(message="no such suite"),
     ):
@@ -42,10 +46,12 @@ def test_events_round_trip_as_json_lines_and_unknown_lines_are_logs() -> None:
         line='{"event": "progress", "done": "x", "total": 3}'
     )
     assert decode_event('{"event": "launch-missiles"}') == Log(line='{"event": "launch-missiles"}')
+    bad = '{"event": "measurement", "measurement": {"id": "m1"}, "ceilings": [{"name": "fp32"}]}'
+    assert decode_event(bad) == Log(line=bad)  # a ceiling without device, kind, value, unit
 
 
 def test_non_finite_numbers_in_a_measurement_become_null_on_the_wire() -> None:
-    line = encode_event(MeasurementDone(measurement={"validation_error": float("nan"), "time_s": float("inf")}))
+    line = encode_event(MeasurementDone(measurement=Measurement(validation_error=float("nan"), time_s=float("inf"))))
     assert json.loads(line)["measurement"] == {"validation_error": None, "time_s": None}
 
 
@@ -54,17 +60,15 @@ def test_progress_and_measurements_build_a_partial_document(tmp_path: Path) -> N
     session.apply(Started(total=2, suite="quick", device="cpu"))
     assert (session.total, session.done) == (2, 0) and "Running quick on cpu: 2 measurements" in session.status
     session.apply(Progress(done=0, total=2, name="matmul fp32", phase="start", wall_s=101.0))
-    row = session.apply(
-        MeasurementDone(
-            measurement={"id": "m1", "name": "matmul fp32", "status": "ok"}, ceilings=[{"name": "fp32"}], wall_s=103.0
-        )
-    )
+    first = Measurement(id="m1", name="matmul fp32", status="ok")
+    row = session.apply(MeasurementDone(measurement=first, ceilings=[FP32], wall_s=103.0))
     assert row is not None and (row.name, row.device, row.start_s, row.end_s) == ("matmul fp32", "cpu", 101.0, 103.0)
-    document = session.document
-    assert document is not None and document["partial"] is True and document["partial_reason"] == "in progress"
-    assert [m["id"] for m in document["measurements"]] == ["m1"] and document["ceilings"] == [{"name": "fp32"}]
+    results = session.results
+    assert results is not None and results.partial is True and results.partial_reason == "in progress"
+    assert results.measurements == [first] and results.ceilings == [FP32] and session.written is None
+    assert results.suite is not None and (results.suite.name, results.suite.path) == ("quick", "quick.toml")
     second = session.apply(
-        MeasurementDone(measurement={"id": "m2", "device": "cuda:0", "status": "failed"}, wall_s=104.0)
+        MeasurementDone(measurement=Measurement(id="m2", device="cuda:0", status="failed"), wall_s=104.0)
     )
     assert second is not None and (second.start_s, second.device, second.status, second.name) == (
         103.0,
@@ -73,16 +77,6 @@ def test_progress_and_measurements_build_a_partial_document(tmp_path: Path) -> N
         "m2",
     )
     assert session.results is not None and [m.id for m in session.results.measurements] == ["m1", "m2"]
-
-
-def test_the_run_in_progress_has_a_typed_view_for_the_roofline(tmp_path: Path) -> None:
-    session = _session(tmp_path)
-    ceiling = {"device": "cpu", "kind": "compute", "name": "fp32", "value": 1e11, "unit": "FLOP/s"}
-    session.apply(MeasurementDone(measurement={"id": "m1", "name": "matmul", "status": "ok"}, ceilings=[ceiling]))
-    assert session.results is not None and session.results.partial is True
-    assert [c.name for c in session.results.ceilings] == ["fp32"] and session.written is None
-    session.apply(MeasurementDone(measurement={"id": "m2"}, ceilings=[{"name": "broken"}]))
-    assert [m.id for m in session.results.measurements] == ["m1"]  # the last good view stays
 
 
 def test_finished_reads_the_file_back_and_a_bad_file_is_an_error(tmp_path: Path) -> None:

@@ -190,15 +190,17 @@ def tui_env(tmp_path: _Path, monkeypatch: _pytest.MonkeyPatch) -> _Path:
 
 
 def _typed_results(kwargs: dict) -> dict:
-    """``probe_results`` given as documents (dicts) become the typed views the app holds, each
-    document kept as written (what ``gpuscope tui --probes`` gives the app)."""
+    """``probe_results`` given as documents (dicts) or typed views become the (typed, as written)
+    pairs the app holds, each document kept as written (what ``gpuscope tui --probes`` gives the
+    app); pairs pass through."""
     from gpuscope.results import to_results
 
     documents = kwargs.get("probe_results") or ()
-    if any(isinstance(document, dict) for document in documents):
-        kwargs = {**kwargs, "probe_written": [d if isinstance(d, dict) else None for d in documents]}
-        kwargs["probe_results"] = [to_results(d, f"results {n + 1}") for n, d in enumerate(documents)]
-    return kwargs
+    pairs = [
+        d if isinstance(d, tuple) else (to_results(d, f"results {n + 1}"), d) if isinstance(d, dict) else (d, None)
+        for n, d in enumerate(documents)
+    ]
+    return {**kwargs, "probe_results": pairs}
 
 
 def make_app(count: int = 30, gpus: bool = True, interval_s: float = 3600.0, **kwargs):

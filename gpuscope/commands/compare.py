@@ -34,28 +34,16 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.errors import GpuscopeError, UsageError
     from gpuscope.fileio import write_text_atomic
     from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
-    from gpuscope.report.io import ResultsInput, load_input
+    from gpuscope.report.io import load_input, results_inputs
     from gpuscope.schema.kinds import reading_as
-    from gpuscope.schema.report import Report
 
     if args.output:
         from gpuscope.fileio import check_output
 
         check_output(args.output, args.results)  # never a device, FIFO or one of the inputs
-    inputs: list[ResultsInput] = []
-    labels: list[str] = []
-    for position, path in enumerate(args.results):
-        with reading_as("compare"):
-            loaded = load_input(path, position)
-        label = f"{path}" if loaded.label in labels else loaded.label
-        labels.append(label)
-        if isinstance(loaded.typed, Report):  # each results file the report holds, named after the report
-            inputs.extend(
-                ResultsInput(f"{label}[{entry.label or index}]", entry.document, written["document"])
-                for index, (entry, written) in enumerate(zip(loaded.typed.results, loaded.document["results"]))
-            )
-        else:
-            inputs.append(ResultsInput(label, loaded.typed, loaded.document))
+    with reading_as("compare"):
+        loaded = [load_input(path, position) for position, path in enumerate(args.results)]
+    inputs = results_inputs(loaded, args.results)
     result = compare_results(inputs)
     from gpuscope.profiling.compare import (
         profile_comparison,

@@ -15,25 +15,14 @@ import argparse
 import sys
 from typing import Any
 
+from gpuscope.commands.options import add_sampling
+
 __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpuscope log`` (imports nothing heavy)."""
-    parser.add_argument(
-        "--interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="seconds between records (default 1, minimum 0.1)",
-    )
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop after this many seconds (default: until interrupted)",
-    )
+    add_sampling(parser)
     parser.add_argument(
         "--output", "-o", default=None, metavar="PATH",
         help="file to write (default or -: standard output); an existing file needs --append or --force",
@@ -46,11 +35,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     existing.add_argument("--force", action="store_true", help="replace an existing --output file")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="jsonl (default) or csv")
-    parser.add_argument("--no-processes", action="store_true", help="do not list the processes on each GPU")
     parser.add_argument(
         "--no-gpm", action="store_true", help="do not read GPM metrics (DRAM bandwidth, SM/tensor activity)"
     )
-    parser.add_argument("--no-gpu", action="store_true", help="host only: do not load NVML")
     parser.add_argument(
         "--prometheus",
         default=None,

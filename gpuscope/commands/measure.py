@@ -164,7 +164,6 @@ def check_output(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
     import warnings
 
     if args.samples < 1:
@@ -197,7 +196,9 @@ def run(args: argparse.Namespace) -> int:
     for warning in caught:
         print(f"gpuscope: warning: {warning.message}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_workload(), indent=2, allow_nan=False, default=str))
+        from gpuscope.schema.core import encode_json
+
+        print(encode_json(result.to_workload(), indent=2).decode())
     else:
         print("\n".join(result.summary_lines()))
         if args.output is None:

@@ -9,7 +9,16 @@ from typing import Any, TypeVar
 
 from gpuscope.errors import GpuscopeError
 
-__all__ = ["add_value", "add_results_inputs", "add_function_target", "call_user"]
+__all__ = [
+    "add_value",
+    "add_interval",
+    "add_host_only",
+    "add_sampling",
+    "add_repeatable",
+    "add_results_inputs",
+    "add_function_target",
+    "call_user",
+]
 
 T = TypeVar("T")
 
@@ -24,6 +33,40 @@ def add_value(parser: argparse.ArgumentParser, flag: str, default: Any, metavar:
     """An option with one value of ``default``'s type (``type=`` in ``more`` overrides it)."""
     more.setdefault("type", type(default))
     parser.add_argument(flag, default=default, metavar=metavar, help=help, **more)
+
+
+def add_interval(parser: argparse.ArgumentParser) -> None:
+    """``--interval SECONDS`` between telemetry samples."""
+    add_value(parser, "--interval", 1.0, "SECONDS", "seconds between samples (default 1, minimum 0.1)")
+
+
+def add_host_only(
+    parser: argparse.ArgumentParser, processes_help: str = "do not list the processes on each GPU"
+) -> None:
+    """``--no-gpu`` and ``--no-processes``."""
+    parser.add_argument("--no-gpu", action="store_true", help="host only: do not load NVML")
+    parser.add_argument("--no-processes", action="store_true", help=processes_help)
+
+
+def add_sampling(
+    parser: argparse.ArgumentParser, processes_help: str = "do not list the processes on each GPU"
+) -> None:
+    """``--interval``, ``--duration``, ``--no-gpu`` and ``--no-processes`` of a command that samples telemetry."""
+    add_interval(parser)
+    add_value(
+        parser,
+        "--duration",
+        None,
+        "SECONDS",
+        "stop after this many seconds (default: until Ctrl-C or SIGTERM)",
+        type=float,
+    )
+    add_host_only(parser, processes_help)
+
+
+def add_repeatable(parser: argparse.ArgumentParser, flag: str, metavar: str, help: str) -> None:
+    """An option given once per value (``--probes A --probes B``), collected in a list."""
+    parser.add_argument(flag, metavar=metavar, action="append", default=[], help=help)
 
 
 def add_results_inputs(parser: argparse.ArgumentParser, help: str, *, required: bool = False) -> None:

@@ -17,12 +17,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gpuscope.commands.options import add_value
 
 if TYPE_CHECKING:
-    from gpuscope.schema.results import Results
+    from gpuscope.schema.results import Measurement, Results
 
 __all__ = ["configure", "run"]
 
@@ -96,11 +96,11 @@ class _Writer:
         if self._file_lock is not None:
             self._file_lock.acquire()
 
-    def write(self, data: dict[str, Any], final: bool = False) -> None:
+    def write(self, data: Results | None, final: bool = False) -> None:
         from gpuscope.fileio import write_json_atomic
 
         with self._lock:
-            if self._closed or not data or (self._stdout and not final):
+            if self._closed or data is None or (self._stdout and not final):
                 return
             try:
                 write_json_atomic(self.path, data)
@@ -138,13 +138,13 @@ class _Progress:
             elif label != "done":
                 print(f"[{done + 1}/{total}] {label}", file=self.stream, flush=True)
 
-    def measurement(self, record: dict[str, Any]) -> None:
+    def measurement(self, measurement: Measurement) -> None:
         with self._lock:
             if self.quiet:
                 return
             from gpuscope.textsafe import safe_text
 
-            line = f"  {safe_text(record['name'])}: {safe_text(_describe(record))}"
+            line = f"  {safe_text(measurement.name or '?')}: {safe_text(_describe(measurement))}"
             if self.tty:
                 self.stream.write("\r\033[K" + line + "\n")
                 self._bar()
@@ -174,19 +174,19 @@ class _Progress:
             self.stream.flush()
 
 
-def _describe(record: dict[str, Any]) -> str:
-    if record["status"] != "ok":
-        return f"{record['status']}: {record.get('error')}"
+def _describe(m: Measurement) -> str:
+    if m.status != "ok":
+        return f"{m.status}: {m.error}"
     parts = []
-    if record.get("flop_per_s"):
-        parts.append(f"{record['flop_per_s'] / 1e9:,.1f} GFLOP/s")
-    if record.get("busbw_bytes_per_s"):
-        parts.append(f"busbw {record['busbw_bytes_per_s'] / 1e9:,.2f} GB/s")
-    elif record.get("bytes_per_s") and not record.get("flop_per_s"):
-        parts.append(f"{record['bytes_per_s'] / 1e9:,.1f} GB/s")
-    parts.append(f"{record['statistic']} of {record.get('n')}")
-    if record.get("implementation"):
-        parts.append(str(record["implementation"]))
+    if m.flop_per_s:
+        parts.append(f"{m.flop_per_s / 1e9:,.1f} GFLOP/s")
+    if m.busbw_bytes_per_s:
+        parts.append(f"busbw {m.busbw_bytes_per_s / 1e9:,.2f} GB/s")
+    elif m.bytes_per_s and not m.flop_per_s:
+        parts.append(f"{m.bytes_per_s / 1e9:,.1f} GB/s")
+    parts.append(f"{m.statistic} of {m.n}")
+    if m.implementation:
+        parts.append(m.implementation)
     return ", ".join(parts)
 
 
@@ -256,8 +256,8 @@ def run(args: argparse.Namespace) -> int:
     progress = _Progress(sys.stderr, args.quiet)
     runner: ProbeRunner
 
-    def on_measurement(record: dict[str, Any]) -> None:
-        progress.measurement(record)
+    def on_measurement(measurement: Measurement) -> None:
+        progress.measurement(measurement)
         writer.write(runner.snapshot())
 
     runner = ProbeRunner(
@@ -272,15 +272,14 @@ def run(args: argparse.Namespace) -> int:
     if not runner.steps:
         raise UsageError(f"suite {suite.name} has no probes for {device.name}")
     cancel = threading.Event()
-    outcome: dict[str, Any] = {}
+    finished: list[Results] = []
+    raised: list[BaseException] = []  # a GpuscopeError or a crash, raised again on the main thread
 
     def work() -> None:
         try:
-            outcome["results"] = runner.run(cancel)
-        except GpuscopeError as exc:
-            outcome["error"] = exc
+            finished.append(runner.run(cancel))
         except BaseException as exc:  # noqa: BLE001 - reported on the main thread
-            outcome["crash"] = exc
+            raised.append(exc)
 
     thread = threading.Thread(target=work, name="gpuscope-probe", daemon=True)
     thread.start()
@@ -293,32 +292,27 @@ def run(args: argparse.Namespace) -> int:
     # Ctrl-C sets the cancel event (never a KeyboardInterrupt inside join: see probing/runner.py)
     interrupted, stopped = wait_interruptible(thread, cancel, on_interrupt)
     if interrupted:
-        partial = outcome.get("results") or runner.partial_results()
-        partial["partial"] = True
-        partial["partial_reason"] = "cancelled (Ctrl-C) before the suite finished"
-        writer.write(partial, final=True)
+        import msgspec
+
+        reason = "cancelled (Ctrl-C) before the suite finished"
+        partial = finished[0] if finished else runner.partial_results(reason)
+        writer.write(msgspec.structs.replace(partial, partial=True, partial_reason=reason), final=True)
         print(f"gpuscope: partial results in {output}", file=sys.stderr, flush=True)
         if not stopped:
             exit_at_once(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     progress.finish()
-    if "error" in outcome:
-        raise outcome["error"]
-    if "crash" in outcome:
-        raise outcome["crash"]
-    results = outcome["results"]
+    if raised:
+        raise raised[0]
+    results = finished[0]
     writer.write(results, final=True)
     if writer.error:
-        from gpuscope.errors import GpuscopeError as _Error
-
-        raise _Error(writer.error)
-    from gpuscope.results import to_results
-
-    print_summary(to_results(results, str(output)), output, sys.stderr if str(output) == "-" else sys.stdout)
+        raise GpuscopeError(writer.error)
+    print_summary(results, output, sys.stderr if str(output) == "-" else sys.stdout)
     if args.report:
         from gpuscope.report import write_report
 
         print(f"gpuscope: wrote report {write_report(args.report, [output])}", file=sys.stderr)
-    if results.get("partial"):
+    if results.partial:
         return EXIT_INTERRUPTED
-    return EXIT_FAILURE if results.get("summary", {}).get("failed") else EXIT_OK
+    return EXIT_FAILURE if results.summary is not None and results.summary.failed else EXIT_OK

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from gpuscope.commands.options import add_repeatable
+
 __all__ = ["configure", "run"]
 
 
@@ -25,13 +27,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)"
     )
     parser.add_argument("--theme", metavar="NAME", help="colour theme (see `gpuscope tui --help`)")
-    parser.add_argument(
-        "--probes",
-        metavar="RESULTS_JSON",
-        action="append",
-        default=[],
-        help="results file to show on the roofline (repeatable)",
-    )
+    add_repeatable(parser, "--probes", "RESULTS_JSON", "results file to show on the roofline (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,8 +45,7 @@ def run(args: argparse.Namespace) -> int:
     app = GpuscopeApp(
         replay=ReplayCursor(samples, speed=args.speed),
         theme=args.theme,
-        probe_results=[typed for typed, _ in files],
-        probe_written=[raw for _, raw in files],
+        probe_results=files,
     )
     if stride > 1:
         message = f"{args.file} is long: the replay shows every {stride}th sample ({len(samples)} of them)"

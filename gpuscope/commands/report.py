@@ -15,8 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     from gpuscope.commands.options import add_results_inputs
 
     add_results_inputs(
-        parser,
-        "results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several",
+        parser, "results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several"
     )
     parser.add_argument(
         "--from",

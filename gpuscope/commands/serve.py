@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpuscope.commands.options import add_sampling
+
 __all__ = ["configure", "run"]
 
 #: Kept in sync with gpuscope.exporter.DEFAULT_LISTEN (not imported here: --help stays light).
@@ -22,20 +24,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"address to serve /metrics on (default {_DEFAULT_LISTEN}; use 0.0.0.0:PORT to expose it to the network)",
     )
-    parser.add_argument(
-        "--interval", type=float, default=1.0, metavar="S", help="seconds between samples (default 1, minimum 0.1)"
-    )
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="S",
-        help="stop after this many seconds (default: until Ctrl-C or SIGTERM)",
-    )
-    parser.add_argument("--no-gpu", action="store_true", help="host metrics only; do not load NVML")
-    parser.add_argument(
-        "--no-processes", action="store_true", help="leave out per-process GPU series (pid labels churn)"
-    )
+    add_sampling(parser, "leave out per-process GPU series (pid labels churn)")
 
 
 def run(args: argparse.Namespace) -> int:

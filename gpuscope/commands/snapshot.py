@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from gpuscope.commands.options import add_value
+from gpuscope.commands.options import add_host_only, add_value
 from gpuscope.schema.core import finite_or_none
 
 __all__ = ["configure", "run", "gpu_line", "host_line"]
@@ -29,8 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_value(
         parser, "--wait", 0.5, "SECONDS", "seconds between the two reads that rates need (default 0.5, 0.1 to 10)"
     )
-    parser.add_argument("--no-gpu", action="store_true", help="host only: do not load NVML")
-    parser.add_argument("--no-processes", action="store_true", help="do not list the processes on each GPU")
+    add_host_only(parser)
 
 
 def _or_na(value: Any, fmt: str, scale: float = 1.0) -> str:
@@ -81,10 +80,7 @@ def host_line(sample: Any) -> str:
     tx = [v for v in (finite_or_none(n.tx_bytes_per_s) for n in host.nics if not n.is_loopback) if v is not None]
     if rx or tx:
         parts.append(f"net rx {fmt_rate(sum(rx))} tx {fmt_rate(sum(tx))}")
-    read, write = (
-        finite_or_none(getattr(host, "disk_read_bytes_per_s", None)),
-        finite_or_none(getattr(host, "disk_write_bytes_per_s", None)),
-    )
+    read, write = finite_or_none(host.disk_read_bytes_per_s), finite_or_none(host.disk_write_bytes_per_s)
     if read is not None and write is not None:
         parts.append(f"disk r {fmt_rate(read)} w {fmt_rate(write)}")
     return " | ".join(parts)

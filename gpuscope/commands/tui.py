@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuscope.commands.options import add_interval, add_repeatable
+
 __all__ = ["configure", "run"]
 
 
@@ -19,26 +21,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="colour theme (shipped: gpuscope-dark, gpuscope-light, gpuscope-high-contrast; "
         "user themes in $XDG_CONFIG_HOME/gpuscope/themes); remembered for later runs",
     )
-    parser.add_argument(
-        "--interval",
-        metavar="SECONDS",
-        type=float,
-        default=1.0,
-        help="seconds between samples (default 1, minimum 0.1)",
-    )
-    parser.add_argument(
+    add_interval(parser)
+    add_repeatable(
+        parser,
         "--probes",
-        metavar="RESULTS_JSON",
-        action="append",
-        default=[],
-        help="a probe results file whose ceilings and points to show on the roofline (repeatable)",
+        "RESULTS_JSON",
+        "a probe results file whose ceilings and points to show on the roofline (repeatable)",
     )
-    parser.add_argument(
+    add_repeatable(
+        parser,
         "--suite",
-        metavar="SUITE_TOML",
-        action="append",
-        default=[],
-        help="an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)",
+        "SUITE_TOML",
+        "an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)",
     )
     parser.add_argument(
         "--demo", action="store_true", help="use a fake NVML with two GPUs (try the UI on a machine without GPUs)"
@@ -70,13 +64,6 @@ def run(args: argparse.Namespace) -> int:
     for path in suites:
         if not path.is_file():
             raise BadInputError(f"{path}: no such suite file")
-    app = GpuscopeApp(
-        source,
-        interval_s=interval_s,
-        theme=args.theme,
-        probe_results=[typed for typed, _ in files],
-        probe_written=[raw for _, raw in files],
-        extra_suites=suites,
-    )
+    app = GpuscopeApp(source, interval_s=interval_s, theme=args.theme, probe_results=files, extra_suites=suites)
     app.run()
     return int(app.return_code or 0)

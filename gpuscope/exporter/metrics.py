@@ -30,6 +30,8 @@ __all__ = [
     "UNAVAILABLE_METRIC",
     "gpu_label_values",
     "sample_to_families",
+    "count_xids",
+    "XidTotals",
 ]
 
 PREFIX = "gpuscope_"
@@ -146,9 +148,7 @@ IB_TX = _spec("infiniband_transmit_bytes_per_second", "Bytes sent per second on 
 
 # --- GPU ------------------------------------------------------------------------------------------
 GPU_INFO = _spec(
-    "gpu_info",
-    "GPU facts as labels (value is always 1).",
-    (*GPU_LABELS, "name", "pci_bus_id", "architecture", "state"),
+    "gpu_info", "GPU facts as labels (value is always 1).", (*GPU_LABELS, "name", "pci_bus_id", "architecture", "state")
 )
 GPU_UP = _spec("gpu_up", "1 when the GPU answers, 0 when it is lost.", GPU_LABELS)
 
@@ -264,6 +264,13 @@ LINK_RX = _spec("gpu_nvlink_link_receive_bytes_per_second", "NVLink bytes per se
 GPU_PROCESSES = _spec("gpu_processes", "Processes using the GPU.", GPU_LABELS)
 PROC_MEMORY = _spec("gpu_process_memory_bytes", "Device memory used by one process.", _PROC)
 PROC_SM = _spec("gpu_process_sm_utilization_ratio", "SM utilization of one process (0..1).", _PROC)
+XID_EVENTS = _spec(
+    "gpu_xid_events_total",
+    'Xid errors NVML reported since this exporter started, by Xid number (xid="other": events not kept in the '
+    "record, its xid_events_dropped); absent where the GPU cannot report Xid events.",
+    (*GPU_LABELS, "xid"),
+    "counter",
+)
 ALERT = _spec(
     "alert",
     "A threshold crossed (1 careful, 2 warning, 3 critical); one series per alert (gpuscope.telemetry.alerts).",
@@ -289,6 +296,30 @@ def gpu_label_values(host: str, gpu: GpuSample) -> tuple[str, str, str, str, str
         "" if gpu.mig_gpu_instance_id is None else str(gpu.mig_gpu_instance_id),
         "" if gpu.mig_compute_instance_id is None else str(gpu.mig_compute_instance_id),
     )
+
+
+#: (GPU labels..., xid) -> Xid events counted since the exporter started.
+XidTotals = dict[tuple[str, ...], int]
+
+
+def count_xids(totals: XidTotals, sample: Sample) -> None:
+    """Add the Xid events of ``sample`` (those read in its interval) to ``totals``."""
+    host = sample.host.hostname
+    for gpu in sample.gpus:
+        events, dropped = gpu.xid_events, gpu.xid_events_dropped
+        if not isinstance(events, list) or (not events and not dropped):
+            continue  # the usual case: [] and 0 (or unavailable, which is noted at scrape time)
+        labels = gpu_label_values(host, gpu)
+        for event in events:
+            instance = (
+                "" if event.gpu_instance_id is None else str(event.gpu_instance_id),
+                "" if event.compute_instance_id is None else str(event.compute_instance_id),
+            )
+            key = (*labels[:3], *instance, str(event.xid))
+            totals[key] = totals.get(key, 0) + event.count
+        if isinstance(dropped, int) and dropped:
+            key = (*labels, "other")
+            totals[key] = totals.get(key, 0) + dropped
 
 
 def _text(value: Any) -> str:
@@ -366,8 +397,8 @@ def _host_families(scrape: _Scrape, host: HostSample) -> None:
     scrape.put(HOST_MEM_AVAILABLE, labels, scope, host.memory_available_bytes)
     scrape.put(SWAP_TOTAL, labels, scope, host.swap_total_bytes)
     scrape.put(SWAP_USED, labels, scope, host.swap_used_bytes)
-    scrape.put(DISK_READ, labels, scope, getattr(host, "disk_read_bytes_per_s", None))
-    scrape.put(DISK_WRITE, labels, scope, getattr(host, "disk_write_bytes_per_s", None))
+    scrape.put(DISK_READ, labels, scope, host.disk_read_bytes_per_s)
+    scrape.put(DISK_WRITE, labels, scope, host.disk_write_bytes_per_s)
     for nic in host.nics:
         nic_labels = (name, nic.name)
         scrape.put(NIC_RX, nic_labels, scope, nic.rx_bytes_per_s)
@@ -399,6 +430,8 @@ def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample) -> None:
         link_labels = (*labels, str(link.link))
         scrape.put(LINK_TX, link_labels, labels, link.tx_bytes_per_s)
         scrape.put(LINK_RX, link_labels, labels, link.rx_bytes_per_s)
+    if isinstance(gpu.xid_events, Unavailable) and gpu.mig_parent_index is None:
+        scrape.note(XID_EVENTS, labels, gpu.xid_events.reason)
     processes = gpu.processes
     if isinstance(processes, Unavailable):
         for spec in (GPU_PROCESSES, PROC_MEMORY, PROC_SM):
@@ -415,11 +448,13 @@ def sample_to_families(
     sample: Sample | None,
     samples_received: int = 0,
     with_unavailable: bool = True,
+    xid_totals: XidTotals | None = None,
 ) -> list[Metric]:
     """The metric families of ``sample`` (none when it is ``None``), unavailable values left out.
 
     ``samples_received`` feeds ``gpuscope_exporter_samples_total``; ``with_unavailable`` adds
-    the ``gpuscope_metric_unavailable`` series.
+    the ``gpuscope_metric_unavailable`` series; ``xid_totals`` (:func:`count_xids` over every
+    sample so far) feeds ``gpuscope_gpu_xid_events_total``.
     """
     if sample is None:
         return []
@@ -445,14 +480,16 @@ def sample_to_families(
         scrape.add(GPU_DEVICES, (host,), float(len(sample.gpus)))
     _host_families(scrape, sample.host)
     counts: dict[tuple[str, str], int] = {}
-    for alert in getattr(sample, "alerts", None) or []:
-        level, _, rest = str(alert).partition(" ")
+    for line in sample.alerts:
+        level, _, rest = line.partition(" ")
         key = (level, rest.partition(" ")[0])
         counts[key] = counts.get(key, 0) + 1
     for (level, kind), count in counts.items():
         scrape.add(ALERTS, (host, level, kind), float(count))
     for gpu in sample.gpus:
         _gpu_families(scrape, host, gpu)
+    for series, total in (xid_totals or {}).items():
+        scrape.add(XID_EVENTS, series, float(total))
     from gpuscope.telemetry.alerts import LEVELS, exporter_alerts
 
     for alert in exporter_alerts(sample):

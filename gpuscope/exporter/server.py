@@ -29,7 +29,7 @@ from prometheus_client.core import CollectorRegistry, Metric
 from prometheus_client.registry import Collector
 
 from gpuscope.errors import ResourceError, UsageError
-from gpuscope.exporter.metrics import sample_to_families
+from gpuscope.exporter.metrics import XidTotals, count_xids, sample_to_families
 from gpuscope.telemetry.records import Sample
 
 __all__ = [
@@ -131,17 +131,19 @@ class SampleCollector(Collector):
         self._sample: Sample | None = None
         self._count = 0
         self._with_unavailable = with_unavailable
+        self._xid_totals: XidTotals = {}
 
     def update(self, sample: Sample) -> None:
         """Make ``sample`` the one the next scrape shows (cheap: no conversion happens here)."""
         with self._lock:
             self._sample = sample
             self._count += 1
+            count_xids(self._xid_totals, sample)  # a counter: every sample counts, not only the scraped ones
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            sample, count = self._sample, self._count
-        yield from sample_to_families(sample, count, self._with_unavailable)
+            sample, count, xids = self._sample, self._count, dict(self._xid_totals)
+        yield from sample_to_families(sample, count, self._with_unavailable, xids)
 
     def describe(self) -> list[Metric]:
         # An empty description stops the registry from calling collect() at registration.

@@ -73,14 +73,18 @@ def _rank_document(report: RankReport) -> dict[str, Any]:
     """The rank's own results, or one rebuilt from the measurements it published before it vanished."""
     if report.results:
         return report.results
+    import msgspec
+
     from gpuscope.probing.runner import derive_ceilings, derive_workloads
+    from gpuscope.schema.results import Measurement
 
     measurements = [m for m in report.measurements if isinstance(m, dict)]
+    typed = msgspec.convert(measurements, list[Measurement])  # what the rank's runner published
     return {
         "devices": [report.device_entry] if report.device_entry else [],
         "measurements": measurements,
-        "ceilings": derive_ceilings(measurements),
-        "workloads": derive_workloads(measurements),
+        "ceilings": msgspec.to_builtins(derive_ceilings(typed)),
+        "workloads": msgspec.to_builtins(derive_workloads(typed)),
         "warnings": [],
     }
 
@@ -95,13 +99,11 @@ def collective_records(
     versions: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Measurement records and ``collective`` ceilings (best busbw per op and group size) from the
-    raw timings of :func:`gpuscope.probing.distributed_collective.run_collectives`.
+    raw timings of :func:`gpuscope.probing.collective.run_collectives`.
 
     The ceilings sit on rank 0 (which is in every group) and list ``group_ranks``/``group_hosts``.
     """
-    from gpuscope.probing.collective import BYTES_RULE, bus_factor
-    from gpuscope.probing.context import measurement_record
-    from gpuscope.probing.stats import summarize
+    from gpuscope.probing.collective import collective_record
 
     measurements: list[dict[str, Any]] = []
     best: dict[tuple[str, int], dict[str, Any]] = {}
@@ -109,59 +111,21 @@ def collective_records(
         op, size, n = item["op"], int(item["size_bytes"]), int(item["group_size"])
         ranks = list(item.get("ranks") or range(n))
         hosts = sorted({str(hosts_by_rank.get(r)) for r in ranks})
-        samples = [float(s) for s in item.get("samples_s") or []]
-        error = item.get("error")
-        ok = bool(samples) and not error and item.get("validation_error") == 0.0
-        if not error and item.get("validation_error") not in (0.0, None):
-            error = f"validation failed: error {item['validation_error']:.3g}"
-        record = measurement_record(
-            kind="collective",
-            name=f"collective {op} {size} B x{n} ranks",
-            device=device,
-            parameters={"op": op, "backend": backend, "world_size": n, "group_ranks": ranks, "size_bytes": size,
-                        "iters_per_sample": item.get("iters"), "dtype": "fp32"},
-            flops=0,
-            bytes_=size,
-            counting_rule={"bytes": BYTES_RULE},
-            statistic="best",
-            status="ok" if ok else "failed",
-            error=None if ok else (error or "no samples"),
-            timing={"samples_s": samples, "warmup_samples_s": item.get("warmup_samples_s", []),
-                    "inner_reps": item.get("iters"), "clock": "perf_counter (slowest rank)"},
-            summary=summarize(samples, "best") if ok else None,
-            validation_error=item.get("validation_error"),
-            validation_tolerance=0.0,
-        )  # fmt: skip
+        name = f"collective {op} {size} B x{n} ranks"
+        record = collective_record(item, n, name, device, backend, versions, group_ranks=ranks)
         record["id"] = f"c{number:04d}"
         record["host"], record["rank"] = host, 0
         record["group_hosts"] = hosts
-        record["versions"] = versions or {}
-        if ok:
-            factor = bus_factor(op, n)
-            record["algbw_bytes_per_s"] = record["bytes_per_s"]
-            record["busbw_bytes_per_s"] = record["bytes_per_s"] * factor
-            record["bus_factor"] = factor
+        if record["status"] == "ok":
             key = (op, n)
             if key not in best or record["busbw_bytes_per_s"] > best[key]["value"]:
-                best[key] = {
-                    "device": device,
-                    "kind": "collective",
-                    "name": f"{op}.busbw.{n}ranks",
-                    "value": record["busbw_bytes_per_s"],
-                    "unit": "B/s",
-                    "measurement_id": record["id"],
-                    "statistic": "best",
-                    "n": record.get("n"),
-                    "host": host,
-                    "rank": 0,
-                    "backend": backend,
-                    "world_size": n,
-                    "group_ranks": ranks,
-                    "group_hosts": hosts,
-                    "size_bytes": size,
-                    "note": f"nccl-tests busbw, {backend}, {n} ranks on {len(hosts)} host(s), "
+                best[key] = dict(
+                    device=device, kind="collective", name=f"{op}.busbw.{n}ranks", value=record["busbw_bytes_per_s"],
+                    unit="B/s", measurement_id=record["id"], statistic="best", n=record.get("n"), host=host, rank=0,
+                    backend=backend, world_size=n, group_ranks=ranks, group_hosts=hosts, size_bytes=size,
+                    note=f"nccl-tests busbw, {backend}, {n} ranks on {len(hosts)} host(s), "
                     f"best of {record.get('n')} at {size} B",
-                }
+                )  # fmt: skip
         measurements.append(record)
     ceilings = [best[key] for key in sorted(best, key=lambda k: (k[0], k[1]))]
     return measurements, ceilings
@@ -175,11 +139,8 @@ def flag_stragglers(results: dict[str, Any], margin: float = DEFAULT_STRAGGLER_M
     a straggler's device entry and measurement get ``straggler: true``. Collective ceilings are
     shared by a group and not compared.
     """
-    models: dict[tuple[Any, Any, Any], Any] = {}
-    for device in results.get("devices", []):
-        models[(device.get("host"), device.get("rank"), device.get("device"))] = device.get("name") or device.get(
-            "type"
-        )
+    devices = results.get("devices", [])
+    models = {(d.get("host"), d.get("rank"), d.get("device")): d.get("name") or d.get("type") for d in devices}
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for ceiling in results.get("ceilings", []):
         if ceiling.get("kind") == "collective" or ceiling.get("rank") is None:
@@ -205,21 +166,21 @@ def flag_stragglers(results: dict[str, Any], margin: float = DEFAULT_STRAGGLER_M
                 slow_ranks.add((ceiling.get("host"), ceiling["rank"]))
                 slow_measurements.add(ceiling.get("measurement_id"))
                 stragglers.append(
-                    {
-                        "host": ceiling.get("host"),
-                        "rank": ceiling["rank"],
-                        "device": ceiling["device"],
-                        "device_name": model,
-                        "kind": kind,
-                        "name": name,
-                        "unit": unit,
-                        "value": ceiling["value"],
-                        "median": median,
-                        "fraction_of_median": fraction,
-                        "below_median_percent": (1.0 - fraction) * 100.0,
-                    }
+                    dict(
+                        host=ceiling.get("host"),
+                        rank=ceiling["rank"],
+                        device=ceiling["device"],
+                        device_name=model,
+                        kind=kind,
+                        name=name,
+                        unit=unit,
+                        value=ceiling["value"],
+                        median=median,
+                        fraction_of_median=fraction,
+                        below_median_percent=(1.0 - fraction) * 100.0,
+                    )
                 )
-    for device in results.get("devices", []):
+    for device in devices:
         device["straggler"] = (device.get("host"), device.get("rank")) in slow_ranks
     for measurement in results.get("measurements", []):
         if measurement.get("id") in slow_measurements:
@@ -276,15 +237,10 @@ def merge_rank_results(
             merged[key].extend(_retag(item, report.rank, report.host, id_map) for item in document.get(key, []))
         for warning in document.get("warnings", []):
             merged["warnings"].append(f"rank {report.rank} ({report.host or '?'}): {warning}")
-        info: dict[str, Any] = {
-            "rank": report.rank,
-            "host": report.host,
-            "local_rank": report.local_rank,
-            "device": report.device,
-            "status": report.status,
-            "reason": report.reason,
-            "measurements": len(document.get("measurements", [])),
-        }
+        info: dict[str, Any] = dict(
+            rank=report.rank, host=report.host, local_rank=report.local_rank, device=report.device,
+            status=report.status, reason=report.reason, measurements=len(document.get("measurements", [])),
+        )  # fmt: skip
         if report.results:
             info["duration_s"] = report.results.get("duration_s")
             info["system"] = report.results.get("system")

@@ -10,11 +10,15 @@ nccl-tests' definitions: ``algbw = S / t``; ``busbw = algbw x 2(n-1)/n`` for all
 ``algbw x (n-1)/n`` for all-gather. Timing uses ``ReduceOp.MAX`` so repeated in-place
 reductions keep their values (same traffic and cost as SUM); one SUM all-reduce and one
 all-gather are validated exactly.
+
+:func:`run_collectives` is the timing every rank runs (``torch.distributed`` already initialised),
+for these workers and for the ranks of ``gpuscope probe --distributed``: for each group size n the
+first n ranks form a group (``new_group`` is called by every rank, in the same order); rank 0 is
+in every group and returns the raw timings, the other ranks an empty list.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -26,7 +30,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["OPS", "bus_factor", "collective_probe", "BYTES_RULE"]
+from gpuscope.paths import child_env
+
+__all__ = ["OPS", "bus_factor", "collective_probe", "run_collectives", "BYTES_RULE"]
 
 OPS = ("allreduce", "allgather")
 BYTES_RULE = (
@@ -48,61 +54,119 @@ def bus_factor(op: str, world_size: int) -> float:
 # --- worker (a separate process) -------------------------------------------------------------
 
 
-def _worker(args: argparse.Namespace) -> int:
+def _worker(rank: int, spec: dict[str, Any]) -> int:
+    """One rank (``spec``: what :func:`collective_probe` asks of every worker): the default group
+    is gloo (over the file store); the collectives run in a group of every rank on ``spec["backend"]``
+    (:func:`run_collectives`)."""
     import datetime
 
     import torch
     import torch.distributed as dist
 
-    backend = args.backend
-    dist.init_process_group(
-        backend,
-        init_method=f"file://{args.store}",
-        rank=args.rank,
-        world_size=args.world,
-        timeout=datetime.timedelta(seconds=args.timeout_s),
-    )
-    if backend == "nccl":
-        torch.cuda.set_device(args.rank)
-        device = torch.device("cuda", args.rank)
-        sync: Callable[[], None] = lambda: torch.cuda.synchronize(device)  # noqa: E731
+    world, timeout = spec["world"], datetime.timedelta(seconds=spec["timeout_s"])
+    dist.init_process_group("gloo", init_method=f"file://{spec['store']}", rank=rank, world_size=world, timeout=timeout)
+    if spec["backend"] == "nccl":
+        torch.cuda.set_device(rank)
+        device = torch.device("cuda", rank)
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
-        sync = lambda: None  # noqa: E731
-    world = args.world
-    results: list[dict[str, Any]] = []
-    stop = torch.zeros(1, device=device)
-    has_into = hasattr(dist, "all_gather_into_tensor")
-    for op in args.ops.split(","):
-        for size in (int(s) for s in args.sizes.split(",")):
-            stop.fill_(1.0 if Path(args.cancel_file).exists() else 0.0)
-            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
-            if stop.item() > 0:
-                break
-            elements = max(world, size // 4 // world * world)
-            run = collective_kernel(op, elements, world, device, None, has_into and backend == "nccl")
-            iters, warm, samples = time_collective(
-                run, sync, device, None, args.target_sample_s, args.warmup, args.samples
-            )
-            error = validate_collective(op, elements, world, args.rank, device, None, has_into and backend == "nccl")
-            results.append(
-                {
-                    "op": op,
-                    "size_bytes": elements * 4,
-                    "iters": iters,
-                    "samples_s": samples,
-                    "warmup_samples_s": warm,
-                    "validation_error": error,
-                }
-            )
-    if args.rank == 0:
-        tmp = Path(args.output + ".tmp")
-        tmp.write_text(json.dumps({"results": results, "torch": torch.__version__, "backend": backend}))
-        os.replace(tmp, args.output)
+    results = run_collectives(
+        spec["ops"],
+        spec["sizes"],
+        rank=rank,
+        world_size=world,
+        device=device,
+        backend=spec["backend"],
+        samples=spec["samples"],
+        target_sample_s=spec["target_sample_s"],
+        warmup=spec["warmup"],
+        should_stop=Path(spec["cancel_file"]).exists,
+        groups=[world],
+    )
+    if rank == 0:
+        tmp = Path(spec["output"] + ".tmp")
+        tmp.write_text(json.dumps({"results": results, "torch": torch.__version__, "backend": spec["backend"]}))
+        os.replace(tmp, spec["output"])
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def run_collectives(
+    ops: list[str],
+    sizes_bytes: list[int],
+    *,
+    rank: int,
+    world_size: int,
+    device: Any,
+    backend: str,
+    samples: int,
+    target_sample_s: float,
+    warmup: int = 2,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
+    groups: list[int] | None = None,
+) -> list[dict[str, Any]]:
+    """Time ``ops`` (``allreduce``, ``allgather``) at ``sizes_bytes`` for every group size
+    (``groups``; default :func:`~gpuscope.probing.cluster.group_sizes` of ``world_size``).
+
+    ``device`` is a torch device (``cpu`` with gloo, ``cuda:LOCAL_RANK`` with nccl). A stop
+    request on any rank (``should_stop``) ends the sweep on all ranks at the next size.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from gpuscope.probing.cluster import group_sizes
+
+    is_cuda = torch.device(device).type == "cuda"
+
+    def sync() -> None:
+        if is_cuda:
+            torch.cuda.synchronize(device)
+
+    results: list[dict[str, Any]] = []
+    has_into = hasattr(dist, "all_gather_into_tensor")
+    everyone = torch.zeros(1)  # the default group is gloo: a CPU tensor
+    for n in groups or group_sizes(world_size):
+        everyone.fill_(1.0 if should_stop() else 0.0)
+        dist.all_reduce(everyone, op=dist.ReduceOp.MAX)  # all ranks agree before the next new_group
+        if everyone.item() > 0:
+            break
+        members = list(range(n))
+        group = dist.new_group(members, backend=backend)  # collective over the default group
+        if rank >= n:
+            continue
+        flag = torch.zeros(1, device=device)
+        stopped = False
+        for op in ops:
+            for size in sizes_bytes:
+                flag.fill_(1.0 if should_stop() else 0.0)
+                dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+                if flag.item() > 0:
+                    stopped = True
+                    break
+                elements = max(n, size // 4 // n * n)
+                run = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
+                iters, warm, timed = time_collective(run, sync, device, group, target_sample_s, warmup, samples)
+                error = validate_collective(op, elements, n, rank, device, group, has_into and is_cuda)
+                item = {
+                    "op": op,
+                    "group_size": n,
+                    "ranks": members,
+                    "size_bytes": elements * 4,
+                    "iters": iters,
+                    "samples_s": timed,
+                    "warmup_samples_s": warm,
+                    "validation_error": error,
+                }
+                if rank == 0:
+                    results.append(item)
+                    if on_result is not None:
+                        on_result(item)
+            if stopped:
+                break
+    return results
 
 
 def time_collective(
@@ -188,6 +252,59 @@ def validate_collective(op: str, elements: int, n: int, rank: int, device: Any, 
 # --- probe (the parent) -------------------------------------------------------------------
 
 
+def collective_record(
+    item: dict[str, Any], n: int, name: str, device: str, backend: str, versions: Any, **parameters: Any
+) -> dict[str, Any]:
+    """The measurement record of one op and size timed over ``n`` ranks (``item``: ``op``,
+    ``size_bytes``, ``iters``, ``samples_s``, ``warmup_samples_s``, ``validation_error``, and
+    ``error`` when it failed); ``parameters`` go into its parameters. ok only when validated exactly."""
+    from gpuscope.probing.context import measurement_record
+    from gpuscope.probing.stats import summarize
+
+    op, size = item["op"], int(item["size_bytes"])
+    samples = [float(s) for s in item.get("samples_s") or []]
+    error = item.get("error")
+    if not error and item.get("validation_error") not in (0.0, None):
+        error = f"validation failed: error {item['validation_error']:.3g}"
+    ok = bool(samples) and not error and item.get("validation_error") == 0.0
+    record = measurement_record(
+        kind="collective",
+        name=name,
+        device=device,
+        parameters={
+            "op": op,
+            "backend": backend,
+            "world_size": n,
+            **parameters,
+            "size_bytes": size,
+            "iters_per_sample": item.get("iters"),
+            "dtype": "fp32",
+        },
+        flops=0,
+        bytes_=size,
+        counting_rule={"bytes": BYTES_RULE},
+        statistic="best",
+        status="ok" if ok else "failed",
+        error=None if ok else (error or "no samples"),
+        timing={
+            "samples_s": samples,
+            "warmup_samples_s": item.get("warmup_samples_s", []),
+            "inner_reps": item.get("iters"),
+            "clock": "perf_counter (slowest rank)",
+        },
+        summary=summarize(samples, "best") if ok else None,
+        validation_error=item.get("validation_error"),
+        validation_tolerance=0.0,
+    )
+    if ok:
+        factor = bus_factor(op, n)
+        record["algbw_bytes_per_s"] = record["bytes_per_s"]
+        record["busbw_bytes_per_s"] = record["bytes_per_s"] * factor
+        record["bus_factor"] = factor
+    record["versions"] = versions or {}
+    return record
+
+
 def collective_probe(
     ops: list[str],
     sizes: list[int],
@@ -195,143 +312,98 @@ def collective_probe(
     ctx: Any,
     emit: Callable[[dict[str, Any]], None],
     timeout_s: float = 300.0,
-) -> list[dict[str, Any]]:
-    """Run the workers, turn their timings into measurement records (best busbw per size)."""
+) -> None:
+    """Run the workers, turn their timings into measurement records (``emit`` each)."""
     from gpuscope.probing.context import measurement_record
-    from gpuscope.probing.stats import summarize
 
     backend = "nccl" if ctx.device.is_gpu else "gloo"
-    if world_size is None:
-        if ctx.device.is_gpu:
-            import torch
+    if world_size is None and ctx.device.is_gpu:
+        import torch
 
-            world_size = torch.cuda.device_count()
-        else:
-            world_size = 2
-    base_record = {"kind": "collective", "device": ctx.device.name, "flops": 0, "counting_rule": {"bytes": BYTES_RULE}}
+        world_size = torch.cuda.device_count()
+    world_size = 2 if world_size is None else world_size
 
-    def op_record(op: str) -> dict[str, Any]:
-        """The record of an op that has no per-size result (skipped or failed)."""
-        parameters = {"op": op, "backend": backend, "world_size": world_size}
-        return {**base_record, "name": f"collective {op}", "parameters": parameters, "bytes_": 0}
+    def per_op(status: str, error: str) -> None:
+        """One record per op when there is no per-size result (skipped or failed)."""
+        for op in ops:
+            result = measurement_record(
+                kind="collective",
+                name=f"collective {op}",
+                device=ctx.device.name,
+                parameters={"op": op, "backend": backend, "world_size": world_size},
+                flops=0,
+                bytes_=0,
+                counting_rule={"bytes": BYTES_RULE},
+                statistic="best",
+                status=status,
+                error=error,
+            )
+            result["versions"] = ctx.versions
+            emit(result)
 
     if world_size < 2:
-        results = []
-        for op in ops:
-            result = ctx.skipped(
-                op_record(op),
-                f"{backend} collectives need two or more ranks ({'GPUs' if ctx.device.is_gpu else 'processes'}); "
-                f"this device has {world_size}",
-            )
-            emit(result)
-            results.append(result)
-        return results
+        ranks = "GPUs" if ctx.device.is_gpu else "processes"
+        return per_op(
+            "skipped", f"{backend} collectives need two or more ranks ({ranks}); this device has {world_size}"
+        )
     policy = ctx.ceiling_policy
-    before = (
-        ctx.telemetry.snapshot()
-        if ctx.telemetry is not None
-        else {"available": False, "reason": "telemetry turned off"}
-    )
+    off = {"available": False, "reason": "telemetry turned off"}
+    before = ctx.telemetry.snapshot() if ctx.telemetry is not None else off
     with tempfile.TemporaryDirectory(prefix="gpuscope-collective-") as folder:
         store = Path(folder) / "store"
         output = Path(folder) / "result.json"
         cancel_file = Path(folder) / "cancel"
-        env = dict(os.environ)
-        env["GLOO_SOCKET_IFNAME"] = _loopback_interface()
-        env["NCCL_SOCKET_IFNAME"] = env["GLOO_SOCKET_IFNAME"]
-        env["MASTER_ADDR"] = "127.0.0.1"
-        env["OMP_NUM_THREADS"] = "1"
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        command = [
-            sys.executable, "-m", "gpuscope.probing.collective",
-            "--backend", backend, "--world", str(world_size), "--store", str(store),
-            "--ops", ",".join(ops), "--sizes", ",".join(str(s) for s in sizes),
-            "--samples", str(policy.samples), "--warmup", "3",
-            "--target-sample-s", str(policy.target_sample_s), "--output", str(output),
-            "--cancel-file", str(cancel_file), "--timeout-s", str(int(timeout_s)),
-        ]  # fmt: skip
+        loopback = _loopback_interface()
+        env = child_env(
+            GLOO_SOCKET_IFNAME=loopback, NCCL_SOCKET_IFNAME=loopback, MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1"
+        )
+        spec = {
+            "backend": backend,
+            "world": world_size,
+            "store": str(store),
+            "ops": ops,
+            "sizes": sizes,
+            "samples": policy.samples,
+            "warmup": 3,
+            "target_sample_s": policy.target_sample_s,
+            "output": str(output),
+            "cancel_file": str(cancel_file),
+            "timeout_s": int(timeout_s),
+        }
+        command = [sys.executable, "-m", "gpuscope.probing.collective"]  # + RANK SPEC_JSON
         processes = [
             subprocess.Popen(
-                [*command, "--rank", str(rank)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+                [*command, str(rank), json.dumps(spec)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                text=True,
             )
             for rank in range(world_size)
-        ]
+        ]  # fmt: skip
         failure = _wait(processes, ctx, cancel_file, timeout_s)
         data = json.loads(output.read_text()) if output.exists() else None
     after = ctx.telemetry.snapshot() if ctx.telemetry is not None else before
-    results = []
     if data is None:
-        for op in ops:
-            result = measurement_record(
-                statistic="best", status="failed", error=failure or "workers wrote no result", **op_record(op)
-            )
-            result["versions"] = ctx.versions
-            emit(result)
-            results.append(result)
-        ctx.check_cancel()
-        return results
-    for item in data["results"]:
+        per_op("failed", failure or "workers wrote no result")
+    for item in data["results"] if data is not None else []:
         op, size = item["op"], item["size_bytes"]
-        factor = bus_factor(op, world_size)
-        summary = summarize(item["samples_s"], "best") if item["samples_s"] else None
-        ok = summary is not None and item["validation_error"] == 0.0
-        record = {
-            **base_record,
-            "name": f"collective {op} {size} B x{world_size}",
-            "parameters": {
-                "op": op,
-                "backend": backend,
-                "world_size": world_size,
-                "size_bytes": size,
-                "iters_per_sample": item["iters"],
-                "dtype": "fp32",
-                "reduce_op": "max while timing; sum validated" if op == "allreduce" else None,
-            },
-            "bytes_": size,
-        }
-        result = measurement_record(
-            statistic="best",
-            status="ok" if ok else "failed",
-            error=None if ok else f"validation failed: error {item['validation_error']:.3g}",
-            timing={
-                "samples_s": item["samples_s"],
-                "warmup_samples_s": item["warmup_samples_s"],
-                "inner_reps": item["iters"],
-                "clock": "perf_counter (slowest rank)",
-            },
-            summary=summary if ok else None,
-            validation_error=item["validation_error"],
-            validation_tolerance=0.0,
-            **record,
-        )
-        if ok:
-            result["algbw_bytes_per_s"] = result["bytes_per_s"]
-            result["busbw_bytes_per_s"] = result["bytes_per_s"] * factor
-            result["bus_factor"] = factor
-        result["versions"] = ctx.versions
+        reduce_op = "max while timing; sum validated" if op == "allreduce" else None
+        name = f"collective {op} {size} B x{world_size}"
+        result = collective_record(item, world_size, name, ctx.device.name, backend, ctx.versions, reduce_op=reduce_op)
         result["telemetry_before"], result["telemetry_after"] = before, after
         result["telemetry_during"] = {"available": False, "reason": "collectives run in worker processes"}
         emit(result)
-        results.append(result)
-    if failure:
+    if failure and data is not None:
         ctx.log(failure)
     ctx.check_cancel()
-    return results
 
 
 def _loopback_interface() -> str:
+    import socket
+
     try:
-        names = [name for _, name in socket_if_nameindex()]
+        names = [name for _, name in socket.if_nameindex()]
     except OSError:
         return "lo"
     return "lo" if "lo" in names or not names else names[0]
-
-
-def socket_if_nameindex() -> list[tuple[int, str]]:
-    import socket
-
-    return socket.if_nameindex()
 
 
 def _wait(processes: list[subprocess.Popen[str]], ctx: Any, cancel_file: Path, timeout_s: float) -> str | None:
@@ -345,10 +417,8 @@ def _wait(processes: list[subprocess.Popen[str]], ctx: Any, cancel_file: Path, t
         if ctx.cancel.is_set() and cancelled_at is None:
             cancel_file.touch()
             cancelled_at = time.monotonic()
-        if cancelled_at is not None and time.monotonic() - cancelled_at > 0.5:
-            _end(processes)
-            break
-        if any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
+        cancel_over = cancelled_at is not None and time.monotonic() - cancelled_at > 0.5
+        if cancel_over or any(code not in (None, 0) for code in codes) or time.monotonic() > deadline:
             _end(processes)
             break
         time.sleep(0.05)
@@ -374,25 +444,8 @@ def _end(processes: list[subprocess.Popen[str]]) -> None:
             process.wait()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuscope.probing.collective")
-    parser.add_argument("--backend", required=True)
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--store", required=True)
-    parser.add_argument("--ops", required=True)
-    parser.add_argument("--sizes", required=True)
-    parser.add_argument("--samples", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--target-sample-s", type=float, default=0.05)
-    parser.add_argument("--output", required=True)
-    parser.add_argument("--cancel-file", required=True)
-    parser.add_argument("--timeout-s", type=int, default=300)
-    return _worker(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # a worker: python -m gpuscope.probing.collective RANK SPEC_JSON
     import warnings
 
     warnings.filterwarnings("ignore")
-    raise SystemExit(main())
+    raise SystemExit(_worker(int(sys.argv[1]), json.loads(sys.argv[2])))

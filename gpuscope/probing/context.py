@@ -12,13 +12,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from gpuscope.probing.environment import DeviceSpec, MemoryBudget
 from gpuscope.probing.errors import ProbeCancelled, ProbeFailed, ProbeSkipped
 from gpuscope.probing.stats import summarize
 from gpuscope.probing.telemetry import ProbeTelemetry
-from gpuscope.probing.timing import Clock, CpuClock, TimingPolicy, time_kernel
+from gpuscope.probing.timing import Clock, CpuClock, TimingPolicy, check_cancel, time_kernel
 from gpuscope.telemetry.powercap import POWERCAP_ROOT
 
 __all__ = ["ProbeContext", "measurement_record", "graph_decision", "NEVER_GRAPHED_KINDS"]
@@ -122,8 +123,7 @@ class ProbeContext:
     _energy_meter: Any = None
 
     def check_cancel(self) -> None:
-        if self.cancel.is_set():
-            raise ProbeCancelled("cancelled")
+        check_cancel(self.cancel)
 
     def policy(self, statistic: str) -> TimingPolicy:
         return self.ceiling_policy if statistic == "best" else self.workload_policy
@@ -157,7 +157,7 @@ class ProbeContext:
         fn: Callable[[], Any],
         *,
         statistic: str,
-        validate: Callable[[], float | tuple[float, float]] | None,
+        validate: Callable[[], tuple[float, float]] | None,
         record: dict[str, Any],
         graphable: bool | None = None,
     ) -> dict[str, Any]:
@@ -193,9 +193,8 @@ class ProbeContext:
                 except Exception as sync_exc:  # noqa: BLE001 - reported, the eager timing follows
                     launch["cuda_graph_cleanup_error"] = f"{type(sync_exc).__name__}: {str(sync_exc)[:200]}"
         telemetry = self.telemetry
-        before = (
-            telemetry.snapshot() if telemetry is not None else {"available": False, "reason": "telemetry turned off"}
-        )
+        off = {"available": False, "reason": "telemetry turned off"}
+        before = telemetry.snapshot() if telemetry is not None else off
         during_sampler = telemetry.start_during() if telemetry is not None else None
         timing = None
         status, error = "ok", None
@@ -209,11 +208,7 @@ class ProbeContext:
                 timing.warmup_samples_s = [sample / kernels_per_call for sample in timing.warmup_samples_s]
                 timing.inner_reps *= kernels_per_call
             if validate is not None:
-                checked = validate()
-                if isinstance(checked, tuple):
-                    validation_error, tolerance = checked
-                else:
-                    validation_error = checked
+                validation_error, tolerance = validate()
         except ProbeCancelled:
             if during_sampler is not None:
                 during_sampler.stop()
@@ -247,16 +242,10 @@ class ProbeContext:
         result["versions"] = self.versions
         result["telemetry_before"] = before
         result["telemetry_after"] = after
-        result["telemetry_during"] = (
-            during
-            if during is not None
-            else {
-                "available": False,
-                "reason": "not sampled during CPU probes (the sampler would share the measured cores)"
-                if not self.device.is_gpu
-                else (telemetry.reason if telemetry is not None else "telemetry turned off"),
-            }
-        )
+        if during is None and not self.device.is_gpu:
+            reason = "not sampled during CPU probes (the sampler would share the measured cores)"
+            during = {"available": False, "reason": reason}
+        result["telemetry_during"] = during or (off if telemetry is None else {**off, "reason": telemetry.reason})
         if self.device.is_gpu:
             result["timing"]["launch"] = launch
         energy_j = result["timing"].get("energy_j")
@@ -265,12 +254,10 @@ class ProbeContext:
             result["timing"]["flop_per_j"] = float(result["flops"]) * calls / float(energy_j)
         if attempts:
             result["host_contention_percent"] = attempts[-1].get("kept_contention_percent")
-            result["attempts"] = attempts[:-1] if len(attempts) > 1 else []
-        reported = (during or {}).get("dram_bandwidth_bytes_per_s_mean")
+            result["attempts"] = attempts[:-1]
+        reported = result["telemetry_during"].get("dram_bandwidth_bytes_per_s_mean")
         if reported is not None:
             result["reported_dram_bytes_per_s"] = reported  # what the GPU said, next to bytes_per_s
-        if result["samples_s"] is None:
-            result["samples_s"] = []
         return result
 
     def energy_meter(self) -> Any:
@@ -285,13 +272,15 @@ class ProbeContext:
 
             try:
                 if self.device.is_gpu:
-                    uuid = getattr(self.telemetry, "cuda_uuid", None) if self.telemetry is not None else None
+                    uuid = self.telemetry.cuda_uuid if self.telemetry is not None else None
                     self._energy_meter = EnergyMeter(f"cuda:{self.device.index or 0}", cuda_uuid=uuid)
                 else:
                     self._energy_meter = EnergyMeter("cpu", powercap_root=self.powercap_root)
             except Exception as exc:  # noqa: BLE001 - energy must never break a probe
                 problem = Unavailable(Reason.ERROR, f"energy meter failed to open: {type(exc).__name__}: {exc}")
-                self._energy_meter = _NoEnergy(EnergyResult(problem, 0.0, "none"))
+                # a meter that could not open: every window is unavailable with the reason
+                result = EnergyResult(problem, 0.0, "none")
+                self._energy_meter = SimpleNamespace(start=lambda: None, stop=lambda: result, close=lambda: None)
         return self._energy_meter
 
     def close(self) -> None:
@@ -369,22 +358,6 @@ class ProbeContext:
         result = measurement_record(statistic=statistic, status="skipped", error=reason, **record)
         result["versions"] = self.versions
         return result
-
-
-class _NoEnergy:
-    """An energy meter that could not open: every window is unavailable with the reason."""
-
-    def __init__(self, result: Any) -> None:
-        self._result = result
-
-    def start(self) -> None:
-        """Nothing to read."""
-
-    def stop(self) -> Any:
-        return self._result
-
-    def close(self) -> None:
-        """Nothing to release."""
 
 
 def _cpu_counters() -> tuple[float, float, float] | None:

@@ -32,9 +32,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, ResourceError, UsageError
 from gpuscope.paths import check_output_path
 from gpuscope.probing.cluster import RankReport, collective_records, merge_rank_results
+from gpuscope.probing.environment import first_line
 from gpuscope.probing.rendezvous import HEARTBEAT_S, Heartbeat, Launch, Liveness, Mailbox, StopSignals
 
 __all__ = ["run_distributed", "Launch"]
@@ -65,16 +68,14 @@ def _split_suite(suite: Any, device: Any) -> tuple[Any, dict[str, Any] | None]:
     return dataclasses.replace(suite, probes=local), (collective.options if collective is not None else None)
 
 
-class _Say:
+def _say(launch: Launch, quiet: bool) -> Callable[[str], None]:
     """Progress lines on stderr, from rank 0 only (other ranks print errors only)."""
 
-    def __init__(self, launch: Launch, quiet: bool) -> None:
-        self.on = launch.rank == 0 and not quiet
-        self.prefix = f"[rank {launch.rank}/{launch.world_size}]"
+    def say(text: str) -> None:
+        if launch.rank == 0 and not quiet:
+            print(f"[rank {launch.rank}/{launch.world_size}] {text}", file=sys.stderr, flush=True)
 
-    def __call__(self, text: str) -> None:
-        if self.on:
-            print(f"{self.prefix} {text}", file=sys.stderr, flush=True)
+    return say
 
 
 def run_distributed(args: argparse.Namespace) -> int:
@@ -106,30 +107,19 @@ def run_distributed(args: argparse.Namespace) -> int:
     try:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=rank_timeout_s))
     except Exception as exc:  # noqa: BLE001 - rendezvous errors come in many classes
-        raise ResourceError(
-            "--distributed: cannot join the torchrun job "
-            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
-        ) from None
+        raise ResourceError(f"--distributed: cannot join the torchrun job ({first_line(exc)})") from None
     store = dist.distributed_c10d._get_default_store()
     mailbox = Mailbox(store, f"gpuscope/probe/{launch.restart}/")
     host = socket.gethostname()
-    say = _Say(launch, args.quiet)
+    say = _say(launch, args.quiet)
     stop = StopSignals()
     heartbeat = Heartbeat(mailbox, launch.rank).start()
     try:
         from gpuscope.probing.environment import device_info
 
-        device_entry = device_info(device)
-        mailbox.put(
-            f"hello/{launch.rank}",
-            {
-                "host": host,
-                "local_rank": launch.local_rank,
-                "device": device.name,
-                "pid": os.getpid(),
-                "device_entry": device_entry,
-            },
-        )
+        device_entry = msgspec.to_builtins(device_info(device))
+        hello = dict(host=host, local_rank=launch.local_rank, device=device.name, pid=os.getpid())
+        mailbox.put(f"hello/{launch.rank}", {**hello, "device_entry": device_entry})
         liveness = Liveness(mailbox, [r for r in range(launch.world_size) if r != launch.rank])
         say(f"{launch.world_size} ranks; suite {suite.name}; this rank {host} {device.name}")
         own = _run_local(local_suite, device, args, mailbox, launch, stop, say, liveness)
@@ -146,7 +136,9 @@ def run_distributed(args: argparse.Namespace) -> int:
             print(f"gpuscope: wrote report {write_report(args.report, [output])}", file=sys.stderr)
         return code
     except RuntimeError as exc:  # the store or a peer went away (DistStoreError, DistNetworkError)
-        raise GpuscopeError(f"rank {launch.rank}: lost contact with the torchrun job ({_one_line(exc)})") from None
+        raise GpuscopeError(
+            f"rank {launch.rank}: lost contact with the torchrun job ({first_line(exc, 300)})"
+        ) from None
     except OSError as exc:
         raise GpuscopeError(
             f"rank {launch.rank}: {exc.filename + ': ' if exc.filename else ''}{exc.strerror or exc}"
@@ -165,10 +157,10 @@ def _run_local(
 
     published = 0
 
-    def on_measurement(record: dict[str, Any]) -> None:
+    def on_measurement(record: Any) -> None:  # a Measurement
         nonlocal published
         published += 1
-        mailbox.put(f"m/{launch.rank}/{published}", record)
+        mailbox.put(f"m/{launch.rank}/{published}", msgspec.to_builtins(record))
         mailbox.put(f"mcount/{launch.rank}", published)
 
     runner = ProbeRunner(
@@ -197,7 +189,7 @@ def _run_local(
             cancel.set()
         if launch.rank == 0:
             liveness.poll(2.0)
-    results = outcome.get("results") or runner.snapshot()
+    results = msgspec.to_builtins(outcome.get("results") or runner.snapshot())
     if stop.event.is_set():
         return {
             "status": "partial",
@@ -205,10 +197,14 @@ def _run_local(
             "results": results,
         }
     if "error" in outcome:
-        error = outcome["error"]
-        text = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return {"status": "partial", "reason": f"probe error: {text}", "results": results}
+        return {"status": "partial", "reason": f"probe error: {first_line(outcome['error'])}", "results": results}
     return {"status": "ok", "reason": None, "results": results}
+
+
+def _error(text: str) -> int:
+    """Say ``text`` on stderr as an error; returns the failure exit code."""
+    print(f"gpuscope: error: {text}", file=sys.stderr, flush=True)
+    return EXIT_FAILURE
 
 
 def _follow(
@@ -233,27 +229,16 @@ def _follow(
             return EXIT_INTERRUPTED
         liveness.poll()
         if liveness.silent_s(0) > _DEAD_AFTER_S:
-            print(
-                f"gpuscope: error: rank {launch.rank}: rank 0 stopped responding; it holds the results file",
-                file=sys.stderr,
-                flush=True,
-            )
-            return EXIT_FAILURE
+            return _error(f"rank {launch.rank}: rank 0 stopped responding; it holds the results file")
         time.sleep(0.1)
     if not decision.get("collectives"):
         return EXIT_OK
     try:
         _collectives(launch, device, suite, collective or {}, stop)
     except Exception as exc:  # noqa: BLE001 - a peer died mid-collective
-        print(f"gpuscope: error: rank {launch.rank}: collectives failed: {_one_line(exc)}", file=sys.stderr, flush=True)
-        return EXIT_FAILURE
+        return _error(f"rank {launch.rank}: collectives failed: {first_line(exc, 300)}")
     dist.destroy_process_group()
     return EXIT_INTERRUPTED if stop.event.is_set() else EXIT_OK
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
 
 
 def _collectives(
@@ -264,35 +249,24 @@ def _collectives(
     stop: StopSignals,
     on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    from gpuscope.probing.distributed_collective import run_collectives
+    from gpuscope.probing.collective import run_collectives
 
     backend = "nccl" if device.is_gpu else "gloo"
     return run_collectives(
-        list(options.get("ops") or ["allreduce", "allgather"]),
-        list(options.get("sizes") or [2**20, 16 * 2**20]),
-        rank=launch.rank,
-        world_size=launch.world_size,
-        device=device.torch_device,
-        backend=backend,
-        samples=suite.settings.samples,
-        target_sample_s=suite.settings.target_sample_s,
-        should_stop=stop.event.is_set,
-        on_result=on_result,
-    )
+        list(options.get("ops") or ["allreduce", "allgather"]), list(options.get("sizes") or [2**20, 16 * 2**20]),
+        rank=launch.rank, world_size=launch.world_size, device=device.torch_device, backend=backend,
+        samples=suite.settings.samples, target_sample_s=suite.settings.target_sample_s,
+        should_stop=stop.event.is_set, on_result=on_result,
+    )  # fmt: skip
 
 
 def _report(rank: int, payload: dict[str, Any], hello: dict[str, Any] | None) -> RankReport:
     hello = hello or {}
     return RankReport(
-        rank=rank,
-        host=hello.get("host"),
-        status=payload.get("status", "partial"),
-        results=payload.get("results") or None,
-        reason=payload.get("reason"),
-        local_rank=hello.get("local_rank"),
-        device=hello.get("device"),
-        device_entry=hello.get("device_entry"),
-    )
+        rank=rank, host=hello.get("host"), status=payload.get("status", "partial"),
+        results=payload.get("results") or None, reason=payload.get("reason"), local_rank=hello.get("local_rank"),
+        device=hello.get("device"), device_entry=hello.get("device_entry"),
+    )  # fmt: skip
 
 
 def _gather(
@@ -381,7 +355,7 @@ def _lead(
         coll_measurements: list[dict[str, Any]] | None = None, coll_ceilings: list[dict[str, Any]] | None = None
     ) -> dict[str, Any]:
         document = merge_rank_results(
-            ordered, world_size=launch.world_size, suite=suite.to_json(), margin=margin,
+            ordered, world_size=launch.world_size, suite=msgspec.to_builtins(suite.ref()), margin=margin,
             collective_measurements=coll_measurements, collective_ceilings=coll_ceilings, backend=backend, notes=notes,
         )  # fmt: skip
         if collective is None:
@@ -407,7 +381,7 @@ def _lead(
                 ),
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a peer died mid-collective
-            notes.append(f"collectives failed: {_one_line(exc)}")
+            notes.append(f"collectives failed: {first_line(exc, 300)}")
         if stop.event.is_set():
             notes.append(f"collectives stopped by {stop.name}")
         hosts = {r.rank: r.host for r in ordered}
@@ -426,15 +400,9 @@ def _lead(
         dist.destroy_process_group()
     if stop.event.is_set():
         return EXIT_INTERRUPTED
-    if document["partial"] or document["summary"].get("failed"):
-        if document["partial"]:
-            print(
-                f"gpuscope: error: partial results in {output}: {document['partial_reason']}",
-                file=sys.stderr,
-                flush=True,
-            )
-        return EXIT_FAILURE
-    return EXIT_OK
+    if document["partial"]:
+        return _error(f"partial results in {output}: {document['partial_reason']}")
+    return EXIT_FAILURE if document["summary"].get("failed") else EXIT_OK
 
 
 def _print_summary(document: dict[str, Any], output: Path) -> None:

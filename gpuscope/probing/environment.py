@@ -18,6 +18,7 @@ from typing import Any
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.probing.errors import ProbeSkipped
+from gpuscope.schema.results import CacheLevel, Device, System
 
 __all__ = [
     "DeviceSpec",
@@ -31,6 +32,9 @@ __all__ = [
     "system_info",
     "device_info",
     "gpu_uuid",
+    "tensor_device",
+    "torch_device",
+    "torch_device_name",
 ]
 
 _DEVICE_RE = re.compile(r"^(cpu|cuda)(?::(\d+))?$")
@@ -86,6 +90,53 @@ def resolve_device(text: str) -> DeviceSpec:
     return spec
 
 
+def tensor_device(values: Any) -> Any:
+    """The ``torch.device`` of the first tensor in ``values`` (any nesting), else None."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return next((leaf.device for leaf in tree_leaves(values) if isinstance(leaf, torch.Tensor)), None)
+
+
+def torch_device(device: Any, values: Any = ()) -> Any:
+    """``device`` (``"cuda:1"``, a ``torch.device``; None: the device of the first tensor in
+    ``values``, else the CPU) as a ``torch.device``, CUDA with an index. Raises
+    :class:`UsageError` / :class:`ResourceError` (one line) for a device that cannot be used."""
+    import torch
+
+    if device is None:
+        resolved = tensor_device(values) or torch.device("cpu")
+    else:
+        try:
+            resolved = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise UsageError(f"device {device!r} is not a torch device ({exc})") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ResourceError(f"device {device or resolved} requested but CUDA is not available to torch")
+        index = resolved.index if resolved.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise ResourceError(f"device cuda:{index} does not exist ({torch.cuda.device_count()} CUDA devices)")
+        resolved = torch.device("cuda", index)
+    elif resolved.type != "cpu":
+        raise UsageError(f"device {resolved} is not supported (cpu or cuda[:N])")
+    return resolved
+
+
+def torch_device_name(device: Any) -> str | None:
+    """The GPU's name or the CPU model of a ``torch.device``; None when it cannot be read."""
+    try:
+        if device.type == "cuda":
+            import torch
+
+            return str(torch.cuda.get_device_name(device))
+        from gpuscope.telemetry.cpuinfo import cpu_info
+
+        return cpu_info().model
+    except Exception:  # noqa: BLE001 - a name is a label, never a failure
+        return None
+
+
 def _cpu_available_bytes() -> int:
     try:
         import psutil
@@ -132,9 +183,6 @@ class MemoryBudget:
                 f"{what} needs {nbytes / 1e9:.3g} GB, over the budget of {allowance / 1e9:.3g} GB "
                 f"({self.fraction:g} of free {self.device.name} memory; see --memory-fraction)"
             )
-
-    def to_json(self) -> dict[str, Any]:
-        return {"fraction": self.fraction, "allowance_bytes_at_start": self.allowance_bytes()}
 
 
 #: Messages of allocation failures that arrive as RuntimeError (torch CPU and CUDA, cuBLAS).
@@ -216,7 +264,9 @@ def numpy_blas() -> str | None:
 def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dict[str, Any]:
     """Versions of everything that shapes a number: python, numpy (and its BLAS), torch (its
     CPU BLAS, oneDNN, CUDA, cuDNN), and the NVIDIA driver when known."""
-    out: dict[str, Any] = {"python": platform.python_version(), "gpuscope": _gpuscope_version()}
+    from gpuscope import __version__
+
+    out: dict[str, Any] = {"python": platform.python_version(), "gpuscope": __version__}
     try:
         import numpy
 
@@ -227,7 +277,7 @@ def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dic
     try:
         import torch
 
-        out["torch"] = torch.__version__
+        out["torch"] = str(torch.__version__)  # a TorchVersion, a str subclass msgspec does not take
         out.update(_torch_blas())
         out["cuda"] = torch.version.cuda
         out["torch_num_threads"] = torch.get_num_threads()
@@ -240,52 +290,48 @@ def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dic
     return out
 
 
-def _gpuscope_version() -> str:
-    from gpuscope import __version__
-
-    return __version__
-
-
-def system_info(device: DeviceSpec, driver: str | None = None) -> dict[str, Any]:
+def system_info(device: DeviceSpec, driver: str | None = None) -> System:
     """The ``system`` object of a results file."""
     from gpuscope.telemetry.cpuinfo import cpu_info
 
     info = cpu_info()
     v = versions(device, driver)
-    return {
-        "hostname": socket.gethostname(),
-        "cpu_model": info.model,
-        "logical_cores": info.logical_cores,
-        "physical_cores": info.physical_cores,
-        "simd": info.simd,
-        "os": platform.platform(),
-        "python": v["python"],
-        "torch": v.get("torch"),
-        "cuda": v.get("cuda"),
-        "driver": driver,
-        "blas": v.get("torch_cpu_blas"),
-        "numpy_blas": v.get("numpy_blas"),
-        "argv": sys.argv[1:],
-    }
+    return System(
+        hostname=socket.gethostname(),
+        cpu_model=info.model,
+        logical_cores=info.logical_cores,
+        physical_cores=info.physical_cores,
+        simd=info.simd,
+        os=platform.platform(),
+        python=v["python"],
+        torch=v.get("torch"),
+        cuda=v.get("cuda"),
+        driver=driver,
+        blas=v.get("torch_cpu_blas"),
+        numpy_blas=v.get("numpy_blas"),
+        argv=sys.argv[1:],
+    )
 
 
-def device_info(
-    device: DeviceSpec, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None
-) -> dict[str, Any]:
+def device_info(device: DeviceSpec, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None) -> Device:
     """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches; a GPU's ``uuid``
     by :func:`gpu_uuid` (``gpus`` and ``cuda_uuid`` are passed on; None: NVML's and torch's)."""
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
-    out: dict[str, Any] = {"device": device.name, "type": device.type, "host": socket.gethostname(), "rank": 0}
+    host = socket.gethostname()
     if not device.is_gpu:
+        from gpuscope.telemetry.cpuinfo import cpu_info
+
         info = cpu_info()
-        out.update(
+        return Device(
+            device=device.name,
+            type=device.type,
+            host=host,
+            rank=0,
             name=info.model,
             logical_cores=info.logical_cores,
             physical_cores=info.physical_cores,
             simd=info.simd,
             caches=[
-                {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances}
+                CacheLevel(level=c.level, kind=c.kind, size_bytes=c.size_bytes, instances=c.instances)
                 for c in info.caches
             ],
             last_level_cache_bytes=info.last_level_cache_bytes,
@@ -293,11 +339,14 @@ def device_info(
             datasheet_peak_fp32_flop_per_s=info.peak_flop_per_s("fp32"),
             datasheet_peak_fp64_flop_per_s=info.peak_flop_per_s("fp64"),
         )
-        return out
     import torch
 
     props = torch.cuda.get_device_properties(device.index or 0)
-    out.update(
+    return Device(
+        device=device.name,
+        type=device.type,
+        host=host,
+        rank=0,
         name=props.name,
         memory_total_bytes=int(props.total_memory),
         multiprocessors=int(props.multi_processor_count),
@@ -305,7 +354,6 @@ def device_info(
         l2_cache_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
         uuid=gpu_uuid(device.index or 0, gpus=gpus, cuda_uuid=cuda_uuid),
     )
-    return out
 
 
 def gpu_uuid(cuda_index: int, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None) -> str | None:

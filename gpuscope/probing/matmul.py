@@ -62,15 +62,13 @@ class MatmulShape:
             core += f" {self.transpose}"
         return f"{self.label} {core}".strip()
 
+    @property
+    def flops(self) -> int:
+        """2·batch·M·N·K (:func:`matmul_flops`)."""
+        return matmul_flops(self.batch, self.m, self.n, self.k)
+
     def parameters(self) -> dict[str, Any]:
-        return {
-            "batch": self.batch,
-            "m": self.m,
-            "n": self.n,
-            "k": self.k,
-            "transpose": self.transpose,
-            "label": self.label or None,
-        }
+        return dict(batch=self.batch, m=self.m, n=self.n, k=self.k, transpose=self.transpose, label=self.label or None)
 
 
 def matmul_flops(batch: int, m: int, n: int, k: int) -> int:
@@ -178,6 +176,21 @@ def _sample_indices(size: int, count: int = 24) -> list[int]:
     return sorted({min(size - 1, int(i * step)) for i in range(count)} | {size - 1})
 
 
+def _validate_gemm(
+    shape: MatmulShape, dtype: str, a: Any, b: Any, c: Any, to64: Callable[[Any], Any]
+) -> tuple[float, float]:
+    """(error, tolerance) of sampled rows and columns of C (first and last batch) against the
+    float64 product of A and B; ``to64`` turns a slice into a float64 numpy array."""
+    tolerance = matmul_tolerance(dtype, shape.k)
+    rows, cols = _sample_indices(shape.m), _sample_indices(shape.n)
+    error = 0.0
+    for bi in sorted({0, shape.batch - 1}):
+        a3, b3, c3 = (x if shape.batch == 1 else x[bi] for x in (a, b, c))
+        expected = to64(a3[rows, :]) @ to64(b3[:, cols])
+        error = max(error, check_close(to64(c3[rows][:, cols]), expected, tolerance, f"matmul {dtype}"))
+    return error, tolerance
+
+
 def build_matmul(shape: MatmulShape, dtype: str, library: str, ctx: ProbeContext) -> MatmulCase:
     """Allocate random non-zero operands on the context's device and return the case.
     Raises :class:`ProbeSkipped` when unsupported or over the memory budget."""
@@ -217,16 +230,7 @@ def _build_numpy(shape: MatmulShape, dtype: str, nbytes: int) -> MatmulCase:
         return np.matmul(a, b, out=c)
 
     def validate() -> tuple[float, float]:
-        tolerance = matmul_tolerance(dtype, shape.k)
-        rows, cols = _sample_indices(shape.m), _sample_indices(shape.n)
-        error = 0.0
-        for bi in sorted({0, shape.batch - 1}):
-            a3 = a if shape.batch == 1 else a[bi]
-            b3 = b if shape.batch == 1 else b[bi]
-            c3 = c if shape.batch == 1 else c[bi]
-            expected = a3[rows, :].astype(np.float64) @ b3[:, cols].astype(np.float64)
-            error = max(error, check_close(c3[np.ix_(rows, cols)], expected, tolerance, f"matmul {dtype}"))
-        return error, tolerance
+        return _validate_gemm(shape, dtype, a, b, c, lambda x: x.astype(np.float64))
 
     return MatmulCase(run, validate, "numpy", f"numpy.matmul ({numpy_blas() or 'unknown BLAS'})", nbytes)
 
@@ -277,21 +281,9 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
         get_c = lambda: c  # noqa: E731
 
     def validate() -> tuple[float, float]:
-        tolerance = matmul_tolerance(dtype, shape.k)
-        rows, cols = _sample_indices(shape.m), _sample_indices(shape.n)
-        result = get_c()
-        error = 0.0
-        for bi in sorted({0, shape.batch - 1}):
-            a3 = a if shape.batch == 1 else a[bi]
-            b3 = b if shape.batch == 1 else b[bi]
-            c3 = result if shape.batch == 1 else result[bi]
-            if dtype == "fp8":  # index float8 through float32 (exact), not every op takes fp8
-                a3, b3 = a3.to(torch.float32), b3.to(torch.float32)
-            a64 = a3[rows, :].to(torch.float64).cpu().numpy()
-            b64 = b3[:, cols].to(torch.float64).cpu().numpy()
-            got = c3[rows][:, cols].to(torch.float64).cpu().numpy()
-            error = max(error, check_close(got, a64 @ b64, tolerance, f"matmul {dtype}"))
-        return error, tolerance
+        # index float8 through float32 (exact): not every op takes fp8
+        a_, b_ = (a.to(torch.float32), b.to(torch.float32)) if dtype == "fp8" else (a, b)
+        return _validate_gemm(shape, dtype, a_, b_, get_c(), lambda x: x.to(torch.float64).cpu().numpy())
 
     return MatmulCase(run, validate, "torch", implementation, nbytes)
 
@@ -304,7 +296,7 @@ def _record(
         "name": f"matmul {dtype} {shape.describe()}",
         "device": ctx.device.name,
         "parameters": {**shape.parameters(), "dtype": dtype, "library": case_library, "role": role},
-        "flops": matmul_flops(shape.batch, shape.m, shape.n, shape.k),
+        "flops": shape.flops,
         "bytes_": matmul_bytes(shape.batch, shape.m, shape.n, shape.k, dtype),
         "counting_rule": {"flops": FLOPS_RULE, "bytes": BYTES_RULE},
         "library": case_library,
@@ -320,24 +312,16 @@ def measure_matmul(
         case = build_matmul(shape, dtype, library, ctx)
     except ProbeSkipped as exc:
         return ctx.skipped(_record(shape, dtype, library, None, ctx, role), str(exc), statistic)
+    record = _record(shape, dtype, library, case.implementation, ctx, role)
     try:
         with _math_mode(dtype, ctx):
-            return ctx.measure(
-                case.run,
-                statistic=statistic,
-                validate=case.validate,
-                record=_record(shape, dtype, library, case.implementation, ctx, role),
-            )
+            return ctx.measure(case.run, statistic=statistic, validate=case.validate, record=record)
     finally:
         del case
-        _release(ctx)
+        if ctx.device.is_gpu:
+            import torch
 
-
-def _release(ctx: ProbeContext) -> None:
-    if ctx.device.is_gpu:
-        import torch
-
-        torch.cuda.empty_cache()
+            torch.cuda.empty_cache()
 
 
 def _estimate_rate(dtype: str, library: str, ctx: ProbeContext, size: int = 256) -> float | None:
@@ -359,7 +343,7 @@ def _estimate_rate(dtype: str, library: str, ctx: ProbeContext, size: int = 256)
             case.run()
             ctx.synchronize()
             best = min(best, time.perf_counter() - start)
-    return matmul_flops(1, size, size, size) / max(best, 1e-9)
+    return shape.flops / max(best, 1e-9)
 
 
 def matmul_ceiling(
@@ -377,24 +361,19 @@ def matmul_ceiling(
     without hardware support (fp16 on most CPUs) costs seconds, not minutes.
     """
     best: dict[str, Any] | None = None
-    ordered = sorted(shapes, key=lambda s: matmul_flops(s.batch, s.m, s.n, s.k))
+    ordered = sorted(shapes, key=lambda s: s.flops)
     for library in libraries:
         if dtype_support(dtype, ctx, library):
             continue
         ctx.check_cancel()
         rate = _estimate_rate(dtype, library, ctx)
-        largest = matmul_flops(ordered[-1].batch, ordered[-1].m, ordered[-1].n, ordered[-1].k) if ordered else 0
-        if rate is not None and largest / rate > ctx.max_call_s:
+        if rate is not None and ordered and ordered[-1].flops / rate > ctx.max_call_s:
             # small GEMMs under-use wide machines: ask a mid-size one before skipping anything
-            mid = (
-                _estimate_rate(dtype, library, ctx, 512)
-                if matmul_flops(1, 512, 512, 512) / rate <= ctx.max_call_s
-                else None
-            )
-            rate = max(rate, mid or 0.0)
+            if matmul_flops(1, 512, 512, 512) / rate <= ctx.max_call_s:
+                rate = max(rate, _estimate_rate(dtype, library, ctx, 512) or 0.0)
         for shape in ordered:
             ctx.check_cancel()
-            flops = matmul_flops(shape.batch, shape.m, shape.n, shape.k)
+            flops = shape.flops
             if rate is not None and flops / rate > ctx.max_call_s:
                 emit(
                     ctx.skipped(

@@ -32,7 +32,7 @@ from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
-from gpuscope.probing.errors import ProbeCancelled, ProbeSkipped
+from gpuscope.probing.errors import ProbeSkipped
 from gpuscope.probing.validation import check_close, elementwise_tolerance
 
 __all__ = [
@@ -194,7 +194,8 @@ class _ThreadArrays:
         for array in self.arrays:
             rng.random(out=array)
             array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
-        self.tmp: Any = _aligned_empty(elements, np_dtype, narrays) if kernel == "triad" else None
+        #: the arrays and, for numpy's two-pass triad, its temporary
+        self.operands = [*self.arrays, *([_aligned_empty(elements, np_dtype, narrays)] if kernel == "triad" else [])]
         self.sums: Any = None  # the read kernel's result (numpy or torch)
 
 
@@ -223,6 +224,27 @@ def _rows(array: Any, rows: int) -> Any:
     from numpy.lib.stride_tricks import as_strided
 
     return as_strided(array, shape=(rows, array.size), strides=(0, array.itemsize), writeable=True)
+
+
+def _torch_ops() -> dict[str, tuple[str, Callable[[list[Any]], Any]]]:
+    """kernel -> (name, the torch op on the kernel's arrays), for CPU and GPU alike (not ``read``)."""
+    import torch
+
+    return {
+        "copy": ("torch.Tensor.copy_", lambda x: x[1].copy_(x[0])),
+        "scale": ("torch.mul(out=)", lambda x: torch.mul(x[1], SCALAR, out=x[0])),
+        "add": ("torch.add(out=)", lambda x: torch.add(x[0], x[1], out=x[2])),
+        "triad": ("torch.add(alpha=s, out=)", lambda x: torch.add(x[1], x[2], alpha=SCALAR, out=x[0])),
+    }
+
+
+#: kernel -> (output, its float64 reference) of the sampled float64 arrays (not ``read``)
+_REFERENCE: dict[str, Callable[[list[Any]], tuple[Any, Any]]] = {
+    "copy": lambda f: (f[1], f[0]),
+    "scale": lambda f: (f[0], SCALAR * f[1]),
+    "add": lambda f: (f[2], f[0] + f[1]),
+    "triad": lambda f: (f[0], f[1] + SCALAR * f[2]),
+}
 
 
 def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team: ThreadPoolExecutor) -> list[_Variant]:
@@ -255,55 +277,26 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     def strided(body: Callable[[_ThreadArrays, int], Callable[[], Any]]) -> Callable[[], Any]:
         return team_call([body(arrays, reps) for arrays in per_thread])
 
-    # copy, scale, add: (numpy name, its rows name, numpy call bound to arrays, torch name, torch op)
-    simple: dict[str, tuple[str, str, Callable[[Any], Callable[[], Any]], str, Callable[[Any], Any]]] = {
-        "copy": ("numpy.copyto (memcpy)", "numpy.copyto", lambda x: lambda: np.copyto(x[1], x[0]),
-                 "torch.Tensor.copy_", lambda x: x[1].copy_(x[0])),
-        "scale": ("numpy.multiply(out=)", "numpy.multiply(out=)",
-                  lambda x: lambda: np.multiply(x[1], SCALAR, out=x[0]),
-                  "torch.mul(out=)", lambda x: torch.mul(x[1], SCALAR, out=x[0])),
-        "add": ("numpy.add(out=)", "numpy.add(out=)", lambda x: lambda: np.add(x[0], x[1], out=x[2]),
-                "torch.add(out=)", lambda x: torch.add(x[0], x[1], out=x[2])),
+    # (loop name, rows name, numpy call bound to the arrays and, for triad, tmp). numpy's triad
+    # needs two passes (tmp = s*c; a = b + tmp), which moves more bytes than STREAM counts, so it
+    # only wins where dispatch cost dominates.
+    two_pass = "numpy two passes (tmp = s*c; a = b + tmp)"
+    numpy_ops: dict[str, tuple[str, str, Callable[[list[Any]], Callable[[], Any]]]] = {
+        "copy": ("numpy.copyto (memcpy)", "numpy.copyto", lambda x: lambda: np.copyto(x[1], x[0])),
+        "scale": ("numpy.multiply(out=)",) * 2 + (lambda x: lambda: np.multiply(x[1], SCALAR, out=x[0]),),
+        "add": ("numpy.add(out=)",) * 2 + (lambda x: lambda: np.add(x[0], x[1], out=x[2]),),
+        "triad": (two_pass, two_pass,
+                  lambda x: lambda: (np.multiply(x[2], SCALAR, out=x[3]), np.add(x[1], x[3], out=x[0]))),
     }  # fmt: skip
     variants: list[_Variant] = []
-    if kernel in simple:
-        name, rows_name, numpy_call, torch_name, torch_op = simple[kernel]
-        variants.append(_Variant(f"{name}, loop", looped(lambda t: numpy_call(t.arrays))))
+    if kernel in numpy_ops:
+        name, rows_name, numpy_call = numpy_ops[kernel]
+        variants.append(_Variant(f"{name}, loop", looped(lambda t: numpy_call(t.operands))))
         if reps > 1:
-            rows = strided(lambda t, r: numpy_call([_rows(x, r) for x in t.arrays]))
+            rows = strided(lambda t, r: numpy_call([_rows(x, r) for x in t.operands]))
             variants.append(_Variant(f"{rows_name}, zero-stride rows", rows))
+        torch_name, torch_op = _torch_ops()[kernel]
         variants.append(_Variant(f"{torch_name}, loop", looped(lambda t: _on_tensors(t, torch_op))))
-    elif kernel == "triad":
-        # a = b + s*c: torch does it in one pass; numpy needs two (tmp = s*c; a = b + tmp), which
-        # moves more bytes than STREAM counts, so it only wins where dispatch cost dominates.
-        variants.append(
-            _Variant(
-                "torch.add(alpha=s, out=), loop",
-                looped(lambda t: _on_tensors(t, lambda x: torch.add(x[1], x[2], alpha=SCALAR, out=x[0]))),
-            )
-        )
-        variants.append(
-            _Variant(
-                "numpy two passes (tmp = s*c; a = b + tmp), loop",
-                looped(
-                    lambda t: (
-                        lambda: (
-                            np.multiply(t.arrays[2], SCALAR, out=t.tmp),
-                            np.add(t.arrays[1], t.tmp, out=t.arrays[0]),
-                        )
-                    )
-                ),
-            )
-        )
-        if reps > 1:
-
-            def two_pass_rows(t: _ThreadArrays, r: int) -> Callable[[], Any]:
-                a, b, c, tmp = (_rows(x, r) for x in (t.arrays[0], t.arrays[1], t.arrays[2], t.tmp))
-                return lambda: (np.multiply(c, SCALAR, out=tmp), np.add(b, tmp, out=a))
-
-            variants.append(
-                _Variant("numpy two passes (tmp = s*c; a = b + tmp), zero-stride rows", strided(two_pass_rows))
-            )
     elif kernel == "read":
 
         def torch_rows(t: _ThreadArrays, r: int) -> Callable[[], Any]:
@@ -339,27 +332,18 @@ def _on_tensors(t: _ThreadArrays, op: Callable[[Any], Any]) -> Callable[[], Any]
 def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> tuple[float, float]:
     import numpy as np
 
-    tolerance = elementwise_tolerance(dtype)
+    tolerance = elementwise_tolerance(dtype) if kernel != "read" else 1e-10 if dtype == "fp64" else 1e-4
     error = 0.0
     for t in per_thread:
         arrays = t.arrays
         n = arrays[0].size
         idx = np.unique(np.linspace(0, n - 1, num=min(n, 257)).astype(np.int64))
-        f = [a[idx].astype(np.float64) for a in arrays]
-        if kernel == "copy":
-            error = max(error, check_close(f[1], f[0], tolerance, "copy"))
-        elif kernel == "scale":
-            error = max(error, check_close(f[0], SCALAR * f[1], tolerance, "scale"))
-        elif kernel == "add":
-            error = max(error, check_close(f[2], f[0] + f[1], tolerance, "add"))
-        elif kernel == "triad":
-            error = max(error, check_close(f[0], f[1] + SCALAR * f[2], tolerance, "triad"))
-        elif kernel == "read":
-            expected = math.fsum(arrays[0].astype(np.float64))
+        if kernel == "read":
             sums = np.atleast_1d(np.asarray(t.sums, dtype=np.float64))
-            read_tolerance = 1e-10 if dtype == "fp64" else 1e-4
-            error = max(error, check_close(sums[-1:], np.array([expected]), read_tolerance, "read"))
-            tolerance = read_tolerance
+            got, expected = sums[-1:], np.array([math.fsum(arrays[0].astype(np.float64))])
+        else:
+            got, expected = _REFERENCE[kernel]([a[idx].astype(np.float64) for a in arrays])
+        error = max(error, check_close(got, expected, tolerance, kernel))
     return error, tolerance
 
 
@@ -399,14 +383,14 @@ def _cpu_measure(
     chosen = max(variants, key=lambda v: trial[v.name])
     record = dict(record)
     record["bytes_"] = pass_bytes * reps * threads
-    record["parameters"] = {
-        **record["parameters"],
-        "elements_per_thread": elements,
-        "threads": threads,
-        "passes_per_call": reps,
-        "array_bytes": elements * element_bytes * threads,
-        "trial_bytes_per_s": trial,
-    }
+    record["parameters"] = dict(
+        record["parameters"],
+        elements_per_thread=elements,
+        threads=threads,
+        passes_per_call=reps,
+        array_bytes=elements * element_bytes * threads,
+        trial_bytes_per_s=trial,
+    )
     record["implementation"] = chosen.name
     return ctx.measure(
         chosen.run, statistic="best", validate=lambda: _validate_cpu(ws.kernel, per_thread, dtype), record=record
@@ -430,53 +414,34 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         holder: dict[str, Any] = {}
         kernel = ws.kernel
         run: Callable[[], object]
-        if kernel == "copy":
-            run = lambda: arrays[1].copy_(arrays[0])  # noqa: E731
-        elif kernel == "scale":
-            run = lambda: torch.mul(arrays[1], SCALAR, out=arrays[0])  # noqa: E731
-        elif kernel == "add":
-            run = lambda: torch.add(arrays[0], arrays[1], out=arrays[2])  # noqa: E731
-        elif kernel == "triad":
-            run = lambda: torch.add(arrays[1], arrays[2], alpha=SCALAR, out=arrays[0])  # noqa: E731
-        else:
+        if kernel == "read":
             sums = torch.empty((), dtype=torch.float32 if dtype != "fp64" else torch.float64, device=device)
 
-            def read() -> None:
+            def run() -> None:
                 torch.sum(arrays[0], dim=0, dtype=sums.dtype, out=sums)
                 holder["sum"] = sums
 
-            run = read
+            implementation = "torch.sum(out=)"
+        else:
+            implementation, op = _torch_ops()[kernel]
+            run = lambda: op(arrays)  # noqa: E731
 
     def validate() -> tuple[float, float]:
         import numpy as np
 
+        if kernel == "read":
+            read_tolerance = 1e-10 if dtype == "fp64" else 1e-3
+            got, expected = float(holder["sum"].item()), float(arrays[0].double().sum().item())
+            return check_close(np.array([got]), np.array([expected]), read_tolerance, "read"), read_tolerance
         tolerance = elementwise_tolerance(dtype)
         idx = torch.linspace(0, elements - 1, steps=min(elements, 257), device=device).long()
-        f = [a[idx].double().cpu().numpy() for a in arrays]
-        if kernel == "copy":
-            return check_close(f[1], f[0], tolerance, "copy"), tolerance
-        if kernel == "scale":
-            return check_close(f[0], SCALAR * f[1], tolerance, "scale"), tolerance
-        if kernel == "add":
-            return check_close(f[2], f[0] + f[1], tolerance, "add"), tolerance
-        if kernel == "triad":
-            return check_close(f[0], f[1] + SCALAR * f[2], tolerance, "triad"), tolerance
-        expected = float(arrays[0].double().sum().item())
-        read_tolerance = 1e-10 if dtype == "fp64" else 1e-3
-        return check_close(
-            np.array([float(holder["sum"].item())]), np.array([expected]), read_tolerance, "read"
-        ), read_tolerance
+        output, reference = _REFERENCE[kernel]([a[idx].double().cpu().numpy() for a in arrays])
+        return check_close(output, reference, tolerance, kernel), tolerance
 
     record = dict(record)
     record["bytes_"] = stream_bytes(kernel, elements, element_bytes)
     record["parameters"] = {**record["parameters"], "elements": elements, "array_bytes": elements * element_bytes}
-    record["implementation"] = {
-        "copy": "Tensor.copy_",
-        "scale": "torch.mul(out=)",
-        "add": "torch.add(out=)",
-        "triad": "torch.add(alpha=s, out=)",
-        "read": "torch.sum(out=)",
-    }[kernel]
+    record["implementation"] = implementation
     try:
         result = ctx.measure(run, statistic="best", validate=validate, record=record)
         result["dram_check"] = dram_check(result)
@@ -533,10 +498,9 @@ def memory_probe(
     emit: Callable[[dict[str, Any]], None],
     dram_array_bytes: int | None = None,
     on_step: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """Measure every kernel at every working set; ``emit`` each record; returns the records."""
+) -> None:
+    """Measure every kernel at every working set; ``emit`` each record."""
     caches = cache_sizes(ctx)
-    results: list[dict[str, Any]] = []
     team: ThreadPoolExecutor | None = None
     previous_threads = None
     if not ctx.device.is_gpu:
@@ -549,36 +513,24 @@ def memory_probe(
         for kernel in kernels:
             for ws in plan_working_sets(kernel, sizes, caches, dram_array_bytes):
                 ctx.check_cancel()
+                label = f"memory {kernel} {_human(ws.footprint_bytes)}"
                 if on_step is not None:
-                    on_step(f"memory {kernel} {_human(ws.footprint_bytes)}")
+                    on_step(label)
+                parameters = dict(kernel=kernel, dtype=dtype, footprint_bytes=ws.footprint_bytes, level=ws.level)
                 record = {
-                    "kind": "memory",
-                    "name": f"memory {kernel} {_human(ws.footprint_bytes)}" + (f" ({ws.level})" if ws.level else ""),
-                    "device": ctx.device.name,
-                    "parameters": {
-                        "kernel": kernel,
-                        "dtype": dtype,
-                        "footprint_bytes": ws.footprint_bytes,
-                        "level": ws.level,
-                        "reads_writes": KERNELS[kernel][1:],
-                    },
-                    "flops": 0,
-                    "bytes_": 0,
-                    "counting_rule": {"bytes": BYTES_RULE},
-                    "level": ws.level,
-                }
+                    "kind": "memory", "name": label + (f" ({ws.level})" if ws.level else ""), "device": ctx.device.name,
+                    "parameters": {**parameters, "reads_writes": KERNELS[kernel][1:]}, "flops": 0, "bytes_": 0,
+                    "counting_rule": {"bytes": BYTES_RULE}, "level": ws.level,
+                }  # fmt: skip
                 try:
                     if ctx.device.is_gpu:
                         result = _gpu_measure(ws, dtype, ctx, record)
                     else:
                         assert team is not None
                         result = _cpu_measure(ws, dtype, ctx, team, caches.threads, record)
-                except ProbeCancelled:
-                    raise
                 except ProbeSkipped as exc:
                     result = ctx.skipped(record, str(exc))
                 emit(result)
-                results.append(result)
     finally:
         if team is not None:
             team.shutdown(wait=True)
@@ -586,7 +538,6 @@ def memory_probe(
             import torch
 
             torch.set_num_threads(previous_threads)
-    return results
 
 
 def _human(nbytes: int) -> str:

@@ -5,18 +5,17 @@ API (used by ``gpuscope probe`` and the TUI)::
     from gpuscope.probing import ProbeRunner, load_suite
     runner = ProbeRunner(load_suite("quick"), "cpu",
                          on_progress=lambda done, total, label: ...,   # before each step and at the end
-                         on_measurement=lambda record: ...)            # each finished measurement
+                         on_measurement=lambda measurement: ...)       # each finished Measurement
     results = runner.run(cancel_event)   # a threading.Event; set it to stop within about a second
 
-``run`` returns the results dict (``gpuscope.results`` schema; ``partial`` true when cancelled);
-``snapshot()`` returns a copy of the results so far from any thread. Callbacks run on the thread
+``run`` returns the typed results (:class:`~gpuscope.schema.results.Results`; ``partial`` true when
+cancelled); ``snapshot()`` returns a copy of the results so far from any thread. Callbacks run on the thread
 that called ``run`` (the TUI runs it in a worker thread and posts messages from the callbacks).
 Constructing a runner is cheap; torch is imported when ``run`` starts.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import os
@@ -24,9 +23,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import DeviceSpec, MemoryBudget, device_info, parse_device, system_info, versions
@@ -34,10 +35,13 @@ from gpuscope.probing.errors import ProbeCancelled
 from gpuscope.probing.suite import ProbeSpec, Suite
 from gpuscope.probing.telemetry import ProbeTelemetry
 from gpuscope.probing.timing import Clock, TimingPolicy
+from gpuscope.schema.core import Detail
+from gpuscope.schema.results import Ceiling, CeilingKind, CeilingUnit, Measurement, Results, RunSummary, Workload
 
 __all__ = ["ProbeRunner", "derive_ceilings", "derive_workloads", "wait_interruptible", "exit_at_once"]
 
 ProgressCallback = Callable[[int, int, str], None]
+#: How a probe hands its measurement record (a dict, gpuscope.probing.context) to the runner.
 MeasurementCallback = Callable[[dict[str, Any]], None]
 
 
@@ -57,7 +61,7 @@ class ProbeRunner:
         *,
         memory_fraction: float = 0.5,
         on_progress: ProgressCallback | None = None,
-        on_measurement: MeasurementCallback | None = None,
+        on_measurement: Callable[[Measurement], None] | None = None,
         on_message: Callable[[str], None] | None = None,
         telemetry: bool = True,
         telemetry_factory: Callable[[], Any] | None = None,
@@ -74,7 +78,7 @@ class ProbeRunner:
         self._telemetry = ProbeTelemetry(self.device, enabled=telemetry, factory=telemetry_factory)
         self._clock_factory = clock_factory
         self._lock = threading.Lock()
-        self._results: dict[str, Any] | None = None
+        self._results: Results | None = None
         self.steps = self._plan()
 
     # --- planning -----------------------------------------------------------------------
@@ -91,40 +95,21 @@ class ProbeRunner:
         from gpuscope.probing import collective, matmul, memory, transfer, transformer
 
         o = spec.options
-        if spec.kind == "matmul":
-            if o["role"] == "ceiling":
-                libraries = o["libraries"] if not self.device.is_gpu else ["torch"]
-                return [
-                    _Step(
-                        f"matmul {dtype} ceiling",
-                        # partials, not lambdas with default arguments: they bind each value and type-check
-                        functools.partial(matmul.matmul_ceiling, dtype, o["shapes"], libraries),
-                    )
-                    for dtype in o["dtypes"]
-                ]
+        if spec.kind == "matmul" and o["role"] == "ceiling":
+            libraries = o["libraries"] if not self.device.is_gpu else ["torch"]
+            # partials, not lambdas with default arguments: they bind each value and type-check
+            ceiling = matmul.matmul_ceiling
             return [
-                _Step(
-                    f"matmul {dtype} {shape.describe()}",
-                    functools.partial(_matmul_workload_step, shape, dtype),
-                )
-                for dtype in o["dtypes"]
-                for shape in o["shapes"]
+                _Step(f"matmul {d} ceiling", functools.partial(ceiling, d, o["shapes"], libraries)) for d in o["dtypes"]
             ]
-        if spec.kind == "transformer":
-            model = o.get("model") or "transformer"
-            out = []
+        if spec.kind in ("matmul", "transformer"):  # workload points
+            model, steps = o.get("model") or "transformer", []
             for dtype in o["dtypes"]:
-                for shape in transformer.transformer_shapes(o):
-
-                    def run(
-                        ctx: ProbeContext, emit: MeasurementCallback, dtype: str = dtype, shape: Any = shape
-                    ) -> None:
-                        record = matmul.matmul_workload(shape, dtype, ctx)
-                        record["workload_name"] = f"{model} {shape.label} {dtype}"
-                        emit(record)
-
-                    out.append(_Step(f"{model} {shape.label} {dtype}", run))
-            return out
+                for shape in o["shapes"] if spec.kind == "matmul" else transformer.transformer_shapes(o):
+                    name = None if spec.kind == "matmul" else f"{model} {shape.label} {dtype}"
+                    label = name or f"matmul {dtype} {shape.describe()}"
+                    steps.append(_Step(label, functools.partial(_workload_step, shape, dtype, name)))
+            return steps
         if spec.kind == "memory":
             dtype = o["dtype"] or ("fp32" if self.device.is_gpu else "fp64")
             return [
@@ -165,52 +150,48 @@ class ProbeRunner:
 
     # --- running ------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
-        """A copy of the results so far (safe from any thread)."""
-        from gpuscope.results import summarize_run
-
+    def snapshot(self) -> Results | None:
+        """The results so far with ``summary`` and ``duration_s`` (safe from any thread); None
+        before the run starts."""
         with self._lock:
             if self._results is None:
-                return {}
-            return summarize_run(copy.deepcopy(self._results), time.time() - self._started_s)
+                return None
+            results = self._results
+            return msgspec.structs.replace(
+                results,
+                measurements=list(results.measurements),
+                warnings=list(results.warnings),
+                summary=_summary(results.measurements),
+                duration_s=results.duration_s if results.duration_s is not None else time.time() - self._started_s,
+            )
 
-    def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> dict[str, Any]:
+    def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> Results:
         """The results so far marked partial (with ``summary`` and ``duration_s``); an empty results
         document when nothing ran yet."""
-        results = self.snapshot()
-        if not results:
-            from gpuscope.results import new_results, summarize_run
+        from gpuscope.results import empty_results
 
-            results = summarize_run(new_results(suite=self.suite.to_json()), 0.0)
-            results["device"] = self.device.name
-        results["partial"] = True
-        results["partial_reason"] = reason
-        return results
+        results = self.snapshot() or empty_results(
+            suite=self.suite.ref(), device=self.device.name, summary=RunSummary(), duration_s=0.0
+        )
+        return msgspec.structs.replace(results, partial=True, partial_reason=reason)
 
-    def run(self, cancel: threading.Event | None = None) -> dict[str, Any]:
+    def run(self, cancel: threading.Event | None = None) -> Results:
         """Run every step; stops within about a second of ``cancel`` being set."""
-        from gpuscope.results import new_results
+        from gpuscope.results import empty_results
 
         cancel = cancel or threading.Event()
         started = self._started_s = time.time()
         self._telemetry.open()
         driver = self._telemetry.driver_version() if self.device.is_gpu else None
         version_info = versions(self.device, driver)
-        results = new_results(system=system_info(self.device, driver), suite=self.suite.to_json())
-        results.update(
-            partial=True,
-            partial_reason="in progress",
-            device=self.device.name,
-            devices=[device_info(self.device)],
-            memory_fraction=self.memory_fraction,
-            warnings=[],
-            telemetry={
-                "available": self._telemetry.available,
-                "reason": self._telemetry.reason,
-                "gpu_unavailable": self._telemetry.gpu_unavailable,
-            },
-            settings=self.suite.settings.to_dict(),
-        )
+        telemetry = self._telemetry
+        results = empty_results(
+            system=system_info(self.device, driver), suite=self.suite.ref(), partial=True,
+            partial_reason="in progress", device=self.device.name, devices=[device_info(self.device)],
+            memory_fraction=self.memory_fraction, settings=self.suite.settings.to_dict(),
+            telemetry={"available": telemetry.available, "reason": telemetry.reason,
+                       "gpu_unavailable": telemetry.gpu_unavailable},
+        )  # fmt: skip
         with self._lock:
             self._results = results
         for warning in self._preflight_warnings():
@@ -249,42 +230,42 @@ class ProbeRunner:
             ctx.close()
             self._telemetry.close()
             with self._lock:
-                results["duration_s"] = time.time() - started
-                results["partial"] = cancelled
-                results["partial_reason"] = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
+                results.duration_s = time.time() - started
+                results.partial = cancelled
+                results.partial_reason = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
                 threshold = settings.contention_threshold_percent
-                contended = [
-                    m for m in results["measurements"] if (m.get("host_contention_percent") or 0.0) > threshold
-                ]
+                contended = [m.host_contention_percent or 0.0 for m in results.measurements]
+                contended = [percent for percent in contended if percent > threshold]
                 if contended:
-                    worst = max(m["host_contention_percent"] for m in contended)
                     message = (
                         f"{len(contended)} measurement(s) ran while other processes used more than "
                         f"{threshold:g}% of the cores "
-                        f"(up to {worst:.0f}%; see host_contention_percent); their numbers may be low"
+                        f"(up to {max(contended):.0f}%; see host_contention_percent); their numbers may be low"
                     )
-                    if message not in results["warnings"]:
-                        results["warnings"].append(message)
-                statuses = [m["status"] for m in results["measurements"]]
-                results["summary"] = {s: statuses.count(s) for s in ("ok", "failed", "skipped")}
+                    if message not in results.warnings:
+                        results.warnings.append(message)
         if self.on_progress is not None and not cancelled:
             self.on_progress(total, total, "done")
-        return self.snapshot()
+        final = self.snapshot()
+        assert final is not None
+        return final
 
     def _emit(self, record: dict[str, Any]) -> None:
+        """Take one probe's measurement record (the probes' own dicts) as a typed measurement."""
         with self._lock:
             assert self._results is not None
-            record["id"] = f"m{len(self._results['measurements']) + 1:04d}"
-            self._results["measurements"].append(record)
-            self._results["ceilings"] = derive_ceilings(self._results["measurements"])
-            self._results["workloads"] = derive_workloads(self._results["measurements"])
+            results = self._results
+            measurement = _typed_measurement(record, f"m{len(results.measurements) + 1:04d}")
+            results.measurements.append(measurement)
+            results.ceilings = derive_ceilings(results.measurements)
+            results.workloads = derive_workloads(results.measurements)
         if self.on_measurement is not None:
-            self.on_measurement(record)
+            self.on_measurement(measurement)
 
     def _warn(self, message: str) -> None:
         with self._lock:
-            if self._results is not None and message not in self._results["warnings"]:
-                self._results["warnings"].append(message)
+            if self._results is not None and message not in self._results.warnings:
+                self._results.warnings.append(message)
         self.on_message(message)
 
     def _preflight_warnings(self) -> list[str]:
@@ -303,6 +284,28 @@ class ProbeRunner:
                     f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy"
                 )
         return out
+
+
+def _summary(measurements: list[Measurement]) -> RunSummary:
+    statuses = [m.status for m in measurements]
+    return RunSummary(ok=statuses.count("ok"), failed=statuses.count("failed"), skipped=statuses.count("skipped"))
+
+
+def _typed_measurement(record: dict[str, Any], measurement_id: str) -> Measurement:
+    """A probe's record as the file holds it (NaN and infinity as null), checked; a record that
+    breaks the schema is kept as a failed measurement that says why."""
+    from gpuscope.errors import BadInputError
+    from gpuscope.schema.core import decode_json, encode_json
+
+    name = str(record.get("name") or measurement_id)
+    try:
+        measurement = decode_json(encode_json({**record, "id": measurement_id}), Measurement, name)
+    except BadInputError as exc:
+        return Measurement(
+            id=measurement_id, kind=str(record.get("kind")), name=name, device=str(record.get("device") or ""),
+            status="failed", error=f"the probe's record is invalid: {exc}",
+        )  # fmt: skip
+    return measurement
 
 
 def _step_failure(label: str, exc: Exception, device: str, version_info: dict[str, Any]) -> dict[str, Any]:
@@ -338,114 +341,98 @@ def _cpu_busy_percent() -> float | None:
 CEILING_ENERGY_FIELDS = ("energy_j", "energy_window_s", "energy_method", "energy_unavailable", "flop_per_j")
 
 
-def _ceiling(record: dict[str, Any], kind: str, name: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
+def _mapping(detail: Detail) -> Mapping[str, Any]:
+    """A free-detail field (``parameters``, ``timing``, ``counting_rule``) as a mapping ({} when not one)."""
+    return detail if isinstance(detail, dict) else {}
+
+
+def _ceiling(m: Measurement, kind: CeilingKind, name: str, value: float, unit: CeilingUnit, **extra: Any) -> Ceiling:
     """A ``ceilings`` entry from its best measurement, with that measurement's energy (joules over
     its timed samples, or why they are unavailable)."""
-    timing = record.get("timing") or {}
+    timing = _mapping(m.timing)
     energy = {key: timing[key] for key in CEILING_ENERGY_FIELDS if key in timing}
     if kind != "compute":
         energy.pop("flop_per_j", None)  # FLOP/J of a bandwidth roof's kernel is no roof
-    return {
-        "device": record["device"],
-        "kind": kind,
-        "name": name,
-        "value": value,
-        "unit": unit,
-        "measurement_id": record["id"],
-        "statistic": record.get("statistic", "best"),
-        "n": record.get("n"),
-        "host": None,
-        "rank": 0,
-        **energy,
-        **extra,
-    }
+    return Ceiling(
+        device=m.device, kind=kind, name=name, value=value, unit=unit, measurement_id=m.id,
+        statistic=m.statistic or "best", n=m.n, rank=0, **energy, **extra,
+    )  # fmt: skip
 
 
-def derive_ceilings(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def derive_ceilings(measurements: list[Measurement]) -> list[Ceiling]:
     """The best ok measurement per ceiling name (see docs/results-schema.md for the names)."""
-    best: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+    best: dict[tuple[str, str], Ceiling] = {}
 
-    def offer(kind: str, name: str, value: float | None, unit: str, record: dict[str, Any], **extra: Any) -> None:
+    def offer(
+        kind: CeilingKind, name: str, value: float | None, unit: CeilingUnit, m: Measurement, **extra: Any
+    ) -> None:
         if value is None or value <= 0:
             return
-        key = (record["device"], name)
-        if key not in best or value > best[key][0]:
-            best[key] = (value, _ceiling(record, kind, name, value, unit, **extra))
+        key = (m.device, name)
+        if key not in best or value > best[key].value:
+            best[key] = _ceiling(m, kind, name, value, unit, **extra)
 
+    libraries: dict[tuple[str, str], dict[str, float | None]] = {}
     for m in measurements:
-        if m.get("status") != "ok":
+        if m.status != "ok":
             continue
-        p = m.get("parameters", {})
-        if m["kind"] == "matmul" and p.get("role") == "ceiling":
+        p = _mapping(m.parameters)
+        if m.kind == "matmul" and p.get("role") == "ceiling":
             offer(
-                "compute", p["dtype"], m["flop_per_s"], "FLOP/s", m,
-                dtype=p["dtype"], library=m.get("library"), blas=m.get("implementation"), shape=m["name"],
-                note=f"{m.get('implementation')}, {m['name']}, best of {m.get('n')}",
+                "compute", p["dtype"], m.flop_per_s, "FLOP/s", m, dtype=p["dtype"], library=m.library,
+                blas=m.implementation, shape=m.name, note=f"{m.implementation}, {m.name}, best of {m.n}",
             )  # fmt: skip
-        elif m["kind"] == "memory" and m.get("level"):
+            if m.library:  # say how each GEMM library did: which BLAS won and by how much
+                per = libraries.setdefault((m.device, p["dtype"]), {})
+                per[m.library] = max(per.get(m.library) or 0.0, m.flop_per_s or 0.0)
+        elif m.kind == "memory" and m.level:
             offer(
-                "memory", f"{m['level']}.{p['kernel']}", m["bytes_per_s"], "B/s", m,
-                level=m["level"], kernel=p["kernel"], implementation=m.get("implementation"),
-                footprint_bytes=p.get("footprint_bytes"),
-                note=f"STREAM byte count, {m.get('implementation')}, working set {p.get('footprint_bytes')} B",
+                "memory", f"{m.level}.{p['kernel']}", m.bytes_per_s, "B/s", m, level=m.level, kernel=p["kernel"],
+                implementation=m.implementation, footprint_bytes=p.get("footprint_bytes"),
+                note=f"STREAM byte count, {m.implementation}, working set {p.get('footprint_bytes')} B",
             )  # fmt: skip
-        elif m["kind"] == "transfer":
-            offer("transfer", m["ceiling_name"], m["bytes_per_s"], "B/s", m, size_bytes=p.get("size_bytes"))
-        elif m["kind"] == "collective":
-            for bandwidth in ("busbw", "algbw"):
+        elif m.kind == "transfer" and m.ceiling_name:
+            offer("transfer", m.ceiling_name, m.bytes_per_s, "B/s", m, size_bytes=p.get("size_bytes"))
+        elif m.kind == "collective":
+            for bandwidth, value in (("busbw", m.busbw_bytes_per_s), ("algbw", m.algbw_bytes_per_s)):
                 offer(
-                    "collective", f"{p['op']}.{bandwidth}", m.get(f"{bandwidth}_bytes_per_s"), "B/s", m,
-                    backend=p.get("backend"), world_size=p.get("world_size"), size_bytes=p.get("size_bytes"),
+                    "collective", f"{p['op']}.{bandwidth}", value, "B/s", m, backend=p.get("backend"),
+                    world_size=p.get("world_size"), size_bytes=p.get("size_bytes"),
                 )  # fmt: skip
-    # say how each GEMM library did, so a CPU ceiling says which BLAS won and by how much
-    libraries: dict[tuple[str, str], dict[str, float]] = {}
-    for m in measurements:
-        p = m.get("parameters", {})
-        if m.get("status") == "ok" and m["kind"] == "matmul" and p.get("role") == "ceiling" and m.get("library"):
-            per = libraries.setdefault((m["device"], p["dtype"]), {})
-            per[m["library"]] = max(per.get(m["library"], 0.0), m["flop_per_s"])
-    for (device, name), (_, entry) in best.items():
-        if entry["kind"] == "compute" and (device, name) in libraries:
-            entry["libraries_flop_per_s"] = libraries[(device, name)]
+    for key, entry in best.items():
+        if entry.kind == "compute" and key in libraries:
+            entry.libraries_flop_per_s = libraries[key]
     order = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
-    return sorted((entry for _, entry in best.values()), key=lambda c: (order[c["kind"]], c["name"]))
+    return sorted(best.values(), key=lambda c: (order[c.kind], c.name))
 
 
-def derive_workloads(measurements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def derive_workloads(measurements: list[Measurement]) -> list[Workload]:
     """Roofline points: every ok workload-role GEMM (median time, p10/p90, N)."""
     out = []
     for m in measurements:
-        if m.get("status") != "ok" or m.get("parameters", {}).get("role") != "workload":
+        p = _mapping(m.parameters)
+        if m.status != "ok" or p.get("role") != "workload" or not m.time_median_s:
             continue
-        out.append(
-            {
-                "name": m.get("workload_name") or m["name"],
-                "device": m["device"],
-                "flops": m["flops"],
-                "bytes": m["bytes"],
-                "bytes_rule": m["counting_rule"]["bytes"]
-                if isinstance(m["counting_rule"], dict)
-                else m["counting_rule"],
-                "time_s": m["time_median_s"],
-                "time_p10_s": m["time_p10_s"],
-                "time_p90_s": m["time_p90_s"],
-                "n": m["n"],
-                "flop_per_s": m["flops"] / m["time_median_s"],
-                "bytes_per_s": m["bytes"] / m["time_median_s"],
-                "intensity_flop_per_byte": m["flops"] / m["bytes"] if m["bytes"] else None,
-                "dtype": m["parameters"].get("dtype"),
-                "cache_state": "warm",
-                "source": "probe",
-                "measurement_id": m["id"],
-            }
-        )
+        flops, nbytes, time_s, rule = m.flops or 0.0, m.bytes or 0.0, m.time_median_s, m.counting_rule
+        workload = Workload(
+            name=m.workload_name or m.name or "", device=m.device, flops=flops, bytes=nbytes,
+            bytes_rule=_mapping(rule).get("bytes") if isinstance(rule, dict) else rule, time_s=time_s,
+            time_p10_s=m.time_p10_s, time_p90_s=m.time_p90_s, n=m.n, flop_per_s=flops / time_s,
+            bytes_per_s=nbytes / time_s, intensity_flop_per_byte=flops / nbytes if nbytes else None,
+            dtype=p.get("dtype"), cache_state="warm", source="probe", measurement_id=m.id,
+        )  # fmt: skip
+        out.append(workload)
     return out
 
 
-def _matmul_workload_step(shape: Any, dtype: str, ctx: ProbeContext, emit: MeasurementCallback) -> None:
+def _workload_step(shape: Any, dtype: str, name: str | None, ctx: ProbeContext, emit: MeasurementCallback) -> None:
+    """One GEMM workload point (``name``: its workload name, a transformer layer's GEMM)."""
     from gpuscope.probing.matmul import matmul_workload
 
-    emit(matmul_workload(shape, dtype, ctx))
+    record = matmul_workload(shape, dtype, ctx)
+    if name:
+        record["workload_name"] = name
+    emit(record)
 
 
 def _with_samples(

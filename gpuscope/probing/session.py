@@ -1,10 +1,9 @@
 """A probe run seen from outside (the TUI's probes screen): typed events in, state out. No Textual.
 
 :class:`ProbeSession` consumes the child's events (:mod:`gpuscope.schema.events`) and keeps what a
-view shows: the progress, a one-line status, the measurement rows and the results so far: the
-in-progress document built as the writer builds it (``document``, partial) and its typed view
-(``results``), then the child's file read back (``written``, its bytes, and ``results``). The
-screen only draws it.
+view shows: the progress, a one-line status, the measurement rows and the results so far (``results``:
+the run in progress, partial, built from the events; then the child's file read back, with its bytes
+in ``written``). The screen only draws it.
 """
 
 from __future__ import annotations
@@ -12,11 +11,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from gpuscope.errors import GpuscopeError
 from gpuscope.schema.events import Exited, Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started
-from gpuscope.schema.results import Results
+from gpuscope.schema.results import Measurement, Results, SuiteRef
 
 __all__ = ["ProbeSession", "MeasurementRow"]
 
@@ -25,18 +25,18 @@ __all__ = ["ProbeSession", "MeasurementRow"]
 class MeasurementRow:
     """One landed measurement and the wall-clock window it ran in (epoch seconds)."""
 
-    measurement: dict[str, Any]
+    measurement: Measurement
     device: str
     start_s: float
     end_s: float
 
     @property
     def name(self) -> str:
-        return str(self.measurement.get("name") or self.measurement.get("id") or "?")
+        return str(self.measurement.name or self.measurement.id or "?")
 
     @property
     def status(self) -> str:
-        return str(self.measurement.get("status", "ok"))
+        return self.measurement.status or "ok"
 
 
 @dataclass
@@ -51,7 +51,6 @@ class ProbeSession:
     total: int = 1
     done: int = 0
     status: str = ""
-    document: dict[str, Any] | None = None
     results: Results | None = None
     written: bytes | None = None
     rows: list[MeasurementRow] = field(default_factory=list)
@@ -92,27 +91,21 @@ class ProbeSession:
         return None
 
     def _add(self, event: MeasurementDone) -> MeasurementRow:
-        from gpuscope.results import new_results
+        from gpuscope.results import empty_results
 
         measurement = event.measurement
-        row = MeasurementRow(
-            measurement, str(measurement.get("device") or self.device), self.measure_start_s, event.wall_s
-        )
+        row = MeasurementRow(measurement, measurement.device or self.device, self.measure_start_s, event.wall_s)
         self.rows.append(row)
         self.measure_start_s = event.wall_s
-        if self.document is None:
-            self.document = new_results(suite={"name": Path(self.suite).stem, "path": self.suite})
-            self.document["partial"] = True
-            self.document["partial_reason"] = "in progress"
-        self.document["measurements"].append(measurement)
-        self.document["ceilings"] = list(event.ceilings)
-        self.document["workloads"] = list(event.workloads)
-        from gpuscope.results import to_results
-
-        try:
-            self.results = to_results(self.document, "the run in progress")
-        except GpuscopeError:
-            pass  # a malformed entry: the typed view stays at the last good one
+        if self.results is None:
+            suite = SuiteRef(name=Path(self.suite).stem, path=self.suite)
+            self.results = empty_results(suite=suite, partial=True, partial_reason="in progress")
+        self.results = msgspec.structs.replace(
+            self.results,
+            measurements=[*self.results.measurements, measurement],
+            ceilings=list(event.ceilings),
+            workloads=list(event.workloads),
+        )
         return row
 
     def _finish(self, event: Finished) -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from gpuscope.errors import BadInputError
 from gpuscope.schema.core import problem_of
+from gpuscope.schema.results import SuiteRef
 from gpuscope.schema.suites import PROBE_KINDS, AnyProbe, SuiteFile, SuiteSettings, parse_size
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
@@ -56,8 +56,9 @@ class Suite:
     settings: SuiteSettings
     probes: list[ProbeSpec] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "description": self.description}
+    def ref(self) -> SuiteRef:
+        """The ``suite`` object of a results file."""
+        return SuiteRef(name=self.name, path=self.path, description=self.description)
 
 
 def shipped_suites() -> dict[str, Path]:

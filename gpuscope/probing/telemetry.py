@@ -9,32 +9,24 @@ being measured, so there is no ``during``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from gpuscope.probing.environment import DeviceSpec
+from gpuscope.telemetry.records import Sample
 
 __all__ = ["ProbeTelemetry", "summarize_device", "GPU_FIELDS", "HOST_FIELDS"]
 
 #: GpuSample fields summarised per measurement (units in the names).
-GPU_FIELDS = (
-    "sm_clock_mhz",
-    "memory_clock_mhz",
-    "power_w",
-    "temperature_gpu_c",
-    "temperature_memory_c",
-    "utilization_percent",
-    "memory_used_bytes",
-    "dram_bandwidth_bytes_per_s",
-    "dram_bandwidth_percent_of_peak",
-    "sm_activity_percent",
-    "tensor_activity_percent",
-    "pcie_tx_bytes_per_s",
-    "pcie_rx_bytes_per_s",
-    "nvlink_tx_bytes_per_s",
-    "nvlink_rx_bytes_per_s",
+GPU_FIELDS = tuple(
+    "sm_clock_mhz memory_clock_mhz power_w temperature_gpu_c temperature_memory_c utilization_percent "
+    "memory_used_bytes dram_bandwidth_bytes_per_s dram_bandwidth_percent_of_peak sm_activity_percent "
+    "tensor_activity_percent pcie_tx_bytes_per_s pcie_rx_bytes_per_s nvlink_tx_bytes_per_s "
+    "nvlink_rx_bytes_per_s".split()
 )
 HOST_FIELDS = ("cpu_utilization_percent", "memory_used_bytes", "load_average_1m")
 
@@ -42,56 +34,41 @@ HOST_FIELDS = ("cpu_utilization_percent", "memory_used_bytes", "load_average_1m"
 def _value(obj: Any, name: str) -> Any:
     from gpuscope.telemetry.values import Unavailable
 
-    value = getattr(obj, name, None)
+    value = getattr(obj, name)
     return None if isinstance(value, Unavailable) else value
 
 
-def _device_gpu(sample: Any, device: DeviceSpec, cuda_uuid: str | None) -> tuple[Any, Any, str | None]:
-    """(the NVML sample of CUDA device ``device``, its parent GPU when it is a MIG device, how it
-    was matched) by :func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`."""
-    from gpuscope.telemetry.nvml.mapping import match_cuda_device
-
-    gpus = list(getattr(sample, "gpus", []) or [])
-    match = match_cuda_device(gpus, device.index or 0, cuda_uuid=cuda_uuid)
-    if match is None:
-        return None, None, None
-    parent = None
-    if getattr(match.gpu, "mig_parent_index", None) is not None:
-        parent = next((g for g in gpus if g.mig_parent_index is None and g.index == match.gpu.mig_parent_index), None)
-    return match.gpu, parent, match.method
-
-
-def summarize_device(sample: Any, device: DeviceSpec, cuda_uuid: str | None = None) -> dict[str, Any]:
+def summarize_device(sample: Sample, device: DeviceSpec, cuda_uuid: str | None = None) -> dict[str, Any]:
     """One telemetry sample reduced to the fields that matter for ``device`` (None = unavailable).
     The GPU is found by ``cuda_uuid`` (torch's UUID of the device), else by ``CUDA_VISIBLE_DEVICES``
-    and PCI order, never by NVML index; ``gpu_match`` says how. A MIG device's per-GPU fields
-    (power, clocks) come from its parent GPU."""
-    out: dict[str, Any] = {"timestamp": getattr(sample, "timestamp", None)}
-    host = getattr(sample, "host", None)
-    if host is not None:
-        for name in HOST_FIELDS:
-            out[f"host_{name}"] = _value(host, name)
-        cores = getattr(host, "cores", None) or []
-        clocks = [c for c in (_value(core, "frequency_mhz") for core in cores) if isinstance(c, (int, float))]
-        out["host_cpu_frequency_mhz"] = sum(clocks) / len(clocks) if clocks else None
-    if device.is_gpu:
-        gpu, parent, method = _device_gpu(sample, device, cuda_uuid)
-        if gpu is None:
-            out["gpu_unavailable"] = str(getattr(sample, "gpu_unavailable", None) or "GPU not in telemetry")
-        else:
-            out["gpu_uuid"] = getattr(gpu, "uuid", None)
-            out["gpu_match"] = method
-            for name in GPU_FIELDS:
-                value = _value(gpu, name)
-                out[name] = _value(parent, name) if value is None and parent is not None else value
-            out["throttle_reasons"] = _value(gpu, "throttle_reasons")
-            processes = _value(gpu, "processes")
-            if isinstance(processes, list):
-                out["other_processes"] = [
-                    {"pid": p.pid, "name": _value(p, "name"), "gpu_memory_bytes": _value(p, "gpu_memory_bytes")}
-                    for p in processes
-                    if p.pid != os.getpid()
-                ]
+    and PCI order, never by NVML index (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`);
+    ``gpu_match`` says how. A MIG device's per-GPU fields (power, clocks) come from its parent GPU."""
+    from gpuscope.telemetry.nvml.mapping import match_cuda_device
+
+    out: dict[str, Any] = {"timestamp": sample.timestamp}
+    for name in HOST_FIELDS:
+        out[f"host_{name}"] = _value(sample.host, name)
+    clocks = [c for c in (_value(core, "frequency_mhz") for core in sample.host.cores) if isinstance(c, (int, float))]
+    out["host_cpu_frequency_mhz"] = sum(clocks) / len(clocks) if clocks else None
+    match = match_cuda_device(sample.gpus, device.index or 0, cuda_uuid=cuda_uuid) if device.is_gpu else None
+    if device.is_gpu and match is None:
+        out["gpu_unavailable"] = str(sample.gpu_unavailable or "GPU not in telemetry")
+    if match is not None:
+        gpu = match.gpu
+        parent = next((g for g in sample.gpus if g.mig_parent_index is None and g.index == gpu.mig_parent_index), None)
+        out["gpu_uuid"] = gpu.uuid
+        out["gpu_match"] = match.method
+        for name in GPU_FIELDS:
+            value = _value(gpu, name)
+            out[name] = _value(parent, name) if value is None and parent is not None else value
+        out["throttle_reasons"] = _value(gpu, "throttle_reasons")
+        processes = _value(gpu, "processes")
+        if isinstance(processes, list):
+            out["other_processes"] = [
+                {"pid": p.pid, "name": _value(p, "name"), "gpu_memory_bytes": _value(p, "gpu_memory_bytes")}
+                for p in processes
+                if p.pid != os.getpid()
+            ]
     return out
 
 
@@ -160,10 +137,8 @@ class ProbeTelemetry:
     def close(self) -> None:
         collector, self._collector = self._collector, None
         if collector is not None:
-            try:
+            with contextlib.suppress(Exception):
                 collector.close()
-            except Exception:  # noqa: BLE001
-                pass
 
     def raw_sample(self) -> Any:
         """The collector's Sample, or None."""
@@ -184,33 +159,28 @@ class ProbeTelemetry:
         return {"available": True, **summarize_device(sample, self.device, self.cuda_uuid)}
 
     def driver_version(self) -> str | None:
-        sample = self.raw_sample()
-        value = getattr(sample, "driver_version", None) if sample is not None else None
+        value = getattr(self.raw_sample(), "driver_version", None)  # None without a sample
         return value if isinstance(value, str) else None
 
     def start_during(self) -> _DuringSampler | None:
         """Start background sampling (GPU only); call ``stop()`` on the result for the summary."""
         if self._collector is None or not self.device.is_gpu:
             return None
-        sampler = _DuringSampler(self, self.interval_s)
-        sampler.start()
-        return sampler
+        return _DuringSampler(self, self.interval_s)
 
 
 class _DuringSampler:
+    """Summarises the owner's samples every ``interval_s`` from construction until :meth:`stop`."""
+
     def __init__(self, owner: ProbeTelemetry, interval_s: float) -> None:
         self._owner = owner
         self._interval_s = interval_s
         self._stop = threading.Event()
         self._points: list[dict[str, Any]] = []
         self._thread = threading.Thread(target=self._loop, name="gpuscope-probe-telemetry", daemon=True)
-
-    def start(self) -> None:
         self._thread.start()
 
     def _loop(self) -> None:
-        import time
-
         next_at = time.monotonic()
         while not self._stop.is_set():
             sample = self._owner.raw_sample()

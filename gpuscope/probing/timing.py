@@ -105,11 +105,7 @@ def check_cancel(cancel: threading.Event | None) -> None:
 
 def _chunks(inner_reps: int, per_call_s: float | None) -> list[int]:
     """Split ``inner_reps`` so each chunk lasts about :data:`CANCEL_CHUNK_S`."""
-    if per_call_s is None or per_call_s <= 0:
-        size = 1
-    else:
-        size = max(1, int(CANCEL_CHUNK_S / per_call_s))
-    size = min(size, inner_reps)
+    size = min(inner_reps, max(1, int(CANCEL_CHUNK_S / per_call_s)) if per_call_s and per_call_s > 0 else 1)
     full, rest = divmod(inner_reps, size)
     return [size] * full + ([rest] if rest else [])
 
@@ -128,8 +124,7 @@ class CpuClock:
         chunks = _chunks(inner_reps, self.per_call_s)
         start = self._now()
         for chunk in chunks:
-            if cancel is not None and cancel.is_set():
-                raise ProbeCancelled("cancelled")
+            check_cancel(cancel)
             for _ in range(chunk):
                 fn()
         return self._now() - start

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
-from gpuscope.probing.errors import ProbeCancelled, ProbeSkipped
+from gpuscope.probing.errors import ProbeSkipped, ValidationFailed
 
 __all__ = ["transfer_probe", "DIRECTIONS", "BYTES_RULE"]
 
@@ -28,13 +28,13 @@ def _record(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str
         "kind": "transfer",
         "name": f"transfer {label} {size} B" + (f" to {peer}" if peer else ""),
         "device": ctx.device.name,
-        "parameters": {
-            "direction": direction,
-            "memory": memory if direction != "d2d" else "device",
-            "size_bytes": size,
-            "peer": peer,
-            "engine": "copy engine (cudaMemcpyAsync via Tensor.copy_)",
-        },
+        "parameters": dict(
+            direction=direction,
+            memory=memory if direction != "d2d" else "device",
+            size_bytes=size,
+            peer=peer,
+            engine="copy engine (cudaMemcpyAsync via Tensor.copy_)",
+        ),
         "flops": 0,
         "bytes_": size,
         "counting_rule": {"bytes": BYTES_RULE},
@@ -71,20 +71,12 @@ def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | 
 
     def validate() -> tuple[float, float]:
         index = torch.linspace(0, elements - 1, steps=min(elements, 257)).long()
-        got = dst.cpu()[index]
-        expected = src.cpu()[index]
-        return (0.0, 0.0) if torch.equal(got, expected) else (1.0, 0.0)
-
-    def checked() -> tuple[float, float]:
-        error, tolerance = validate()
-        if error > tolerance:
-            from gpuscope.probing.errors import ValidationFailed
-
-            raise ValidationFailed(error, tolerance, f"{direction} copy")
-        return error, tolerance
+        if not torch.equal(dst.cpu()[index], src.cpu()[index]):
+            raise ValidationFailed(1.0, 0.0, f"{direction} copy")
+        return 0.0, 0.0
 
     try:
-        return ctx.measure(run, statistic="best", validate=checked, record=record, graphable=False)
+        return ctx.measure(run, statistic="best", validate=validate, record=record, graphable=False)
     finally:
         # rebind rather than `del src, dst`: run/validate close over the names, and the buffers
         # must go before empty_cache can hand their memory back
@@ -99,43 +91,30 @@ def transfer_probe(
     ctx: ProbeContext,
     emit: Callable[[dict[str, Any]], None],
     on_step: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> None:
     """Every direction x host memory kind x size; ``d2d`` runs once per other GPU."""
-    results: list[dict[str, Any]] = []
     if not ctx.device.is_gpu:
         for direction in directions:
-            record = _record(ctx, direction, "pinned", 0, None)
-            result = ctx.skipped(record, "transfers need a GPU (this run is on the CPU)")
-            emit(result)
-            results.append(result)
-        return results
+            emit(
+                ctx.skipped(_record(ctx, direction, "pinned", 0, None), "transfers need a GPU (this run is on the CPU)")
+            )
+        return
     import torch
 
     for direction in directions:
-        plan: list[tuple[str, str | None]]  # (memory, peer device)
+        plan: list[tuple[str, str | None]] = [(memory, None) for memory in memories]  # (memory, peer device)
         if direction == "d2d":
-            peers = [f"cuda:{i}" for i in range(torch.cuda.device_count()) if i != ctx.device.index]
-            if not peers:
-                result = ctx.skipped(
-                    _record(ctx, "d2d", "device", 0, None), "device-to-device copies need two or more GPUs"
+            plan = [("device", f"cuda:{i}") for i in range(torch.cuda.device_count()) if i != ctx.device.index]
+            if not plan:
+                emit(
+                    ctx.skipped(_record(ctx, "d2d", "device", 0, None), "device-to-device copies need two or more GPUs")
                 )
-                emit(result)
-                results.append(result)
-                continue
-            plan = [("device", peer) for peer in peers]
-        else:
-            plan = [(memory, None) for memory in memories]
         for memory, peer in plan:
             for size in sizes:
                 ctx.check_cancel()
                 if on_step is not None:
                     on_step(f"transfer {direction} {memory} {size} B")
                 try:
-                    result = _one(ctx, direction, memory, size, peer)
-                except ProbeCancelled:
-                    raise
+                    emit(_one(ctx, direction, memory, size, peer))
                 except ProbeSkipped as exc:
-                    result = ctx.skipped(_record(ctx, direction, memory, size, peer), str(exc))
-                emit(result)
-                results.append(result)
-    return results
+                    emit(ctx.skipped(_record(ctx, direction, memory, size, peer), str(exc)))

@@ -17,14 +17,7 @@ from gpuscope.probing.errors import ValidationFailed
 __all__ = ["TOLERANCES", "matmul_tolerance", "elementwise_tolerance", "relative_error", "check_close"]
 
 #: Normwise relative tolerance per dtype for a GEMM with K up to 4096 (scaled by sqrt(K/4096) above).
-TOLERANCES: dict[str, float] = {
-    "fp64": 1e-9,
-    "fp32": 1e-4,
-    "tf32": 5e-3,
-    "bf16": 2e-2,
-    "fp16": 5e-3,
-    "fp8": 5e-2,
-}
+TOLERANCES: dict[str, float] = {"fp64": 1e-9, "fp32": 1e-4, "tf32": 5e-3, "bf16": 2e-2, "fp16": 5e-3, "fp8": 5e-2}
 
 #: Elementwise kernels (copy, scale, add, triad): a couple of unit roundoffs.
 _ELEMENTWISE: dict[str, float] = {"fp64": 1e-14, "fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}

@@ -99,16 +99,12 @@ class Profiler:
         return self
 
     def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         if exc_type is not None:
             self._abort()
-            return
-        self._end()
-        return
+        else:
+            self._end()
 
     def step(self) -> None:
         """End the current step and begin the next (a step boundary inside one ``with`` block)."""
@@ -125,9 +121,12 @@ class Profiler:
         if self._active is not None:
             raise UsageError("gpuscope.profile: a step is already running (nested `with` blocks?)")
         if self._device is None:
-            from gpuscope.profiling.devices import resolve_device
+            import torch
 
-            self._device = resolve_device(self.requested_device)
+            from gpuscope.probing.environment import torch_device
+
+            default = "cuda" if torch.cuda.is_available() else "cpu"  # no device, no tensors: CUDA's current one
+            self._device = torch_device(default if self.requested_device is None else self.requested_device)
         phase = self.phase
         self._index += 1
         if phase == "count":
@@ -145,8 +144,9 @@ class Profiler:
                 activities.append(ProfilerActivity.CUDA)
             profiler = torch_profile(activities=activities, record_shapes=True)
             profiler.__enter__()
-            if self.energy and self._meter is None:
-                self._meter = self._make_meter()
+            if self.energy and self._meter is None:  # RAPL on a CPU; NVML's counter of the mapped GPU
+                device = str(self._device) if self._device.type == "cuda" else "cpu"
+                self._meter = EnergyMeter(device, powercap_root=self.powercap_root)
             self._synchronize()
             if self._meter is not None:
                 self._meter.start()
@@ -154,14 +154,6 @@ class Profiler:
             self._active = ("profile", profiler)
         else:
             self._active = ("plain", None)
-
-    def _make_meter(self) -> EnergyMeter:
-        """RAPL on a CPU; on a GPU, NVML's counter of the GPU the one NVML<->CUDA mapping
-        (gpuscope.telemetry.nvml.mapping) finds for this CUDA device."""
-        return EnergyMeter(
-            str(self._device) if self._device.type == "cuda" else "cpu",
-            powercap_root=self.powercap_root,
-        )
 
     def _abort(self) -> None:
         kind, handle = self._active or ("plain", None)
@@ -225,8 +217,7 @@ class Profiler:
     def _dram_bytes(self) -> float | Unavailable:
         if self._device.type != "cuda":
             return Unavailable(
-                Reason.NOT_APPLICABLE,
-                "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only",
+                Reason.NOT_APPLICABLE, "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only"
             )
         if not self.telemetry:
             return Unavailable(Reason.NOT_APPLICABLE, "telemetry turned off")
@@ -266,12 +257,7 @@ def _energy_per_step(results: list[EnergyResult], steps: int) -> EnergyResult | 
         for key, value in result.domains_j.items():
             domains[key] = domains.get(key, 0.0) + value
     method = f"{available[0].method}, summed over {len(results)} profiled steps"
-    return EnergyResult(
-        total / steps,
-        window_s / steps,
-        method,
-        {key: value / steps for key, value in domains.items()},
-    )
+    return EnergyResult(total / steps, window_s / steps, method, {key: value / steps for key, value in domains.items()})
 
 
 def profile(
@@ -304,7 +290,7 @@ def profile(
         raise UsageError(f"gpuscope.profile(): {fn!r} is not callable")
     call_kwargs = dict(kwargs or {})
     if fn is not None and device is None:
-        from gpuscope.profiling.devices import tensor_device
+        from gpuscope.probing.environment import tensor_device
 
         device = tensor_device((args, call_kwargs))
     profiler = Profiler(

@@ -84,13 +84,7 @@ def claim_events(events: Sequence[Any], dispatch_names: frozenset[str], device_t
     while stack:
         event = stack.pop()
         if event.name.rstrip("_") in claiming:
-            ops.append(
-                TimedOp(
-                    event.name,
-                    list(getattr(event, "input_shapes", None) or []),
-                    inclusive_s(event),
-                )
-            )
+            ops.append(TimedOp(event.name, list(getattr(event, "input_shapes", None) or []), inclusive_s(event)))
             continue
         children = [child for child in getattr(event, "cpu_children", []) if _is_host_event(child)]
         stack.extend(sorted(children, key=_start, reverse=True))
@@ -168,52 +162,31 @@ def group_ops(steps: Sequence[StepEvents]) -> list[OpGroup]:
     """Group the timed ops of every step by op + shapes + dtype (uncounted ops by op + profiler
     shapes); per-step means. Sorted by time, largest first."""
     n = max(len(steps), 1)
-    acc: dict[Any, dict[str, Any]] = {}
-    for step in steps:
-        for op in step.ops:
-            record = op.record
-            if record is not None:
-                key: Any = (record.name, record.shapes, record.dtype, True)
-            else:
-                key = (op.name, match_key(op.name, op.shapes)[1], None, False)
-            entry = acc.setdefault(
-                key,
-                {
-                    "calls": 0,
-                    "time": 0.0,
-                    "counter": 0,
-                    "pointwise": 0,
-                    "bytes": 0,
-                    "modules": collections.Counter(),
-                    "no_formula": False,
-                    "backward": 0,
-                },
-            )
-            entry["calls"] += 1
-            entry["time"] += op.time_s
-            if record is not None:
-                entry["counter"] += record.counter_flops
-                entry["pointwise"] += record.pointwise_flops
-                entry["bytes"] += record.bytes
-                entry["modules"][record.module] += op.time_s
-                entry["no_formula"] |= record.no_formula
-                entry["backward"] += int(record.backward)
+    by_key: dict[Any, list[TimedOp]] = {}
+    for op in (op for step in steps for op in step.ops):
+        r = op.record
+        key = (r.name, r.shapes, r.dtype, True) if r else (op.name, match_key(op.name, op.shapes)[1], None, False)
+        by_key.setdefault(key, []).append(op)
     groups = []
-    for (name, shapes, dtype, counted), entry in acc.items():
+    for (name, shapes, dtype, counted), ops in by_key.items():
+        records = [op.record for op in ops if op.record is not None]  # all of them, or none
+        modules: dict[str, float] = collections.defaultdict(float)  # module -> time
+        for op, record in zip(ops, records):
+            modules[record.module] += op.time_s
         groups.append(
             OpGroup(
                 op=name,
                 shapes=tuple(shapes),
                 dtype=dtype,
-                calls_per_step=entry["calls"] / n,
-                time_s=entry["time"] / n,
-                counter_flops=round(entry["counter"] / n),
-                pointwise_flops=round(entry["pointwise"] / n),
-                bytes=round(entry["bytes"] / n),
+                calls_per_step=len(ops) / n,
+                time_s=sum(op.time_s for op in ops) / n,
+                counter_flops=round(sum(r.counter_flops for r in records) / n),
+                pointwise_flops=round(sum(r.pointwise_flops for r in records) / n),
+                bytes=round(sum(r.bytes for r in records) / n),
                 counted=counted,
-                no_formula=entry["no_formula"],
-                modules=[module for module, _ in entry["modules"].most_common()],
-                backward=entry["backward"] * 2 > entry["calls"],
+                no_formula=any(r.no_formula for r in records),
+                modules=sorted(modules, key=modules.__getitem__, reverse=True),
+                backward=sum(r.backward for r in records) * 2 > len(ops),
             )
         )
     groups.sort(key=lambda group: -group.time_s)

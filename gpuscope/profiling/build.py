@@ -67,11 +67,11 @@ def build_result(
     device_roofs_override: tuple[DeviceKey, DeviceRoofs | None] | None = None,
 ) -> ProfileResult:
     """The result of a finished profile (``device`` is a torch.device)."""
-    from gpuscope.profiling.devices import device_name
+    from gpuscope.probing.environment import torch_device_name
 
     host = socket.gethostname()
     device_text = str(device) if device.type == "cuda" else "cpu"
-    label = device_name(device)
+    label = torch_device_name(device)
     key, roofs_of_device = device_roofs_override or device_roofs(
         device_text, "gpu" if device.type == "cuda" else "cpu", label, host, roofs
     )
@@ -127,12 +127,11 @@ def build_result(
 
 def append_profile(path: str | os.PathLike[str], result: ProfileResult, device: Any) -> None:
     """Append the profile to the results file at ``path`` as a workload (file created when absent)."""
-    from gpuscope.roofline.measure import _system_info, append_workload
+    from gpuscope.probing.environment import device_info, parse_device, system_info
+    from gpuscope.roofline.measure import append_workload
+    from gpuscope.schema.core import decode_json, encode_json
+    from gpuscope.schema.results import Workload
 
-    entry = {
-        "device": result.device,
-        "type": "gpu" if device.type == "cuda" else "cpu",
-        "name": result.device_name,
-        "host": result.host,
-    }
-    append_workload(path, result.to_workload(), entry, _system_info())
+    workload = decode_json(encode_json(result.to_workload()), Workload, f"profile {result.name}")
+    spec = parse_device(result.device)  # the probe's device entry and system: one identity
+    append_workload(path, workload, device_info(spec), system_info(spec))

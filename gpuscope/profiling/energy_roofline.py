@@ -17,17 +17,13 @@ Pure Python, no torch.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "EnergyRoofs",
-    "attainable_flop_per_j",
-    "energy_balance_flop_per_byte",
-    "energy_roofs_from_ceilings",
-]
+from gpuscope.schema.core import finite_or_none
+
+__all__ = ["EnergyRoofs", "attainable_flop_per_j", "energy_balance_flop_per_byte", "energy_roofs_from_ceilings"]
 
 
 @dataclass(frozen=True)
@@ -63,13 +59,8 @@ def energy_balance_flop_per_byte(j_per_flop: float, j_per_byte: float) -> float:
 
 
 def _power_w(ceiling: dict[str, Any]) -> float | None:
-    joules, window = ceiling.get("energy_j"), ceiling.get("energy_window_s")
-    if not all(
-        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        for value in (joules, window)
-    ):
-        return None
-    return float(joules) / float(window)  # type: ignore[arg-type]  # checked above
+    joules, window = (finite_or_none(ceiling.get(key)) for key in ("energy_j", "energy_window_s"))
+    return joules / window if joules is not None and window is not None and joules > 0 and window > 0 else None
 
 
 def energy_roofs_from_ceilings(ceilings: Iterable[dict[str, Any]]) -> list[EnergyRoofs]:
@@ -78,35 +69,17 @@ def energy_roofs_from_ceilings(ceilings: Iterable[dict[str, Any]]) -> list[Energ
     DRAM ceilings. Devices lacking either are left out."""
     best: dict[tuple[Any, str], dict[str, tuple[float, str]]] = {}
     for ceiling in ceilings:
-        power = _power_w(ceiling)
-        value = ceiling.get("value")
-        if power is None or not isinstance(value, (int, float)) or value <= 0:
+        power, value = _power_w(ceiling), finite_or_none(ceiling.get("value"))
+        name, kind = str(ceiling.get("name")), ceiling.get("kind")
+        dram = kind == "memory" and name.split(".", 1)[0].lower() in ("dram", "hbm")
+        if power is None or value is None or value <= 0 or (kind != "compute" and not dram):
             continue
-        key = (ceiling.get("host"), str(ceiling.get("device")))
-        slot = best.setdefault(key, {})
-        name = str(ceiling.get("name"))
-        if ceiling.get("kind") == "compute":
-            cost = power / float(value)
-            if "flop" not in slot or cost < slot["flop"][0]:
-                slot["flop"] = (cost, name)
-        elif ceiling.get("kind") == "memory" and name.split(".", 1)[0].lower() in (
-            "dram",
-            "hbm",
-        ):
-            cost = power / float(value)
-            if "byte" not in slot or cost < slot["byte"][0]:
-                slot["byte"] = (cost, name)
-    roofs = []
-    for (host, device), slot in sorted(best.items(), key=lambda item: (str(item[0][0]), item[0][1])):
-        if "flop" in slot and "byte" in slot:
-            roofs.append(
-                EnergyRoofs(
-                    device,
-                    host,
-                    slot["flop"][0],
-                    slot["byte"][0],
-                    slot["flop"][1],
-                    slot["byte"][1],
-                )
-            )
-    return roofs
+        slot = best.setdefault((ceiling.get("host"), str(ceiling.get("device"))), {})
+        cost, per = power / value, "flop" if kind == "compute" else "byte"
+        if per not in slot or cost < slot[per][0]:
+            slot[per] = (cost, name)
+    return [
+        EnergyRoofs(device, host, slot["flop"][0], slot["byte"][0], slot["flop"][1], slot["byte"][1])
+        for (host, device), slot in sorted(best.items(), key=lambda item: (str(item[0][0]), item[0][1]))
+        if "flop" in slot and "byte" in slot
+    ]

@@ -74,11 +74,7 @@ def transformer_train_step(*args: Any, **options: Any) -> None:
 
 @functools.lru_cache(maxsize=4)
 def build_convnet(
-    batch: int = 16,
-    size: int = 32,
-    channels: int = 32,
-    device: str | None = None,
-    dtype: str = "float32",
+    batch: int = 16, size: int = 32, channels: int = 32, device: str | None = None, dtype: str = "float32"
 ) -> tuple[Any, Any]:
     """A small conv net (3 conv + batch-norm + ReLU blocks, pooling, a linear head) and a random
     ``(batch, 3, size, size)`` input. Seeded."""

@@ -41,37 +41,9 @@ OP_BYTES_RULE = (
 
 #: aten ops that allocate or re-describe a tensor without touching its data.
 NO_TRAFFIC_OPS = frozenset(
-    [
-        "empty",
-        "empty_like",
-        "empty_strided",
-        "new_empty",
-        "new_empty_strided",
-        "detach",
-        "alias",
-        "lift_fresh",
-        "resize_",
-        "set_",
-        "_reshape_alias",
-        "as_strided",
-        "view",
-        "_unsafe_view",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "unsqueeze",
-        "squeeze",
-        "select",
-        "slice",
-        "unfold",
-        "diagonal",
-        "split",
-        "split_with_sizes",
-        "unbind",
-        "chunk",
-        "narrow",
-    ]
+    "empty empty_like empty_strided new_empty new_empty_strided detach alias lift_fresh resize_ set_ _reshape_alias "
+    "as_strided view _unsafe_view t transpose permute expand unsqueeze squeeze select slice unfold diagonal split "
+    "split_with_sizes unbind chunk narrow".split()
 )
 
 Shape = tuple[int, ...]
@@ -205,9 +177,7 @@ class StepCounter:
         if exc[0] is None:
             self.synchronize()
             self.result = CountedStep(
-                records=records,
-                flop_counter_total=int(counter.get_total_flops()),
-                wall_s=time.perf_counter() - started,
+                records=records, flop_counter_total=int(counter.get_total_flops()), wall_s=time.perf_counter() - started
             )
 
 
@@ -263,8 +233,7 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
             no_formula = False
             if packet not in registry and counted == 0:
                 out_shape = next(
-                    (tuple(leaf.shape) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)),
-                    None,
+                    (tuple(leaf.shape) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)), None
                 )
                 pointwise = pointwise_op_flops(short, shapes[0] if shapes else None, out_shape)
                 no_formula = (

@@ -6,26 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpuscope.profiling.result import ProfileResult
+from gpuscope.profiling.view import format_ms, group_numbers, short_bound
 from gpuscope.roofline.tables import format_table
 from gpuscope.roofline.units import format_count, format_si
 from gpuscope.telemetry.values import Unavailable
 
-__all__ = [
-    "chart_model",
-    "energy_line",
-    "module_table",
-    "render_chart",
-    "summary_lines",
-    "top_table",
-]
-
-_BOUND = {"memory": "mem", "compute": "cmp", "unknown": "?"}
-
-
-def _ms(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return f"{seconds * 1e3:.3g}" if seconds * 1e3 < 100 else f"{seconds * 1e3:.0f}"
+__all__ = ["chart_model", "energy_line", "module_table", "render_chart", "summary_lines", "top_table"]
 
 
 def _cut(text: str, width: int) -> str:
@@ -129,12 +115,8 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
                 str(rank),
                 group.label,
                 _short_module(group.modules[0] if group.modules else "", module_width),
-                _BOUND.get(verdict.bound, "?"),
-                _ms(group.time_s),
-                f"{group.time_s / step * 100:.0f}%",
-                "-" if verdict.efficiency is None else f"{min(verdict.efficiency, 9.99) * 100:.0f}%",
-                _ms(verdict.time_lost_s),
-                "-" if verdict.step_speedup is None else f"{verdict.step_speedup:.2f}x",
+                short_bound(verdict.bound),
+                *group_numbers(group.time_s, step, verdict.efficiency, verdict.time_lost_s, verdict.step_speedup),
             ]
         )
     # the name gets what the other columns (as wide as their widest cell) leave: slow steps
@@ -146,18 +128,8 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
     for row in rows:
         row[1] = _cut(row[1], name_width)
     lines = format_table(headers, rows, width=width)
-    lines.append(
-        _cut(
-            "ms: device time per step; step: share of the step; eff: time at roof / time",
-            width,
-        )
-    )
-    lines.append(
-        _cut(
-            "lost: ms above the roof; gain: step speed-up if this row reached its roof",
-            width,
-        )
-    )
+    lines.append(_cut("ms: device time per step; step: share of the step; eff: time at roof / time", width))
+    lines.append(_cut("lost: ms above the roof; gain: step speed-up if this row reached its roof", width))
     return lines
 
 
@@ -169,7 +141,7 @@ def module_table(result: ProfileResult, depth: int = 1, width: int = 80, limit: 
     rows = [
         [
             _cut(m.path, max(20, width - 40)),
-            _ms(m.time_s),
+            format_ms(m.time_s),
             f"{m.time_s / step * 100:.0f}%",
             format_count(m.flops),
             format_si(m.bytes, "B"),
@@ -184,42 +156,23 @@ def chart_model(result: ProfileResult, limit: int = 10) -> Any:
     of :func:`top_table` as points, in the table's order, so a point's number on the chart is its
     ``#`` in the table (groups without FLOPs are not drawn but keep their number). None without
     roofs. Every roofline painter (terminal, TUI, report SVG) takes this model."""
-    from gpuscope.roofline.model import Point, RooflineModel
+    from gpuscope.profiling.view import group_point
+    from gpuscope.roofline.model import RooflineModel
 
     if result.device_roofs is None or result.device_key is None:
         return None
     step_s = result.step_s or 1.0
-    points = [
-        Point(
-            name=f"{verdict.group.op.split('::')[-1]} ({verdict.group.time_s / step_s * 100:.0f}% of step)",
-            key=result.device_key,
-            flops=float(verdict.group.flops),
-            bytes=float(verdict.group.bytes),
-            time_s=verdict.group.time_s,
-            dtype=verdict.group.dtype,
-            source="profile",
-            warm=True,
-            bytes_rule="per-op lower bound",
-        )
-        for verdict in result.verdicts[:limit]
-    ]
+    points, key = [], result.device_key
+    for group in (verdict.group for verdict in result.verdicts[:limit]):
+        name = f"{group.op.split('::')[-1]} ({group.time_s / step_s * 100:.0f}% of step)"
+        points.append(group_point(name, key, float(group.flops), float(group.bytes), group.time_s, group.dtype))
     model = RooflineModel(devices=[result.device_roofs], sources=["profile"])
     return model.replace_points(points)
 
 
-def render_chart(
-    result: ProfileResult,
-    width: int = 80,
-    height: int = 22,
-    color: bool = False,
-    limit: int = 10,
-) -> str:
+def render_chart(result: ProfileResult, width: int = 80, height: int = 22, color: bool = False, limit: int = 10) -> str:
     """The roofline with the table's top groups as numbered points (plotext text)."""
-    from gpuscope.roofline.paint_text import (
-        DEFAULT_PALETTE,
-        MONOCHROME_PALETTE,
-        render_roofline,
-    )
+    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
 
     model = chart_model(result, limit)
     if model is None:

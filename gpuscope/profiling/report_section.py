@@ -11,78 +11,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from html import escape
 from typing import Any
 
-from gpuscope.profiling.energy_roofline import (
-    attainable_flop_per_j,
-    energy_roofs_from_ceilings,
-)
-from gpuscope.profiling.view import as_list, first_module
+from gpuscope.profiling.energy_roofline import attainable_flop_per_j, energy_roofs_from_ceilings
+from gpuscope.profiling.view import as_list, first_module, format_ms, group_numbers, profile_workloads, top_groups
+from gpuscope.report.html import escape_text as _e
+from gpuscope.report.html import table_html
+from gpuscope.report.tables import Table
 from gpuscope.roofline.units import format_si
 from gpuscope.schema.core import finite_or_none
 from gpuscope.schema.report import Point, Roofline
 
-__all__ = [
-    "energy_section_html",
-    "profile_markdown_lines",
-    "profile_section_html",
-    "profiles_of",
-]
+__all__ = ["energy_section_html", "profile_markdown_lines", "profile_section_html", "profiles_of"]
 
 TOP_GROUPS = 10
 
 
-def _e(value: Any) -> str:
-    from gpuscope.report.fmt import clean_text
-
-    return escape(clean_text(value, 2000), quote=True)
-
-
-def profiles_of(
-    report: dict[str, Any],
-) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+def profiles_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """(source label, results document, workload) for every profile workload in the report."""
-    found = []
-    for entry in report.get("results") or []:
-        document = entry.get("document") or {}
-        for workload in document.get("workloads") or []:
-            if (
-                isinstance(workload, dict)
-                and workload.get("source") == "profile"
-                and isinstance(workload.get("profile"), dict)
-            ):
-                found.append((str(entry.get("label")), document, workload))
-    return found
+    return [
+        (str(entry.get("label")), document, workload)
+        for entry in report.get("results") or []
+        for document in [entry.get("document") or {}]
+        for workload in profile_workloads(document)
+    ]
 
 
-def _ms(value: Any) -> str:
-    number = finite_or_none(value)
-    if number is None:
-        return "-"
-    return f"{number * 1e3:.0f}" if number >= 0.1 else f"{number * 1e3:.3g}"
-
-
-def _pct(value: Any) -> str:
-    number = finite_or_none(value)
-    return "-" if number is None else f"{number * 100:.0f}%"
-
-
-def _table(headers: list[str], rows: list[list[str]], numeric: set[int], table_id: str) -> str:
-    out = [f'<div class="scroll"><table id="table-{escape(table_id)}">\n<thead><tr>']
-    out.extend(f"<th>{escape(header)}</th>" for header in headers)
-    out.append("</tr></thead>\n<tbody>\n")
-    numeric_cell = ' class="num"'
+def _table(headers: list[str], rows: list[list[str]], numeric: set[int], table_id: str, title: str) -> str:
+    table = Table(table_id, title, headers, numeric=numeric)
     for row in rows:
-        out.append(
-            "<tr>"
-            + "".join(
-                f"<td{numeric_cell if index in numeric else ''}>{_e(cell)}</td>" for index, cell in enumerate(row)
-            )
-            + "</tr>\n"
-        )
-    out.append("</tbody></table></div>\n")
-    return "".join(out)
+        table.add(row)
+    return table_html(table)
 
 
 def _energy_text(workload: dict[str, Any]) -> str:
@@ -107,11 +66,7 @@ def _chart(
     ]
     points = []
     for rank, group in enumerate(groups, 1):
-        flops, nbytes, time_s = (
-            finite_or_none(group.get("flops")),
-            finite_or_none(group.get("bytes")),
-            finite_or_none(group.get("time_s")),
-        )
+        flops, nbytes, time_s = (finite_or_none(group.get(key)) for key in ("flops", "bytes", "time_s"))
         if not flops or not nbytes or not time_s:
             continue
         points.append(
@@ -131,6 +86,47 @@ def _chart(
     return roofline_svg(Roofline(roofs=roofs, points=points), prefix=f"profile{number}")
 
 
+_GROUP_HEADERS = [
+    "#",
+    "op dtype shapes",
+    "module",
+    "bound",
+    "ms/step",
+    "share",
+    "eff.",
+    "lost ms",
+    "step speed-up at roof",
+]
+#: the columns of the Markdown table
+_MARKDOWN_COLUMNS = (0, 1, 2, 3, 4, 6, 7)
+
+
+def _step_s(workload: dict[str, Any]) -> float | None:
+    return finite_or_none(workload["profile"].get("step_s")) or finite_or_none(workload.get("time_s"))
+
+
+def _group_rows(workload: dict[str, Any]) -> list[list[str]]:
+    """The top groups as table rows (:data:`_GROUP_HEADERS`)."""
+    step_s, rows = _step_s(workload), []
+    for rank, group in enumerate(top_groups(workload, TOP_GROUPS), 1):
+        rows.append(
+            [
+                str(rank),
+                str(group.get("label") or group.get("op")),
+                first_module(group),
+                str(group.get("bound") or "-"),
+                *group_numbers(
+                    group.get("time_s"),
+                    step_s,
+                    group.get("efficiency"),
+                    group.get("time_lost_s"),
+                    group.get("step_speedup"),
+                ),
+            ]
+        )
+    return rows
+
+
 def profile_section_html(report: dict[str, Any], roofline: Roofline | None = None) -> str | None:
     """The body of the "Where the time goes" section, or None when the report has no profile.
     ``report`` holds the report's results documents as written (``results``); ``roofline`` is the
@@ -141,8 +137,7 @@ def profile_section_html(report: dict[str, Any], roofline: Roofline | None = Non
     parts = []
     for number, (label, _document, workload) in enumerate(profiles, 1):
         profile = workload["profile"]
-        groups = [group for group in as_list(profile.get("groups")) if isinstance(group, dict)][:TOP_GROUPS]
-        step_s = finite_or_none(profile.get("step_s")) or finite_or_none(workload.get("time_s"))
+        step_s = _step_s(workload)
         ops_s = finite_or_none(profile.get("ops_s"))
         share = f"{ops_s / step_s * 100:.1f}%" if ops_s is not None and step_s else "-"
         parts.append(
@@ -161,71 +156,29 @@ def profile_section_html(report: dict[str, Any], roofline: Roofline | None = Non
             f"<li>{_e(profile.get('roofs'))}</li>"
             "</ul>\n"
         )
-        rows = [
-            [
-                str(rank),
-                str(group.get("label") or group.get("op")),
-                first_module(group) or "-",
-                str(group.get("bound") or "-"),
-                _ms(group.get("time_s")),
-                _pct((finite_or_none(group.get("time_s")) or 0) / step_s) if step_s else "-",
-                _pct(group.get("efficiency")),
-                _ms(group.get("time_lost_s")),
-                "-"
-                if finite_or_none(group.get("step_speedup")) is None
-                else f"{finite_or_none(group.get('step_speedup')):.2f}x",
-            ]
-            for rank, group in enumerate(groups, 1)
-        ]
         parts.append(
-            _table(
-                [
-                    "#",
-                    "op dtype shapes",
-                    "module",
-                    "bound",
-                    "ms/step",
-                    "share",
-                    "eff.",
-                    "lost ms",
-                    "step speed-up at roof",
-                ],
-                rows,
-                {0, 4, 5, 6, 7, 8},
-                f"profile-{number}",
-            )
+            _table(_GROUP_HEADERS, _group_rows(workload), {0, 4, 5, 6, 7, 8}, f"profile-{number}", "op groups")
         )
         parts.append(
             '<p class="note">Ranked by time lost = measured time - time at roof (FLOPs / attainable FLOP/s; data '
             "movement: bytes / DRAM roof). Efficiency = time at roof / measured time.</p>\n"
         )
-        modules = sorted(
-            (
-                m
-                for m in as_list(profile.get("modules"))
-                if isinstance(m, dict) and str(m.get("path", "")).count(".") <= 1
-            ),
-            key=lambda m: -(finite_or_none(m.get("time_s")) or 0),
-        )
+        modules = [m for m in as_list(profile.get("modules")) if isinstance(m, dict)]
+        modules = [m for m in modules if str(m.get("path", "")).count(".") <= 1]  # two levels
+        modules.sort(key=lambda m: -(finite_or_none(m.get("time_s")) or 0))
         module_rows = [
             [
                 str(m.get("path")),
-                _ms(m.get("time_s")),
+                format_ms(m.get("time_s")),
                 format_si(finite_or_none(m.get("flops")), ""),
                 format_si(finite_or_none(m.get("bytes")), "B"),
             ]
             for m in modules[:12]
         ]
         if module_rows:
-            parts.append(
-                _table(
-                    ["module (submodules included)", "ms/step", "FLOPs", "bytes"],
-                    module_rows,
-                    {1, 2, 3},
-                    f"profile-{number}-modules",
-                )
-            )
-        svg = _chart(roofline, workload, groups, number)
+            headers = ["module (submodules included)", "ms/step", "FLOPs", "bytes"]
+            parts.append(_table(headers, module_rows, {1, 2, 3}, f"profile-{number}-modules", "modules"))
+        svg = _chart(roofline, workload, top_groups(workload, TOP_GROUPS), number)
         if svg:
             parts.append(
                 f"<figure>\n{svg}<figcaption>The groups above that have FLOPs and bytes, as points; each point's "
@@ -238,55 +191,27 @@ def profile_section_html(report: dict[str, Any], roofline: Roofline | None = Non
 def energy_section_html(report: dict[str, Any]) -> str | None:
     """The energy section: FLOP/J of every workload with energy, and the energy roofline (Choi et
     al. 2013) per device whose probe ceilings carry energy. None when nothing carries energy fields."""
-    ceilings = [
-        c
-        for entry in report.get("results") or []
-        for c in (entry.get("document") or {}).get("ceilings") or []
-        if isinstance(c, dict)
-    ]
-    workloads = [
-        w
-        for entry in report.get("results") or []
-        for w in (entry.get("document") or {}).get("workloads") or []
-        if isinstance(w, dict)
-    ]
+    documents = [entry.get("document") or {} for entry in report.get("results") or []]
+    ceilings = [c for document in documents for c in document.get("ceilings") or [] if isinstance(c, dict)]
+    workloads = [w for document in documents for w in document.get("workloads") or [] if isinstance(w, dict)]
     with_fields = [w for w in workloads if "energy_j" in w or "energy_unavailable" in w]
-    if not with_fields and not any("energy_j" in c for c in ceilings):
+    if not with_fields and not any("energy_j" in c or "energy_unavailable" in c for c in ceilings):
         return None
     rows = []
     for workload in with_fields:
-        intensity = finite_or_none(workload.get("intensity_flop_per_byte"))
+        joules, intensity = (finite_or_none(workload.get(key)) for key in ("energy_j", "intensity_flop_per_byte"))
         rows.append(
             [
                 str(workload.get("name")),
                 str(workload.get("device")),
-                format_si(finite_or_none(workload.get("energy_j")), "J")
-                if finite_or_none(workload.get("energy_j"))
-                else "unavailable",
+                format_si(joules, "J") if joules else "unavailable",
                 format_si(finite_or_none(workload.get("flop_per_j")), "FLOP/J"),
                 "-" if intensity is None else f"{intensity:.3g}",
                 str(workload.get("energy_unavailable") or workload.get("energy_method") or ""),
             ]
         )
-    parts = (
-        [
-            _table(
-                [
-                    "workload",
-                    "device",
-                    "energy per call/step",
-                    "FLOP/J",
-                    "FLOP/byte",
-                    "counter or reason",
-                ],
-                rows,
-                {2, 3, 4},
-                "energy-workloads",
-            )
-        ]
-        if rows
-        else []
-    )
+    headers = ["workload", "device", "energy per call/step", "FLOP/J", "FLOP/byte", "counter or reason"]
+    parts = [_table(headers, rows, {2, 3, 4}, "energy-workloads", "workloads with energy")] if rows else []
     roofs = energy_roofs_from_ceilings(ceilings)
     if not roofs:
         parts.append(
@@ -388,21 +313,10 @@ def profile_markdown_lines(report: dict[str, Any], md_escape: Callable[[Any], st
         lines.append("")
         lines.append(f"Energy: {md_escape(_energy_text(workload))}. {md_escape(profile.get('roofs'))}")
         lines.append("")
-        lines.append("| # | op dtype shapes | module | bound | ms/step | eff. | lost ms |")
+        lines.append("| " + " | ".join(_GROUP_HEADERS[i] for i in _MARKDOWN_COLUMNS) + " |")
         lines.append("|---:|---|---|---|---:|---:|---:|")
-        for rank, group in enumerate(
-            [g for g in as_list(profile.get("groups")) if isinstance(g, dict)][:TOP_GROUPS],
-            1,
-        ):
-            cells = [
-                str(rank),
-                md_escape(group.get("label") or group.get("op")),
-                md_escape(first_module(group)),
-                md_escape(group.get("bound")),
-                _ms(group.get("time_s")),
-                _pct(group.get("efficiency")),
-                _ms(group.get("time_lost_s")),
-            ]
+        for row in _group_rows(workload):
+            cells = [md_escape(row[i]) if i in (1, 2, 3) else row[i] for i in _MARKDOWN_COLUMNS]  # text escaped
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return lines

@@ -12,6 +12,7 @@ from typing import Any
 from gpuscope.profiling.attribution import ModuleTotal, OpGroup
 from gpuscope.profiling.record import OP_BYTES_RULE
 from gpuscope.profiling.verdict import Verdict
+from gpuscope.roofline.counting import POINTWISE_RULE
 from gpuscope.telemetry.energy import EnergyResult, energy_fields, flop_per_joule
 from gpuscope.telemetry.values import Unavailable
 
@@ -104,6 +105,7 @@ class ProfileResult:
             "bytes": float(self.bytes_total),
             "bytes_rule": "sum over the step's ops of " + OP_BYTES_RULE,
             "flop_counting_rule": FLOP_RULE,
+            "pointwise_rule": POINTWISE_RULE,
             "dtype": _main_dtype(self.groups),
             "time_s": step_s,
             "time_p10_s": min(self.step_times_s) if self.step_times_s else None,
@@ -144,13 +146,7 @@ class ProfileResult:
             "uncounted_ops": dict(self.uncounted_ops),
             "groups": [_verdict_json(verdict) for verdict in self.verdicts],
             "modules": [
-                {
-                    "path": m.path,
-                    "time_s": m.time_s,
-                    "flops": m.flops,
-                    "bytes": m.bytes,
-                    "calls": m.calls,
-                }
+                {"path": m.path, "time_s": m.time_s, "flops": m.flops, "bytes": m.bytes, "calls": m.calls}
                 for m in self.modules
             ],
         }
@@ -166,30 +162,23 @@ def _main_dtype(groups: list[OpGroup]) -> str | None:
 
 def _verdict_json(verdict: Verdict) -> dict[str, Any]:
     group = verdict.group
-    return {
-        "op": group.op,
-        "label": group.label,
-        "shapes": [list(shape) for shape in group.shapes],
-        "dtype": group.dtype,
-        "calls": group.calls_per_step,
-        "time_s": group.time_s,
-        "flops": group.flops,
-        "counter_flops": group.counter_flops,
-        "pointwise_flops": group.pointwise_flops,
-        "bytes": group.bytes,
-        "counted": group.counted,
-        "no_formula": group.no_formula,
-        "modules": group.modules[:5],
-        "backward": group.backward,
-        "bound": verdict.bound,
-        "roof": verdict.roof_name,
-        "roof_source": verdict.roof_source,
-        "attainable_flop_per_s": verdict.attainable_flop_per_s,
-        "time_at_roof_s": verdict.time_at_roof_s,
-        "time_lost_s": verdict.time_lost_s,
-        "efficiency": verdict.efficiency,
-        "step_speedup": verdict.step_speedup,
-        "intensity_flop_per_byte": verdict.intensity_flop_per_byte,
-        "above_roof": verdict.above_roof,
-        "note": verdict.note or None,
-    }
+    out: dict[str, Any] = {"op": group.op, "label": group.label, "shapes": [list(shape) for shape in group.shapes]}
+    out.update(dtype=group.dtype, calls=group.calls_per_step)
+    out.update((key, getattr(group, key)) for key in _GROUP_FIELDS)
+    out.update(modules=group.modules[:5], backward=group.backward, bound=verdict.bound, roof=verdict.roof_name)
+    out.update((key, getattr(verdict, key)) for key in _VERDICT_FIELDS)
+    out["note"] = verdict.note or None
+    return out
+
+
+_GROUP_FIELDS = ("time_s", "flops", "counter_flops", "pointwise_flops", "bytes", "counted", "no_formula")
+_VERDICT_FIELDS = (
+    "roof_source",
+    "attainable_flop_per_s",
+    "time_at_roof_s",
+    "time_lost_s",
+    "efficiency",
+    "step_speedup",
+    "intensity_flop_per_byte",
+    "above_roof",
+)

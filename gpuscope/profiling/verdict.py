@@ -18,15 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuscope.profiling.attribution import OpGroup
-from gpuscope.roofline.model import (
-    DeviceKey,
-    DeviceRoofs,
-    Point,
-    Roof,
-    compute_roof_for,
-    memory_roof_for,
-    place_point,
-)
+from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Point, Roof, compute_roof_for, memory_roof_for, place_point
 
 __all__ = ["Verdict", "judge_group", "judge_groups", "roofs_statement"]
 
@@ -71,29 +63,12 @@ def judge_group(group: OpGroup, device: DeviceRoofs | None, step_s: float, key: 
         if group.bytes == 0:
             return _unknown(group, "moves no data and does no arithmetic (view or allocation)")
         if memory is None:
-            return _unknown(
-                group,
-                "data movement only, and no DRAM roof (give probe results with a memory ceiling)",
-            )
+            return _unknown(group, "data movement only, and no DRAM roof (give probe results with a memory ceiling)")
         at_roof = group.bytes / memory.value
-        return _finish(
-            group,
-            "memory",
-            memory,
-            None,
-            at_roof,
-            step_s,
-            0.0,
-            "data movement only: against the DRAM roof",
-        )
+        return _finish(group, "memory", memory, None, at_roof, step_s, 0.0, "data movement only: against the DRAM roof")
+    flops, nbytes = float(group.flops), float(group.bytes)
     point = Point(
-        name=group.label,
-        key=key,
-        flops=float(group.flops),
-        bytes=float(group.bytes),
-        time_s=group.time_s,
-        dtype=group.dtype,
-        source="profile",
+        name=group.label, key=key, flops=flops, bytes=nbytes, time_s=group.time_s, dtype=group.dtype, source="profile"
     )
     placement = place_point(point, device)
     if placement.attainable_flop_per_s is None or placement.attainable_flop_per_s <= 0:
@@ -101,14 +76,7 @@ def judge_group(group: OpGroup, device: DeviceRoofs | None, step_s: float, key: 
     at_roof = group.flops / placement.attainable_flop_per_s
     roof = placement.bounding_roof
     return _finish(
-        group,
-        placement.bound,
-        roof,
-        placement.attainable_flop_per_s,
-        at_roof,
-        step_s,
-        intensity,
-        placement.note,
+        group, placement.bound, roof, placement.attainable_flop_per_s, at_roof, step_s, intensity, placement.note
     )
 
 
@@ -145,10 +113,7 @@ def _finish(
 def judge_groups(groups: list[OpGroup], device: DeviceRoofs | None, step_s: float, key: DeviceKey) -> list[Verdict]:
     """Verdicts of every group, most time lost first (groups without a verdict last, by time)."""
     verdicts = [judge_group(group, device, step_s, key) for group in groups]
-    return sorted(
-        verdicts,
-        key=lambda v: (v.time_lost_s is None, -(v.time_lost_s or 0.0), -v.group.time_s),
-    )
+    return sorted(verdicts, key=lambda v: (v.time_lost_s is None, -(v.time_lost_s or 0.0), -v.group.time_s))
 
 
 def roofs_statement(device: DeviceRoofs | None, dtypes: list[str]) -> str:

@@ -24,7 +24,6 @@ from gpuscope.fileio import write_json_atomic, write_text_atomic
 from gpuscope.report.io import (
     REPORT_SCHEMA,
     REPORT_SCHEMA_VERSION,
-    Input,
     format_for,
     load_input,
     results_inputs,
@@ -51,32 +50,13 @@ def _as_list(items: PathOrDoc | Sequence[PathOrDoc]) -> list[PathOrDoc]:
     return list(items)
 
 
-def _labels(items: list[PathOrDoc], loaded: list[Input]) -> list[str]:
-    """File names, with the parent folder added (and then a number) where two inputs share one."""
-    labels = [entry.label for entry in loaded]
-    for position, label in enumerate(labels):
-        item = items[position]
-        if labels.count(label) > 1 and not isinstance(item, dict):
-            path = Path(item)
-            labels[position] = f"{path.parent.name}/{path.name}" if path.parent.name else label
-    seen: dict[str, int] = {}
-    for position, label in enumerate(labels):
-        seen[label] = seen.get(label, 0) + 1
-        if seen[label] > 1:
-            labels[position] = f"{label} ({seen[label]})"
-    return labels
-
-
 def report_document(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``report`` as the JSON-ready document report.json holds; ``documents`` are its results files
     as written (undeclared fields kept), embedded in place of their typed views."""
+    from gpuscope.report.tables import written_results
+
     data: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(report, results=[]))
-    if documents is None:
-        documents = [msgspec.to_builtins(entry.document) for entry in report.results]
-    data["results"] = [
-        {"label": entry.label, "document": document} for entry, document in zip(report.results, documents)
-    ]
-    return data
+    return {**data, **written_results(report, documents)}
 
 
 def build(
@@ -101,7 +81,7 @@ def build(
     if len(loaded) == 1 and reports and log_path is None and samples is None:
         report, document = reports[0], loaded[0].document
     else:
-        inputs = results_inputs(loaded, _labels(items, loaded))
+        inputs = results_inputs(loaded, items)
         warnings: list[str] = []
         telemetry = None
         if log_path is not None:

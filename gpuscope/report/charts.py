@@ -16,7 +16,7 @@ from gpuscope.paths import use_private_matplotlib_dir
 from gpuscope.report.fmt import clean_text, fmt_quantity
 from gpuscope.schema.report import MeasurementRow, Roofline, Telemetry
 
-__all__ = ["roofline_svg", "telemetry_svg", "PALETTE_SIZE", "CHART_RC"]
+__all__ = ["roofline_svg", "roofline_key", "telemetry_svg", "PALETTE_SIZE", "CHART_RC"]
 
 PALETTE_SIZE = 10
 #: Stand-in colours replaced by CSS variables after drawing (never used for anything else).
@@ -120,12 +120,33 @@ def _short(value: Any, limit: int = 40) -> str:
 #: Report colour slot (``var(--cN)``) of each layout colour slot: CPU blue, GPUs orange, green,
 #: purple, yellow, then teal (the page's light and dark palettes, colour-blind safe in order).
 _DEVICE_SLOTS = (0, 1, 2, 3, 6, 5)
-_STYLES = {
-    "envelope": {"linewidth": 2.6, "linestyle": "-", "alpha": 1.0},
-    "dtype": {"linewidth": 1.0, "linestyle": (0, (5, 3)), "alpha": 0.9},
-    "level": {"linewidth": 1.0, "linestyle": (0, (1.5, 2.5)), "alpha": 0.9},
-    "datasheet": {"linewidth": 0.9, "linestyle": (0, (6, 2, 1.5, 2)), "alpha": 0.8},
+#: Each roof style (:data:`gpuscope.roofline.layout.Style`): its words in the key, its line.
+_STYLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "envelope": ("bold: envelope min(peak, I x DRAM)", {"linewidth": 2.6, "linestyle": "-", "alpha": 1.0}),
+    "dtype": ("dashed: other dtypes", {"linewidth": 1.0, "linestyle": (0, (5, 3)), "alpha": 0.9}),
+    "level": ("dotted: cache levels", {"linewidth": 1.0, "linestyle": (0, (1.5, 2.5)), "alpha": 0.9}),
+    "datasheet": (
+        "dash-dot: datasheet roofs beside measured ones",
+        {"linewidth": 0.9, "linestyle": (0, (6, 2, 1.5, 2)), "alpha": 0.8},
+    ),
 }
+#: Each mark: its words in the key, its matplotlib marker.
+_MARKERS = {
+    "ridge": ("circles: ridge points", "o"),
+    "point": ("thin diamonds: workloads", "d"),
+    "estimated": ("diamonds: estimated workloads", "D"),
+    "above_roof": ("triangles: workloads above their roof", "^"),
+}
+
+
+def roofline_key(full: bool = True) -> str:
+    """What the chart's line styles and marks mean, from the styles and markers it draws with
+    (``full=False``: the short key printed under the chart's legend)."""
+    styles = _STYLES if full else {k: v for k, v in _STYLES.items() if k != "datasheet"}
+    marks = _MARKERS if full else {"ridge": _MARKERS["ridge"]}
+    return "; ".join(words for words, _ in (*styles.values(), *marks.values()))
+
+
 #: Label cells of the SVG chart: monospace text at this size fills one cell per character.
 _LABEL_PT = 7.5
 _CELL_W_PX = _LABEL_PT * 0.62
@@ -144,7 +165,7 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
     model = model_from_view(roofline)
     if model is None:
         return None
-    layout = layout_roofline(model, all_roofs=all_roofs)
+    layout = layout_roofline(model, all_roofs=all_roofs, tight_x=True)
     if layout.empty:
         return None
 
@@ -183,32 +204,21 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
                         color=colour(segment.device),
                         solid_capstyle="butt",
                         zorder=2 if style != "envelope" else 3,
-                        **_STYLES[style],
+                        **_STYLES[style][1],
                     )
         for ridge in layout.ridges:
             axes.plot(
-                [ridge.x],
-                [ridge.y],
-                linestyle="none",
-                marker="o",
-                markersize=6 if ridge.envelope else 4,
-                markerfacecolor="none" if not ridge.envelope else _BG,
-                markeredgecolor=colour(ridge.device),
-                markeredgewidth=1.4,
-                zorder=4,
-            )
+                [ridge.x], [ridge.y], linestyle="none", marker=_MARKERS["ridge"][1],
+                markersize=6 if ridge.envelope else 4, markerfacecolor="none" if not ridge.envelope else _BG,
+                markeredgecolor=colour(ridge.device), markeredgewidth=1.4, zorder=4,
+            )  # fmt: skip
         for point in layout.points:
-            marker = "^" if point.above_roof else ("d" if not point.estimated else "D")
+            mark = "above_roof" if point.above_roof else ("estimated" if point.estimated else "point")
+            marker = _MARKERS[mark][1]
             axes.plot(
-                [point.x],
-                [point.y],
-                linestyle="none",
-                marker=marker,
-                markersize=7.5,
-                color=colour(point.device),
-                markeredgecolor=_FG if point.above_roof else colour(point.device),
-                zorder=5,
-            )
+                [point.x], [point.y], linestyle="none", marker=marker, markersize=7.5, color=colour(point.device),
+                markeredgecolor=_FG if point.above_roof else colour(point.device), zorder=5,
+            )  # fmt: skip
         box = axes.get_window_extent()
         columns = max(20, int(box.width / _CELL_W_PX))
         rows = max(8, int(box.height / _CELL_H_PX))
@@ -243,14 +253,7 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
             figure.lines.append(_legend_line(figure, left, y, colour(index)))
             figure.text(left + 0.045, y, _short(entry.text, 110), fontsize=8, va="center", color=_FG)
             y -= 0.2 / height_in
-        figure.text(
-            left,
-            y,
-            "bold: envelope min(peak, I x DRAM); dashed: other dtypes; dotted: cache levels; circles: ridge points",
-            fontsize=7,
-            va="center",
-            color=_MUTED,
-        )
+        figure.text(left, y, roofline_key(full=False), fontsize=7, va="center", color=_MUTED)
         for note in layout.notes:
             y -= 0.15 / height_in
             figure.text(left, y, _short(note, 150), fontsize=7, va="center", color=_FG, fontweight="bold")
@@ -264,14 +267,9 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
                 x = left
                 for column, cell in enumerate(table_row):
                     figure.text(
-                        x,
-                        y_table - number * 0.16 / height_in,
-                        cell,
-                        fontsize=_LABEL_PT,
-                        family="monospace",
-                        va="top",
+                        x, y_table - number * 0.16 / height_in, cell, fontsize=_LABEL_PT, family="monospace", va="top",
                         color=_FG if number else _MUTED,
-                    )
+                    )  # fmt: skip
                     x += (widths[column] + 2) * char_in / width_in
         return _svg_text(figure, prefix, "Roofline chart")
 
@@ -363,12 +361,9 @@ def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], pref
             axes.grid(True, linewidth=0.5)
             for number, a, b, _name in spans:
                 axes.axvspan(
-                    a,
-                    b if b > a else a + max(duration, 1.0) / 500,
-                    color=_SPAN_A if number % 2 else _SPAN_B,
-                    linewidth=0,
-                    zorder=0,
-                )
+                    a, b if b > a else a + max(duration, 1.0) / 500, color=_SPAN_A if number % 2 else _SPAN_B,
+                    linewidth=0, zorder=0,
+                )  # fmt: skip
             for line in panel.lines:
                 colour = _PALETTE[colour_of.get(line.key, 1)]
                 v = [math.nan if value is None else value for value in line.v]
@@ -386,32 +381,17 @@ def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], pref
         first = axes_list[0]
         for number, a, b, _name in spans:
             first.annotate(
-                str(number),
-                ((a + b) / 2, 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(0, 2),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=7,
-                color=_FG,
-            )
+                str(number), ((a + b) / 2, 1.0), xycoords=("data", "axes fraction"), xytext=(0, 2),
+                textcoords="offset points", ha="center", va="bottom", fontsize=7, color=_FG,
+            )  # fmt: skip
         if handles:
             figure.legend(
-                list(handles.values()),
-                list(handles.keys()),
-                loc="upper left",
-                bbox_to_anchor=(0.815, top),
-                fontsize=7.5,
-                frameon=False,
-            )
+                list(handles.values()), list(handles.keys()), loc="upper left", bbox_to_anchor=(0.815, top),
+                fontsize=7.5, frameon=False,
+            )  # fmt: skip
         if spans:
             figure.text(
-                0.815,
-                bottom,
-                "shaded: probe runs\n(numbers as in the\nProbe runs table)",
-                fontsize=7,
-                color=_MUTED,
+                0.815, bottom, "shaded: probe runs\n(numbers as in the\nProbe runs table)", fontsize=7, color=_MUTED,
                 va="bottom",
-            )
+            )  # fmt: skip
         return _svg_text(figure, prefix, "Telemetry time series")

@@ -12,7 +12,7 @@ samples, the p10-p90 half range of a workload), and never below :data:`MIN_NOISE
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds, natural_key
@@ -145,31 +145,16 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
             if cell["table"] != table:
                 continue
             key = (cell["device"], cell["kind"], cell["name"])
-            row = rows.setdefault(
-                key,
-                {
-                    "device": cell["device"],
-                    "device_type": cell["device_type"],
-                    "kind": cell["kind"],
-                    "name": cell["name"],
-                    "unit": cell["unit"],
-                    "values": {},
-                },
-            )
-            row["values"][cell["run"]] = {
-                key_: cell.get(key_) for key_ in ("value", "spread_percent", "n", "difference_percent", "flagged")
-            }
+            row = rows.setdefault(key, {**_pick(cell, "device device_type kind name unit"), "values": {}})
+            value = row["values"][cell["run"]] = _pick(cell, "value spread_percent n difference_percent flagged")
             if cell.get("straggler"):
-                row["values"][cell["run"]]["straggler"] = True
+                value["straggler"] = True
             if table == "ceilings":
-                row["values"][cell["run"]].update(
-                    {key_: cell[key_] for key_ in ("datasheet_value", "percent_of_spec", "low", "above_datasheet")}
-                )
-        ordered = sorted(
+                value.update(_pick(cell, "datasheet_value percent_of_spec low above_datasheet"))
+        tables[table] = sorted(
             rows.values(),
             key=lambda r: (r["device_type"] != "gpu", natural_key(r["device"]), r["kind"], natural_key(r["name"])),
         )
-        tables[table] = ordered
     return {
         "schema": COMPARE_SCHEMA,
         "schema_version": 1,
@@ -185,6 +170,11 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
             f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%"
         ),
     }
+
+
+def _pick(cell: dict[str, Any], keys: str) -> dict[str, Any]:
+    """``cell``'s values of the space-separated ``keys`` (None where missing), in order."""
+    return {key: cell.get(key) for key in keys.split()}
 
 
 def _run_label(runs: list[dict[str, Any]], label: str, where: tuple[Any, Any], per_host: bool) -> str:
@@ -226,12 +216,10 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
             if abs(difference) <= noise:
                 continue
             cell["flagged"] = True
-            if len(others) == 1:
-                peer_text = f"{others[0]['run']}" + (
-                    f" {others[0]['device']}" if others[0]["device"] != cell["device"] else ""
-                )
-            else:
-                peer_text = "the others"
+            peer = others[0]
+            peer_text = "the others" if len(others) > 1 else peer["run"] + (
+                f" {peer['device']}" if peer["device"] != cell["device"] else ""
+            )  # fmt: skip
             where = f"{cell['run']} {cell['device']}" if run_count > 1 else cell["device"]
             if cell["table"] == "ceilings":
                 what = f"{_kind_word(cell['kind'], cell['name'], cell['device_type'])} ({cell['name']})"
@@ -241,11 +229,7 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
                 direction = "faster than" if difference > 0 else "slower than"
             flags.append(
                 {
-                    "run": cell["run"],
-                    "device": cell["device"],
-                    "table": cell["table"],
-                    "kind": cell["kind"],
-                    "name": cell["name"],
+                    **_pick(cell, "run device table kind name"),
                     "difference_percent": difference,
                     "noise_percent": noise,
                     "text": f"{where} {what} {abs(difference):.0f}% {direction} {peer_text} (spread ±{noise:.1f}%)",
@@ -283,9 +267,7 @@ def _run_header(run: dict[str, Any]) -> str:
 def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]]]:
     runs = [run["label"] for run in result["runs"]]
     titles = [_run_header(run) for run in result["runs"]]
-    headers = ["device", "kind" if table == "ceilings" else "", "name", *titles]
-    if table == "workloads":
-        headers = ["device", "workload (time)", *titles]
+    headers = ["device", "kind", "name", *titles] if table == "ceilings" else ["device", "workload (time)", *titles]
     rows = []
     for row in result[table]:
         cells = [row["device"], row["kind"], row["name"]] if table == "ceilings" else [row["device"], row["name"]]
@@ -313,23 +295,29 @@ def render_compare_text(result: dict[str, Any]) -> str:
                 ).rstrip()
             )
         out.append("")
-    if result.get("stragglers"):
-        out.append(f"Stragglers ({STRAGGLER_MARK}), flagged by the multi-rank probe run:")
-        out.extend(f"  {clean_text(item['text'], 300)}" for item in result["stragglers"])
-        out.append("")
-    if result.get("above_datasheet"):
-        out.append(
-            f"Above datasheet ({ABOVE_DATASHEET_MARK}), "
-            f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value:"
-        )
-        out.extend(f"  {clean_text(item['text'], 300)}" for item in result["above_datasheet"])
-        out.append("")
-    if result["flags"]:
-        out.append("Differences beyond the measured spread:")
-        out.extend(f"  {clean_text(flag['text'], 300)}" for flag in result["flags"])
-    else:
+    for number, (title, items) in enumerate(_notes(result, str)):
+        if items:
+            out += [f"{title}:", *(f"  {clean_text(text, 300)}" for text in items), *([""] if number < 2 else [])]
+    if not result["flags"]:
         out.append("No difference beyond the measured spread.")
     return "\n".join(out) + "\n"
+
+
+def _notes(result: dict[str, Any], mark: Callable[[str], str]) -> list[tuple[str, list[str]]]:
+    """(title, texts) of the stragglers, the ceilings above their datasheet value and the flagged
+    differences; ``mark`` escapes the marks for the format."""
+    above = f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value"
+    return [
+        (
+            f"Stragglers ({mark(STRAGGLER_MARK)}), flagged by the multi-rank probe run",
+            [item["text"] for item in result.get("stragglers") or []],
+        ),
+        (
+            f"Above datasheet ({mark(ABOVE_DATASHEET_MARK)}), {above}",
+            [item["text"] for item in result.get("above_datasheet") or []],
+        ),
+        ("Differences beyond the measured spread", [flag["text"] for flag in result["flags"]]),
+    ]
 
 
 def render_compare_markdown(result: dict[str, Any]) -> str:
@@ -337,19 +325,10 @@ def render_compare_markdown(result: dict[str, Any]) -> str:
     from gpuscope.report.markdown import md_escape
 
     out: list[str] = ["# gpuscope compare\n"]
-    if result.get("stragglers"):
-        out.append(f"\n**Stragglers ({md_escape(STRAGGLER_MARK)}), flagged by the multi-rank probe run**\n\n")
-        out.extend(f"- {md_escape(item['text'])}\n" for item in result["stragglers"])
-    if result.get("above_datasheet"):
-        out.append(
-            f"\n**Above datasheet ({md_escape(ABOVE_DATASHEET_MARK)}), "
-            f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value**\n\n"
-        )
-        out.extend(f"- {md_escape(item['text'])}\n" for item in result["above_datasheet"])
-    if result["flags"]:
-        out.append("\n**Differences beyond the measured spread**\n\n")
-        out.extend(f"- {md_escape(flag['text'])}\n" for flag in result["flags"])
-    else:
+    for title, items in _notes(result, md_escape):
+        if items:
+            out += [f"\n**{title}**\n\n", *(f"- {md_escape(text)}\n" for text in items)]
+    if not result["flags"]:
         out.append("\nNo difference beyond the measured spread.\n")
     for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
         if not result[table]:

@@ -16,7 +16,7 @@ from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.tables import Table, report_tables, written_results
 from gpuscope.schema.report import Report
 
-__all__ = ["render_html"]
+__all__ = ["render_html", "escape_text", "table_html"]
 
 _CSS = """
 :root{color-scheme:light dark;--bg:#ffffff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--head:#f3f5f7;
@@ -52,11 +52,14 @@ figure{margin:0}figcaption{color:var(--muted);font-size:12.5px}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
-def _e(value: Any) -> str:
+def escape_text(value: Any) -> str:
+    """``value`` as HTML text: printable (:func:`~gpuscope.report.fmt.clean_text`, at most 2000
+    characters) and escaped, quotes included, so it is safe in an element or an attribute."""
     return escape(clean_text(value, 2000), quote=True)
 
 
-def _table(table: Table) -> str:
+def table_html(table: Table) -> str:
+    """``table`` as an HTML table (every cell escaped), or a "No ..." line when it has no rows."""
     if not table.rows:
         return f'<p class="empty">No {escape(table.title.lower())}.</p>\n'
     out = [f'<div class="scroll"><table id="table-{escape(table.id)}">\n<thead><tr>']
@@ -87,7 +90,7 @@ def _section(section_id: str, title: str, body: str) -> str:
 def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> str:
     """The report as one self-contained HTML page (a pure function of ``report`` and its results
     ``documents`` as written, :func:`~gpuscope.report.tables.written_results`)."""
-    from gpuscope.report.charts import roofline_svg, telemetry_svg
+    from gpuscope.report.charts import roofline_key, roofline_svg, telemetry_svg
 
     tables = {table.id: table for table in report_tables(report)}
     title = clean_text(report.title or "gpuscope report")
@@ -99,7 +102,7 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             '<meta name="color-scheme" content="light dark">\n'
         ),
-        f'<meta name="generator" content="gpuscope {_e(report.gpuscope_version)}">\n',
+        f'<meta name="generator" content="gpuscope {escape_text(report.gpuscope_version)}">\n',
         f"<title>{escape(title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n<main>\n",
         f"<header>\n<h1>{escape(title)}</h1>\n",
         f'<p class="meta">{_meta(report)}</p>\n</header>\n',
@@ -125,36 +128,35 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
         nav.insert(nav.index(("workloads", "Workloads")) + 1, ("where-time-goes", "Where the time goes"))
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
-    summary = "".join(f"<li>{_e(line)}</li>" for line in report.summary or [])
+    summary = "".join(f"<li>{escape_text(line)}</li>" for line in report.summary or [])
     body = f'<ul class="summary">{summary}</ul>\n'
     if report.warnings:
         body += (
             '<div class="warnings"><strong>Warnings</strong><ul>'
-            + "".join(f"<li>{_e(w)}</li>" for w in report.warnings)
+            + "".join(f"<li>{escape_text(w)}</li>" for w in report.warnings)
             + "</ul></div>\n"
         )
     parts.append(_section("summary", "Summary", body))
-    if "stragglers" in tables:
-        parts.append(_section("stragglers", tables["stragglers"].title, _table(tables["stragglers"])))
-    parts.append(_section("system", "System", _table(tables["system"])))
+
+    def table_sections(*keys: str, section_id: str | None = None) -> None:
+        """The section of each table in ``keys`` that the report has (id: the table's, or ``section_id``)."""
+        parts.extend(_section(section_id or k, tables[k].title, table_html(tables[k])) for k in keys if k in tables)
+
+    table_sections("stragglers", "system")
 
     svg = roofline_svg(report.roofline)
     if svg is None:
         roof_body = '<p class="empty">No roofs or workloads to draw.</p>\n'
     else:
         roof_body = (
-            f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log. "
-            "CPU roofs and workloads (circles) and GPU roofs and workloads (triangles) in separate colours; "
-            "measured roofs solid, datasheet roofs dashed.</figcaption>\n</figure>\n"
+            f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log, one colour "
+            f"per device; {roofline_key()}.</figcaption>\n</figure>\n"
         )
     notes = report.roofline.notes or []
     if notes:
-        roof_body += '<ul class="note">' + "".join(f"<li>{_e(note)}</li>" for note in notes) + "</ul>\n"
+        roof_body += '<ul class="note">' + "".join(f"<li>{escape_text(note)}</li>" for note in notes) + "</ul>\n"
     parts.append(_section("roofline", "Roofline", roof_body))
-    parts.append(_section("ceilings", tables["ceilings"].title, _table(tables["ceilings"])))
-    if "datasheet" in tables:
-        parts.append(_section("datasheet", tables["datasheet"].title, _table(tables["datasheet"])))
-    parts.append(_section("workloads", tables["workloads"].title, _table(tables["workloads"])))
+    table_sections("ceilings", "datasheet", "workloads")
     from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # gpuscope.profile
 
     extra = (
@@ -168,8 +170,8 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
     if telemetry:
         chart = telemetry_svg(telemetry, report.measurements)
         tel_body = (
-            f'<p class="meta">{_e(telemetry.source)}: {_e(telemetry.samples)} samples '
-            f"from {_e(fmt_time_utc(telemetry.start))} to {_e(fmt_time_utc(telemetry.end))}.</p>\n"
+            f'<p class="meta">{escape_text(telemetry.source)}: {escape_text(telemetry.samples)} samples '
+            f"from {escape_text(fmt_time_utc(telemetry.start))} to {escape_text(fmt_time_utc(telemetry.end))}.</p>\n"
         )
         tel_body += (
             f"<figure>\n{chart}</figure>\n"
@@ -177,16 +179,12 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
             else '<p class="empty">No telemetry metric had a value to draw.</p>\n'
         )
         parts.append(_section("telemetry", "Telemetry", tel_body))
-    if "runs" in tables:
-        parts.append(_section("runs", tables["runs"].title, _table(tables["runs"])))
-    if telemetry:
-        parts.append(_section("telemetry-stats", tables["telemetry"].title, _table(tables["telemetry"])))
-        for key in ("energy", "unavailable", "processes"):
-            if key in tables:
-                parts.append(_section(key, tables[key].title, _table(tables[key])))
+    table_sections("runs")
+    table_sections("telemetry", section_id="telemetry-stats")
+    table_sections("energy", "unavailable", "processes")
     parts.append(
-        f"<footer>gpuscope {_e(report.gpuscope_version)} · "
-        f"report schema {_e(report.schema)} v{_e(report.schema_version)}</footer>\n"
+        f"<footer>gpuscope {escape_text(report.gpuscope_version)} · "
+        f"report schema {escape_text(report.schema)} v{escape_text(report.schema_version)}</footer>\n"
     )
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)

@@ -36,11 +36,7 @@ __all__ = [
 
 
 #: Output formats and the file extensions that select them.
-FORMATS: dict[str, tuple[str, ...]] = {
-    "html": (".html", ".htm"),
-    "md": (".md", ".markdown"),
-    "json": (".json",),
-}
+FORMATS: dict[str, tuple[str, ...]] = {"html": (".html", ".htm"), "md": (".md", ".markdown"), "json": (".json",)}
 
 
 def format_for(path: str | os.PathLike[str], fmt: str | None = None, hint: str = ", or --format") -> str:
@@ -145,18 +141,44 @@ def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0,
     return Input("results", label, data, results)
 
 
-def results_inputs(loaded: Sequence[Input], labels: Sequence[str] | None = None) -> list[ResultsInput]:
-    """The results files of loaded inputs, a report's embedded ones included (labelled with
-    their own label, else the report's)."""
-    out: list[ResultsInput] = []
-    for position, entry in enumerate(loaded):
-        label = labels[position] if labels else entry.label
+def _labels(items: Sequence[Any], loaded: Sequence[Input]) -> list[str]:
+    """File names, with the parent folder added (and then a number) where two inputs share one."""
+    labels = [entry.label for entry in loaded]
+    for position, label in enumerate(labels):
+        if labels.count(label) > 1 and not isinstance(items[position], dict):
+            path = Path(items[position])
+            labels[position] = f"{path.parent.name}/{path.name}" if path.parent.name else label
+    seen: dict[str, int] = {}
+    for position, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[position] = f"{label} ({seen[label]})"
+    return labels
+
+
+def results_inputs(loaded: Sequence[Input], items: Sequence[Any] | None = None) -> list[ResultsInput]:
+    """The results files of loaded inputs (``items``: the paths or dicts they came from), a report's
+    embedded ones included. Labels: the file name (parent folder, then a number, added where two
+    share one); a report's results by their own label (else the report's), all of that report's
+    as ``report.json[label]`` where one of them is taken twice."""
+    labels = _labels(items, loaded) if items is not None else [entry.label for entry in loaded]
+    groups: list[list[tuple[str, ResultsInput]]] = []  # per input: (short label, input under its long label)
+    for label, entry in zip(labels, loaded):
         if isinstance(entry.typed, Report):
-            written = entry.document["results"]
-            out.extend(
-                ResultsInput(str(embedded.label or label), embedded.document, as_written["document"])
-                for embedded, as_written in zip(entry.typed.results, written)
+            groups.append(
+                [
+                    (
+                        str(embedded.label or label),
+                        ResultsInput(f"{label}[{embedded.label or index}]", embedded.document, as_written["document"]),
+                    )
+                    for index, (embedded, as_written) in enumerate(zip(entry.typed.results, entry.document["results"]))
+                ]
             )
         else:
-            out.append(ResultsInput(label, entry.typed, entry.document))
-    return out
+            groups.append([(label, ResultsInput(label, entry.typed, entry.document))])
+    shorts = [short for group in groups for short, _ in group]
+    return [
+        item if any(shorts.count(name) > 1 for name, _ in group) else item._replace(label=short)
+        for group in groups
+        for short, item in group
+    ]

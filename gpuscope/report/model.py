@@ -135,16 +135,9 @@ def build_report(
     margins: list[float] = []
     for label, doc, _ in inputs:
         sources.append(
-            Source(
-                kind="results",
-                label=label,
-                created=doc.created,
-                gpuscope_version=doc.gpuscope_version,
-                suite=doc.suite.name if doc.suite else None,
-                partial=doc.partial,
-                partial_reason=doc.partial_reason,
-            )
-        )
+            Source(kind="results", label=label, created=doc.created, gpuscope_version=doc.gpuscope_version,
+                   suite=doc.suite.name if doc.suite else None, partial=doc.partial, partial_reason=doc.partial_reason)
+        )  # fmt: skip
         if doc.partial:
             notes.append(f"{label}: results are partial ({doc.partial_reason or 'no reason given'})")
         margin = doc.straggler_margin

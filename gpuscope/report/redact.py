@@ -25,24 +25,7 @@ USER_PLACEHOLDER = "[user]"
 COMMAND_PLACEHOLDER = "[redacted]"
 #: Names too generic to replace inside free text (they stay replaced in user fields).
 _GENERIC = frozenset(
-    {
-        "root",
-        "user",
-        "admin",
-        "nobody",
-        "ubuntu",
-        "debian",
-        "localhost",
-        "none",
-        "null",
-        "unknown",
-        "[user]",
-        "cpu",
-        "gpu",
-        "cuda",
-        "host",
-        "node",
-    }
+    "root user admin nobody ubuntu debian localhost none null unknown [user] cpu gpu cuda host node".split()
 )
 _HOME = re.compile(r"(/home/|/Users/|/users/|C:\\Users\\)[^/\\\s\"'<>]+")
 

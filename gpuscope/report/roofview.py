@@ -14,10 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuscope.roofline import model as rm
+from gpuscope.roofline.datasheet import holds_against
 from gpuscope.schema import report as rs
 from gpuscope.schema.results import Device, Results, System
 
-__all__ = ["roofline_view", "model_from_view", "device_type", "device_name", "datasheet_value", "datasheet_entry"]
+__all__ = ["roofline_view", "model_from_view", "device_type", "device_name", "datasheet_value"]
 
 
 def device_type(device: str | None, devices: Sequence[Device] = ()) -> str:
@@ -156,11 +157,11 @@ def model_from_view(view: rs.Roofline) -> rm.RooflineModel | None:
         return devices[key]
 
     for roof in view.roofs or []:
-        if not roof.value or roof.kind not in ("compute", "memory", "transfer", "collective"):
+        if not roof.value or roof.kind not in rm.UNIT_FOR_KIND:
             continue
         device = device_of(roof)
         source = rm.DATASHEET if roof.origin == "datasheet" else rm.MEASURED
-        unit = "FLOP/s" if roof.kind == "compute" else "B/s"
+        unit = rm.UNIT_FOR_KIND[str(roof.kind)]
         device.roofs.append(
             rm.Roof(device.key, str(roof.kind), str(roof.name), roof.value, unit, source, str(roof.note or ""))
         )
@@ -187,49 +188,17 @@ _KIND_ORDER = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
 def datasheet_value(
     kind: Any, name: Any, device: Any, host: Any, rank: Any, datasheet: Sequence[rs.DatasheetRoof]
 ) -> float | None:
-    """The datasheet value a measured ceiling is held against, or None (see :func:`datasheet_entry`)."""
-    entry = datasheet_entry(kind, name, device, host, rank, datasheet)
-    return entry.value if entry is not None else None
-
-
-def datasheet_entry(
-    kind: Any, name: Any, device: Any, host: Any, rank: Any, datasheet: Sequence[rs.DatasheetRoof]
-) -> rs.DatasheetRoof | None:
-    """The datasheet roof a measured ceiling (``kind``, ``name`` on ``device`` of ``host``/``rank``)
-    is held against, or None.
-
-    compute: the same dtype (``fp64`` also against ``fp64.tensor``, the higher one);
-    memory: the datasheet roof of the same level (``dram.triad`` -> ``dram``);
-    transfer: pinned host copies against PCIe each way (``h2d.pinned`` -> ``pcie.h2d``), NVLink
-    and peer copies against NVLink; pageable copies and collectives have no datasheet value."""
-    name = str(name or "")
-    mine = [
-        d
+    """The datasheet value (FLOP/s or bytes/s) a measured ceiling (``kind``, ``name`` on ``device``
+    of ``host``/``rank``) is held against, or None: the highest datasheet roof of that device that
+    :func:`gpuscope.roofline.datasheet.holds_against` accepts, as the roofline's ``datasheet_twin``."""
+    values = [
+        d.value
         for d in datasheet
         if d.device == device
         and d.host == host
         and d.kind == kind
         and d.value is not None
         and (d.rank == rank or d.rank is None or (rank in (None, 0) and d.rank in (None, 0)))
+        and holds_against(str(kind), str(name or ""), str(d.name))
     ]
-    if kind == "compute":
-        wanted: tuple[str, ...] = rm.dtype_roof_names(name)
-    elif kind == "memory":
-        level = rm.memory_level(name)
-        wanted = tuple(str(d.name) for d in mine if rm.memory_level(str(d.name)) == level)
-    elif kind == "transfer":
-        head = name.lower()
-        if "pageable" in head:
-            return None
-        if head.startswith(("h2d", "pcie.h2d")):
-            wanted = ("pcie.h2d",)
-        elif head.startswith(("d2h", "pcie.d2h")):
-            wanted = ("pcie.d2h",)
-        elif head.startswith(("nvlink", "p2p")):
-            wanted = ("nvlink",)
-        else:
-            wanted = (name,)
-    else:
-        return None
-    candidates = [d for d in mine if d.name in wanted]
-    return max(candidates, key=lambda d: d.value or 0.0) if candidates else None
+    return max(values, default=None)

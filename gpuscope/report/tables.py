@@ -101,21 +101,11 @@ def stragglers_table(report: Report) -> Table:
     rule = f"more than {margin * 100:.0f}% below" if margin is not None else "below"
     items = report.stragglers or []
     sources = {item.source for item in items}
+    headers = ["Host", "Rank", "Device", "Hardware", "Kind", "Ceiling", "Value", "Median", "% below median"]
     table = Table(
         "stragglers",
         "Stragglers",
-        [
-            *(["Source"] if len(sources) > 1 else []),
-            "Host",
-            "Rank",
-            "Device",
-            "Hardware",
-            "Kind",
-            "Ceiling",
-            "Value",
-            "Median",
-            "% below median",
-        ],
+        [*(["Source"] if len(sources) > 1 else []), *headers],
         note=f"Ranks whose ceiling is {rule} the median of the same ceiling on the same hardware across ranks, "
         "as flagged by `gpuscope probe --distributed`.",
     )
@@ -213,23 +203,24 @@ def report_tables(report: Report) -> list[Table]:
     if datasheet.rows:
         tables.append(datasheet)
 
+    headers = [
+        *where,
+        "Workload",
+        "Device",
+        "Intensity (FLOP/B)",
+        "Time",
+        "FLOP/s",
+        "B/s",
+        "Bound",
+        "Roof",
+        "Attainable",
+        "Efficiency",
+        "Flag",
+    ]
     workloads = Table(
         "workloads",
         "Workloads",
-        [
-            *where,
-            "Workload",
-            "Device",
-            "Intensity (FLOP/B)",
-            "Time",
-            "FLOP/s",
-            "B/s",
-            "Bound",
-            "Roof",
-            "Attainable",
-            "Efficiency",
-            "Flag",
-        ],
+        headers,
         note="Efficiency is achieved FLOP/s against the roof that bounds the workload at its intensity.",
     )
     workloads.numeric = {len(where) + i for i in (2, 3, 4, 5, 8, 9)}
@@ -257,30 +248,26 @@ def report_tables(report: Report) -> list[Table]:
 
     telemetry = report.telemetry
     start = telemetry.start if telemetry else None
+    headers = [
+        "#",
+        *where,
+        "Measurement",
+        "Kind",
+        "Device",
+        "Status",
+        "Start" if start is None else "Start (s into log)",
+        "Duration",
+        "Result",
+        "Error",
+    ]
     runs = Table(
         "runs",
         "Probe runs",
-        [
-            "#",
-            *where,
-            "Measurement",
-            "Kind",
-            "Device",
-            "Status",
-            "Start" if start is None else "Start (s into log)",
-            "Duration",
-            "Result",
-            "Error",
-        ],
+        headers,
         note="Each run is marked on the telemetry charts by its number." if telemetry else "",
     )
     for number, m in enumerate(report.measurements, start=1):
-        if m.start is None:
-            start_text = "–"
-        elif start is None:
-            start_text = fmt_time_utc(m.start)
-        else:
-            start_text = f"{m.start - start:.1f}"
+        start_text = "–" if m.start is None else fmt_time_utc(m.start) if start is None else f"{m.start - start:.1f}"
         duration = (m.end - m.start) if (m.start is not None and m.end is not None) else None
         rates = (
             fmt_quantity(m.flop_per_s, "FLOP/s") if m.flop_per_s else "",

@@ -229,23 +229,12 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     interval = _median_interval(host_times)
     finite_costs = [cost for cost in costs if not math.isnan(cost)]
     return Telemetry(
-        source=source,
-        start=start,
-        end=end,
-        duration_s=end - start,
-        samples=len(host_times),
-        interval_s=interval,
+        source=source, start=start, end=end, duration_s=end - start, samples=len(host_times), interval_s=interval,
         mean_sample_cost_s=(sum(finite_costs) / len(finite_costs)) if finite_costs else None,
-        hostnames=list(hostnames),
-        driver=driver,
-        gpu_unavailable=gpu_unavailable,
-        gpus=gpus,
-        stats=stats,
-        unavailable=unavailable,
-        energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus],
-        panels=panels,
+        hostnames=list(hostnames), driver=driver, gpu_unavailable=gpu_unavailable, gpus=gpus, stats=stats,
+        unavailable=unavailable, energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus], panels=panels,
         processes=_process_rows(processes, labels),
-    )
+    )  # fmt: skip
 
 
 def _append(series: _Series, value: Any) -> None:
@@ -313,13 +302,9 @@ def _energy(track: _GpuTrack, label: str) -> Energy:
         joules, method = _integrate_power(track), "integrated power"
     mean_power = (joules / duration) if (joules is not None and duration > 0) else None
     return Energy(
-        key=track.key,
-        subject=label,
-        energy_j=joules,
-        method=method if joules is not None else None,
-        duration_s=duration,
-        mean_power_w=mean_power,
-    )
+        key=track.key, subject=label, energy_j=joules, method=method if joules is not None else None,
+        duration_s=duration, mean_power_w=mean_power,
+    )  # fmt: skip
 
 
 def _integrate_power(track: _GpuTrack) -> float | None:
@@ -357,14 +342,9 @@ def _note_process(processes: dict[tuple[str, int, str], ProcessRow], key: str, p
         if len(processes) >= 10_000:
             return
         entry = processes[(key, pid, name or "")] = ProcessRow(
-            key=key,
-            pid=pid,
-            name=name,
-            user=process.user if isinstance(process.user, str) else None,
-            kind=str(getattr(process, "kind", "")),
-            first_seen=stamp,
-            last_seen=stamp,
-        )
+            key=key, pid=pid, name=name, user=process.user if isinstance(process.user, str) else None,
+            kind=str(getattr(process, "kind", "")), first_seen=stamp, last_seen=stamp,
+        )  # fmt: skip
     if not math.isnan(memory):
         entry.max_gpu_memory_bytes = max(memory, entry.max_gpu_memory_bytes or 0.0)
     if not math.isnan(sm):

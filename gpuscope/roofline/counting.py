@@ -29,6 +29,7 @@ __all__ = [
     "ZERO_FLOP_OPS",
     "POINTWISE_FLOPS_PER_ELEMENT",
     "POINTWISE_RULE",
+    "FLOP_COUNTING_RULE",
     "pointwise_flops",
     "pointwise_flop_formulas",
     "tensor_extent",
@@ -107,12 +108,16 @@ POINTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
     "native_batch_norm": 4,  # (x - mean) * rstd * weight + bias, statistics given
 }
 
-#: How pointwise FLOPs are counted (stored with each workload).
+#: How pointwise FLOPs are counted: stored as ``pointwise_rule`` with each workload that
+#: ``gpuscope measure`` or ``gpuscope profile`` writes (the table may change between versions).
 POINTWISE_RULE = (
     "pointwise ops: FLOPs per element x elements (output for elementwise ops, first input for "
     "reductions, softmax and norms); gelu 8, silu 4, sigmoid 3, softmax 5, layer_norm 7, rms_norm 4, "
     "add/mul/div/relu 1; matmul/conv/attention by torch.utils.flop_counter"
 )
+
+#: How ``gpuscope measure`` counts FLOPs (its workloads' ``flop_counting_rule``).
+FLOP_COUNTING_RULE = "torch.utils.flop_counter.FlopCounterMode + gpuscope's pointwise formulas (pointwise_rule)"
 
 _PER_INPUT = frozenset(
     {

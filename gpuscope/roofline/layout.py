@@ -249,10 +249,12 @@ def layout_roofline(
     all_roofs: bool = False,
     extra_placements: Sequence[Placement] = (),
     highlight: int | str | None = None,
+    tight_x: bool = False,
 ) -> RooflineLayout:
     """The picture of ``model`` (see the module docstring). ``extra_placements`` are live,
     estimated points numbered after the model's; ``highlight`` names a point (its name or its
-    0-based index in ``model.placements``)."""
+    0-based index in ``model.placements``). ``tight_x`` ends the x axis a little past the last
+    ridge point or point instead of at the next whole decade (the report's chart)."""
     plans: list[tuple[int, DeviceRoofs, Roof | None, Roof | None, list[Roof], list[Roof]]] = []
     legend: list[LegendEntry] = []
     notes: list[str] = []
@@ -265,15 +267,8 @@ def layout_roofline(
         levels: list[Roof] = []
         if all_roofs:
             drawn = {id(roof) for roof in [peak, dram, *others] if roof is not None}
-            for dtype in sorted({_dtype(roof.name) for roof in device.compute}):
-                for roof in device.compute:
-                    if _dtype(roof.name) == dtype and id(roof) not in drawn:
-                        others.append(roof)
-                        drawn.add(id(roof))
-            for roof in device.memory:
-                if id(roof) not in drawn:
-                    levels.append(roof)
-                    drawn.add(id(roof))
+            others += sorted((r for r in device.compute if id(r) not in drawn), key=lambda r: _dtype(r.name))
+            levels = [roof for roof in device.memory if id(roof) not in drawn]
         is_cpu = device.device_type == "cpu"
         slot = (0 if cpu_slots == 0 else 5) if is_cpu else 1 + (gpu_slots % 4)
         if is_cpu:
@@ -281,15 +276,9 @@ def layout_roofline(
         else:
             gpu_slots += 1
         index = len(legend)
-        source = (
-            "measured"
-            if peak is not None and peak.source == MEASURED and dram is not None and dram.source == MEASURED
-            else (
-                "datasheet"
-                if (peak is None or peak.source == DATASHEET) and (dram is None or dram.source == DATASHEET)
-                else "measured + datasheet"
-            )
-        )
+        given = [roof.source for roof in (peak, dram) if roof is not None]
+        both_measured = given == [MEASURED, MEASURED]
+        source = "measured" if both_measured else "datasheet" if set(given) <= {DATASHEET} else "measured + datasheet"
         parts = [_roof_text(roof) for roof in (peak, dram) if roof is not None]
         envelope_text = (" · ".join(parts) or "no roofs") + f" ({source})"
         flags = tuple(item.text for item in above_datasheet(device))
@@ -331,6 +320,8 @@ def layout_roofline(
     if not ys:
         ys = [1e9, 1e12]
     x_lo, x_hi = _decades(min(xs) / 4, max(xs) * 4)
+    if tight_x:
+        x_hi = math.log10(max(xs) * 4)
     y_top = max(ys) * 3
     point_ys = [mark.y for mark in marks]
     peak_ys = [y for y in ys if y not in point_ys] or ys
@@ -338,79 +329,46 @@ def layout_roofline(
     y_lo, y_hi = _decades(y_bottom, y_top)
     layout = RooflineLayout((x_lo, x_hi), (y_lo, y_hi), legend=legend, notes=notes, points=marks)
     left, right, bottom = 10.0**x_lo, 10.0**x_hi, 10.0**y_lo
-    priority = 0
-    for index, _device, peak, dram, _others, _levels in plans:
+
+    def draw(roof: Roof, x0: float, x1: float, index: int, style: Style, rank: int, y1: float | None = None) -> None:
+        """``roof``'s line from ``x0`` to ``x1`` and its label: a bandwidth roof (y = x * value)
+        labelled at its start, a compute roof (flat) at its end."""
+        sloped = roof.kind != "compute"
+        y0 = x0 * roof.value if sloped else roof.value
+        y1 = y1 if y1 is not None else x1 * roof.value if sloped else roof.value
+        layout.segments.append(Segment(x0, y0, x1, y1, index, style, roof))
+        text = _roof_text(roof) + (" (datasheet)" if style == "datasheet" else "")
+        x, y = (x0, y0) if sloped else (x1, y1)
+        layout.labels.append(RoofLabel(text, x, y, index, sloped, rank, style, roof))
+
+    for priority, (index, _device, peak, dram, _others, _levels) in enumerate(plans):
+        start = max(left, bottom / dram.value) if dram is not None else left
         if peak is not None and dram is not None:
             ridge = peak.value / dram.value
-            start = max(left, bottom / dram.value)
             if start < ridge:
-                layout.segments.append(Segment(start, start * dram.value, ridge, peak.value, index, "envelope", dram))
-                layout.labels.append(
-                    RoofLabel(_roof_text(dram), start, start * dram.value, index, True, priority, "envelope", dram)
-                )
-            layout.segments.append(Segment(ridge, peak.value, right, peak.value, index, "envelope", peak))
-            layout.labels.append(
-                RoofLabel(_roof_text(peak), right, peak.value, index, False, priority, "envelope", peak)
-            )
+                draw(dram, start, ridge, index, "envelope", priority, y1=peak.value)
+            draw(peak, ridge, right, index, "envelope", priority)
             layout.ridges.append(RidgeMark(ridge, peak.value, index, f"ridge {format_intensity(ridge)} FLOP/B", True))
         elif peak is not None:
-            layout.segments.append(Segment(left, peak.value, right, peak.value, index, "envelope", peak))
-            layout.labels.append(
-                RoofLabel(_roof_text(peak), right, peak.value, index, False, priority, "envelope", peak)
-            )
+            draw(peak, left, right, index, "envelope", priority)
         elif dram is not None:
-            start = max(left, bottom / dram.value)
-            layout.segments.append(
-                Segment(start, start * dram.value, right, right * dram.value, index, "envelope", dram)
-            )
-            layout.labels.append(
-                RoofLabel(_roof_text(dram), start, start * dram.value, index, True, priority, "envelope", dram)
-            )
-        priority += 1
+            draw(dram, start, right, index, "envelope", priority)
+    priority = len(plans)
     for index, _device, peak, dram, others, levels in plans:
         for roof in others:
-            style: Style = (
-                "datasheet" if roof.source == DATASHEET and peak is not None and peak.source == MEASURED else "dtype"
-            )
-            begin = roof.value / dram.value if dram is not None else left
-            begin = min(max(begin, left), right)
-            layout.segments.append(Segment(begin, roof.value, right, roof.value, index, style, roof))
-            layout.labels.append(
-                RoofLabel(
-                    _roof_text(roof) + (" (datasheet)" if style == "datasheet" else ""),
-                    right,
-                    roof.value,
-                    index,
-                    False,
-                    priority + 1,
-                    style,
-                    roof,
-                )
-            )
+            measured_peak = peak is not None and peak.source == MEASURED
+            style: Style = "datasheet" if roof.source == DATASHEET and measured_peak else "dtype"
+            begin = min(max(roof.value / dram.value if dram is not None else left, left), right)
+            draw(roof, begin, right, index, style, priority + 1)
             if dram is not None and left < begin < right:
                 layout.ridges.append(
                     RidgeMark(begin, roof.value, index, f"ridge {format_intensity(begin)} FLOP/B", False)
                 )
         for roof in levels:
             top = peak.value if peak is not None else 10.0**y_hi
-            start = max(left, bottom / roof.value)
-            end = min(top / roof.value, right)
-            if end <= start:
-                continue
-            style = "datasheet" if roof.source == DATASHEET else "level"
-            layout.segments.append(Segment(start, start * roof.value, end, end * roof.value, index, style, roof))
-            layout.labels.append(
-                RoofLabel(
-                    _roof_text(roof) + (" (datasheet)" if style == "datasheet" else ""),
-                    start,
-                    start * roof.value,
-                    index,
-                    True,
-                    priority + 2,
-                    style,
-                    roof,
-                )
-            )
+            start, end = max(left, bottom / roof.value), min(top / roof.value, right)
+            if end > start:
+                draw(roof, start, end, index, "datasheet" if roof.source == DATASHEET else "level", priority + 2)
     return layout
 
 

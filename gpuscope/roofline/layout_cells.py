@@ -268,9 +268,7 @@ def legibility(placement: CellPlacement) -> dict[str, int]:
     ``labels_over_lines`` (label cells on a line cell), ``labels_over_points`` (label cells on
     a point or ridge mark), and ``dropped`` labels (not an error: the tables carry them)."""
     cells: dict[tuple[int, int], int] = {}
-    overlaps = 0
-    over_lines = 0
-    over_marks = 0
+    overlaps = over_lines = over_marks = 0
     for number, text in enumerate(placement.texts):
         for cell in text.cells:
             if cell in cells and cells[cell] != number:

@@ -23,29 +23,14 @@ by the NVML index, which need not match; a GPU CUDA cannot see here is ``nvml:N`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuscope.roofline.datasheet import GpuDatasheet, match_gpu_datasheet
-from gpuscope.roofline.model import (
-    DeviceKey,
-    Placement,
-    Point,
-    RooflineModel,
-    place_point,
-)
+from gpuscope.roofline.model import DeviceKey, Point
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = [
-    "LIVE_LABEL",
-    "PipePeaks",
-    "LiveEstimate",
-    "pipe_peaks",
-    "estimate_live_position",
-    "estimate_point",
-    "live_placement",
-    "cuda_device_name",
-]
+__all__ = ["LIVE_LABEL", "PipePeaks", "LiveEstimate", "pipe_peaks", "estimate_live_position", "cuda_device_name"]
 
 LIVE_LABEL = "estimated from activity counters"
 
@@ -236,33 +221,3 @@ def estimate_live_position(
         peaks_source=peaks.source,
         clock_scale=scale,
     )
-
-
-def live_placement(estimate: LiveEstimate, model: RooflineModel | None = None, host: str | None = None) -> Placement:
-    """The estimate placed against the roofs of its device in ``model`` (matched by device, and
-    host when given); pass it to the chart as an extra placement."""
-    point = estimate.to_point(host=host)
-    device = None
-    if model is not None:
-        for candidate in model.devices:
-            if candidate.key.device == point.key.device and (host is None or candidate.key.host in (None, host)):
-                device = candidate
-                break
-        if device is not None:
-            point = estimate.to_point(host=device.key.host, rank=device.key.rank)
-    return place_point(point, device)
-
-
-def estimate_point(
-    sample: Any, key: DeviceKey | None = None, peaks: PipePeaks | None = None, *, gpus: Sequence[Any] | None = None
-) -> Point | None:
-    """The live estimate of ``sample`` (a :class:`GpuSample`) as an ``estimated`` chart point on
-    device ``key`` (default: ``cuda:<index>`` with no host), or None when it cannot be estimated
-    (use :func:`estimate_live_position` to learn why)."""
-    estimate = estimate_live_position(sample, peaks, gpus=gpus)
-    if isinstance(estimate, Unavailable):
-        return None
-    point = estimate.to_point(host=key.host if key else None, rank=key.rank if key else None)
-    if key is not None and key.device != point.key.device:
-        point = replace(point, key=key)
-    return point

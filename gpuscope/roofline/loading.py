@@ -28,6 +28,7 @@ from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, mat
 from gpuscope.roofline.model import (
     DATASHEET,
     MEASURED,
+    UNIT_FOR_KIND,
     BandwidthPoint,
     DeviceKey,
     DeviceRoofs,
@@ -44,7 +45,6 @@ __all__ = ["load_model", "build_model", "model_to_json", "model_from_json", "poi
 
 
 _FAILED_STATUSES = frozenset({"failed", "error", "invalid", "skipped", "validation_failed"})
-_UNIT_FOR_KIND = {"compute": "FLOP/s", "memory": "B/s", "transfer": "B/s", "collective": "B/s"}
 _Entry = Device | Ceiling | Measurement | Workload
 _Placement = dict[str, tuple[str | None, int | None]]
 
@@ -176,19 +176,11 @@ def point_from_workload(workload: Workload, key: DeviceKey, origin: str | None =
     if warm is None and workload.cache_state is not None:
         warm = workload.cache_state == "warm"
     return Point(
-        name=safe_text(workload.name),
-        key=key,
-        flops=float(workload.flops),
-        bytes=float(workload.bytes),
-        time_s=float(workload.time_s),
-        dtype=_text(workload.dtype),
-        dram_bytes_measured=workload.dram_bytes_measured,
-        bytes_rule=_text(workload.bytes_rule),
-        source=_text(workload.source) or "results",
-        warm=warm,
-        origin=origin,
+        name=safe_text(workload.name), key=key, flops=float(workload.flops), bytes=float(workload.bytes),
+        time_s=float(workload.time_s), dtype=_text(workload.dtype), dram_bytes_measured=workload.dram_bytes_measured,
+        bytes_rule=_text(workload.bytes_rule), source=_text(workload.source) or "results", warm=warm, origin=origin,
         straggler=workload.straggler is True,
-    )
+    )  # fmt: skip
 
 
 def _roof(ceiling: Ceiling, key: DeviceKey, source: str) -> Roof:
@@ -233,13 +225,10 @@ def build_model(
         _add_datasheet_roofs(builder, local_cpu, local_hostname, cpu_info_factory)
     margins = [margin for _, doc in typed if (margin := doc.straggler_margin) is not None and 0 < margin < 1]
     model = RooflineModel(
-        devices=sorted(builder.devices.values(), key=_device_order),
-        points=builder.points,
-        sources=[source for source, _ in typed],
-        warnings=builder.warnings,
-        straggler_margin=margins[0] if margins else None,
-        bandwidths=builder.bandwidths,
-    )
+        devices=sorted(builder.devices.values(), key=_device_order), points=builder.points,
+        sources=[source for source, _ in typed], warnings=builder.warnings,
+        straggler_margin=margins[0] if margins else None, bandwidths=builder.bandwidths,
+    )  # fmt: skip
     model.placements = [place_point(point, model.device(point.key)) for point in model.points]
     return model
 
@@ -263,7 +252,7 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
         key = key_of(ceiling)
         assert key is not None  # Ceiling.device is never empty
         what = f"{source}: ceilings[{position}] ({safe_text(ceiling.name)})"
-        if _UNIT_FOR_KIND[ceiling.kind] != ceiling.unit:
+        if UNIT_FOR_KIND[ceiling.kind] != ceiling.unit:
             builder.warnings.append(f"{what} is kind {ceiling.kind} with unit {ceiling.unit}; ignored")
         elif ceiling.status is not None and ceiling.status.lower() in _FAILED_STATUSES:
             builder.warnings.append(f"{what} has status {safe_text(ceiling.status)!r}; ignored")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import platform
 import socket
 import time
 import warnings
@@ -22,11 +21,13 @@ from typing import Any
 
 import msgspec
 
-from gpuscope.errors import ResourceError, UsageError
-from gpuscope.roofline.counting import BYTES_RULE, CountResult, count_call
+from gpuscope.errors import UsageError
+from gpuscope.probing.environment import torch_device, torch_device_name
+from gpuscope.roofline.counting import BYTES_RULE, FLOP_COUNTING_RULE, POINTWISE_RULE, CountResult, count_call
 from gpuscope.roofline.model import PerCallRates
 from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
+from gpuscope.schema.results import Device, Results, System, Workload
 from gpuscope.telemetry.energy import energy_fields
 from gpuscope.telemetry.values import Reason, Unavailable
 
@@ -61,46 +62,47 @@ class MeasuredWorkload(PerCallRates):
         """Median time of one call."""
         return self.timing.median_s
 
-    def to_workload(self) -> dict[str, Any]:
+    def to_workload(self) -> Workload:
         """The ``workloads`` entry of a results file."""
-        dram = self.dram_bytes_measured
-        return {
-            "name": self.name,
-            "device": self.device,
-            "host": self.host,
-            "device_name": self.device_name,
-            "flops": self.flops,
-            "bytes": self.bytes,
-            "bytes_rule": self.bytes_rule,
-            "read_bytes": self.counts.read_bytes,
-            "written_bytes": self.counts.written_bytes,
-            "flop_counting_rule": "torch.utils.flop_counter.FlopCounterMode",
-            "flops_by_dtype": dict(self.counts.flops_by_dtype),
-            "uncounted_ops": dict(self.counts.uncounted_ops),
-            "dtype": self.dtype,
-            "time_s": self.timing.median_s,
-            "time_p10_s": self.timing.p10_s,
-            "time_p90_s": self.timing.p90_s,
-            "n": self.timing.n,
-            "statistic": self.timing.statistic,
-            "samples_s": list(self.timing.samples_s),
-            "reps_per_sample": self.timing.reps_per_sample,
-            "timer": self.timing.timer,
-            "timer_resolution_s": self.timing.timer_resolution_s,
-            "warmup_samples": self.timing.warmup_samples,
-            "cache_state": self.timing.cache_state,
-            "warm": self.timing.cache_state == "warm",
-            "flop_per_s": self.flop_per_s,
-            "bytes_per_s": self.bytes / self.time_s if self.time_s > 0 else None,
-            "intensity_flop_per_byte": self.intensity_flop_per_byte,
-            "dram_bytes_measured": None if isinstance(dram, Unavailable) else dram,
-            "dram_bytes_unavailable": dram.to_json() if isinstance(dram, Unavailable) else None,
-            "dram_intensity_flop_per_byte": self.dram_intensity_flop_per_byte,
-            "source": "measure",
-            "notes": list(self.notes) + list(self.timing.notes) + list(self.counts.notes),
-            "created": time.time(),
+        dram, timing, counts = self.dram_bytes_measured, self.timing, self.counts
+        return Workload(
+            name=self.name,
+            device=self.device,
+            host=self.host,
+            device_name=self.device_name,
+            flops=self.flops,
+            bytes=self.bytes,
+            bytes_rule=self.bytes_rule,
+            read_bytes=counts.read_bytes,
+            written_bytes=counts.written_bytes,
+            flop_counting_rule=FLOP_COUNTING_RULE,
+            pointwise_rule=POINTWISE_RULE,
+            flops_by_dtype=dict(counts.flops_by_dtype),
+            uncounted_ops=dict(counts.uncounted_ops),
+            dtype=self.dtype,
+            time_s=timing.median_s,
+            time_p10_s=timing.p10_s,
+            time_p90_s=timing.p90_s,
+            n=timing.n,
+            statistic=timing.statistic,
+            samples_s=list(timing.samples_s),
+            reps_per_sample=timing.reps_per_sample,
+            timer=timing.timer,
+            timer_resolution_s=timing.timer_resolution_s,
+            warmup_samples=timing.warmup_samples,
+            cache_state=timing.cache_state,
+            warm=timing.cache_state == "warm",
+            flop_per_s=self.flop_per_s,
+            bytes_per_s=self.bytes / self.time_s if self.time_s > 0 else None,
+            intensity_flop_per_byte=self.intensity_flop_per_byte,
+            dram_bytes_measured=None if isinstance(dram, Unavailable) else dram,
+            dram_bytes_unavailable=dram.to_json() if isinstance(dram, Unavailable) else None,
+            dram_intensity_flop_per_byte=self.dram_intensity_flop_per_byte,
+            source="measure",
+            notes=[*self.notes, *timing.notes, *counts.notes],
+            created=time.time(),
             **energy_fields(self.energy, self.flops),  # energy_j per call, or why not (never 0 J)
-        }
+        )
 
     def summary_lines(self) -> list[str]:
         """A short human summary (what ``gpuscope measure`` prints)."""
@@ -129,53 +131,6 @@ class MeasuredWorkload(PerCallRates):
         if self.results_path:
             lines.append(f"  appended to {self.results_path}")
         return lines
-
-
-# --- devices -----------------------------------------------------------------------------------
-
-
-def _first_tensor_device(values: Any) -> Any:
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    for leaf in tree_leaves(values):
-        if isinstance(leaf, torch.Tensor):
-            return leaf.device
-    return None
-
-
-def _resolve_device(device: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """A torch.device with an index for CUDA; raises for an unusable request."""
-    import torch
-
-    if device is None:
-        found = _first_tensor_device((args, kwargs))
-        resolved = found if found is not None else torch.device("cpu")
-    else:
-        try:
-            resolved = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise UsageError(f"device {device!r} is not a torch device ({exc})") from None
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ResourceError(f"device {device or resolved} requested but CUDA is not available to torch")
-        index = resolved.index if resolved.index is not None else torch.cuda.current_device()
-        if index >= torch.cuda.device_count():
-            raise ResourceError(f"device cuda:{index} does not exist ({torch.cuda.device_count()} CUDA devices)")
-        resolved = torch.device("cuda", index)
-    elif resolved.type != "cpu":
-        raise UsageError(f"device {resolved} is not supported (cpu or cuda[:N])")
-    return resolved
-
-
-def _device_name(device: Any) -> str:
-    import torch
-
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
-    return cpu_info().model
 
 
 def _flush_function(device: Any) -> Callable[[], Any]:
@@ -298,58 +253,38 @@ def _measure_dram_bytes(
 # --- results file ------------------------------------------------------------------------------
 
 
-def _system_info() -> dict[str, Any]:
-    import torch
-
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
-    info = cpu_info()
-    return {
-        "hostname": socket.gethostname(),
-        "cpu_model": info.model,
-        "logical_cores": info.logical_cores,
-        "physical_cores": info.physical_cores,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-    }
-
-
-def _entries(value: object) -> list[Any]:
+def _entries(value: object) -> list[object]:
     """The entries of one of a results file's lists, each kept as written (``msgspec.Raw``)."""
     if isinstance(value, msgspec.Raw):
-        return msgspec.json.decode(value, type=list[msgspec.Raw])
-    return list(value) if isinstance(value, list) else []
+        return list(msgspec.json.decode(value, type=list[msgspec.Raw]))
+    return []
 
 
-def append_workload(
-    path: str | os.PathLike[str], workload: dict[str, Any], device_entry: dict[str, Any], system: dict[str, Any]
-) -> None:
-    """Append ``workload`` to the results file at ``path`` (created when absent), adding the
-    device entry when the file does not list that device yet. Atomic: a reader never sees a
-    half-written file. Read, change and write happen under the file's lock (processes appending
-    to one file wait for each other: none loses another's workload). Raises
-    :class:`BadInputError` for an existing file that is not results."""
+def append_workload(path: str | os.PathLike[str], workload: Workload, device: Device, system: System) -> None:
+    """Append ``workload`` to the results file at ``path`` (created when absent, with ``system``),
+    adding ``device`` when the file does not list that device on that host yet. An existing file
+    keeps every field as written. Atomic: a reader never sees a half-written file. Read, change and
+    write happen under the file's lock (processes appending to one file wait for each other: none
+    loses another's workload). Raises :class:`BadInputError` for an existing file that is not results."""
     from gpuscope.fileio import OutputLock, check_output, write_json_atomic
-    from gpuscope.results import new_results, parse_results
+    from gpuscope.results import empty_results, parse_results
     from gpuscope.schema.files import read_bytes
 
     target = Path(path)
     check_output(target, allow_inputs=True)
     with OutputLock(target, wait_s=300.0):
-        document: dict[str, Any]
+        document: Results | dict[str, object]
         if target.exists():
             raw = read_bytes(target, "a results JSON file")
             known = {(entry.device, entry.host) for entry in parse_results(raw, str(target)).devices}
-            document = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])  # every field kept as written
+            kept = document = dict(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))  # every field as written
+            fresh = [device] if (device.device, device.host) not in known else []
+            kept["devices"] = [*_entries(kept.get("devices")), *fresh]
+            kept["workloads"] = [*_entries(kept.get("workloads")), workload]
+        elif target.parent and not target.parent.exists():
+            raise UsageError(f"{path}: folder {target.parent} does not exist")
         else:
-            if target.parent and not target.parent.exists():
-                raise UsageError(f"{path}: folder {target.parent} does not exist")
-            document, known = new_results(system=system), set()
-        if (device_entry["device"], device_entry.get("host")) not in known:
-            document["devices"] = [*_entries(document.get("devices")), device_entry]
-        document["workloads"] = [*_entries(document.get("workloads")), workload]
+            document = empty_results(system=system, devices=[device], workloads=[workload])
         try:
             write_json_atomic(target, document, replace_input=True)
         except OSError as exc:
@@ -404,7 +339,7 @@ def measure(
 
     kwargs = dict(kwargs or {})
     label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    resolved = _resolve_device(device, args, kwargs)
+    resolved = torch_device(device, (args, kwargs))
 
     def call() -> Any:
         return fn(*args, **kwargs)
@@ -485,22 +420,14 @@ def measure(
         bytes_rule="given by the caller" if bytes_moved is not None else BYTES_RULE,
         dtype=counts.dtype,
         dram_bytes_measured=dram,
-        device_name=_device_name(resolved),
+        device_name=torch_device_name(resolved),
         notes=notes,
         energy=energy_result,
     )
     if results is not None:
-        entry = {
-            "device": device_text,
-            "type": "gpu" if resolved.type == "cuda" else "cpu",
-            "name": workload.device_name,
-            "host": workload.host,
-        }
-        if resolved.type == "cuda":  # the GPU's identity across files (gpuscope.roofline.loading)
-            try:
-                entry["uuid"] = str(torch.cuda.get_device_properties(resolved).uuid)
-            except Exception:  # noqa: BLE001 - older torch has no uuid
-                pass
-        append_workload(results, workload.to_workload(), entry, _system_info())
+        from gpuscope.probing.environment import device_info, parse_device, system_info
+
+        spec = parse_device(device_text)  # the probe's device entry and system: one identity
+        append_workload(results, workload.to_workload(), device_info(spec), system_info(spec))
         workload.results_path = str(results)
     return workload

@@ -27,6 +27,7 @@ __all__ = [
     "ABOVE_ROOF_TOLERANCE",
     "MEASURED",
     "DATASHEET",
+    "UNIT_FOR_KIND",
     "DeviceKey",
     "Roof",
     "DeviceRoofs",
@@ -80,6 +81,8 @@ def is_above_datasheet(percent_of_spec: object) -> bool:
 
 MEASURED = "measured"
 DATASHEET = "datasheet"
+#: The unit of a roof of each kind.
+UNIT_FOR_KIND = {"compute": "FLOP/s", "memory": "B/s", "transfer": "B/s", "collective": "B/s"}
 
 #: A point may sit this fraction above its roof before it is flagged (timing noise: measured
 #: roofs are best-of-N, workload times are medians).
@@ -426,30 +429,12 @@ class AboveDatasheet:
 
 
 def datasheet_twin(device: DeviceRoofs, roof: Roof) -> Roof | None:
-    """The datasheet roof a measured ``roof`` is held against: compute the same dtype (the
-    highest variant: fp64 against fp64.tensor too), memory the same level, pinned host copies
-    against PCIe each way, NVLink and peer copies against NVLink; None when there is none."""
-    sheets = [other for other in device.roofs if other.source == DATASHEET and other.kind == roof.kind]
-    if roof.kind == "compute":
-        dtype = roof.name.split(".", 1)[0]
-        return best_roof(other for other in sheets if roof_serves_dtype(other.name, dtype))
-    if roof.kind == "memory":
-        return best_roof(other for other in sheets if other.level == roof.level)
-    if roof.kind == "transfer":
-        head = roof.name.lower()
-        if "pageable" in head:
-            return None
-        wanted = (
-            "pcie.h2d"
-            if head.startswith(("h2d", "pcie.h2d"))
-            else "pcie.d2h"
-            if head.startswith(("d2h", "pcie.d2h"))
-            else "nvlink"
-            if head.startswith(("nvlink", "p2p", "d2d.peer"))
-            else None
-        )
-        return best_roof(other for other in sheets if other.name == wanted)
-    return None
+    """The datasheet roof a measured ``roof`` is held against (the highest one
+    :func:`gpuscope.roofline.datasheet.holds_against` accepts); None when there is none."""
+    from gpuscope.roofline.datasheet import holds_against
+
+    sheets = (other for other in device.roofs if other.source == DATASHEET and other.kind == roof.kind)
+    return best_roof(other for other in sheets if holds_against(roof.kind, roof.name, other.name))
 
 
 def above_datasheet(device: DeviceRoofs) -> list[AboveDatasheet]:

@@ -55,9 +55,10 @@ def strip_ansi(text: str) -> str:
 
 @dataclass(frozen=True)
 class ChartPalette:
-    """Colours of the terminal roofline. Devices take the colour-blind-safe colours of
-    :mod:`~gpuscope.roofline.layout` (the dark-background set unless ``dark`` is False);
-    the TUI's themes set text, axes, highlight, live and above-roof colours."""
+    """Colours of the terminal roofline. Devices take ``cpu_roofs`` (the first CPU, then the
+    others) and ``gpu_roofs`` (cycled) when a TUI theme sets them, else the colour-blind-safe
+    colours of :mod:`~gpuscope.roofline.layout` (the dark-background set unless ``dark`` is
+    False); the themes also set axes, highlight, live and above-roof colours."""
 
     points: Color = "default"
     highlight: Color = 201
@@ -67,11 +68,8 @@ class ChartPalette:
     axes: Color = "default"
     use_color: bool = True
     dark: bool = True
-    # Accepted for the themes' palettes; devices use the colour-blind-safe set.
     gpu_roofs: tuple[Color, ...] = ()
     cpu_roofs: tuple[Color, ...] = ()
-    gpu_datasheet: Color = "default"
-    cpu_datasheet: Color = "default"
 
     def with_colors(self, **colors: Any) -> ChartPalette:
         """A copy with some colours replaced (``"#rrggbb"`` strings and RGB tuples accepted).
@@ -83,8 +81,13 @@ class ChartPalette:
         return palette
 
     def device(self, index: int) -> Color | None:
+        """The colour of layout colour slot ``index`` (CPUs 0 then 5, GPUs 1-4)."""
         if not self.use_color:
             return None
+        cpu = index in (0, 5)
+        own = self.cpu_roofs if cpu else self.gpu_roofs
+        if own:
+            return _rgb(own[(index // 5 if cpu else index - 1) % len(own)])
         return _rgb(device_colour(index, self.dark))
 
     def colour(self, value: Color) -> Color | None:

@@ -10,6 +10,7 @@ from gpuscope.roofline.model import (
     ABOVE_DATASHEET_TEXT,
     DATASHEET,
     DRAM_ROOF_RULE,
+    UNIT_FOR_KIND,
     Roof,
     RooflineModel,
     memory_roof_for,
@@ -144,15 +145,12 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
             (r for r in device.roofs if r.kind in ("compute", "memory")),
             key=lambda r: (kinds.get(r.kind, 9), r.source != "measured", -r.value),
         ):
-            unit = "FLOP/s" if roof.kind == "compute" else "B/s"
-            ridge = "-"
-            if roof.kind == "compute" and dram is not None:
-                ridge = format_intensity(roof.value / dram.value)
+            ridge = format_intensity(roof.value / dram.value) if roof.kind == "compute" and dram is not None else "-"
             row = [
                 model.device_label(device.key),
                 roof.kind,
                 roof_label(roof),
-                format_si(roof.value, unit, 3),
+                format_si(roof.value, UNIT_FOR_KIND[roof.kind], 3),
                 roof.source,
                 ridge,
             ]
@@ -247,21 +245,13 @@ def stragglers_lines(model: RooflineModel, width: int | None = None) -> list[str
     margin = f"more than {model.straggler_margin * 100:.0f}% " if model.straggler_margin else ""
     rows = []
     for device, roof in stragglers:
-        unit = "FLOP/s" if roof.kind == "compute" else "B/s"
-        below = roof.below_median_percent
+        unit, below = UNIT_FOR_KIND[roof.kind], roof.below_median_percent
         rows.append(
-            [
-                device.key.host or "-",
-                "-" if device.key.rank is None else str(device.key.rank),
-                device.key.device,
-                device.name or "-",
-                roof.kind,
-                roof.name,
-                format_si(roof.value, unit, 3),
-                format_si(roof.median_value, unit, 3) if roof.median_value else "-",
-                "-" if below is None else f"{below:.1f}%",
-            ]
-        )
+            [device.key.host or "-", "-" if device.key.rank is None else str(device.key.rank), device.key.device,
+             device.name or "-", roof.kind, roof.name, format_si(roof.value, unit, 3),
+             format_si(roof.median_value, unit, 3) if roof.median_value else "-",
+             "-" if below is None else f"{below:.1f}%"]
+        )  # fmt: skip
     title = f"Stragglers ({len(stragglers)}: ceilings {margin}below the median of the same ceiling across ranks):"
     headers = ["host", "rank", "device", "hardware", "kind", "ceiling", "value", "median", "below median"]
     return [title, *format_table(headers, rows, width)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["format_si", "format_flop_per_s", "format_bytes_per_s", "format_bytes", "format_intensity", "format_count"]
+__all__ = ["format_si", "format_bytes", "format_intensity", "format_count"]
 
 _PREFIXES = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 _SMALL = ((1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
@@ -30,16 +30,6 @@ def format_si(value: float | None, unit: str = "", digits: int = 3) -> str:
         text = text.rstrip("0").rstrip(".")
     separator = " " if unit else ""
     return f"{sign}{text}{separator}{prefix}{unit}" if unit else f"{sign}{text}{prefix}"
-
-
-def format_flop_per_s(value: float | None) -> str:
-    """FLOP/s with an SI prefix: ``"989 TFLOP/s"``."""
-    return format_si(value, "FLOP/s")
-
-
-def format_bytes_per_s(value: float | None) -> str:
-    """Bytes per second with an SI prefix (GB/s = 1e9 B/s): ``"3.35 TB/s"``."""
-    return format_si(value, "B/s")
 
 
 def format_bytes(value: float | None) -> str:

@@ -7,11 +7,12 @@ event, never an error. ``wall_s`` is set by the reader: when the UI read the lin
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import msgspec
 
 from gpuscope.schema.core import Count, encode_json
+from gpuscope.schema.results import Ceiling, Measurement, Workload
 
 __all__ = [
     "Started",
@@ -52,9 +53,9 @@ class MeasurementDone(_Event, tag="measurement", kw_only=True):
     """One measurement (a results-file ``measurements[]`` entry) and the ceilings and workloads
     so far (the results file's lists)."""
 
-    measurement: dict[str, Any]
-    ceilings: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    workloads: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    measurement: Measurement
+    ceilings: list[Ceiling] = msgspec.field(default_factory=list)
+    workloads: list[Workload] = msgspec.field(default_factory=list)
 
 
 class Finished(_Event, tag="finished", kw_only=True):

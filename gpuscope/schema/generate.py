@@ -12,6 +12,8 @@ from pathlib import Path
 
 import msgspec
 
+from gpuscope.schema.core import Detail, Scalar
+
 __all__ = ["SCHEMAS", "schema_text", "write_schemas", "stale_schemas"]
 
 
@@ -36,16 +38,42 @@ SCHEMAS: dict[str, tuple[str, str]] = {
 }
 
 
+#: ``Detail`` is declared as six nested unions (the decoder's depth limit); written out, each use
+#: is ~28 kB of schema. The published schema names it once, recursively, with the limit in words.
+_DETAIL_REF = {"$ref": "#/$defs/Detail"}
+_DETAIL_DEF = {
+    "description": "any JSON value nested at most 6 levels deep (deeper is refused); numbers finite",
+    "anyOf": [
+        *msgspec.json.schema(Scalar)["anyOf"],
+        {"type": "array", "items": _DETAIL_REF},
+        {"type": "object", "additionalProperties": _DETAIL_REF},
+    ],
+}
+
+
+def _name_detail(node: object, expanded: list[object]) -> tuple[object, bool]:
+    """``node`` with every written-out Detail (its ``anyOf`` list) replaced by a reference."""
+    if isinstance(node, dict):
+        if node.get("anyOf") == expanded:
+            return {**{key: value for key, value in node.items() if key != "anyOf"}, **_DETAIL_REF}, True
+        pairs = [(key, _name_detail(value, expanded)) for key, value in node.items()]
+        return {key: value for key, (value, _) in pairs}, any(found for _, (_, found) in pairs)
+    if isinstance(node, list):
+        items = [_name_detail(value, expanded) for value in node]
+        return [value for value, _ in items], any(found for _, found in items)
+    return node, False
+
+
 def schema_text(name: str) -> str:
     """The JSON Schema ``name`` (a key of :data:`SCHEMAS`) as stable, indented text."""
     title, where = SCHEMAS[name]
     module, _, type_name = where.partition(":")
     declared = getattr(importlib.import_module(module), type_name)
-    schema = {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": title,
-        **msgspec.json.schema(declared),
-    }
+    generated, uses_detail = _name_detail(msgspec.json.schema(declared), msgspec.json.schema(Detail)["anyOf"])
+    assert isinstance(generated, dict)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **generated}
+    if uses_detail:
+        schema.setdefault("$defs", {})["Detail"] = _DETAIL_DEF
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 

@@ -1,10 +1,14 @@
 """The results file (``gpuscope.results``, version 1) as declared types; see docs/results-schema.md.
 
-Written by ``gpuscope probe`` and ``gpuscope measure``; read by ``roofline``, ``report``,
-``compare``, ``replay`` and the TUI. Fields a consumer reads are declared with their type and
-range; detail fields nobody interprets (``parameters``, ``versions``, telemetry snapshots) are
-:data:`~gpuscope.schema.core.Detail` (any JSON up to 6 levels deep): shown as text, never computed
-with. Undeclared fields are allowed (the rules in :mod:`gpuscope.schema.core`).
+Written by ``gpuscope probe``, ``measure`` and ``profile`` (which build these types); read by
+``roofline``, ``report``, ``compare``, ``replay`` and the TUI. Every field a gpuscope writer puts
+in a file is declared with its type and range; detail fields nobody interprets (``parameters``,
+``versions``, telemetry snapshots) are :data:`~gpuscope.schema.core.Detail` (any JSON up to 6
+levels deep): shown as text, never computed with. Undeclared fields are allowed when reading (the
+rules in :mod:`gpuscope.schema.core`). Entries leave out fields that are null (absent = null).
+
+Versions: adding an optional field keeps ``schema_version`` 1 (every version-1 file still reads, and
+an older reader ignores the new field); a change that an older reader would misread bumps it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ __all__ = [
     "SuiteRef",
     "RunSummary",
     "Distributed",
+    "CacheLevel",
+    "DramCheck",
+    "RankInfo",
+    "Straggler",
     "Results",
 ]
 
@@ -37,10 +45,11 @@ CEILING_KINDS = ("compute", "memory", "transfer", "collective")
 CEILING_UNITS = ("FLOP/s", "B/s")
 
 CeilingKind = Literal["compute", "memory", "transfer", "collective"]
+CeilingUnit = Literal["FLOP/s", "B/s"]
 Rank = Count
 
 
-class _Placed(msgspec.Struct, kw_only=True):
+class _Placed(msgspec.Struct, kw_only=True, omit_defaults=True):
     """Where an entry ran (a multi-rank file's host and rank), and whether it is a straggler
     (``straggler``: set by ``probe --distributed``, gpuscope.probing.cluster)."""
 
@@ -56,6 +65,8 @@ class _Measured(_Placed, kw_only=True):
     energy_unavailable: str | None = None
     energy_method: str | None = None
     energy_window_s: Seconds | None = None
+    #: joules per RAPL domain (``package-0``...) or NVML counter over the window
+    energy_domains_j: dict[str, NonNegative | None] | None = None
     flop_per_j: NonNegative | None = None
 
 
@@ -63,6 +74,8 @@ class _Rated(_Measured, kw_only=True):
     """The timing statistics and rates of one call (a measurement's, a workload's)."""
 
     n: Count | None = None
+    statistic: str | None = None  # "best", "median", "mean of profiled steps"
+    samples_s: list[Finite] | None = None
     time_p10_s: Seconds | None = None
     time_p90_s: Seconds | None = None
     flop_per_s: NonNegative | None = None
@@ -70,7 +83,7 @@ class _Rated(_Measured, kw_only=True):
     intensity_flop_per_byte: NonNegative | None = None
 
 
-class SuiteRef(msgspec.Struct, kw_only=True):
+class SuiteRef(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The suite a run used."""
 
     name: str | None = None
@@ -78,7 +91,7 @@ class SuiteRef(msgspec.Struct, kw_only=True):
     description: str | None = None
 
 
-class System(msgspec.Struct, kw_only=True):
+class System(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The machine a run used (``system``)."""
 
     hostname: str | None = None
@@ -94,11 +107,20 @@ class System(msgspec.Struct, kw_only=True):
     blas: str | None = None
     numpy_blas: Detail = None
     numpy: Detail = None
-    argv: Detail = None  # a list of strings, or "[redacted]" in a redacted report
+    argv: list[str] | str | None = None  # a list of strings, or "[redacted]" in a redacted report
+
+
+class CacheLevel(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One CPU cache level of a device entry (gpuscope.telemetry.cpuinfo)."""
+
+    level: Count | None = None
+    kind: str | None = None  # "Data", "Instruction", "Unified"
+    size_bytes: NonNegative | None = None  # one instance
+    instances: Count | None = None
 
 
 class Device(_Placed, kw_only=True):
-    """One probed device (``devices[]``); CPU and GPU details beyond these are free detail."""
+    """One probed device (``devices[]``): a CPU's cores and caches, a GPU's SMs and L2."""
 
     device: NonEmpty
     type: str | None = None
@@ -110,6 +132,16 @@ class Device(_Placed, kw_only=True):
     #: A CPU's datasheet peaks as the probe computed them on that machine (gpuscope.roofline.loading).
     datasheet_peak_fp32_flop_per_s: NonNegative | None = None
     datasheet_peak_fp64_flop_per_s: NonNegative | None = None
+    #: A multi-rank run's rank on its host (torchrun's LOCAL_RANK).
+    local_rank: Rank | None = None
+    logical_cores: Count | None = None
+    physical_cores: Count | None = None
+    simd: Detail = None
+    caches: list[CacheLevel] | None = None
+    last_level_cache_bytes: NonNegative | None = None
+    multiprocessors: Count | None = None
+    compute_capability: str | None = None  # "9.0"
+    l2_cache_bytes: NonNegative | None = None
 
 
 class Ceiling(_Measured, kw_only=True):
@@ -119,7 +151,7 @@ class Ceiling(_Measured, kw_only=True):
     kind: CeilingKind
     name: NonEmpty
     value: Magnitude
-    unit: Literal["FLOP/s", "B/s"]
+    unit: CeilingUnit
     measurement_id: str | int | None = None
     statistic: str | None = None
     n: Count | None = None
@@ -136,11 +168,28 @@ class Ceiling(_Measured, kw_only=True):
     backend: str | None = None
     world_size: Count | None = None
     shape: str | None = None
+    #: A multi-rank collective's group (``probe --distributed``).
+    group_ranks: list[Rank] | None = None
+    group_hosts: list[str] | None = None
     #: A ceiling that is not a roof (failed, skipped): named by its status and left out.
     status: str | None = None
     #: The median of this ceiling across the ranks of a multi-rank run, and this one's fraction of it.
     median_value: Finite | None = None
     fraction_of_median: Finite | None = None
+
+
+class DramCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A GPU memory measurement checked against the GPU's own DRAM counter (gpuscope.probing.memory):
+    ``l2``: DRAM traffic near zero; ``dram``: the two rates agree. ``ok`` null: not checkable."""
+
+    level: str | None = None
+    probe_bytes_per_s: NonNegative | None = None
+    reported_dram_bytes_per_s: NonNegative | None = None
+    ratio: Finite | None = None
+    ok: bool | None = None
+    near_zero: bool | None = None
+    rule: str | None = None
+    reason: str | None = None
 
 
 class Measurement(_Rated, kw_only=True):
@@ -156,8 +205,6 @@ class Measurement(_Rated, kw_only=True):
     flops: NonNegative | None = None
     bytes: NonNegative | None = None
     counting_rule: Detail = None
-    statistic: str | None = None
-    samples_s: list[Finite] | None = None
     time_s: Seconds | None = None
     time_min_s: Seconds | None = None
     time_median_s: Seconds | None = None
@@ -166,6 +213,12 @@ class Measurement(_Rated, kw_only=True):
     #: A collective's bus and algorithm bandwidth (nccl-tests' busbw and algbw).
     busbw_bytes_per_s: NonNegative | None = None
     algbw_bytes_per_s: NonNegative | None = None
+    #: busbw / algbw: 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter.
+    bus_factor: NonNegative | None = None
+    group_hosts: list[str] | None = None
+    #: What the GPU's DRAM counter said during the measurement (mean B/s), next to ``bytes_per_s``.
+    reported_dram_bytes_per_s: NonNegative | None = None
+    dram_check: DramCheck | None = None
     validation_error: Finite | None = None
     validation_tolerance: Finite | None = None
     start: Finite | None = None
@@ -201,6 +254,23 @@ class Workload(_Rated, kw_only=True):
     source: str | None = None
     measurement_id: str | int | None = None
     profile: Detail = None  # gpuscope.profile: groups, verdicts, modules (docs/profile.md)
+    # --- ``gpuscope measure`` and ``gpuscope profile`` points: how they were counted and timed
+    device_name: str | None = None
+    created: Finite | None = None
+    read_bytes: NonNegative | None = None
+    written_bytes: NonNegative | None = None
+    flop_counting_rule: str | None = None
+    #: FLOPs per element of the pointwise ops counted (gpuscope.roofline.counting.POINTWISE_RULE).
+    pointwise_rule: str | None = None
+    flops_by_dtype: dict[str, NonNegative] | None = None
+    uncounted_ops: dict[str, Count] | None = None  # op -> calls, ops with no FLOP formula
+    reps_per_sample: Count | None = None
+    timer: str | None = None
+    timer_resolution_s: Seconds | None = None
+    warmup_samples: Count | None = None
+    dram_bytes_unavailable: str | None = None
+    dram_intensity_flop_per_byte: NonNegative | None = None
+    notes: list[str] | None = None
 
     def __post_init__(self) -> None:
         # 0 or a magnitude: a denormal count or time would turn rates and intensities into inf.
@@ -209,14 +279,45 @@ class Workload(_Rated, kw_only=True):
                 raise ValueError(f"field `{field}` must be 0 or at least {MIN_MAGNITUDE:g}")
 
 
-class Distributed(msgspec.Struct, kw_only=True):
-    """A multi-rank run's ranks and hosts (``distributed``; per-rank detail under ``ranks``)."""
+class RankInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One rank of a multi-rank run and what became of it."""
+
+    rank: Rank
+    host: str | None = None
+    local_rank: Rank | None = None
+    device: str | None = None
+    status: str | None = None  # "ok", "partial", "missing"
+    reason: str | None = None
+    measurements: Count | None = None
+    duration_s: Seconds | None = None
+    system: System | None = None
+
+
+class Straggler(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A rank's ceiling more than ``straggler_margin`` below the median of its peers."""
+
+    host: str | None = None
+    rank: Rank | None = None
+    device: str | None = None
+    device_name: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    unit: str | None = None
+    value: Finite | None = None
+    median: Finite | None = None
+    fraction_of_median: Finite | None = None
+    below_median_percent: Finite | None = None
+
+
+class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A multi-rank run's ranks and hosts (``distributed``)."""
 
     world_size: Count | None = None
     nnodes: Count | None = None
     hosts: list[str] | None = None
     collective_backend: str | None = None
     missing_ranks: list[Rank] | None = None
+    ranks: list[RankInfo] | None = None
 
 
 class RunSummary(msgspec.Struct, kw_only=True):
@@ -249,7 +350,8 @@ class Results(msgspec.Struct, kw_only=True):
     telemetry: Detail = None
     summary: RunSummary | None = None
     duration_s: Seconds | None = None
-    #: A multi-rank run (``probe --distributed``, gpuscope.probing.cluster), and the margin that
-    #: flags a straggler (a fraction below the median); its ``stragglers`` list is derived detail.
+    #: A multi-rank run (``probe --distributed``, gpuscope.probing.cluster), the margin that
+    #: flags a straggler (a fraction below the median), and the ceilings it flagged.
     distributed: Distributed | None = None
     straggler_margin: Finite | None = None
+    stragglers: list[Straggler] | None = None

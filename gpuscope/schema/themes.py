@@ -57,8 +57,6 @@ class ChartTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     series: Colours | None = None
     gpu_roofs: Colours | None = None
     cpu_roofs: Colours | None = None
-    gpu_datasheet: Colour | None = None
-    cpu_datasheet: Colour | None = None
     point: Colour | None = None
     highlight: Colour | None = None
     live: Colour | None = None

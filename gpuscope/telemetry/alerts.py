@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscope.schema.core import finite_or_none
-from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.telemetry.records import GpuSample, Sample, XidEvent
+from gpuscope.telemetry.xid import xid_level
 
 __all__ = [
     "LEVELS",
@@ -99,8 +101,29 @@ def _gpu_label(gpu: GpuSample) -> str:
     return f"GPU {gpu.index}"
 
 
+def _xid_text(event: XidEvent) -> str:
+    where = "" if event.gpu_instance_id is None else f" MIG {event.gpu_instance_id}.{event.compute_instance_id}"
+    what = f" {event.meaning}" if event.meaning else ""
+    times = f" x{event.count}" if event.count > 1 else ""
+    return f"Xid {event.xid}{where}{what}{times} at {time.strftime('%H:%M:%S', time.localtime(event.last_time_s))}"
+
+
+def _xid_alert(gpu: GpuSample, label: str) -> Alert | None:
+    """One alert for the Xids of the last minutes (``xid_recent``), at the level of the worst."""
+    recent = gpu.xid_recent
+    if not isinstance(recent, list) or not recent:
+        return None
+    ranked = sorted(recent, key=lambda e: (-LEVELS.index(xid_level(e.xid)), -e.last_time_s))
+    shown = "; ".join(_xid_text(event) for event in ranked[:2])
+    more = f"; +{len(ranked) - 2} more" if len(ranked) > 2 else ""
+    return Alert(xid_level(ranked[0].xid), "xid", gpu.index, gpu.uuid, f"{label}: {shown}{more}", float(ranked[0].xid))
+
+
 def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
     label = _gpu_label(gpu)
+    xid = _xid_alert(gpu, label)
+    if xid is not None:  # before the GPU-lost check: Xid 79 usually comes with a lost GPU
+        yield xid
     if gpu.state != "ok":
         yield Alert(
             "critical", "gpu_lost", gpu.index, gpu.uuid, f"{label}: GPU lost (fell off the bus; check dmesg for Xid)"
@@ -143,16 +166,6 @@ def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
         if worst:
             named = ", ".join(r for r in reasons if r in t.throttle_levels)
             yield Alert(worst, "throttle", gpu.index, gpu.uuid, f"{label}: clocks held back: {named}")
-    xids = getattr(gpu, "xid_errors", None)  # set by NVML collectors that watch Xid events
-    if isinstance(xids, list) and xids:
-        yield Alert(
-            "critical",
-            "xid",
-            gpu.index,
-            gpu.uuid,
-            f"{label}: Xid {', '.join(str(x) for x in xids[-3:])}",
-            float(xids[-1]),
-        )
 
 
 def evaluate(sample: Sample, thresholds: AlertThresholds | None = None) -> list[Alert]:

@@ -22,13 +22,7 @@ from typing import Any
 from gpuscope.telemetry.powercap import POWERCAP_ROOT, RaplReader, RaplReading
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = [
-    "EnergyMeter",
-    "EnergyResult",
-    "energy_fields",
-    "energy_per_call",
-    "flop_per_joule",
-]
+__all__ = ["EnergyMeter", "EnergyResult", "energy_fields", "energy_per_call", "flop_per_joule"]
 
 
 @dataclass(frozen=True)
@@ -150,11 +144,7 @@ class EnergyMeter:
         else:
             index, matched = nvml_index, ""
         self.method = f"NVML total energy counter, GPU {index}{matched}"
-        handle = session.call(
-            "nvmlDeviceGetHandleByIndex",
-            session.pynvml.nvmlDeviceGetHandleByIndex,
-            index,
-        )
+        handle = session.call("nvmlDeviceGetHandleByIndex", session.pynvml.nvmlDeviceGetHandleByIndex, index)
         if isinstance(handle, Unavailable):
             return handle
         self._nvml_handle = handle
@@ -223,20 +213,13 @@ class EnergyMeter:
             total = sum(domains.values())
             if total <= 0:
                 return EnergyResult(
-                    Unavailable(
-                        Reason.ERROR,
-                        f"RAPL counters did not advance over {window_s:.3g} s",
-                    ),
+                    Unavailable(Reason.ERROR, f"RAPL counters did not advance over {window_s:.3g} s"),
                     window_s,
                     self.method,
                 )
             return EnergyResult(total, window_s, self.method, domains)
         if isinstance(after, Unavailable) or isinstance(before, Unavailable):
-            return EnergyResult(
-                after if isinstance(after, Unavailable) else before,
-                window_s,
-                self.method,
-            )
+            return EnergyResult(after if isinstance(after, Unavailable) else before, window_s, self.method)
         assert after is not None and before is not None
         delta_mj = int(after) - int(before)
         if delta_mj <= 0:
@@ -245,11 +228,7 @@ class EnergyMeter:
                 if delta_mj < 0
                 else f"did not advance over {window_s:.3g} s (window too short for its resolution)"
             )
-            return EnergyResult(
-                Unavailable(Reason.ERROR, f"NVML energy counter {detail}"),
-                window_s,
-                self.method,
-            )
+            return EnergyResult(Unavailable(Reason.ERROR, f"NVML energy counter {detail}"), window_s, self.method)
         return EnergyResult(delta_mj * 1e-3, window_s, self.method, {self.method: delta_mj * 1e-3})
 
 

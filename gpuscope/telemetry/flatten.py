@@ -21,7 +21,7 @@ from gpuscope.telemetry.values import Unavailable
 __all__ = ["JSON_CELL_FIELDS", "flatten_record", "unflatten_row", "encode_cell", "column_converter"]
 
 #: Record lists written as one JSON cell in CSV (their length varies from sample to sample).
-JSON_CELL_FIELDS = frozenset({"processes"})
+JSON_CELL_FIELDS = frozenset({"processes", "xid_events", "xid_recent"})
 
 
 def flatten_record(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

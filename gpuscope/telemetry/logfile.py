@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import itertools
 import json
 import os
 import stat
@@ -46,6 +47,7 @@ UNAVAILABLE_COLUMN = "unavailable"
 _LEADING = ("schema_version", "timestamp")
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _BLANK = " \t\r"  # a line of only these is skipped; anything else must be a record
+_CUT = "incomplete last line skipped (the writer was probably killed)"
 #: A line longer than this is not a record (a record of 8 GPUs with many processes is ~100 KB);
 #: the reader stops there instead of holding a huge line in memory.
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -381,7 +383,7 @@ def _read_numbered(
         elif text.startswith("schema_version,"):
             records = _read_csv(label, (number, text, is_last, complete), lines, warn)
         elif is_last and not complete and "schema_version,".startswith(text):
-            warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+            warn(f"{label}:{number}: {_CUT}")
             records = iter(())
         else:
             raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
@@ -439,7 +441,7 @@ def _read_jsonl(
     rest: Iterator[tuple[int, str, bool, bool]],
     warn: Callable[[str], None],
 ) -> Iterator[tuple[int, Sample]]:
-    for number, text, is_last, complete in _chain(head, rest):
+    for number, text, is_last, complete in itertools.chain(head, rest):
         if not text.strip(_BLANK):
             continue
         try:
@@ -459,7 +461,7 @@ def _read_jsonl(
             yield number, sample
             continue
         if is_last and not complete:
-            warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+            warn(f"{label}:{number}: {_CUT}")
             return
         raise BadInputError(f"{label}:{number}: {problem}")
 
@@ -478,11 +480,6 @@ def _csv_line(cells: list[str]) -> str:
     return buffer.getvalue()
 
 
-def _chain(head: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
-    yield from head
-    yield from rest
-
-
 def _read_csv(
     label: str,
     header_line: tuple[int, str, bool, bool],
@@ -493,47 +490,52 @@ def _read_csv(
     columns = next(csv.reader([text]))
     if not columns or columns[-1] != UNAVAILABLE_COLUMN:
         if is_last and not complete:
-            warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+            warn(f"{label}:{number}: {_CUT}")
             return
         raise BadInputError(f"{label}:{number}: CSV header does not end with the '{UNAVAILABLE_COLUMN}' column")
-    data_columns = columns[:-1]
-    converters = [column_converter(column) for column in data_columns]
+    converters = [(column, column_converter(column)) for column in columns[:-1]]
     for number, text, is_last, complete in rest:
         if not text.strip(_BLANK):
             continue
         try:
-            cells = next(csv.reader([text]))
-        except csv.Error as exc:
-            if is_last and not complete:
-                warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
+            yield number, _csv_record(text, len(columns), converters, is_last and not complete)
+        except _CutLine as problem:
+            if is_last and not complete and problem.cut:
+                warn(f"{label}:{number}: {_CUT}")
                 return
-            raise BadInputError(f"{label}:{number}: bad CSV row ({exc})") from None
-        # A last line without its newline is whole only if it is exactly what the writer writes
-        # for those cells (csv.reader accepts a line cut inside a quoted cell); a line cut just
-        # before its 'unavailable' cell has the right cell count but lost the reasons of its
-        # empty cells: both are skipped as incomplete.
-        cut = is_last and not complete and (_csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1]))
-        if len(cells) != len(columns) or cut:
-            if is_last and not complete:
-                warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
-                return
-            raise BadInputError(f"{label}:{number}: {len(cells)} cells, the header has {len(columns)}")
-        try:
-            values = {
-                column: (convert(cell) if cell != "" else None)
-                for column, convert, cell in zip(data_columns, converters, cells)
-            }
-            missing = json.loads(cells[-1]) if cells[-1] else {}
-        except RecursionError:
-            raise BadInputError(f"{label}:{number}: bad cell (JSON nested too deeply)") from None
-        except ValueError as exc:
-            if is_last and not complete:
-                warn(f"{label}:{number}: incomplete last line skipped (the writer was probably killed)")
-                return
-            raise BadInputError(f"{label}:{number}: bad cell ({exc})") from None
-        if not isinstance(missing, dict):
-            raise BadInputError(f"{label}:{number}: the '{UNAVAILABLE_COLUMN}' cell is not a JSON object")
-        try:
-            yield number, convert_record(unflatten_row(values, {str(k): str(v) for k, v in missing.items()}))
+            raise BadInputError(f"{label}:{number}: {problem}") from None
         except RecordError as exc:
             raise BadInputError(_record_problem(label, number, exc)) from None
+
+
+class _CutLine(ValueError):
+    """What is wrong with a CSV row; ``cut``: a killed writer's cut last line would explain it."""
+
+    def __init__(self, text: str, cut: bool = True) -> None:
+        super().__init__(text)
+        self.cut = cut
+
+
+def _csv_record(text: str, width: int, converters: list[tuple[str, Callable[[str], Any]]], unfinished: bool) -> Sample:
+    """One CSV row as a :class:`Sample`; ``unfinished``: the file's last line, without its newline."""
+    try:
+        cells = next(csv.reader([text]))
+    except csv.Error as exc:
+        raise _CutLine(f"bad CSV row ({exc})") from None
+    # A last line without its newline is whole only if it is exactly what the writer writes for
+    # those cells (csv.reader accepts a line cut inside a quoted cell); a line cut just before its
+    # 'unavailable' cell has the right cell count but lost the reasons of its empty cells: both
+    # are skipped as incomplete.
+    cut = unfinished and (_csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1]))
+    if len(cells) != width or cut:
+        raise _CutLine(f"{len(cells)} cells, the header has {width}")
+    try:
+        values = {column: (convert(cell) if cell != "" else None) for (column, convert), cell in zip(converters, cells)}
+        missing = json.loads(cells[-1]) if cells[-1] else {}
+    except RecursionError:
+        raise _CutLine("bad cell (JSON nested too deeply)", cut=False) from None
+    except ValueError as exc:
+        raise _CutLine(f"bad cell ({exc})") from None
+    if not isinstance(missing, dict):
+        raise _CutLine(f"the '{UNAVAILABLE_COLUMN}' cell is not a JSON object", cut=False)
+    return convert_record(unflatten_row(values, {str(k): str(v) for k, v in missing.items()}))

@@ -19,13 +19,7 @@ from pathlib import Path
 
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = [
-    "POWERCAP_ROOT",
-    "RaplDomain",
-    "RaplReader",
-    "RaplReading",
-    "counter_delta_uj",
-]
+__all__ = ["POWERCAP_ROOT", "RaplDomain", "RaplReader", "RaplReading", "counter_delta_uj"]
 
 POWERCAP_ROOT = "/sys/class/powercap"
 _PERMISSION_REMEDY = (
@@ -76,20 +70,14 @@ class RaplReader:
     def open(self) -> Unavailable | None:
         """Find the domains and check they can be read."""
         if not self.root.is_dir():
-            return Unavailable(
-                Reason.NOT_SUPPORTED,
-                f"no powercap interface ({self.root} does not exist)",
-            )
+            return Unavailable(Reason.NOT_SUPPORTED, f"no powercap interface ({self.root} does not exist)")
         zones = sorted(
             path
             for path in self.root.iterdir()
             if path.name.startswith(("intel-rapl:", "amd-rapl:")) and path.name.count(":") == 1
         )
         if not zones:
-            return Unavailable(
-                Reason.NOT_SUPPORTED,
-                f"no powercap interface (no RAPL zones in {self.root})",
-            )
+            return Unavailable(Reason.NOT_SUPPORTED, f"no powercap interface (no RAPL zones in {self.root})")
         domains: list[RaplDomain] = []
         denied: list[str] = []
         for zone in zones:
@@ -128,10 +116,7 @@ class RaplReader:
 
     def read(self, time_s: float) -> RaplReading:
         """Every domain's counter now. Raises OSError when a counter cannot be read."""
-        return RaplReading(
-            time_s,
-            {domain.label: _read_int(domain.path / "energy_uj") for domain in self.domains},
-        )
+        return RaplReading(time_s, {domain.label: _read_int(domain.path / "energy_uj") for domain in self.domains})
 
     def joules_between(self, before: RaplReading, after: RaplReading) -> dict[str, float]:
         """Joules per domain between two reads, wrap-around handled."""
@@ -139,9 +124,7 @@ class RaplReader:
         for domain in self.domains:
             if domain.label in before.energy_uj and domain.label in after.energy_uj:
                 delta = counter_delta_uj(
-                    before.energy_uj[domain.label],
-                    after.energy_uj[domain.label],
-                    domain.max_energy_range_uj,
+                    before.energy_uj[domain.label], after.energy_uj[domain.label], domain.max_energy_range_uj
                 )
                 result[domain.label] = delta * 1e-6
         return result

@@ -9,10 +9,8 @@ record schema is documented in ``docs/telemetry-schema.md``.
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Union, get_args, get_origin
+from typing import Any
 
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -24,10 +22,10 @@ __all__ = [
     "HostSample",
     "NvLinkLinkSample",
     "GpuProcessSample",
+    "XidEvent",
     "GpuSample",
     "Sample",
     "record_to_dict",
-    "record_from_dict",
     "NOT_COLLECTED",
 ]
 
@@ -108,6 +106,22 @@ class GpuProcessSample:
 
 
 @dataclass(slots=True)
+class XidEvent:
+    """Xid errors of one number that NVML reported for one GPU (or one of its MIG instances).
+
+    NVML gives no time with an event: the times are when gpuscope read them (wall clock, seconds
+    since the epoch), at most one sample interval late."""
+
+    xid: int
+    count: int  # events of this Xid merged into this entry
+    first_time_s: float
+    last_time_s: float
+    meaning: str  # e.g. "GPU has fallen off the bus"; "" for an Xid gpuscope does not know
+    gpu_instance_id: int | None = None  # the MIG instance NVML named, if any
+    compute_instance_id: int | None = None
+
+
+@dataclass(slots=True)
 class GpuSample:
     """One GPU, or one MIG instance (``mig_parent_index`` set), at one instant."""
 
@@ -160,6 +174,9 @@ class GpuSample:
     throttle_reasons: Metric[list[str]] = NOT_COLLECTED  # empty list: not throttled
     ecc_corrected_errors: Metric[int] = NOT_COLLECTED  # volatile, since driver load
     ecc_uncorrected_errors: Metric[int] = NOT_COLLECTED
+    xid_events: Metric[list[XidEvent]] = NOT_COLLECTED  # read since the previous sample; [] when none
+    xid_events_dropped: Metric[int] = NOT_COLLECTED  # read since the previous sample but not kept in xid_events
+    xid_recent: Metric[list[XidEvent]] = NOT_COLLECTED  # the last 5 minutes, one entry per Xid (alerts hold on it)
     processes: Metric[list[GpuProcessSample]] = NOT_COLLECTED
 
 
@@ -180,18 +197,6 @@ class Sample:
 
 
 # --- serialisation -------------------------------------------------------------------------
-
-_RECORD_TYPES: dict[str, type] = {}
-
-
-def _register(*classes: type) -> None:
-    for cls in classes:
-        _RECORD_TYPES[cls.__name__] = cls
-
-
-_register(
-    CpuCoreSample, NicSample, InfinibandPortSample, HostSample, NvLinkLinkSample, GpuProcessSample, GpuSample, Sample
-)
 
 
 def record_to_dict(record: Any) -> Any:
@@ -215,58 +220,3 @@ def record_to_dict(record: Any) -> Any:
     if isinstance(record, list):
         return [record_to_dict(item) for item in record]
     return record
-
-
-def _element_record_type(annotation: Any) -> type | None:
-    """The dataclass inside ``list[X]`` / ``Metric[list[X]]`` / ``X | None`` annotations."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, vars(__import__(__name__, fromlist=["_"])))  # noqa: S307 - our own annotations
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        for arg in get_args(annotation):
-            found = _element_record_type(arg)
-            if found is not None:
-                return found
-        return None
-    if origin is list:
-        return _element_record_type(get_args(annotation)[0])
-    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
-        return annotation
-    return None
-
-
-_HINTS_CACHE: dict[type, dict[str, Any]] = {}
-
-
-def record_from_dict(cls: type, data: dict[str, Any]) -> Any:
-    """Rebuild a record from :func:`record_to_dict` output (used by replay and reports).
-
-    Unknown keys are ignored and missing keys become ``Unavailable(ERROR, "missing in log")``,
-    so logs from a newer or older gpuscope still load.
-    """
-    hints = _HINTS_CACHE.get(cls)
-    if hints is None:
-        hints = typing.get_type_hints(cls)
-        _HINTS_CACHE[cls] = hints
-    missing = data.get("unavailable") or {}
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in missing:
-            kwargs[f.name] = Unavailable.from_json(str(missing[f.name]))
-            continue
-        if f.name not in data:
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-                continue
-            kwargs[f.name] = Unavailable(Reason.ERROR, "missing in log")
-            continue
-        value = data[f.name]
-        sub = _element_record_type(hints[f.name])
-        if sub is not None and value is not None:
-            if isinstance(value, list):
-                value = [record_from_dict(sub, item) if isinstance(item, dict) else item for item in value]
-            elif isinstance(value, dict):
-                value = record_from_dict(sub, value)
-        elif f.name == "gpu_unavailable" and isinstance(value, str):
-            value = Unavailable.from_json(value)
-        kwargs[f.name] = value
-    return cls(**kwargs)

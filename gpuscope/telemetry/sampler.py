@@ -16,8 +16,9 @@ import signal
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, SupportsIndex, TypeVar, overload
 
 from gpuscope.errors import EXIT_INTERRUPTED, UsageError
 
@@ -50,73 +51,37 @@ def check_duration(duration_s: float | None) -> float | None:
     return duration_s
 
 
-class RingBuffer(Generic[T]):
-    """The last ``capacity`` items: O(1) append, iteration oldest to newest, never grows."""
-
-    __slots__ = ("_items", "_capacity", "_start", "_size")
+class RingBuffer(deque[T]):
+    """The last ``capacity`` items: a bounded deque (O(1) append, iteration oldest to newest,
+    never grows); ``buffer[0]`` is the oldest, ``buffer[-1]`` the newest, slices return lists."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"RingBuffer capacity must be at least 1, got {capacity}")
-        self._capacity = capacity
-        self._items: list[T | None] = [None] * capacity
-        self._start = 0  # index of the oldest item
-        self._size = 0
+        super().__init__(maxlen=capacity)
 
     @property
     def capacity(self) -> int:
-        return self._capacity
-
-    def append(self, item: T) -> None:
-        """Add ``item`` as the newest, dropping the oldest when full."""
-        if self._size < self._capacity:
-            self._items[(self._start + self._size) % self._capacity] = item
-            self._size += 1
-        else:
-            self._items[self._start] = item
-            self._start = (self._start + 1) % self._capacity
-
-    def clear(self) -> None:
-        self._items = [None] * self._capacity
-        self._start = 0
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def __bool__(self) -> bool:
-        return self._size > 0
-
-    def __iter__(self) -> Iterator[T]:
-        items, start, capacity = self._items, self._start, self._capacity
-        for offset in range(self._size):
-            yield items[(start + offset) % capacity]  # type: ignore[misc]
+        return self.maxlen or 0
 
     @overload
-    def __getitem__(self, index: int) -> T: ...
+    def __getitem__(self, index: SupportsIndex) -> T: ...
     @overload
     def __getitem__(self, index: slice) -> list[T]: ...
 
-    def __getitem__(self, index: int | slice) -> T | list[T]:
-        """``buffer[0]`` is the oldest, ``buffer[-1]`` the newest; slices return lists."""
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._size))]
-        if index < 0:
-            index += self._size
-        if not 0 <= index < self._size:
-            raise IndexError("RingBuffer index out of range")
-        return self._items[(self._start + index) % self._capacity]  # type: ignore[return-value]
+    def __getitem__(self, index: SupportsIndex | slice) -> T | list[T]:
+        return list(self)[index] if isinstance(index, slice) else super().__getitem__(index)
 
     def latest(self) -> T | None:
         """The newest item, or None when empty."""
-        return self[-1] if self._size else None
+        return self[-1] if self else None
 
     def to_list(self) -> list[T]:
         """A copy, oldest first."""
         return list(self)
 
     def __repr__(self) -> str:
-        return f"RingBuffer(capacity={self._capacity}, size={self._size})"
+        return f"RingBuffer(capacity={self.capacity}, size={len(self)})"
 
 
 class Sampler(Generic[T]):

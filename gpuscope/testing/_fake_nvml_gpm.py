@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from gpuscope.telemetry.nvml.structs import gpm_metrics_view
+from gpuscope.testing._fake_nvml_model import error_code
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
     GpmSample,
@@ -55,6 +55,14 @@ for _name in dir(pynvml):
 #: GPM metric id -> (link, meter key) for the per-link metrics.
 _GPM_LINK_KEY = {metric: (link, f"nvl_{direction}:{link}") for metric, (direction, link) in _GPM_LINK.items()}
 
+
+#: nvml.h's nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2 (pointers), then
+#: NVML_GPM_METRIC_MAX nvmlGpmMetric_t (metricId, nvmlReturn, value, three name pointers), of
+#: which the driver reads the id and writes the return code and the value
+_GPM_HEADER = struct.Struct("=IIQQ")
+_GPM_METRIC = struct.Struct("=I36x")
+_GPM_RESULT = struct.Struct("=Id")
+_GPM_METRIC_MAX = int(pynvml.NVML_GPM_METRIC_MAX)
 
 #: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
 GPM_MIN_WINDOW_S = 0.1
@@ -263,11 +271,13 @@ class GpmMigProcessSymbols:
         return _OK
 
     def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:
-        request = ref._obj
-        if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+        # read and written as nvml.h lays out nvmlGpmMetricsGet_t, whatever struct the caller built
+        request = memoryview(ref._obj).cast("B")
+        version, count, first_address, second_address = _GPM_HEADER.unpack_from(request)
+        if version != pynvml.NVML_GPM_METRICS_GET_VERSION:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        first = self._gpm_samples.get(handle_address(request.sample1))
-        second = self._gpm_samples.get(handle_address(request.sample2))
+        first = self._gpm_samples.get(first_address)
+        second = self._gpm_samples.get(second_address)
         if first is None or second is None or first[1:3] != second[1:3] or second[0] <= first[0]:
             return _INVALID
         if round((second[0] - first[0]) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
@@ -277,52 +287,48 @@ class GpmMigProcessSymbols:
         seconds = second[0] - first[0]
 
         before, after = first[3], second[3]
-
-        def delta(key: str) -> float:
-            return after.get(key, 0.0) - before.get(key, 0.0)
-
-        count = int(request.numMetrics)
-        metrics = gpm_metrics_view(request, count)
-        per_link = not is_mig and not gpu.gpm_metric_errors  # per-link NVLink metrics: the short path
-        for slot in range(count):
-            metric = metrics[slot]
-            link_key = _GPM_LINK_KEY.get(metric.metricId) if per_link else None
-            if link_key is not None and link_key[0] < gpu.nvlink_links:
-                metric.nvmlReturn = _OK
-                metric.value = (after.get(link_key[1], 0.0) - before.get(link_key[1], 0.0)) / seconds / MIB
-                continue
-            code, value = self._gpm_metric(gpu, is_mig, int(metric.metricId), delta, seconds)
-            metric.nvmlReturn = code
-            metric.value = value
+        # what each counter moved in the window (a key missing in both moved 0)
+        moved = {key: value - before.get(key, 0.0) for key, value in after.items()}
+        start, size = _GPM_HEADER.size, _GPM_METRIC.size
+        metrics = request[start : start + min(count, _GPM_METRIC_MAX) * size]
+        errors = gpu.gpm_metric_errors
+        links = 0 if is_mig else gpu.nvlink_links  # per-link NVLink metrics: the short path
+        write = _GPM_RESULT.pack_into
+        for offset, (metric_id,) in zip(range(start + 4, start + len(metrics), size), _GPM_METRIC.iter_unpack(metrics)):
+            link_key = _GPM_LINK_KEY.get(metric_id)
+            if link_key is not None and link_key[0] < links and metric_id not in errors:
+                write(request, offset, _OK, moved.get(link_key[1], 0.0) / seconds / MIB)
+            else:
+                write(request, offset, *self._gpm_metric(gpu, is_mig, metric_id, moved, seconds))
         return _OK
 
-    def _gpm_metric(self, gpu: FakeGpu, is_mig: bool, metric_id: int, delta: Any, seconds: float) -> tuple[int, float]:
-        from gpuscope.testing._fake_nvml_model import error_code
-
+    def _gpm_metric(
+        self, gpu: FakeGpu, is_mig: bool, metric_id: int, moved: dict[str, float], seconds: float
+    ) -> tuple[int, float]:
         if metric_id in gpu.gpm_metric_errors:
             return error_code(gpu.gpm_metric_errors[metric_id]), 0.0
         if metric_id in _GPM_ACTIVITY:
-            return _OK, delta("act:" + _GPM_ACTIVITY[metric_id]) / seconds
+            return _OK, moved.get("act:" + _GPM_ACTIVITY[metric_id], 0.0) / seconds
         if metric_id == pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL:
-            return _OK, delta("dram_bytes") / seconds / gpu.dram_peak_bytes_per_s * 100.0
+            return _OK, moved.get("dram_bytes", 0.0) / seconds / gpu.dram_peak_bytes_per_s * 100.0
         if is_mig:
             return _NOT_SUPPORTED, 0.0
         if metric_id == pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC:
-            return _OK, delta("pcie_tx_bytes") / seconds / MIB
+            return _OK, moved.get("pcie_tx_bytes", 0.0) / seconds / MIB
         if metric_id == pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC:
-            return _OK, delta("pcie_rx_bytes") / seconds / MIB
+            return _OK, moved.get("pcie_rx_bytes", 0.0) / seconds / MIB
         if metric_id in (
             pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
             pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
         ):
             if gpu.nvlink_links == 0:
                 return _NOT_SUPPORTED, 0.0
-            slot = 1 if metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC else 2
+            transmit = metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
             keys = active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))
-            return _OK, sum(delta(link[slot]) for link in keys) / seconds / MIB
-        if metric_id in _GPM_LINK:
-            direction, link = _GPM_LINK[metric_id]
+            return _OK, sum(moved.get(tx if transmit else rx, 0.0) for _, tx, rx in keys) / seconds / MIB
+        if metric_id in _GPM_LINK_KEY:
+            link, key = _GPM_LINK_KEY[metric_id]
             if link >= gpu.nvlink_links:
                 return _NOT_SUPPORTED, 0.0
-            return _OK, delta(f"nvl_{direction}:{link}") / seconds / MIB
+            return _OK, moved.get(key, 0.0) / seconds / MIB
         return _NOT_SUPPORTED, 0.0

@@ -3,6 +3,7 @@ devices, processes, loads and the clock. Import these from ``gpuscope.testing.fa
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import defaultdict
@@ -84,6 +85,7 @@ ACTIVITY_ATTRS: tuple[str, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=256, typed=True)  # names are looked up on every call that answers them
 def error_code(error: int | str | type) -> int:
     """An NVML return code from ``3``, ``"NotSupported"``, ``"GPU_IS_LOST"`` or ``NVMLError_GpuIsLost``."""
     if isinstance(error, bool):

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 from typing import TYPE_CHECKING, Any
 
 import pynvml
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.structs import field_values_view
+from gpuscope.testing._fake_nvml_model import error_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig, _Meter
@@ -37,6 +38,13 @@ _NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 _INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
 _SCOPE_ALL = 0xFFFFFFFF
 _ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+_UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+_DOUBLE = pynvml.NVML_VALUE_TYPE_DOUBLE
+_ULL_MASK = (1 << 64) - 1
+#: nvml.h's nvmlFieldValue_t (40 bytes): fieldId, scopeId, timestamp, latencyUsec, valueType,
+#: nvmlReturn and the value union, as an unsigned long long or as a double
+_FIELD_ROW = struct.Struct("=IIqqIIQ")
+_FIELD_ROW_DOUBLE = struct.Struct("=IIqqIId")
 #: field id -> 0 (tx) or 1 (rx) for the NVLink data counters
 _NVLINK_SLOT = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 0,
@@ -94,16 +102,6 @@ def _put_text(buffer: Any, size: Any, text: str) -> int:
     return _OK
 
 
-def _set_value(field_value: Any, value_type: int, value: float) -> None:
-    field_value.valueType = value_type
-    if value_type == pynvml.NVML_VALUE_TYPE_DOUBLE:
-        field_value.value.dVal = float(value)
-    elif value_type == pynvml.NVML_VALUE_TYPE_UNSIGNED_INT:
-        field_value.value.uiVal = int(value)
-    else:
-        field_value.value.ullVal = int(value)
-
-
 #: A GPM sample buffer: None until sampled, then (time s, GPU index, GPU instance id or None,
 #: the meter's integrals at that time).
 GpmSample = tuple[float, int, int | None, dict[str, float]]
@@ -114,6 +112,8 @@ class SymbolsMixin:
 
     # set by FakeNvml.__init__
     gpus: list[FakeGpu]
+    _handle: Any
+    _address: int
     _gpm_samples: dict[int, GpmSample | None]
     init_error: int | None
     initialized: int
@@ -132,7 +132,7 @@ class SymbolsMixin:
     # --- helpers ----------------------------------------------------------------------------
 
     def _target(self, handle: Any) -> tuple[int, FakeGpu, FakeMig | None]:
-        address = handle_address(handle)
+        address = self._address if handle is self._handle else handle_address(handle)
         index, slot = (address >> 16) - 1, ((address >> 8) & 0xFF) - 1
         if not 0 <= index < len(self.gpus) or address & 0xFF:
             raise FakeReturn(_INVALID)
@@ -377,29 +377,33 @@ class SymbolsMixin:
         per_link = mig is None and not gpu.field_errors and not gpu.nvlink_scope_ignored
         links = gpu.nvlink_links
         keys = nvl_keys(links)
-        for field_value in field_values_view(ref._obj, as_int(count)):
-            field_value.timestamp = stamp
-            field_value.latencyUsec = 0
-            field_id = field_value.fieldId
-            scope = field_value.scopeId
+        size = _FIELD_ROW.size
+        entries = memoryview(ref._obj).cast("B")[: as_int(count) * size]
+        pack = _FIELD_ROW.pack_into
+        # read and written as nvml.h lays out nvmlFieldValue_t, whatever struct the caller built
+        for offset, (field_id, scope, _, _, old_type, _, old_value) in zip(
+            range(0, len(entries), size), _FIELD_ROW.iter_unpack(entries)
+        ):
             slot = _NVLINK_SLOT.get(field_id) if per_link else None
             if slot is not None and scope < links:
-                field_value.nvmlReturn = _OK
-                field_value.valueType = _ULL
-                field_value.value.ullVal = int(acc[keys[slot][scope]] // 1024)  # KiB
+                pack(entries, offset, field_id, scope, stamp, 0, _ULL, _OK, int(acc[keys[slot][scope]] // 1024))
                 continue
             code, value_type, value = self._field(index, gpu, mig, field_id, scope, meter)
-            field_value.nvmlReturn = code
-            if code == _OK:
-                _set_value(field_value, value_type, value)
+            if code != _OK:  # the value is left as it was
+                pack(entries, offset, field_id, scope, stamp, 0, old_type, code, old_value)
+            elif value_type == _DOUBLE:
+                _FIELD_ROW_DOUBLE.pack_into(entries, offset, field_id, scope, stamp, 0, value_type, _OK, float(value))
+            elif value_type == _UINT:  # uiVal: the low 4 bytes of the union
+                value = (old_value & ~0xFFFFFFFF) | (int(value) & 0xFFFFFFFF)
+                pack(entries, offset, field_id, scope, stamp, 0, value_type, _OK, value)
+            else:
+                pack(entries, offset, field_id, scope, stamp, 0, value_type, _OK, int(value) & _ULL_MASK)
         return _OK
 
     def _field(
         self, index: int, gpu: FakeGpu, mig: FakeMig | None, field_id: int, scope: int, meter: _Meter
     ) -> tuple[int, int, float]:
-        from gpuscope.testing._fake_nvml_model import error_code
-
-        uint, ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+        uint, ull = _UINT, _ULL
         if field_id in gpu.field_errors:
             return error_code(gpu.field_errors[field_id]), 0, 0
         if mig is not None:
@@ -427,7 +431,8 @@ class SymbolsMixin:
             keys = nvl_keys(gpu.nvlink_links)[_NVLINK_SLOT[field_id]]
             counted: float
             if scope == _SCOPE_ALL or gpu.nvlink_scope_ignored:
-                counted = sum(acc[keys[link]] for link in gpu.active_links)
+                active = active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))
+                counted = sum(acc[keys[link]] for link, _, _ in active)
             elif scope < gpu.nvlink_links:
                 counted = acc[keys[scope]]
             else:

@@ -49,6 +49,7 @@ Faults: :meth:`FakeNvml.inject` (one symbol, after N calls, for M calls, optiona
 ``FakeGpu.errors`` (symbol -> code, permanent), ``FakeGpu.field_errors`` and
 ``FakeGpu.gpm_metric_errors`` (one field or GPM metric), ``FakeGpu.gpm_no_permission``
 (``nvmlGpmSampleGet`` answers NoPermission, as with RmProfilingAdminOnly=1),
+:meth:`~gpuscope.testing._fake_nvml_events.EventSymbols.inject_xid` (Xid events, now or later, one or a flood),
 ``FakeNvml(init_error=...)`` (DriverNotLoaded, LibRmVersionMismatch) and
 :func:`no_nvml_library` (LibraryNotFound: no libnvidia-ml on the host).
 
@@ -57,7 +58,9 @@ Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]``.
 Cost: the fake runs inside the process it serves (the TUI's idle benchmark measures it too), so
 it keeps per-call work small, as a C library would: meter keys are built once
 (:func:`~gpuscope.testing._fake_nvml_symbols.nvl_keys`), the per-link NVLink field values and GPM
-metrics (most of a batch) take a short path, and the fault machinery is skipped while nothing is
+metrics (most of a batch) take a short path, field-value and GPM entries are read and written
+with ``struct`` in nvml.h's layout (not through pynvml's Python-level structure attributes), a
+call's device handle is decoded once, and the fault machinery is skipped while nothing is
 injected or scheduled. Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
@@ -75,6 +78,7 @@ from typing import TYPE_CHECKING, Any
 import pynvml
 
 from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.testing._fake_nvml_events import EventSymbols
 from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols
 from gpuscope.testing._fake_nvml_model import (
     ACTIVITY_ATTRS,
@@ -134,10 +138,12 @@ class _Symbol:
         return self.fake._dispatch(self.name, self.impl, args)
 
 
+_DEVICE = pynvml.c_nvmlDevice_t
+_SUCCESS = pynvml.NVML_SUCCESS
 _NO_INIT_NEEDED = frozenset({"nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit", "nvmlErrorString"})
 
 
-class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
+class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
     """The fake library: scripted GPUs behind NVML's C symbols. Thread-safe."""
 
     def __init__(
@@ -165,6 +171,10 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
         self._injections: list[_Injection] = []
         self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
         self._symbols: dict[str, _Symbol] = {}
+        #: the device handle of the call in progress and its address (decoded once per call)
+        self._handle: Any = None
+        self._address = 0
+        self._wobble_crc: dict[tuple[int, int, str], int] = {}
         self._gpm_samples: dict[int, Any] = {}
         self._next_gpm_sample = 0
         for index, gpu in enumerate(self.gpus):
@@ -240,8 +250,13 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
         gpu = self.gpus[gpu_index]
         if gpu.wobble:
             bucket = int(self.now() * 10)  # a new draw every 0.1 s of fake time
-            key = f"{gpu.seed}:{gpu_index}:{name}:{bucket}".encode()
-            unit = zlib.crc32(key) / 0xFFFFFFFF * 2.0 - 1.0
+            # crc32 of "seed:index:name:bucket", continued from the crc of its constant start
+            start = self._wobble_crc.get((gpu.seed, gpu_index, name))
+            if start is None:
+                start = self._wobble_crc[(gpu.seed, gpu_index, name)] = zlib.crc32(
+                    f"{gpu.seed}:{gpu_index}:{name}:".encode()
+                )
+            unit = zlib.crc32(str(bucket).encode(), start) / 0xFFFFFFFF * 2.0 - 1.0
             value *= 1.0 + gpu.wobble * unit
             if name.endswith("_percent"):
                 value = min(100.0, max(0.0, value))
@@ -333,11 +348,14 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
         raise AttributeError(name)
 
     def _gpu_index_of(self, name: str, args: tuple[Any, ...]) -> int | None:
+        """The GPU a call targets (None: none); a device handle's address is kept in
+        ``_address`` for :meth:`_target` during the call."""
         if not args:
             return None
         first = args[0]
-        if isinstance(first, pynvml.c_nvmlDevice_t):
+        if type(first) is _DEVICE or isinstance(first, _DEVICE):
             address = handle_address(first)
+            self._handle, self._address = first, address
             index = (address >> 16) - 1
             return index if 0 <= index < len(self.gpus) else None
         if name == "nvmlDeviceGetHandleByIndex_v2":
@@ -385,7 +403,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
             self.calls[name] += 1
             gpu_index = self._gpu_index_of(name, args)
             self.device_calls[(name, gpu_index)] += 1
-            if name not in _NO_INIT_NEEDED and self.initialized <= 0:
+            if self.initialized <= 0 and name not in _NO_INIT_NEEDED:
                 return pynvml.NVML_ERROR_UNINITIALIZED
             if gpu_index is not None:
                 gpu = self.gpus[gpu_index]
@@ -394,7 +412,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
                     return pynvml.NVML_ERROR_GPU_IS_LOST
             if self._injections or self._random is not None:
                 code = self._injected(name, gpu_index)
-                if code != pynvml.NVML_SUCCESS:
+                if code != _SUCCESS:
                     return code
             if gpu_index is not None and name in self.gpus[gpu_index].errors:
                 return error_code(self.gpus[gpu_index].errors[name])
@@ -402,6 +420,8 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols):
                 return impl(*args)
             except FakeReturn as early:
                 return early.code
+            finally:
+                self._handle = None
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``lose``: ``GPU@START:END`` (seconds after the fake is installed): that GPU answers GpuIsLost
   from START, and again from END (``END`` may be left out: lost for good). Repeat with ``;``.
 - ``lost_retry_s``: how often the collector retries a lost GPU (default: the collector's own).
-- ``busy``: ``1`` gives every GPU a steady, non-zero load (default 1).
+- ``busy``: ``1`` gives every GPU a steady, non-zero load at its boost SM clock, with no
+  throttle reason (default 1); ``0`` leaves it idle (low clock, ``gpu_idle``).
 - ``init_error``: an NVML error name that ``nvmlInit`` returns (e.g. ``DriverNotLoaded``).
 - ``pci_order``: ``+``-separated NVML indices in PCI bus order, e.g. ``2+0+1``: NVML index 2 sits
   on the lowest bus, so NVML's numbering differs from CUDA's (which follows the bus for identical
@@ -31,6 +32,13 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``driver``: ``550``: a driver-550 system (versions 550.127.05 / CUDA 12.4) that does not know
   the PCIe byte-counter fields (InvalidArgument per field). ``gpm=noperm,driver=550`` is the
   case where neither GPM nor the counters give PCIe rates.
+
+- ``xid``: ``XID[*COUNT]@SECONDS[:GPU]``: Xid ``XID`` happens ``COUNT`` times (default 1) on GPU
+  ``GPU`` (default 0) that many seconds after the fake is installed, e.g. ``xid=79@2.0:1`` (GPU 1
+  falls off the bus at 2 s; add ``lose=1@2.5`` to lose it too) or ``xid=13*500@1:0`` (a flood).
+  Repeat with ``;``.
+- ``events_error``: ``NAME[@GPU]``: ``nvmlDeviceRegisterEvents`` answers the NVML error ``NAME``
+  (e.g. ``NotSupported``, ``NoPermission``) on every GPU, or on GPU ``GPU`` only: no Xid events there.
 
 - ``sick``: an NVML error name (e.g. ``Unknown``) that every per-sample metric call answers
   (:data:`METRIC_SYMBOLS`) while init, the GPU count and identity still work: a GPU whose every
@@ -80,6 +88,8 @@ class Scenario:
     gpm_no_permission: bool = False
     driver: str | None = None
     sick: str | None = None
+    xids: list[tuple[int, int, float, int]] = field(default_factory=list)  # (xid, count, seconds, GPU)
+    events_error: tuple[str, int | None] | None = None
 
 
 def _number(key: str, text: str, low: float, high: float) -> float:
@@ -151,6 +161,19 @@ def parse_scenario(text: str) -> Scenario:
             scenario.gpm_no_permission = True
         elif key == "sick":
             scenario.sick = value.strip()
+        elif key == "xid":
+            for spec in value.split(";"):
+                match = re.fullmatch(r"\s*(\d+)(?:\*(\d+))?@([0-9.]+)(?::(\d+))?\s*", spec)
+                if match is None:
+                    raise UsageError(f"{ENV_VAR}: xid={spec!r} is not XID[*COUNT]@SECONDS[:GPU]")
+                xid, count = int(match.group(1)), int(_number("xid count", match.group(2) or "1", 1, 1e6))
+                at_s = _number("xid time", match.group(3), 0, 1e9)
+                scenario.xids.append((xid, count, at_s, int(match.group(4) or 0)))
+        elif key == "events_error":
+            name, _, gpu = value.strip().partition("@")
+            if gpu and not gpu.isdigit():
+                raise UsageError(f"{ENV_VAR}: events_error={value!r} is not NAME[@GPU]")
+            scenario.events_error = (name, int(gpu) if gpu else None)
         elif key == "driver":
             if value.strip() != "550":
                 raise UsageError(f"{ENV_VAR}: driver={value!r}: only driver=550 is known")
@@ -160,6 +183,9 @@ def parse_scenario(text: str) -> Scenario:
     for index, _, _ in scenario.lose:
         if index >= len(scenario.gpus):
             raise UsageError(f"{ENV_VAR}: lose names GPU {index}, but there are {len(scenario.gpus)} GPUs")
+    for _, _, _, index in scenario.xids:
+        if index >= len(scenario.gpus):
+            raise UsageError(f"{ENV_VAR}: xid names GPU {index}, but there are {len(scenario.gpus)} GPUs")
     if scenario.pci_order is not None and sorted(scenario.pci_order) != list(range(len(scenario.gpus))):
         raise UsageError(f"{ENV_VAR}: pci_order must list each of the {len(scenario.gpus)} GPU indices once")
     return scenario
@@ -223,10 +249,13 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
     versions = _DRIVER_550 if scenario.driver == "550" else {}
     fake = FakeNvml.with_gpus(gpus, clock=clock, init_error=init_error, **versions)
     if scenario.busy:
-        for index in range(len(gpus)):
+        for index, gpu in enumerate(gpus):
             fake.set_load(
                 index,
                 gpu_util_percent=80.0,
+                # a busy GPU runs at its boost clock and is not held back as idle
+                sm_clock_mhz=float(gpu.max_sm_clock_mhz),
+                throttle_reasons=0,
                 memory_busy_percent=40.0,
                 sm_activity_percent=70.0,
                 tensor_activity_percent=50.0,
@@ -251,6 +280,17 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
         except ValueError as exc:
             raise UsageError(f"{ENV_VAR}: sick: {exc}") from None
     now = clock()
+    for xid, count, at_s, index in scenario.xids:
+        fake.inject_xid(index, xid, count=count, at_time_s=now + at_s)
+    if scenario.events_error is not None:
+        name, only = scenario.events_error
+        try:
+            code = error_code(name)
+        except ValueError:
+            raise UsageError(f"{ENV_VAR}: events_error {name!r} is not an NVML error name") from None
+        for index, gpu in enumerate(gpus):
+            if only is None or only == index:
+                gpu.errors["nvmlDeviceRegisterEvents"] = code
     for index, start_s, end_s in scenario.lose:
         fake.lose_gpu(index, at_time_s=now + start_s)
         if end_s is not None:

@@ -28,6 +28,7 @@ from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.tui import config
 from gpuscope.tui.history import WINDOWS_S, History, capacity_for, window_label
 from gpuscope.tui.poller import MAX_BACKOFF_S, Polled, Poller, PollFailed
+from gpuscope.tui.roofline_data import LoadedResults
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.screens.dashboard import PANEL_KEYS, PANELS, DashboardScreen
 from gpuscope.tui.screens.probes import ProbesScreen
@@ -91,8 +92,7 @@ class GpuscopeApp(App[None]):
         replay: ReplayCursor | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         theme: str | None = None,
-        probe_results: Sequence[Results] = (),
-        probe_written: Sequence[bytes | dict[str, Any] | None] = (),
+        probe_results: Sequence[tuple[Results, bytes | dict[str, Any] | None]] = (),
         theme_dirs: Sequence[Path] | None = None,
         settings_path: Path | None = None,
         history_size: int | None = None,
@@ -118,11 +118,8 @@ class GpuscopeApp(App[None]):
         )
         #: Thresholds crossed by the latest sample, worst first.
         self.alerts: list[Alert] = []
-        self.probe_results: list[Results] = list(probe_results)
-        #: Each result's document as written (a file's bytes, a run's in-progress document; None:
-        #: only the typed view), what a report embeds (gpuscope.tui.report_hook).
-        self.probe_written: list[bytes | dict[str, Any] | None] = [*probe_written, *[None] * len(self.probe_results)]
-        del self.probe_written[len(self.probe_results) :]
+        #: Probe results, typed and as written (what a report embeds: gpuscope.tui.report_hook).
+        self.probe_results: list[LoadedResults] = [LoadedResults(*loaded) for loaded in probe_results]
         #: Bumped whenever probe_results changes (screens rebuild their roofline model then).
         self.results_version = 0
         #: CpuInfo for the CPU datasheet roof (None: this machine's; tests pin it).
@@ -251,14 +248,13 @@ class GpuscopeApp(App[None]):
             self._poller.stop()  # the poller closes the source
 
     def set_results(self, index: int | None, document: Results, written: bytes | dict[str, Any] | None = None) -> int:
-        """Add (``index`` None) or replace probe results (typed, and as written: see
-        ``probe_written``); returns its index. Screens showing the roofline rebuild it."""
+        """Add (``index`` None) or replace probe results (typed, and as written); returns its
+        index. Screens showing the roofline rebuild it."""
         if index is None or not 0 <= index < len(self.probe_results):
-            self.probe_results.append(document)
-            self.probe_written.append(written)
+            self.probe_results.append(LoadedResults(document, written))
             index = len(self.probe_results) - 1
         else:
-            self.probe_results[index], self.probe_written[index] = document, written
+            self.probe_results[index] = LoadedResults(document, written)
         self.results_version += 1
         if self.latest_sample is not None:
             for screen in self._gpuscope_screens():

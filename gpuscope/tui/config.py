@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -63,6 +64,21 @@ class Settings(msgspec.Struct, kw_only=True):
     """Dashboard panels the user hid (``gpus``, ``cpu``, ``memory``, ``network``)."""
 
 
+def read_toml(path: Path, kind: str) -> dict[str, Any]:
+    """The parsed TOML of a ``kind`` file (bounded: never /dev/zero into memory). Raises
+    ``FileNotFoundError``, or ``ValueError`` with one line naming the file (and line)."""
+    try:
+        return parse_toml(read_bytes_bounded(path, kind).decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except TomlSyntaxError as exc:
+        raise ValueError(f"{f'{path}:{exc.line}' if exc.line else path}: not valid TOML ({exc.message})") from None
+
+
 def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     """Read the settings file. Returns the settings and a one-line problem (or None).
 
@@ -70,18 +86,11 @@ def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     message naming the file and the field, so the UI can show it."""
     path = path or config_path()
     try:
-        raw = read_bytes_bounded(path, "settings")  # bounded: never /dev/zero into memory
+        data = read_toml(path, "settings")
     except FileNotFoundError:
         return Settings(), None
-    except OSError as exc:
-        return Settings(), f"{path}: cannot read ({exc.strerror or exc}); using defaults"
-    try:
-        data = parse_toml(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return Settings(), f"{path}: not UTF-8 text (byte {exc.start}); using defaults"
-    except TomlSyntaxError as exc:
-        where = f"{path}:{exc.line}" if exc.line else str(path)
-        return Settings(), f"{where}: not valid TOML ({exc.message}); using defaults"
+    except ValueError as exc:
+        return Settings(), f"{exc}; using defaults"
     problem = None
     for _ in range(len(Settings.__struct_fields__) + 1):  # drop each bad key, keep the others
         try:

@@ -10,9 +10,9 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
 
 from gpuscope.schema.events import Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started, encode_event
+from gpuscope.schema.results import Measurement
 
 __all__ = ["main"]
 
@@ -40,18 +40,14 @@ def main(argv: list[str] | None = None) -> int:
         from gpuscope.probing import ProbeRunner, load_suite
 
         suite = load_suite(args.suite)
-        runner_box: dict[str, Any] = {}
 
         def on_progress(done: int, total: int, label: str) -> None:
             _say(Progress(done=done, total=total, name=label, phase="start" if done < total else "end"))
 
-        def on_measurement(record: dict[str, Any]) -> None:
-            snapshot = runner_box["runner"].snapshot()
-            _say(
-                MeasurementDone(
-                    measurement=record, ceilings=snapshot.get("ceilings", []), workloads=snapshot.get("workloads", [])
-                )
-            )
+        def on_measurement(measurement: Measurement) -> None:
+            snapshot = runner.snapshot()
+            so_far = {"ceilings": snapshot.ceilings, "workloads": snapshot.workloads} if snapshot is not None else {}
+            _say(MeasurementDone(measurement=measurement, **so_far))
 
         runner = ProbeRunner(
             suite,
@@ -60,11 +56,10 @@ def main(argv: list[str] | None = None) -> int:
             on_measurement=on_measurement,
             on_message=lambda message: _say(Log(line=message)),
         )
-        runner_box["runner"] = runner
         _say(Started(total=len(runner.steps), suite=suite.name, device=args.device))
         results = runner.run(cancel)
         write_json_atomic(args.output, results)
-        _say(Finished(output=args.output, partial=bool(results.get("partial"))))
+        _say(Finished(output=args.output, partial=bool(results.partial)))
         return 0
     except GpuscopeError as exc:
         _say(Failed(message=str(exc)))

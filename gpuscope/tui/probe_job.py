@@ -13,7 +13,6 @@ stops within about a second and still writes the measurements so far, marked par
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuscope.paths import child_env
 from gpuscope.schema.events import Exited, ProbeEvent, decode_event
 
 __all__ = ["ProbeEvent", "ProbeJob", "kill_all"]
@@ -40,36 +40,18 @@ class ProbeJob:
     """One suite on one device in a child process. ``events()`` blocks: call it from a worker
     thread. ``cancel()`` and ``kill()`` may be called from any thread."""
 
-    def __init__(self, suite: str | Path, device: str, output: str | Path, python: str | None = None) -> None:
+    def __init__(self, suite: str | Path, device: str, output: str | Path) -> None:
         self.suite = str(suite)
         self.device = device
         self.output = Path(output)
-        self.python = python or sys.executable
         self.process: subprocess.Popen[str] | None = None
-        self.cancelled = False
-        self._lock = threading.Lock()
-
-    def command(self) -> list[str]:
-        return [
-            self.python,
-            "-m",
-            "gpuscope.tui.probe_child",
-            "--suite",
-            self.suite,
-            "--device",
-            self.device,
-            "--output",
-            str(self.output),
-        ]
 
     def start(self) -> None:
         """Start the child (in its own process group, so a terminal Ctrl-C does not reach it)."""
-        env = dict(os.environ)
-        env["PYTHONUNBUFFERED"] = "1"
-        package_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = child_env(PYTHONUNBUFFERED="1")
+        arguments = ["--suite", self.suite, "--device", self.device, "--output", str(self.output)]
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-            self.command(),
+            [sys.executable, "-m", "gpuscope.tui.probe_child", *arguments],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -95,9 +77,7 @@ class ProbeJob:
 
     def cancel(self) -> None:
         """Ask the child to stop (SIGINT); it keeps what it measured. Escalates if it ignores it."""
-        with self._lock:
-            self.cancelled = True
-            process = self.process
+        process = self.process
         if process is None or process.poll() is not None:
             return
         try:

@@ -57,7 +57,7 @@ def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
     machine's devices (the report then shows the telemetry). A report of simulated data (demo,
     fake NVML) says so in its title."""
     if app.probe_results:
-        documents = [_as_written(typed, written) for typed, written in zip(app.probe_results, app.probe_written)]
+        documents = [_as_written(typed, written) for typed, written in app.probe_results]
         if app.simulated and documents:
             documents[0]["system"] = {**(documents[0].get("system") or {}), "simulated": system_of(app)["simulated"]}
         return documents
@@ -77,23 +77,18 @@ def _as_written(typed: Results, written: bytes | dict[str, Any] | None) -> dict[
     if isinstance(written, bytes):
         from gpuscope.schema.core import decode_tree
 
-        document: dict[str, Any] = decode_tree(written, "results")
-        return document
+        return dict(decode_tree(written, "results"))
     if written is not None:
         return dict(written)
     import msgspec
 
-    built: dict[str, Any] = msgspec.to_builtins(typed)
-    return built
+    return dict(msgspec.to_builtins(typed))
 
 
 def save_report(app: GpuscopeApp) -> None:
-    """Write an HTML report into :func:`config.screenshots_dir`, or say why not (notification)."""
-    try:
-        from gpuscope.report import write_report
-    except ImportError:
-        app.notify("Reports not available in this build (gpuscope.report is missing)", severity="warning")
-        return
+    """Write an HTML report into :func:`config.screenshots_dir`, or say why not (a notification)."""
+    from gpuscope.report import write_report
+
     folder = config.screenshots_dir()
     path = folder / f"gpuscope-report-{time.strftime('%Y%m%d-%H%M%S')}.html"
     documents = report_inputs(app)

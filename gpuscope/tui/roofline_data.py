@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -19,6 +19,7 @@ from gpuscope.telemetry.records import GpuSample, Sample
 from gpuscope.textsafe import safe_text
 
 __all__ = [
+    "LoadedResults",
     "live_document",
     "measurement_points",
     "build_screen_model",
@@ -29,6 +30,14 @@ __all__ = [
 
 #: How a live position is labelled everywhere it appears.
 LIVE_LABEL = "estimated from activity counters"
+
+
+class LoadedResults(NamedTuple):
+    """Probe results the app holds: the typed view, and the document as written (a file's bytes,
+    a run's in-progress document; None: only the typed view), what a report embeds."""
+
+    results: Results
+    written: bytes | dict[str, Any] | None = None
 
 
 def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> dict[str, Any] | None:
@@ -99,10 +108,7 @@ def measurement_points(document: Results) -> list[Workload]:
 
 
 def build_screen_model(
-    results: Sequence[Results],
-    sample: Sample | None,
-    include_measurements: bool = True,
-    local_cpu: Any = None,
+    results: Sequence[Results], sample: Sample | None, include_measurements: bool = True, local_cpu: Any = None
 ) -> Any:
     """The :class:`gpuscope.roofline.model.RooflineModel` of ``results`` (probe results) plus this
     machine's devices; probe measurements become points. ``local_cpu`` (a CpuInfo) gives the
@@ -162,12 +168,9 @@ def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[
     estimated saying why."""
     if sample is None or not sample.gpus:
         return [], []
-    try:
-        from gpuscope.roofline.live import cuda_device_name, estimate_live_position
-    except ImportError:
-        return [], ["live positions need gpuscope.roofline.live"]
     from dataclasses import replace
 
+    from gpuscope.roofline.live import cuda_device_name, estimate_live_position
     from gpuscope.roofline.model import place_point
     from gpuscope.telemetry.values import Unavailable
 

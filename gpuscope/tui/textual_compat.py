@@ -9,8 +9,8 @@ re-application on resume when nothing the styles depend on changed. It needs:
 - ``App._css_update_count`` and ``App._PSEUDO_CLASSES``: what a suspended screen's styles depend on;
 - ``App.delay_update(delay)``: the method the switch overrides to skip the mask.
 
-Also here: the row-cropped compositor (``Compositor`` internals) and :func:`set_border_title`
-(``Widget._border_title``).
+Also here: the row-cropped compositor (``Compositor`` internals), :func:`set_border_title`
+(``Widget._border_title``) and :class:`LightStrip` (``Strip``'s cache slots).
 
 When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back to plain
 ``switch_mode`` (correct, about 50 ms slower per switch).
@@ -18,11 +18,15 @@ When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from rich.segment import Segment
 from textual.app import App
+from textual.cache import FIFOCache
+from textual.strip import Strip
 
-__all__ = ["FAST_SWITCH", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
+__all__ = ["FAST_SWITCH", "LightStrip", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
 
 
 def _has_internals() -> bool:
@@ -192,6 +196,20 @@ def row_cropped_compositor() -> Any:
                         if line.get(cut) is None:
                             line[cut] = piece
 
+        def _visible_boxes(self) -> list[tuple[Any, Region, Region, int, int, int, int]]:
+            """(widget, region, clip, x1, y1, x2, y2 of the part that shows) front to back, made
+            once per arrangement (``visible_widgets`` is a new dict after each)."""
+            visible = self.visible_widgets
+            boxes = getattr(self, "_gpuscope_boxes", None)
+            if boxes is None or boxes[0] is not visible:
+                shown = []
+                for widget, (region, clip) in visible.items():
+                    x, y, width, height = region.intersection(clip)
+                    if width and height:
+                        shown.append((widget, region, clip, x, y, x + width, y + height))
+                boxes = self._gpuscope_boxes = (visible, shown)
+            return boxes[1]
+
         def _get_renders(self, crop: Region | None = None, dirty: list[tuple[int, int, int, int]] | None = None) -> Any:
             """Front to back, the widgets that show part of the updated areas ``dirty`` (x1, y1,
             x2, y2; default: all of ``crop``) inside ``crop``. A widget in front that covers an
@@ -203,19 +221,14 @@ def row_cropped_compositor() -> Any:
             top, bottom, left, right = crop.y, crop.bottom, crop.x, crop.right
             pending = [(left, top, right, bottom)] if dirty is None else list(dirty)
             painted: list[tuple[int, int, int, int]] = []  # (x1, y1, x2, y2) of what shows already
-            for widget, (region, clip) in self.visible_widgets.items():
+            for widget, region, clip, x, shown_y1, x2, shown_y2 in self._visible_boxes():
                 if not pending:
                     return
-                clip_top, clip_bottom = max(clip.y, top), min(clip.bottom, bottom)
-                if clip_bottom <= clip_top:
+                y, y2 = max(shown_y1, top), min(shown_y2, bottom)
+                if y2 <= y or x2 <= left or x >= right:
                     continue
-                rows_clip = Region(clip.x, clip_top, clip.width, clip_bottom - clip_top)
-                x, y, width, height = region.intersection(rows_clip)
-                if not (width and height):
-                    continue
-                x2, y2 = x + width, y + height
                 shown = (max(x, left), y, min(x2, right), y2)
-                if shown[2] <= shown[0] or _covered(shown, painted):
+                if _covered(shown, painted):
                     continue
                 painted.append((x, y, x2, y2))
                 if not any(dx1 < x2 and dx2 > x and dy1 < y2 and dy2 > y for dx1, dy1, dx2, dy2 in pending):
@@ -223,7 +236,9 @@ def row_cropped_compositor() -> Any:
                 pending = [
                     box for box in pending if not (box[0] >= x and box[1] >= y and box[2] <= x2 and box[3] <= y2)
                 ]
-                yield (region, rows_clip, widget.render_lines(Region(x - region.x, y - region.y, width, height)))
+                clip_top = max(clip.y, top)
+                rows_clip = Region(clip.x, clip_top, clip.width, min(clip.bottom, bottom) - clip_top)
+                yield (region, rows_clip, widget.render_lines(Region(x - region.x, y - region.y, x2 - x, y2 - y)))
 
     return RowCroppedCompositor()
 
@@ -344,3 +359,63 @@ def quiet_driver_class(default: type[Any]) -> type[Any]:
                     pass
 
     return QuietLinuxDriver
+
+
+#: Textual's ``Strip`` cache slots and their sizes (``Strip.__init__`` makes all seven, each a
+#: FIFOCache with a dict, for every strip).
+_STRIP_CACHES = {
+    "_divide_cache": 4,
+    "_crop_cache": 16,
+    "_style_cache": 16,
+    "_filter_cache": 4,
+    "_line_length_cache": 4,
+    "_crop_extend_cache": 4,
+    "_offsets_cache": 4,
+}
+_STRIP_OTHERS = {"_segments", "_cell_length", "_render_cache", "_link_ids", "_cell_count"}
+#: True when ``Strip``'s slots are these (else :class:`LightStrip` is a plain ``Strip``).
+LIGHT_STRIP = set(getattr(Strip, "__slots__", ())) == set(_STRIP_CACHES) | _STRIP_OTHERS and all(
+    type(Strip.__dict__.get(name)).__name__ == "member_descriptor" for name in _STRIP_CACHES
+)
+
+
+def _lazy_cache(name: str, size: int) -> property:
+    """A property over ``Strip``'s slot ``name`` that makes its FIFOCache on first use."""
+    slot: Any = Strip.__dict__[name]
+
+    def get(strip: Strip) -> FIFOCache[Any, Any]:
+        try:
+            cache: FIFOCache[Any, Any] = slot.__get__(strip, Strip)
+        except AttributeError:
+            cache = FIFOCache(size)
+            slot.__set__(strip, cache)
+        return cache
+
+    def put(strip: Strip, cache: FIFOCache[Any, Any]) -> None:
+        slot.__set__(strip, cache)
+
+    return property(get, put)
+
+
+class LightStrip(Strip):
+    """A ``Strip`` whose seven caches are made when first used. Textual's ``Strip.__init__``
+    makes them all for every strip (most of the cost of a new line: the dashboard makes about
+    40 a sample, and the compositor uses one or two caches of each); the strip is the same
+    otherwise."""
+
+    __slots__ = ()
+
+    def __init__(self, segments: Iterable[Segment], cell_length: int | None = None) -> None:
+        if not LIGHT_STRIP:
+            super().__init__(segments, cell_length)
+            return
+        self._segments = list(segments)
+        self._cell_length = cell_length
+        self._render_cache = None
+        self._link_ids = None
+        self._cell_count = None
+
+
+if LIGHT_STRIP:
+    for _name, _size in _STRIP_CACHES.items():
+        setattr(LightStrip, _name, _lazy_cache(_name, _size))

@@ -13,10 +13,8 @@ A theme file (``themes/*.toml`` shipped with gpuscope, or ``<config dir>/themes/
 
     [chart]                         # all optional; missing keys come from the default palette
     series = ["#...", "#..."]       # history charts, one colour per GPU (cycled)
-    gpu_roofs = ["#...", ...]       # measured GPU roofs on the roofline (cycled)
-    cpu_roofs = ["#...", ...]       # measured CPU roofs
-    gpu_datasheet = "#..."          # datasheet GPU roofs (dimmer)
-    cpu_datasheet = "#..."
+    gpu_roofs = ["#...", ...]       # roofline: one colour per GPU, for its roofs and points (cycled)
+    cpu_roofs = ["#...", ...]       # roofline: the first CPU, then the others (cycled)
     point = "#..."                  # workload / probe points
     highlight = "#..."              # the point selected in the table
     live = "#..."                   # live positions estimated from activity counters
@@ -31,6 +29,7 @@ the field; the app shows it and falls back to the default theme.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,10 +39,9 @@ from textual.color import Color, ColorParseError
 from textual.css.stylesheet import Stylesheet
 from textual.theme import Theme
 
-from gpuscope.fileio import read_bytes_bounded
 from gpuscope.schema.core import problem_of
 from gpuscope.schema.themes import PALETTE_LISTS, THEME_COLOURS, ChartTable, ThemeFileSpec
-from gpuscope.tomlfile import TomlSyntaxError, parse_toml
+from gpuscope.tui.config import read_toml
 
 if TYPE_CHECKING:
     from gpuscope.roofline.paint_text import ChartPalette as RooflinePalette
@@ -61,8 +59,6 @@ __all__ = [
 #: The theme used when none is chosen, or when the chosen one is broken or missing.
 DEFAULT_THEME = "gpuscope-dark"
 
-_MAX_THEME_BYTES = 256 * 1024
-
 
 class ThemeError(Exception):
     """A theme file is unreadable or invalid; the message is one line naming file and field."""
@@ -73,10 +69,8 @@ class ChartPalette:
     """Chart colours as ``#rrggbb`` strings (tuples cycle: one colour per device or roof)."""
 
     series: tuple[str, ...] = ("#4ea1ff", "#ffb000", "#5ad17a", "#ff7eb6", "#b48cff", "#3fd0c9")
-    gpu_roofs: tuple[str, ...] = ("#5ad17a", "#3fd0c9", "#4ea1ff", "#b48cff")
-    cpu_roofs: tuple[str, ...] = ("#ffb000", "#ff8c42", "#ffd400")
-    gpu_datasheet: str = "#4f7a5a"
-    cpu_datasheet: str = "#8a7350"
+    gpu_roofs: tuple[str, ...] = ()  # empty: the roofline's colour-blind-safe device colours
+    cpu_roofs: tuple[str, ...] = ()
     point: str = "#f0f0f0"
     highlight: str = "#ff4fd8"
     live: str = "#b0b0b0"
@@ -85,10 +79,6 @@ class ChartPalette:
     bar_low: str = "#5ad17a"
     bar_mid: str = "#ffb000"
     bar_high: str = "#ff5f5f"
-
-    def rgb(self, name: str) -> tuple[int, int, int]:
-        """The colour ``name`` (a single-colour field) as an (r, g, b) tuple."""
-        return _rgb(getattr(self, name))
 
     def bar_colour(self, percent: float) -> str:
         """The bar colour for a 0-100 level."""
@@ -105,8 +95,6 @@ class ChartPalette:
         return DEFAULT_PALETTE.with_colors(
             gpu_roofs=tuple(_rgb(c) for c in self.gpu_roofs),
             cpu_roofs=tuple(_rgb(c) for c in self.cpu_roofs),
-            gpu_datasheet=_rgb(self.gpu_datasheet),
-            cpu_datasheet=_rgb(self.cpu_datasheet),
             points=_rgb(self.point),
             highlight=_rgb(self.highlight),
             estimated=_rgb(self.live),
@@ -188,23 +176,12 @@ def parse_theme(data: dict[str, Any], source: str) -> ThemeFile:
 def load_theme_file(path: Path) -> ThemeFile:
     """Read and validate one theme file. Raises :class:`ThemeError`."""
     try:
-        size = path.stat().st_size
-        if size > _MAX_THEME_BYTES:
-            raise ThemeError(f"{path}: {size} bytes is too large for a theme file")
-        raw = read_bytes_bounded(path, "theme")  # bounded: never /dev/zero into memory
+        data = read_toml(path, "theme")
     except FileNotFoundError:
         raise ThemeError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ThemeError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        data = parse_toml(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ThemeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    except TomlSyntaxError as exc:
-        where = f"{path}:{exc.line}" if exc.line else str(path)
-        raise ThemeError(f"{where}: not valid TOML ({exc.message})") from None
-    loaded = parse_theme(data, str(path))
-    return ThemeFile(theme=loaded.theme, palette=loaded.palette, source=path)
+    except ValueError as exc:
+        raise ThemeError(str(exc)) from None
+    return dataclasses.replace(parse_theme(data, str(path)), source=path)
 
 
 def discover_themes(folders: list[Path]) -> tuple[dict[str, ThemeFile], list[str]]:
@@ -230,20 +207,18 @@ def discover_themes(folders: list[Path]) -> tuple[dict[str, ThemeFile], list[str
 
 def fallback_theme() -> ThemeFile:
     """The built-in default, used when even the shipped theme files cannot be read."""
-    return ThemeFile(
-        theme=Theme(
-            name=DEFAULT_THEME,
-            primary="#4ea1ff",
-            secondary="#2d6cb5",
-            accent="#ffb000",
-            warning="#ffb000",
-            error="#ff5555",
-            success="#5ad17a",
-            foreground="#e6e6e6",
-            background="#15171c",
-            surface="#1d2027",
-            panel="#252a33",
-            dark=True,
-        ),
-        palette=ChartPalette(),
+    theme = Theme(
+        name=DEFAULT_THEME,
+        primary="#4ea1ff",
+        secondary="#2d6cb5",
+        accent="#ffb000",
+        warning="#ffb000",
+        error="#ff5555",
+        success="#5ad17a",
+        foreground="#e6e6e6",
+        background="#15171c",
+        surface="#1d2027",
+        panel="#252a33",
+        dark=True,
     )
+    return ThemeFile(theme=theme, palette=ChartPalette())

@@ -5,6 +5,7 @@
 - :mod:`.fields`       the one batched field-values call per GPU and its counter rates
 - :mod:`.gpm`          GPM metrics (Hopper+) between consecutive GPM samples
 - :mod:`.processes`    processes, their GPU memory, SM % and name/user
+- :mod:`.events`       Xid errors through one NVML event set, drained once per sample
 - :mod:`.readings`     per-sample calls and how readings become GpuSample fields
 - :mod:`.collector`    :class:`NvmlCollector` and :class:`GpuSide`
 - :mod:`.capabilities` what is readable and why not (``gpuscope doctor``, the TUI)

@@ -8,6 +8,7 @@ GPU does not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it
 is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
 ``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
 When NVML cannot be opened at all, ``sample`` tries again every ``OPEN_RETRY_INTERVAL_S``.
+Xid errors: one ``nvmlEventSetWait_v2`` per sample for all GPUs together (:mod:`.events`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from gpuscope.telemetry.nvml import session
 from gpuscope.telemetry.nvml.device import (
@@ -25,6 +26,7 @@ from gpuscope.telemetry.nvml.device import (
     read_device_info,
     read_mig_devices,
 )
+from gpuscope.telemetry.nvml.events import XidReader
 from gpuscope.telemetry.nvml.fields import FieldSet
 from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS, GpmReader
 from gpuscope.telemetry.nvml.processes import ProcessReader
@@ -89,7 +91,8 @@ class _Gpu:
         self.next_retry_s = 0.0
         self.calls: MetricCalls | None = None
         self.fields: FieldSet | None = None
-        self.link_keys: list[tuple[int, str, str]] = []  # (link, tx key, rx key) of each NVLink link
+        self.links: list[int] = []  # the active NVLink links
+        self.link_value_keys: list[str] = []  # their tx and rx keys in GPM and field readings, in turn
         self.gpm: GpmReader | None = None
         self.gpm_status: Unavailable | None = Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
         self.gi_gpm: dict[int, GpmReader] = {}
@@ -171,6 +174,7 @@ class NvmlCollector:
         self._opened_at = 0.0
         self._versions: tuple[Metric[str], Metric[str], Metric[str]] = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
         self._gpus: list[_Gpu] = []
+        self._xids = XidReader(clock)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -205,6 +209,7 @@ class NvmlCollector:
         if count == 0:
             return Unavailable(Reason.NOT_APPLICABLE, "NVML works but reports no NVIDIA GPU")
         self._gpus = [self._open_gpu(index) for index in range(int(count))]
+        self._xids.open(self._gpus)
         return None
 
     def _open_gpu(self, index: int, reopen_delay_s: float | None = None) -> _Gpu:
@@ -224,7 +229,8 @@ class NvmlCollector:
             if info.mig_mode is True:
                 gpu.migs = [_Mig(mig) for mig in read_mig_devices(handle, problems)]
             gpu.fields = FieldSet(handle, info.nvlink_links)
-            gpu.link_keys = link_keys(info.nvlink_links)
+            gpu.links = list(info.nvlink_links)
+            gpu.link_value_keys = [key for _, tx, rx in link_keys(info.nvlink_links) for key in (tx, rx)]
             gpu.fields.read()  # the first read: drops unsupported fields, starts the counters
             if self._gpm_enabled:
                 gpu.gpm = GpmReader(handle, self._clock, links=info.nvlink_links)
@@ -265,6 +271,7 @@ class NvmlCollector:
                     gpu.close()
                 except Exception:  # noqa: BLE001
                     pass
+            self._xids.close()
             self._gpus = []
             if self._initialized:
                 session.shutdown()
@@ -304,6 +311,7 @@ class NvmlCollector:
                     parts = []
                 gpus.append(full)
                 migs.extend(parts)
+            self._xids.fill(gpus, self._gpus)
             return GpuSide(gpus + migs, driver, nvml, cuda)
 
     def _retry(self, gpu: _Gpu, now: float) -> _Gpu:
@@ -408,21 +416,24 @@ class NvmlCollector:
         if info.nvlink_links:
             sample.nvlink_tx_bytes_per_s = prefer(metric("nvlink_tx_bytes_per_s"), fields["nvlink_tx_bytes_per_s"])
             sample.nvlink_rx_bytes_per_s = prefer(metric("nvlink_rx_bytes_per_s"), fields["nvlink_rx_bytes_per_s"])
-            # prefer(metric(key), fields[key]) for 36 links per GPU, without building GPM's
-            # "has no ..." reason where the field value wins anyway
+            # prefer(metric(key), fields[key]) for 36 links per GPU: GPM's number where it has
+            # one (the usual case, decided in one pass), else the rules of prefer()
             per_link = {} if isinstance(gpm, Unavailable) else gpm
+            found = [per_link.get(key) for key in gpu.link_value_keys]
+            values = cast("list[Metric[float]]", found)
+            if not all(type(value) is float for value in found):
 
-            def link_value(key: str) -> Metric[float]:
-                value = per_link.get(key)
-                if value is not None and not isinstance(value, Unavailable):
-                    return value
-                field = fields[key]
-                if value is None and not isinstance(field, Unavailable):
-                    return field
-                return prefer(metric(key), field)
+                def link_value(key: str, value: Metric[float] | None) -> Metric[float]:
+                    if value is not None and not isinstance(value, Unavailable):
+                        return value
+                    field = fields[key]
+                    if value is None and not isinstance(field, Unavailable):
+                        return field
+                    return prefer(metric(key), field)
 
+                values = [link_value(key, value) for key, value in zip(gpu.link_value_keys, found)]
             sample.nvlink_links = [
-                NvLinkLinkSample(link, link_value(tx_key), link_value(rx_key)) for link, tx_key, rx_key in gpu.link_keys
+                NvLinkLinkSample(link, tx, rx) for link, tx, rx in zip(gpu.links, values[::2], values[1::2])
             ]
         else:
             sample.nvlink_tx_bytes_per_s = sample.nvlink_rx_bytes_per_s = info.nvlink_version

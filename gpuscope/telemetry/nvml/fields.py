@@ -58,6 +58,7 @@ class _Field:
     scope: int
     scale: float  # value unit in SI units (KiB -> 1024 bytes, mJ -> 0.001 J)
     counter: bool  # a cumulative counter: the result is its rate per second
+    pcie: bool = False  # a PCIe byte counter, which may be 32 bits wide
 
 
 def _fid(name: str, default: int) -> int:
@@ -71,8 +72,8 @@ def _fields(links: list[int]) -> list[_Field]:
         _Field("temperature_memory_c", _fid("NVML_FI_DEV_MEMORY_TEMP", 82), 0, 1.0, False),
         _Field("ecc_corrected_errors", _fid("NVML_FI_DEV_ECC_SBE_VOL_TOTAL", 3), 0, 1.0, False),
         _Field("ecc_uncorrected_errors", _fid("NVML_FI_DEV_ECC_DBE_VOL_TOTAL", 4), 0, 1.0, False),
-        _Field("pcie_tx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197), 0, 1.0, True),
-        _Field("pcie_rx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198), 0, 1.0, True),
+        _Field("pcie_tx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197), 0, 1.0, True, True),
+        _Field("pcie_rx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198), 0, 1.0, True, True),
     ]
     if links:
         fields.append(_Field("nvlink_tx_bytes_per_s", tx, SCOPE_ALL_LINKS, 1024.0, True))
@@ -193,35 +194,39 @@ class FieldSet:
             self.opened = True
             return result
         raw: dict[str, float | int] | None = {} if self.scope_honoured is None else None
-        keep: list[_Field] = []
-        rate = self._rate
-        for slot, (field, row) in enumerate(zip(self._fields, _rows(values, view))):
+        keep: list[_Field] = []  # the fields still asked for (unsupported ones drop at open)
+        opened = self.opened
+        previous_of, last_rate = self._previous, self._last_rate
+        for slot, (field, (_, _, stamp_us, _, kind, code, number)) in enumerate(zip(self._fields, _rows(values, view))):
             key = field.key
-            stamp_us, kind, code = row[2], row[4], row[5]
-            number: float | int = row[6]
+            if not opened:
+                keep.append(field)
             if code != _SUCCESS:
                 value = self._raw(field, view[slot])
                 assert isinstance(value, Unavailable)
                 result[key] = value
-                if not self.opened and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
+                if not opened and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
                     self._dropped[key] = value
-                    continue
-                keep.append(field)
+                    keep.pop()
                 continue
-            keep.append(field)
-            if kind != _ULL:
-                number = _value(view[slot])
+            reading: float | int = number if kind == _ULL else _value(view[slot])
             if raw is not None:
-                raw[key] = number
-            if field.counter:
-                uint = kind == _UINT
-                if key in _PCIE_KEYS:
-                    result[key] = self._pcie_rate(field, int(number), stamp_us, uint)
+                raw[key] = reading
+            if field.pcie:
+                result[key] = self._pcie_rate(field, int(reading), stamp_us, kind == _UINT)
+            elif field.counter:
+                previous = previous_of.get(key)
+                if kind == _ULL and previous is not None and stamp_us > previous[1] and reading >= previous[0]:
+                    # the usual case, as _rate computes it: a 64-bit counter that moved on
+                    previous_of[key] = (reading, stamp_us)
+                    result[key] = last_rate[key] = (
+                        (reading - previous[0]) * field.scale / ((stamp_us - previous[1]) / 1e6)
+                    )
                 else:
-                    result[key] = rate(field, number, stamp_us, _WRAP_32 if uint else None)
+                    result[key] = self._rate(field, reading, stamp_us, _WRAP_32 if kind == _UINT else None)
             else:
-                result[key] = number * field.scale
-        if len(keep) != len(self._fields):
+                result[key] = reading * field.scale
+        if not opened and len(keep) != len(self._fields):
             self._fields, self._request = keep, None
         self.opened = True
         if raw is not None:

@@ -10,6 +10,7 @@ code; a NoPermission names the RmProfilingAdminOnly fix.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ from gpuscope.telemetry.nvml.session import (
     pynvml,
     unavailable_from_error,
 )
-from gpuscope.telemetry.nvml.structs import gpm_metrics_view
+from gpuscope.telemetry.nvml.structs import gpm_metric_columns
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["GPM_MIN_INTERVAL_S", "GPM_SAMPLE_INTERVAL_S", "ACTIVITY_METRICS", "GpmReader", "link_metric_ids", "MIB"]
@@ -90,9 +91,9 @@ class GpmReader:
         self._previous_at: float | None = None  # clock time of the kept sample
         self._last: dict[str, Metric[float]] | Unavailable = Unavailable(Reason.WARMING_UP, "GPM needs two samples")
         self._request: Any = None
-        self._view: Any = None
-        # (key, scale): GPM gives PCIe and NVLink in MiB/s, the rest in percent
-        self._keys = [(key, MIB if key.startswith(("pcie_", "nvlink_")) else 1.0) for key in self.metrics.values()]
+        self._names = list(self.metrics.values())
+        # GPM gives PCIe and NVLink in MiB/s, the rest in percent
+        self._scales = [MIB if key.startswith(("pcie_", "nvlink_")) else 1.0 for key in self._names]
 
     def open(self) -> Unavailable | None:
         """Check support, allocate two samples and take the first. Returns why GPM is
@@ -117,7 +118,6 @@ class GpmReader:
         for slot, metric_id in enumerate(self.metrics):
             request.metrics[slot].metricId = metric_id
         self._request = request
-        self._view = gpm_metrics_view(request, len(self.metrics))
         taken = self._take(self._samples[0])
         if isinstance(taken, Unavailable):
             self._last = taken
@@ -171,16 +171,20 @@ class GpmReader:
         if isinstance(got, Unavailable):
             self._last = got
             return got
-        result: dict[str, Metric[float]] = {}
-        for (key, scale), metric in zip(self._keys, self._view):
-            code = metric.nvmlReturn
-            if code == 0:  # NVML_SUCCESS
-                result[key] = float(metric.value) * scale
-            elif code == pynvml.NVML_ERROR_GPU_IS_LOST:
-                raise GpuLostError("nvmlGpmMetricsGet")
-            else:
-                what = f"{key.partition(':')[0]} (GPM metric {int(metric.metricId)})"
-                result[key] = unavailable_from_error(pynvml.NVMLError(code), what, profiling=True)
+        ids, codes, values = gpm_metric_columns(request, len(self._names))
+        result: dict[str, Metric[float]]
+        if not any(codes):  # every metric answered (the usual case): no Python-level loop
+            result = dict(zip(self._names, map(operator.mul, values, self._scales)))
+        else:
+            result = {}
+            for key, scale, metric_id, code, value in zip(self._names, self._scales, ids, codes, values):
+                if code == 0:  # NVML_SUCCESS
+                    result[key] = value * scale
+                elif code == pynvml.NVML_ERROR_GPU_IS_LOST:
+                    raise GpuLostError("nvmlGpmMetricsGet")
+                else:
+                    what = f"{key.partition(':')[0]} (GPM metric {metric_id})"
+                    result[key] = unavailable_from_error(pynvml.NVMLError(code), what, profiling=True)
         self._last = result
         return result
 

@@ -10,11 +10,14 @@ a pynvml release changed the layout.
 from __future__ import annotations
 
 import ctypes
+import functools
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 from gpuscope.telemetry.nvml.session import pynvml
 
-__all__ = ["FieldValueView", "GpmMetricView", "field_values_view", "gpm_metrics_view"]
+__all__ = ["FieldValueView", "GpmMetricView", "field_values_view", "gpm_metrics_view", "gpm_metric_columns"]
 
 
 class _ValueView(ctypes.Union):
@@ -73,3 +76,26 @@ def gpm_metrics_view(request: Any, count: int) -> Any:
     if not _METRICS_OK:
         return request.metrics
     return (GpmMetricView * count).from_buffer(request, type(request).metrics.offset)
+
+
+_METRIC_ROW = "IId24x"  # one nvmlGpmMetric_t: metricId, nvmlReturn, value (the name pointers skipped)
+_METRIC_ROWS_OK = _METRICS_OK and struct.calcsize("=" + _METRIC_ROW) == ctypes.sizeof(GpmMetricView)
+
+
+@functools.lru_cache(maxsize=16)
+def _metric_rows(count: int) -> struct.Struct:
+    return struct.Struct("=" + _METRIC_ROW * count)
+
+
+def gpm_metric_columns(request: Any, count: int) -> tuple[Sequence[int], Sequence[int], Sequence[float]]:
+    """(metric ids, return codes, values) of the first ``count`` metrics of a
+    c_nvmlGpmMetricsGet_t: one C-speed unpack, or member by member where pynvml's layout differs."""
+    if _METRIC_ROWS_OK:
+        flat = _metric_rows(count).unpack_from(request, type(request).metrics.offset)
+        return flat[0::3], flat[1::3], flat[2::3]
+    metrics = gpm_metrics_view(request, count)
+    return (
+        [int(m.metricId) for m in metrics],
+        [int(m.nvmlReturn) for m in metrics],
+        [float(m.value) for m in metrics],
+    )

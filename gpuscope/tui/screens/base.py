@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from textual import events
 from textual.app import ComposeResult
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -85,9 +86,13 @@ class GpuscopeScreen(Screen[None]):
     def receive_sample(self, sample: Sample) -> None:
         """Called by the app for each new sample while this screen is on the stack."""
         app = self.gpuscope
+        try:
+            top, alerts = query_cached(self, "TopBar", TopBar), query_cached(self, "AlertLine", AlertLine)
+        except NoMatches:  # not composed yet (a sample can arrive first): shown when it resumes
+            return
         self._shown_sample = sample
-        query_cached(self, "TopBar", TopBar).set_status(sample.host.hostname, app.source_label, sample.timestamp)
-        query_cached(self, "AlertLine", AlertLine).set_alerts(app.alerts)
+        top.set_status(sample.host.hostname, app.source_label, sample.timestamp)
+        alerts.set_alerts(app.alerts)
         self.show_sample(sample)
 
     def show_sample(self, sample: Sample) -> None:

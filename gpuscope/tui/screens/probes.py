@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 
 from gpuscope.probing.session import MeasurementRow, ProbeSession
 from gpuscope.schema.events import Exited, Failed, Finished, MeasurementDone, ProbeEvent, Progress, Started
+from gpuscope.schema.results import Measurement
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.format import NA, fmt_rate
 from gpuscope.tui.history import gpu_key
@@ -54,14 +55,6 @@ def discover_suites(extra: list[Path] | None = None) -> list[Path]:
     return found
 
 
-def table_rows(screen: ProbesScreen) -> int:
-    return screen.query_one("#probe-table", DataTable).row_count
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _cuda_device_names(sample: Sample) -> list[str]:
     """``cuda:N`` of every GPU in ``sample`` that CUDA sees, numbered by the one NVML <-> CUDA
     mapping (``CUDA_VISIBLE_DEVICES``, then PCI order; never NVML's index), in CUDA order."""
@@ -84,7 +77,9 @@ def _gpu_of(sample: Sample | None, device: str) -> Any:
 
 
 def _during_text(dram: Any, clock: Any, power: Any) -> tuple[str, str, str]:
-    number = _number
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
     return (
         fmt_rate(dram) if number(dram) else NA,
         f"{clock:.0f} MHz" if number(clock) else NA,
@@ -92,16 +87,14 @@ def _during_text(dram: Any, clock: Any, power: Any) -> tuple[str, str, str]:
     )
 
 
-def _fmt_result(measurement: dict[str, Any]) -> str:
+def _fmt_result(measurement: Measurement) -> str:
     from gpuscope.tui.format import fmt_flops
 
     parts = []
-    flop_per_s = measurement.get("flop_per_s")
-    bytes_per_s = measurement.get("bytes_per_s")
-    if isinstance(flop_per_s, (int, float)) and flop_per_s > 0:
-        parts.append(fmt_flops(flop_per_s))
-    if isinstance(bytes_per_s, (int, float)) and bytes_per_s > 0:
-        parts.append(fmt_rate(bytes_per_s))
+    if measurement.flop_per_s:
+        parts.append(fmt_flops(measurement.flop_per_s))
+    if measurement.bytes_per_s:
+        parts.append(fmt_rate(measurement.bytes_per_s))
     return " · ".join(parts) or "-"
 
 
@@ -155,18 +148,21 @@ _MESSAGES: dict[type, type[ProbeEventMessage]] = {
 class ProbesScreen(GpuscopeScreen):
     MODE = "probes"
     DEFAULT_HINT = "enter on Run starts · escape cancels a run · points appear on the roofline (2) as they land"
-    BINDINGS = [
-        Binding("ctrl+r", "run", "Run"),
-        Binding("escape", "cancel", "Cancel"),
-    ]
+    BINDINGS = [Binding("ctrl+r", "run", "Run"), Binding("escape", "cancel", "Cancel")]
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="probe-controls"):
             with Horizontal(id="probe-pickers"):
                 yield Label("Suite", classes="probe-label")
-                suites = [(path.stem, str(path)) for path in discover_suites(list(self.gpuscope.extra_suites))]
+                suites = discover_suites(list(self.gpuscope.extra_suites))
+                # the first extra suite given, else the shipped "quick", else the first found
+                preferred = self.gpuscope.extra_suites[:1] or [p for p in suites if p.stem == "quick"] or suites[:1]
                 yield Select(
-                    suites, id="probe-suite", allow_blank=True, prompt="pick a suite" if suites else "no suites found"
+                    [(path.stem, str(path)) for path in suites],
+                    id="probe-suite",
+                    allow_blank=True,
+                    prompt="pick a suite" if suites else "no suites found",
+                    value=str(preferred[0]) if preferred else Select.BLANK,
                 )
                 yield Label("Device", classes="probe-label")
                 yield Select([("cpu", "cpu")], id="probe-device", value="cpu", allow_blank=False)
@@ -185,22 +181,10 @@ class ProbesScreen(GpuscopeScreen):
         self._run_index: int | None = None
         self._devices: tuple[str, ...] = ("cpu",)
         self._pending: list[tuple[str, MeasurementRow]] = []
-        self._load_suites()
         if self.gpuscope.replay is not None:  # a replay shows a recording: nothing runs live
-            self.query_one("#probe-run", Button).disabled = True
-            self.query_one("#probe-suite", Select).disabled = True
-            self.query_one("#probe-device", Select).disabled = True
+            for control in ("#probe-run", "#probe-suite", "#probe-device"):
+                self.query_one(control).disabled = True
             self._status("Replaying a log: probes run only on live hardware (start gpuscope without replay to probe).")
-
-    def _load_suites(self) -> None:
-        suites = discover_suites(list(self.gpuscope.extra_suites))
-        select = self.query_one("#probe-suite", Select)
-        select.set_options([(path.stem, str(path)) for path in suites])
-        if suites:
-            preferred = next((p for p in suites if p.stem == "quick"), suites[0])
-            if self.gpuscope.extra_suites:
-                preferred = self.gpuscope.extra_suites[0]
-            select.value = str(preferred)
 
     # --- telemetry ---------------------------------------------------------------------------
 
@@ -235,14 +219,8 @@ class ProbesScreen(GpuscopeScreen):
         gpu = _gpu_of(sample, device)
         if gpu is None:
             return f"Now on {device}: not in the latest sample"
-        dram = gpu.dram_bandwidth_bytes_per_s
-        clock = gpu.sm_clock_mhz
-        power = gpu.power_w
-        return (
-            f"Now on {device}: DRAM {NA if not isinstance(dram, (int, float)) else fmt_rate(dram)} · "
-            f"SM clock {NA if not isinstance(clock, (int, float)) else f'{clock:.0f} MHz'} · "
-            f"power {NA if not isinstance(power, (int, float)) else f'{power:.0f} W'}"
-        )
+        dram, clock, power = _during_text(gpu.dram_bandwidth_bytes_per_s, gpu.sm_clock_mhz, gpu.power_w)
+        return f"Now on {device}: DRAM {dram} · SM clock {clock} · power {power}"
 
     def _update_pending(self) -> None:
         """Fill in the "during" columns once the UI's telemetry covers each measurement's window
@@ -256,7 +234,7 @@ class ProbesScreen(GpuscopeScreen):
             values = self._during(row.measurement, row.device, row.start_s, row.end_s)
             for column, value in zip(("dram", "clock", "power"), values, strict=False):
                 table.update_cell(row_key, column, value)
-            during = row.measurement.get("telemetry_during")
+            during = row.measurement.telemetry_during
             final = (
                 isinstance(during, dict) and during.get("available")
             ) or latest >= row.end_s + self.gpuscope.interval_s
@@ -264,11 +242,11 @@ class ProbesScreen(GpuscopeScreen):
                 keep.append((row_key, row))
         self._pending = keep
 
-    def _during(self, measurement: dict[str, Any], device: str, start_s: float, end_s: float) -> tuple[str, str, str]:
+    def _during(self, measurement: Measurement, device: str, start_s: float, end_s: float) -> tuple[str, str, str]:
         """DRAM B/s, clock and power while the measurement ran: the probe's own telemetry (GPU,
         sampled every 0.15 s) when it has it, else the mean of the UI's samples in that window
         (the next sample after a short measurement counts too)."""
-        during = measurement.get("telemetry_during")
+        during = measurement.telemetry_during
         if isinstance(during, dict) and during.get("available"):
             dram, clock, power = (
                 during.get(f"{key}_mean") for key in ("dram_bandwidth_bytes_per_s", "sm_clock_mhz", "power_w")
@@ -305,10 +283,10 @@ class ProbesScreen(GpuscopeScreen):
         from gpuscope.tui.widgets.save_dialog import SaveDialog
 
         session = self.session
-        if session is None or (session.written is None and session.document is None):
+        if session is None or session.results is None:
             self.notify("No results to save yet: run a suite first", severity="warning")
             return
-        written, document = session.written, session.document
+        written, results = session.written, session.results
         default = Path.cwd() / f"gpuscope-results-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
         def chosen(path: str | None) -> None:
@@ -321,7 +299,7 @@ class ProbesScreen(GpuscopeScreen):
                 if written is not None:  # the child's file as it wrote it
                     write_text_atomic(target, written.decode("utf-8"))
                 else:
-                    write_json_atomic(target, document)
+                    write_json_atomic(target, results)
             except Exception as exc:  # noqa: BLE001 - any failure is one line in the UI
                 self.notify(f"Could not save {target}: {exc}", severity="error", markup=False)
                 return
@@ -356,9 +334,7 @@ class ProbesScreen(GpuscopeScreen):
         self._status("Cancelling… keeping the measurements so far")
 
     def _set_running(self, running: bool) -> None:
-        self.query_one("#probe-save", Button).disabled = (
-            running or self.session is None or (self.session.written is None and self.session.document is None)
-        )
+        self.query_one("#probe-save", Button).disabled = running or self.session is None or self.session.results is None
         self.query_one("#probe-run", Button).disabled = running
         self.query_one("#probe-cancel", Button).disabled = not running
         self.query_one("#probe-suite", Select).disabled = running
@@ -411,8 +387,8 @@ class ProbesScreen(GpuscopeScreen):
         if row is None or self.session is None:
             return
         dram, clock, power = self._during(row.measurement, row.device, row.start_s, row.end_s)
-        row_key = f"row{table_rows(self)}"
         table = self.query_one("#probe-table", DataTable)
+        row_key = f"row{table.row_count}"
         table.add_row(
             row.name,
             row.device,
@@ -427,7 +403,7 @@ class ProbesScreen(GpuscopeScreen):
         self._update_pending()
         table.move_cursor(row=table.row_count - 1, animate=False)
         if self.session.results is not None:
-            self._run_index = self.gpuscope.set_results(self._run_index, self.session.results, self.session.document)
+            self._run_index = self.gpuscope.set_results(self._run_index, self.session.results)
 
     @on(RunFinished)
     def _on_finished(self, message: RunFinished) -> None:

@@ -11,7 +11,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
-from gpuscope.roofline.units import format_intensity
+from gpuscope.roofline.units import format_intensity, format_si
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_placements
 from gpuscope.tui.screens.base import GpuscopeScreen
@@ -37,12 +37,6 @@ _COLUMNS = (
 )
 #: Longest point name shown in the table (the full name is in `gpuscope roofline`'s table).
 _NAME_CELLS = 24
-
-
-def _si(value: float | None, unit: str = "") -> str:
-    from gpuscope.roofline.units import format_si
-
-    return "-" if value is None else format_si(value, unit, 3)
 
 
 def _below(roof: Any) -> str:
@@ -88,7 +82,8 @@ class RooflineScreen(GpuscopeScreen):
         if key != self._model_key or self._model is None:
             self._model_key = key
             try:
-                self._model = build_screen_model(app.probe_results, sample, local_cpu=app.local_cpu_info)
+                results = [loaded.results for loaded in app.probe_results]
+                self._model = build_screen_model(results, sample, local_cpu=app.local_cpu_info)
             except Exception as exc:  # noqa: BLE001 - a bad document must not take the UI down
                 self._model = None
                 self.query_one("#roof-summary", Static).update(f"Cannot build the roofline: {exc}", layout=False)
@@ -162,7 +157,7 @@ class RooflineScreen(GpuscopeScreen):
                     "-" if placement.efficiency is None else f"{placement.efficiency * 100:.0f}%",
                     f"{STRAGGLER_MARK} {device_label}" if stragglers else device_label,
                     format_intensity(placement.intensity_flop_per_byte),
-                    _si(point.flop_per_s),
+                    format_si(point.flop_per_s),
                     note,
                 )
             )
@@ -212,7 +207,7 @@ class RooflineScreen(GpuscopeScreen):
         if groups:
             names = ", ".join(
                 repr(w.name)
-                for doc in self.gpuscope.probe_results
+                for doc, _ in self.gpuscope.probe_results
                 for w in doc.workloads
                 if w.source == "profile" and isinstance(w.profile, dict)
             )

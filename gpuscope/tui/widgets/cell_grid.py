@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from textual import events
 from textual.binding import Binding
@@ -18,7 +18,20 @@ from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, reason_text
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
-__all__ = ["CellGrid", "CellState"]
+__all__ = ["CellGrid", "CellState", "Geometry"]
+
+
+class Geometry(NamedTuple):
+    """How a :class:`CellGrid` lays out its cells at a width."""
+
+    columns: int
+    cell_width: int
+    #: The narrowest gap between two columns.
+    gap: int
+    #: The gap after each column but the last.
+    gaps: tuple[int, ...]
+    #: Where each column starts.
+    starts: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,9 @@ class CellGrid(LineWidget):
         self._cursor: int | None = None  # index into self.keys while focused
         self._hover: str | None = None
         self.can_focus = True
+        #: The runs of each row (by its first cell's index) and the cells they show, for one geometry.
+        self._built_for: tuple[object, ...] = ()
+        self._built: dict[int, tuple[tuple[CellState, ...], list[Run]]] = {}
 
     # --- data ------------------------------------------------------------------------------
 
@@ -75,22 +91,27 @@ class CellGrid(LineWidget):
     def set_values(self, values: dict[str, Any]) -> None:
         """``key -> str value or Unavailable``; redraws when anything changed."""
         changed = False
+        cells = self._cells
         for key, value in values.items():
-            old = self._cells[key]
-            if isinstance(value, Unavailable):
+            old = cells[key]
+            if type(value) is str:  # the common case: a value, often the one shown already
+                if old.reason is None and old.value_text == value:
+                    continue
+                new = CellState(old.label, value, None)
+            elif isinstance(value, Unavailable):
                 new = CellState(old.label, NA, reason_text(value))
             elif value is None:
                 new = CellState(old.label, NA, "no reading")
             else:
                 new = CellState(old.label, str(value), None)
             if new != old:
-                self._cells[key] = new
+                cells[key] = new
                 changed = True
         if changed:
-            self.can_focus = any(cell.reason for cell in self._cells.values())
+            self.can_focus = any(cell.reason for cell in cells.values())
             if self._hover is not None:
                 self._set_tooltip(self._hover)
-            if self._cursor is not None and self._cells[self.keys[self._cursor]].reason is None:
+            if self._cursor is not None and cells[self.keys[self._cursor]].reason is None:
                 self._move(+1, wrap=True)
             self.invalidate()
 
@@ -102,21 +123,43 @@ class CellGrid(LineWidget):
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, math.ceil(len(self.keys) / self.columns(width)))
 
-    def _geometry(self, width: int) -> tuple[int, int]:
+    def _geometry(self, width: int) -> Geometry:
+        """Columns, cell width and the gaps after each column at ``width``: the last column ends
+        one cell short of the edge (a space before a card's border); where that space needs it,
+        the gaps shrink, the first ones staying widest."""
         columns = self.columns(width)
-        return columns, max(1, (width - self.gap * (columns - 1)) // columns)
+        usable, gap = width - 1, self.gap
+        gaps = [gap] * (columns - 1)
+        if columns > 1 and columns * self.cell_width + gap * (columns - 1) > usable:
+            room = max(columns - 1, usable - columns * self.cell_width)
+            wide, narrow = room % (columns - 1), room // (columns - 1)
+            gaps = [narrow + 1] * wide + [narrow] * (columns - 1 - wide)
+        cell_width = max(1, (usable - sum(gaps)) // columns)
+        starts = [0]
+        for column_gap in gaps:
+            starts.append(starts[-1] + cell_width + column_gap)
+        return Geometry(columns, cell_width, min(gaps, default=gap), tuple(gaps), tuple(starts))
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
-        columns, cell_width = self._geometry(width)
+        columns, cell_width, _, gaps, _ = self._geometry(width)
         label_style = self.component_style("cells--label")
         na_style = self.component_style("cells--na")
         cursor_style = self.component_style("cells--cursor")
         cursor_key = self.keys[self._cursor] if self._cursor is not None and self.has_focus else None
+        built_for = (columns, cell_width, gaps, cursor_key, label_style, na_style, cursor_style)
+        if self._built_for != built_for:  # a row whose cells did not change keeps its runs
+            self._built_for, self._built = built_for, {}
+        built = self._built
         lines: list[list[Run]] = []
         for start in range(0, len(self.keys), columns):
+            keys = self.keys[start : start + columns]
+            cells = tuple(self._cells[key] for key in keys)
+            row = built.get(start)
+            if row is not None and row[0] == cells:
+                lines.append(row[1])
+                continue
             runs: list[Run] = []
-            for position, key in enumerate(self.keys[start : start + columns]):
-                cell = self._cells[key]
+            for position, (key, cell) in enumerate(zip(keys, cells)):
                 label = cell.label.ljust(self.label_width) + " "
                 value = cell.value_text
                 room = cell_width - len(label)
@@ -128,17 +171,18 @@ class CellGrid(LineWidget):
                 runs.extend(text_runs)
                 used = len(label) + len(value)
                 if position < columns - 1:
-                    runs.append((" " * (cell_width - used + self.gap), None))
+                    runs.append((" " * (cell_width - used + gaps[position]), None))
+            built[start] = (cells, runs)
             lines.append(runs)
         return lines
 
     def key_at(self, x: int, y: int) -> str | None:
         """The cell key at content offset (x, y), or None."""
-        columns, cell_width = self._geometry(self.size.width)
-        column = x // (cell_width + self.gap)
-        if column >= columns or x - column * (cell_width + self.gap) >= cell_width:
+        geometry = self._geometry(self.size.width)
+        column = next((c for c, start in enumerate(geometry.starts) if start <= x < start + geometry.cell_width), None)
+        if column is None:
             return None
-        index = y * columns + column
+        index = y * geometry.columns + column
         return self.keys[index] if 0 <= index < len(self.keys) else None
 
     # --- mouse and keyboard ----------------------------------------------------------------

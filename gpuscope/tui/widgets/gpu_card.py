@@ -3,11 +3,10 @@ cells only, no charts) when many GPUs share the screen."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any
 
 from textual.app import ComposeResult
-from textual.color import Color
 from textual.containers import Vertical
 from textual.filter import LineFilter
 from textual.geometry import Region, Size
@@ -24,8 +23,10 @@ from gpuscope.tui.format import (
     si,
 )
 from gpuscope.tui.history import History, gpu_key
+from gpuscope.tui.textual_compat import repaint
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
+from gpuscope.tui.widgets.lines import Paint
 
 __all__ = [
     "GpuCard",
@@ -337,17 +338,6 @@ def _cell_values(specs: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...],
     return values
 
 
-class _Frame(NamedTuple):
-    """A dense card's border pieces around its content rows ``first`` to ``end`` (exclusive)."""
-
-    left: Strip
-    right: Strip
-    first: int
-    end: int
-    content_size: tuple[int, int]
-    background: Color
-
-
 class DenseGpuCard(CellGrid):
     """The key cells of one GPU in a bordered box, as one widget (eight of them share 160x48:
     the redraw cost is per widget). Same interface as :class:`GpuCard`."""
@@ -383,24 +373,40 @@ border-title-style: bold; padding: 0 0 0 1; }
         title = gpu_title(gpu)
         if self.border_title != title:
             self.border_title = title
-        self.set_class(gpu.state != "ok", "-lost")
+        lost = gpu.state != "ok"
+        if lost != self.has_class("-lost"):
+            self.set_class(lost, "-lost")
         self.set_values(_cell_values(DENSE_CELLS, gpu))
 
     # --- painting: the rows between the borders, without Textual's per-call styles work ------
 
-    #: (outer size, line filters) -> the border pieces, or None where rows go through Textual.
-    _frame: tuple[tuple[object, ...], _Frame | None] | None = None
+    #: (outer size, theme, line filters) -> how content rows are made (border pieces included),
+    #: or None where rows go through Textual.
+    _frame: tuple[tuple[object, ...], Paint | None] | None = None
+    #: The first content row (below the top border).
+    _first_row = 1
 
     def notify_style_update(self) -> None:
         self._frame = None
         super().notify_style_update()
 
+    def repaint_rows(self, y: int, rows: int) -> None:
+        """Repaint whole rows, borders included, when they are made with the border pieces: the
+        compositor then sends the strips it has (a region inside the borders would make it cut
+        each row's strip first)."""
+        edges = self._paint[4]
+        if edges is None:
+            super().repaint_rows(y, rows)
+        else:
+            repaint(self, Region(-edges[2], y, edges[2] + self._paint[0] + edges[3], rows))
+
     def render_lines(self, crop: Region) -> list[Strip]:
-        """A repaint of content rows only (what a new sample causes: a value or two per row) is the
-        row's cached strip between the border pieces of the last full render. Textual's styles
-        cache would work out the card's region, colours, border and title again for every such
-        call, eight cards, every sample. Anything else (borders, title, other styles) goes
-        through Textual, and so does everything when the pieces do not rebuild Textual's own row."""
+        """A repaint of content rows only (what a new sample causes: a value or two per row) gives
+        the rows the line cache made, the border pieces of the last full render included (each
+        changed row is one new Strip). Textual's styles cache would work out the card's region,
+        colours, border and title again for every such call, eight cards, every sample. Anything
+        else (borders, title, other styles) goes through Textual, and so does everything when the
+        pieces do not rebuild Textual's own row."""
         outer = self.outer_size
         app = self.app
         filters = app.get_line_filters()
@@ -409,24 +415,17 @@ border-title-style: bold; padding: 0 0 0 1; }
         # case only the colours under the card changed
         key = (outer, app.theme, tuple(filters), tuple(getattr(f, "enabled", None) for f in filters))
         if frame is None or frame[0] != key:
-            frame = self._frame = (key, self._make_frame(outer, filters))
-        pieces = frame[1]
-        if pieces is None or crop.y < pieces.first or crop.bottom > pieces.end:
+            frame = self._frame = (key, self._make_frame(outer, tuple(filters)))
+        paint = frame[1]
+        if paint is None or crop.y < self._first_row or crop.bottom > self._first_row + paint[1]:
             return super().render_lines(crop)
-        lines = self._lines(pieces.content_size)
-        strips = []
-        for y in crop.line_range:
-            content = lines[y - pieces.first]
-            if content.cell_length != pieces.content_size[0]:
-                return super().render_lines(crop)
-            for line_filter in filters:
-                content = content.apply_filter(line_filter, pieces.background)
-            strips.append(Strip.join([pieces.left, content, pieces.right]))
+        strips = self._lines(paint)[crop.y - self._first_row : crop.bottom - self._first_row]
         if crop.x or crop.width != outer.width:
             strips = [strip.crop(crop.x, crop.right) for strip in strips]
         return strips
 
-    def _make_frame(self, outer: Size, filters: Sequence[LineFilter]) -> _Frame | None:
+    def _make_frame(self, outer: Size, filters: tuple[LineFilter, ...]) -> Paint | None:
+        """How the content rows are made with the border pieces (None: through Textual)."""
         styles = self.styles
         gutter = styles.gutter
         plain = (
@@ -443,13 +442,12 @@ border-title-style: bold; padding: 0 0 0 1; }
             return None
         textual = super().render_lines(Region(0, first, width, 1))[0]
         left, right = textual.crop(0, gutter.left), textual.crop(width - gutter.right, width)
-        background = self.background_colors[1]
-        content = self._lines(content_size)[0]
-        for line_filter in filters:
-            content = content.apply_filter(line_filter, background)
-        if Strip.join([left, content, right]) != textual:  # the pieces must give back Textual's own row
+        edges = (tuple(left), tuple(right), gutter.left, gutter.right)
+        paint: Paint = (*content_size, filters, self.background_colors[1], edges)
+        if self._lines(paint)[0] != textual:  # the pieces must give back Textual's own row
             return None
-        return _Frame(left, right, first, end, content_size, background)
+        self._first_row = first
+        return paint
 
 
 def make_card(gpu: GpuSample, dense: bool) -> GpuCard | DenseGpuCard:

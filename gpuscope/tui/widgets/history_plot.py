@@ -28,6 +28,8 @@ def resample_max(values: Sequence[float | None], width: int) -> list[float | Non
         return [None] * width
     if count == width:
         return list(values)
+    if count < width:  # each column's share is one point
+        return [values[column * count // width] for column in range(width)]
     out: list[float | None] = []
     for column in range(width):
         start = column * count // width

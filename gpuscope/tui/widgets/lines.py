@@ -16,20 +16,23 @@ line through its styles cache to add nothing. The strips are the same either way
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TypeVar
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.css.styles import StylesBase
 from textual.dom import DOMNode
-from textual.geometry import Region
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gpuscope.tui.textual_compat import repaint
+from gpuscope.tui.textual_compat import LightStrip, repaint
 
-__all__ = ["LineWidget", "PlainLines", "Run", "query_cached", "set_title"]
+__all__ = ["Edges", "LineWidget", "Paint", "PlainLines", "Run", "query_cached", "set_title"]
 
 
 def set_title(widget: Widget, title: str) -> None:
@@ -76,6 +79,15 @@ class PlainLines(Widget):
         """Lines ``start`` to ``end`` of a ``width`` x ``height`` widget (override for speed)."""
         return [self.render_line(y) for y in range(start, end)]
 
+    def filtered_lines(
+        self, start: int, end: int, size: tuple[int, int], filters: Sequence[LineFilter], background: Color
+    ) -> list[Strip]:
+        """:meth:`plain_lines` through the app's line ``filters`` (override to filter each line once)."""
+        strips = self.plain_lines(start, end, *size)
+        for line_filter in filters:
+            strips = [strip.apply_filter(line_filter, background) for strip in strips]
+        return strips
+
     def render_lines(self, crop: Region) -> list[Strip]:
         box = self._box
         if box is None:
@@ -83,11 +95,9 @@ class PlainLines(Widget):
         plain, background = box
         if not plain:
             return super().render_lines(crop)
-        region = self.region
-        strips = self.plain_lines(crop.y, crop.bottom, region.width, region.height)
-        for line_filter in self.app.get_line_filters():
-            strips = [strip.apply_filter(line_filter, background) for strip in strips]
-        if crop.x or crop.width != region.width:
+        width, height = self.region.size
+        strips = self.filtered_lines(crop.y, crop.bottom, (width, height), self.app.get_line_filters(), background)
+        if crop.x or crop.width != width:
             strips = [strip.crop(crop.x, crop.right) for strip in strips]
         if self.auto_links:  # the hovered link (a clickable tab) lights up, as Textual does it
             hover = self.hover_style
@@ -108,10 +118,25 @@ class LineWidget(PlainLines):
         #: The lines last built (None: never, or the styles changed) and whether the data changed since.
         self._strips: list[Strip] | None = None
         self._stale = True
-        self._strips_for: tuple[int, int] = (-1, -1)
+        #: What they were built for: (width, height, line filters applied, their background, edges).
+        self._paint: Paint = (-1, -1, (), _UNFILTERED, None)
         self._styles: dict[str, Style] = {}
         #: The runs behind each strip of the last build (a line whose runs are the same keeps its strip).
         self._runs: list[list[Run]] = []
+        #: (paint, base style) -> {a run's style: the style its segment gets, filters applied}.
+        self._final: tuple[object, dict[Style | None, Style]] = (None, {})
+        #: (outer size, content size) until the outer size or the styles change.
+        self._sized: tuple[Size, tuple[int, int]] | None = None
+
+    def content_wh(self) -> tuple[int, int]:
+        """``self.size`` as (width, height), worked out again only when the outer size or the
+        styles changed (``size`` looks the widget up on its screen each time)."""
+        outer = self.outer_size
+        sized = self._sized
+        if sized is None or sized[0] != outer:
+            gutter = self.styles.gutter
+            sized = self._sized = (outer, (outer.width - gutter.width, outer.height - gutter.height))
+        return sized[1]
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -121,25 +146,30 @@ class LineWidget(PlainLines):
         the layout changes or nothing was painted yet)."""
         old = self._strips
         self._stale = True
-        width, height = self.size  # one region lookup (each ``self.size`` is one)
-        if layout or old is None or self._strips_for != (width, height) or not self.display:
+        width, height = self.content_wh()
+        paint = self._paint
+        if layout or old is None or paint[0] != width or paint[1] != height or not self.display:
             self.refresh(layout=layout)
             return
-        new = self._lines((width, height))
+        new = self._lines(paint)
         if len(new) != len(old):
             repaint(self)
             return
         changed = [y for y, (before, after) in enumerate(zip(old, new)) if before is not after and before != after]
         if changed and self.merge_changed_lines:
-            repaint(self, Region(0, changed[0], width, changed[-1] + 1 - changed[0]))
+            self.repaint_rows(changed[0], changed[-1] + 1 - changed[0])
             return
         start = 0
         for index, y in enumerate(changed):  # one region per run of adjacent changed lines
             if index + 1 < len(changed) and changed[index + 1] == y + 1:
                 continue
             first = changed[start]
-            repaint(self, Region(0, first, width, y + 1 - first))
+            self.repaint_rows(first, y + 1 - first)
             start = index + 1
+
+    def repaint_rows(self, y: int, rows: int) -> None:
+        """Repaint ``rows`` content lines from ``y`` (override to widen the region)."""
+        repaint(self, Region(0, y, self._paint[0], rows))
 
     def component_style(self, name: str) -> Style:
         """A component class's style over the widget's own (cached until styles change)."""
@@ -153,35 +183,115 @@ class LineWidget(PlainLines):
         self._styles.clear()
         self._strips = None
         self._runs = []
+        self._sized = None
         super().notify_style_update()
 
-    def _lines(self, size: tuple[int, int] | None = None) -> list[Strip]:
-        width, height = size or self.size
+    def _lines(self, paint: Paint) -> list[Strip]:
+        """The lines for ``paint`` (width, height, line filters, background, edges), built again
+        where the data changed: each new line is one Strip, padded, filtered and between the
+        edges as it is made (Textual would make a Strip for the runs, one for the padding, one
+        per filter, and one to join a border's pieces)."""
         old = self._strips
-        if old is None or self._stale or self._strips_for != (width, height):
-            base = self.component_style("")
-            if old is None or self._strips_for != (width, height):
-                old, self._runs = [], []
-            lines = self.build_lines(width, height)[:height]
-            strips = []
-            for y, runs in enumerate(lines):
-                if y < len(old) and y < len(self._runs) and self._runs[y] == runs:
-                    strips.append(old[y])
-                    continue
-                segments = [Segment(text, base + style if style is not None else base) for text, style in runs if text]
-                strips.append(Strip(segments).adjust_cell_length(width, base))
+        if old is not None and not self._stale and self._paint == paint:
+            return old
+        width, height, filters, background, edges = paint
+        base = self.component_style("")
+        if old is None or self._paint != paint:
+            old, self._runs = [], []
+        if self._final[0] != (paint, base):
+            self._final = ((paint, base), {})
+        final = self._final[1]
+        lines = self.build_lines(width, height)[:height]
+        strips = []
+        previous = self._runs
+        for y, runs in enumerate(lines):
+            if y < len(old) and y < len(previous) and previous[y] == runs:
+                strips.append(old[y])
+            else:
+                strips.append(_strip(runs, base, width, filters, background, final, edges))
+        if len(strips) < height:
             blank = Strip.blank(width, base)
+            for line_filter in filters:  # (cached on the blank strip)
+                blank = blank.apply_filter(line_filter, background)
+            if edges is not None:
+                blank = Strip.join([Strip(edges[0]), blank, Strip(edges[1])])
             strips.extend(blank for _ in range(height - len(strips)))
-            self._strips, self._strips_for, self._runs, self._stale = strips, (width, height), lines, False
-            return strips
-        return old
+        self._strips, self._paint, self._runs, self._stale = strips, paint, lines, False
+        return strips
 
     def render_line(self, y: int) -> Strip:
-        strips = self._lines()
-        return strips[y] if 0 <= y < len(strips) else Strip.blank(self.size.width, self.component_style(""))
+        width, height = self.size
+        strips = self._lines((width, height, (), _UNFILTERED, None))
+        return strips[y] if 0 <= y < len(strips) else Strip.blank(width, self.component_style(""))
 
-    def plain_lines(self, start: int, end: int, width: int, height: int) -> list[Strip]:
-        return self._lines((width, height))[start:end]
+    def filtered_lines(
+        self, start: int, end: int, size: tuple[int, int], filters: Sequence[LineFilter], background: Color
+    ) -> list[Strip]:
+        return self._lines((*size, tuple(filters), background, None))[start:end]
+
+
+#: Segments to put before and after each line (a border's pieces), and the cells of each.
+Edges = tuple[tuple[Segment, ...], tuple[Segment, ...], int, int]
+#: What a LineWidget's strips were made for: (width, height, line filters applied, their
+#: background, the edges around each line or None).
+Paint = tuple[int, int, tuple[LineFilter, ...], Color, Edges | None]
+#: The background of strips made without filters (Textual's styles cache filters them).
+_UNFILTERED = Color(0, 0, 0)
+
+
+def _strip(
+    runs: list[Run],
+    base: Style,
+    width: int,
+    filters: tuple[LineFilter, ...],
+    background: Color,
+    final: dict[Style | None, Style],
+    edges: Edges | None = None,
+) -> Strip:
+    """One line of ``runs`` over ``base``, padded (or cut) to ``width`` cells, through ``filters``,
+    between ``edges``: the segments ``Strip(...).adjust_cell_length(width, base).apply_filter(...)``
+    would give (joined with the edges), in one Strip. ``final`` remembers each run style's
+    filtered style (Textual's filters map each segment's style on its own; an unknown filter
+    gets the segments)."""
+    per_style = all(type(line_filter) in _STYLE_FILTERS for line_filter in filters)
+    segments = list(edges[0]) if edges is not None else []
+    length = 0
+    for text, style in runs:
+        if text:
+            resolved = final.get(style) if per_style else None
+            if resolved is None:
+                resolved = base + style if style is not None else base
+                if per_style:
+                    resolved = final[style] = _filtered_style(resolved, filters, background)
+            segments.append(Segment(text, resolved))
+            length += cell_len(text)
+    if length > width or not per_style:  # rare: Textual cuts it, or filters we cannot map by style
+        strip = Strip(
+            [Segment(text, base + style if style is not None else base) for text, style in runs if text]
+        ).adjust_cell_length(width, base)
+        for line_filter in filters:
+            strip = strip.apply_filter(line_filter, background)
+        return strip if edges is None else Strip.join([Strip(edges[0]), strip, Strip(edges[1])])
+    if length < width:
+        padding = final.get(None)
+        if padding is None:
+            padding = final[None] = _filtered_style(base, filters, background)
+        segments.append(Segment(" " * (width - length), padding))
+    if edges is None:
+        return LightStrip(segments, width)
+    segments.extend(edges[1])
+    return LightStrip(segments, width + edges[2] + edges[3])
+
+
+#: Textual's line filters, each of which maps a segment's style on its own (text unchanged).
+_STYLE_FILTERS = frozenset((ANSIToTruecolor, DimFilter, Monochrome, NoColor))
+
+
+def _filtered_style(style: Style, filters: tuple[LineFilter, ...], background: Color) -> Style:
+    segments = [Segment(" ", style)]
+    for line_filter in filters:
+        segments = line_filter.apply(segments, background)
+    return segments[0].style or style
 
 
 def _plain_box(styles: StylesBase) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuscope.testing.roofline import ceiling, results_document
+from support.roofline import ceiling, results_document
 
 __all__ = ["PROFILE_NAME", "CPU_FP32_FLOP_PER_S", "CPU_DRAM_BYTES_PER_S", "profile_group", "profile_results"]
 
@@ -48,33 +48,34 @@ def profile_group(
     else:  # moves bytes, computes nothing
         attainable, at_roof_s, bound = None, nbytes / CPU_DRAM_BYTES_PER_S, "memory"
     lost_s = max(0.0, time_s - at_roof_s)
-    return {
-        "op": op,
-        "label": label,
-        "shapes": [],
-        "dtype": "fp32",
-        "calls": 1.0,
-        "time_s": time_s,
-        "flops": flops,
-        "counter_flops": flops if op in ("aten::addmm", "aten::bmm") else 0,
-        "pointwise_flops": 0 if op in ("aten::addmm", "aten::bmm") else flops,
-        "bytes": nbytes,
-        "counted": True,
-        "no_formula": False,
-        "modules": [f"TransformerEncoderLayer.{module}" if module else "TransformerEncoderLayer"],
-        "backward": False,
-        "bound": bound,
-        "roof": "fp32" if bound == "compute" else "dram.triad",
-        "roof_source": "measured",
-        "attainable_flop_per_s": attainable,
-        "time_at_roof_s": at_roof_s,
-        "time_lost_s": lost_s,
-        "efficiency": at_roof_s / time_s,
-        "step_speedup": step_s / (step_s - lost_s),
-        "intensity_flop_per_byte": intensity,
-        "above_roof": False,
-        "note": None,
-    }
+    matmul = op in ("aten::addmm", "aten::bmm")
+    return dict(
+        op=op,
+        label=label,
+        shapes=[],
+        dtype="fp32",
+        calls=1.0,
+        time_s=time_s,
+        flops=flops,
+        counter_flops=flops if matmul else 0,
+        pointwise_flops=0 if matmul else flops,
+        bytes=nbytes,
+        counted=True,
+        no_formula=False,
+        modules=[f"TransformerEncoderLayer.{module}" if module else "TransformerEncoderLayer"],
+        backward=False,
+        bound=bound,
+        roof="fp32" if bound == "compute" else "dram.triad",
+        roof_source="measured",
+        attainable_flop_per_s=attainable,
+        time_at_roof_s=at_roof_s,
+        time_lost_s=lost_s,
+        efficiency=at_roof_s / time_s,
+        step_speedup=step_s / (step_s - lost_s),
+        intensity_flop_per_byte=intensity,
+        above_roof=False,
+        note=None,
+    )
 
 
 def profile_results(hostname: str = "node01") -> dict[str, Any]:

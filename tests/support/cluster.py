@@ -31,22 +31,22 @@ def _rank_document(
         rate_of = flops if unit == "FLOP/s" else nbytes
         time_s = rate_of / value
         measurements.append(
-            {
-                "id": mid,
-                "kind": kind,
-                "name": name,
-                "device": device,
-                "parameters": {"dtype": ceiling} if kind == "matmul" else {},
-                "flops": flops,
-                "bytes": nbytes,
-                "samples_s": [time_s, time_s * 1.01, time_s * 1.02],
-                "statistic": "best",
-                "time_s": time_s,
-                "flop_per_s": flops / time_s if flops else None,
-                "bytes_per_s": nbytes / time_s,
-                "status": "ok",
-                "error": None,
-            }
+            dict(
+                id=mid,
+                kind=kind,
+                name=name,
+                device=device,
+                parameters={"dtype": ceiling} if kind == "matmul" else {},
+                flops=flops,
+                bytes=nbytes,
+                samples_s=[time_s, time_s * 1.01, time_s * 1.02],
+                statistic="best",
+                time_s=time_s,
+                flop_per_s=flops / time_s if flops else None,
+                bytes_per_s=nbytes / time_s,
+                status="ok",
+                error=None,
+            )
         )
         ceiling_kind = "compute" if unit == "FLOP/s" else ("memory" if kind == "memory" else "transfer")
         ceilings.append({"device": device, "kind": ceiling_kind,
@@ -85,9 +85,7 @@ def _rank_document(
 
 
 def multi_rank_results(
-    hosts: tuple[str, str] = ("node-a", "node-b"),
-    slow_fraction: float = 0.8,
-    margin: float = 0.10,
+    hosts: tuple[str, str] = ("node-a", "node-b"), slow_fraction: float = 0.8, margin: float = 0.10
 ) -> dict[str, Any]:
     """The merged results document of a 4-rank, 2-host run; rank :data:`STRAGGLER_RANK`'s bf16
     ceiling is ``slow_fraction`` of the others' (a straggler below ``1 - margin``)."""

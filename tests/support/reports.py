@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from gpuscope.telemetry.records import GpuProcessSample
-from gpuscope.testing.samples import make_sample
+from support.samples import make_sample
 
 __all__ = ["HOSTILE", "make_results", "make_log_samples", "write_log", "write_results"]
 
