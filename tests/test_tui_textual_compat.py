@@ -142,32 +142,3 @@ def test_a_sample_is_one_frame_that_skips_the_containers_under_the_cards(tui_env
             assert grid_renders == []
 
     check()
-
-
-def test_a_light_strip_is_a_strip_that_makes_its_caches_on_first_use() -> None:
-    from rich.console import Console
-    from rich.segment import Segment
-    from rich.style import Style
-    from textual.color import Color
-    from textual.filter import DimFilter
-    from textual.strip import Strip
-
-    assert textual_compat.LIGHT_STRIP, "Textual changed Strip's slots: update gpuscope/tui/textual_compat.py"
-    segments = [Segment("hello ", Style(color="red")), Segment("world", Style(bold=True)), Segment("!")]
-    light, plain = textual_compat.LightStrip(segments, 12), Strip(segments, 12)
-    crop = Strip.__dict__["_crop_cache"]
-    with pytest.raises(AttributeError):  # not made yet
-        crop.__get__(light, Strip)
-    console = Console(width=40)
-    for _ in range(2):  # the second time from the caches
-        assert light == plain and light.cell_length == plain.cell_length == 12
-        assert light.crop(2, 9) == plain.crop(2, 9) and light.crop(2, 9) is light.crop(2, 9)
-        assert light.divide([3, 7]) == plain.divide([3, 7])
-        assert light.apply_style(Style(italic=True)) == plain.apply_style(Style(italic=True))
-        assert light.apply_filter(DimFilter(), Color(0, 0, 0)) == plain.apply_filter(DimFilter(), Color(0, 0, 0))
-        assert light.adjust_cell_length(20, Style()) == plain.adjust_cell_length(20, Style())
-        assert light.crop_extend(1, 15, None) == plain.crop_extend(1, 15, None)
-        assert light.apply_offsets(1, 2) == plain.apply_offsets(1, 2)
-        assert light.render(console) == plain.render(console)
-    assert crop.__get__(light, Strip) is not None
-    assert type(textual_compat.LightStrip.join([light, plain])) is textual_compat.LightStrip

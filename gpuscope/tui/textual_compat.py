@@ -9,8 +9,8 @@ re-application on resume when nothing the styles depend on changed. It needs:
 - ``App._css_update_count`` and ``App._PSEUDO_CLASSES``: what a suspended screen's styles depend on;
 - ``App.delay_update(delay)``: the method the switch overrides to skip the mask.
 
-Also here: the row-cropped compositor (``Compositor`` internals), :func:`set_border_title`
-(``Widget._border_title``) and :class:`LightStrip` (``Strip``'s cache slots).
+Also here: the row-cropped compositor (``Compositor`` internals), and :func:`set_border_title`
+(``Widget._border_title``).
 
 When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back to plain
 ``switch_mode`` (correct, about 50 ms slower per switch).
@@ -18,15 +18,11 @@ When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from rich.segment import Segment
 from textual.app import App
-from textual.cache import FIFOCache
-from textual.strip import Strip
 
-__all__ = ["FAST_SWITCH", "LightStrip", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
+__all__ = ["FAST_SWITCH", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
 
 
 def _has_internals() -> bool:
@@ -359,63 +355,3 @@ def quiet_driver_class(default: type[Any]) -> type[Any]:
                     pass
 
     return QuietLinuxDriver
-
-
-#: Textual's ``Strip`` cache slots and their sizes (``Strip.__init__`` makes all seven, each a
-#: FIFOCache with a dict, for every strip).
-_STRIP_CACHES = {
-    "_divide_cache": 4,
-    "_crop_cache": 16,
-    "_style_cache": 16,
-    "_filter_cache": 4,
-    "_line_length_cache": 4,
-    "_crop_extend_cache": 4,
-    "_offsets_cache": 4,
-}
-_STRIP_OTHERS = {"_segments", "_cell_length", "_render_cache", "_link_ids", "_cell_count"}
-#: True when ``Strip``'s slots are these (else :class:`LightStrip` is a plain ``Strip``).
-LIGHT_STRIP = set(getattr(Strip, "__slots__", ())) == set(_STRIP_CACHES) | _STRIP_OTHERS and all(
-    type(Strip.__dict__.get(name)).__name__ == "member_descriptor" for name in _STRIP_CACHES
-)
-
-
-def _lazy_cache(name: str, size: int) -> property:
-    """A property over ``Strip``'s slot ``name`` that makes its FIFOCache on first use."""
-    slot: Any = Strip.__dict__[name]
-
-    def get(strip: Strip) -> FIFOCache[Any, Any]:
-        try:
-            cache: FIFOCache[Any, Any] = slot.__get__(strip, Strip)
-        except AttributeError:
-            cache = FIFOCache(size)
-            slot.__set__(strip, cache)
-        return cache
-
-    def put(strip: Strip, cache: FIFOCache[Any, Any]) -> None:
-        slot.__set__(strip, cache)
-
-    return property(get, put)
-
-
-class LightStrip(Strip):
-    """A ``Strip`` whose seven caches are made when first used. Textual's ``Strip.__init__``
-    makes them all for every strip (most of the cost of a new line: the dashboard makes about
-    40 a sample, and the compositor uses one or two caches of each); the strip is the same
-    otherwise."""
-
-    __slots__ = ()
-
-    def __init__(self, segments: Iterable[Segment], cell_length: int | None = None) -> None:
-        if not LIGHT_STRIP:
-            super().__init__(segments, cell_length)
-            return
-        self._segments = list(segments)
-        self._cell_length = cell_length
-        self._render_cache = None
-        self._link_ids = None
-        self._cell_count = None
-
-
-if LIGHT_STRIP:
-    for _name, _size in _STRIP_CACHES.items():
-        setattr(LightStrip, _name, _lazy_cache(_name, _size))

@@ -30,7 +30,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gpuscope.tui.textual_compat import LightStrip, repaint
+from gpuscope.tui.textual_compat import repaint
 
 __all__ = ["Edges", "LineWidget", "Paint", "PlainLines", "Run", "query_cached", "set_title"]
 
@@ -278,9 +278,9 @@ def _strip(
             padding = final[None] = _filtered_style(base, filters, background)
         segments.append(Segment(" " * (width - length), padding))
     if edges is None:
-        return LightStrip(segments, width)
+        return Strip(segments, width)
     segments.extend(edges[1])
-    return LightStrip(segments, width + edges[2] + edges[3])
+    return Strip(segments, width + edges[2] + edges[3])
 
 
 #: Textual's line filters, each of which maps a segment's style on its own (text unchanged).
