@@ -82,6 +82,21 @@ def test_user_theme_overrides_and_bad_files_are_reported(tmp_path: Path) -> None
     assert len(problems) == 1 and "broken.toml" in problems[0]
 
 
+def test_a_theme_with_retired_datasheet_keys_still_loads_and_says_they_are_ignored(tmp_path: Path) -> None:
+    # 0.1.0's shipped themes had gpu_datasheet / cpu_datasheet; a user's copy must keep working.
+    path = tmp_path / "old.toml"
+    path.write_text(
+        '[theme]\nname = "old"\nprimary = "#123456"\n[chart]\ngpu_roofs = ["#00ff00"]\n'
+        'gpu_datasheet = "#4f7a5a"\ncpu_datasheet = "#8a7350"\n'
+    )
+    loaded = load_theme_file(path)
+    assert loaded.palette.gpu_roofs == ("#00FF00",)
+    assert len(loaded.notes) == 2 and all(str(path) in note and "no longer used" in note for note in loaded.notes)
+    assert "gpu_datasheet" in loaded.notes[0] and "cpu_datasheet" in loaded.notes[1]
+    themes, problems = discover_themes([tmp_path])
+    assert "old" in themes and problems == []
+
+
 def test_config_dir_env_override_and_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("GPUSCOPE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import msgspec
 
-__all__ = ["Name", "ThemeTable", "ChartTable", "ThemeFileSpec", "THEME_COLOURS", "PALETTE_LISTS"]
+__all__ = ["Name", "ThemeTable", "ChartTable", "ThemeFileSpec", "THEME_COLOURS", "PALETTE_LISTS", "RETIRED_CHART_KEYS"]
 
 #: A theme or panel name: letters, digits, '-', '_' and '.'.
 Name = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
@@ -28,6 +28,9 @@ THEME_COLOURS = (
     "foreground", "background", "surface", "panel", "boost",
 )  # fmt: skip
 PALETTE_LISTS = ("series", "gpu_roofs", "cpu_roofs")
+#: Keys of 0.1.0 themes that nothing draws any more (datasheet roofs take their device's colour and a
+#: dash-dot line): a theme that has them still loads, and the TUI says they are ignored.
+RETIRED_CHART_KEYS = ("gpu_datasheet", "cpu_datasheet")
 
 
 class ThemeTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -65,6 +68,8 @@ class ChartTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     bar_low: Colour | None = None
     bar_mid: Colour | None = None
     bar_high: Colour | None = None
+    gpu_datasheet: Colour | None = None  # retired (RETIRED_CHART_KEYS)
+    cpu_datasheet: Colour | None = None  # retired (RETIRED_CHART_KEYS)
 
 
 class ThemeFileSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

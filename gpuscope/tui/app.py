@@ -162,6 +162,8 @@ class GpuscopeApp(App[None]):
         found, problems = discover_themes(folders)
         for problem in problems:
             self._startup_messages.append((f"Theme file skipped: {problem}", "error"))
+        for loaded in found.values():
+            self._startup_messages.extend((f"Theme file: {note}", "warning") for note in loaded.notes)
         if DEFAULT_THEME not in found:
             found[DEFAULT_THEME] = fallback_theme()
         self.theme_files: dict[str, ThemeFile] = found

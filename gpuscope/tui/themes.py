@@ -40,7 +40,7 @@ from textual.css.stylesheet import Stylesheet
 from textual.theme import Theme
 
 from gpuscope.schema.core import problem_of
-from gpuscope.schema.themes import PALETTE_LISTS, THEME_COLOURS, ChartTable, ThemeFileSpec
+from gpuscope.schema.themes import PALETTE_LISTS, RETIRED_CHART_KEYS, THEME_COLOURS, ChartTable, ThemeFileSpec
 from gpuscope.tui.config import read_toml
 
 if TYPE_CHECKING:
@@ -116,6 +116,8 @@ class ThemeFile:
     theme: Theme
     palette: ChartPalette
     source: Path | None = None
+    #: One line per retired key the file still has (it loads; the key is ignored).
+    notes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -150,9 +152,14 @@ def parse_theme(data: dict[str, Any], source: str) -> ThemeFile:
         if getattr(table, key) is not None:
             kwargs[key] = getattr(table, key)
     palette_kwargs: dict[str, Any] = {}
+    notes = tuple(
+        f"{source}: [chart] {key} is no longer used (datasheet roofs take their device's colour); remove it"
+        for key in RETIRED_CHART_KEYS
+        if getattr(spec.chart, key) is not None
+    )
     for key in ChartTable.__struct_fields__:
         value = getattr(spec.chart, key)
-        if value is None:
+        if value is None or key in RETIRED_CHART_KEYS:
             continue
         where = f"{source}: [chart] {key}"
         if key in PALETTE_LISTS:
@@ -170,7 +177,7 @@ def parse_theme(data: dict[str, Any], source: str) -> ThemeFile:
         raise ThemeError(
             f"{source}: [theme] rejected by Textual ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
-    return ThemeFile(theme=theme, palette=ChartPalette(**palette_kwargs))
+    return ThemeFile(theme=theme, palette=ChartPalette(**palette_kwargs), notes=notes)
 
 
 def load_theme_file(path: Path) -> ThemeFile:
@@ -187,7 +194,8 @@ def load_theme_file(path: Path) -> ThemeFile:
 def discover_themes(folders: list[Path]) -> tuple[dict[str, ThemeFile], list[str]]:
     """Load every ``*.toml`` in ``folders`` (later folders override earlier ones by name).
 
-    Returns the themes by name and one message per file that failed to load."""
+    Returns the themes by name and one message per file that failed to load (a loaded theme's
+    ``notes`` name retired keys it still has)."""
     themes: dict[str, ThemeFile] = {}
     problems: list[str] = []
     for folder in folders:
