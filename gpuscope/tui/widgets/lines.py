@@ -83,10 +83,7 @@ class PlainLines(Widget):
         self, start: int, end: int, size: tuple[int, int], filters: Sequence[LineFilter], background: Color
     ) -> list[Strip]:
         """:meth:`plain_lines` through the app's line ``filters`` (override to filter each line once)."""
-        strips = self.plain_lines(start, end, *size)
-        for line_filter in filters:
-            strips = [strip.apply_filter(line_filter, background) for strip in strips]
-        return strips
+        return [_finished(strip, filters, background) for strip in self.plain_lines(start, end, *size)]
 
     def render_lines(self, crop: Region) -> list[Strip]:
         box = self._box
@@ -210,11 +207,7 @@ class LineWidget(PlainLines):
             else:
                 strips.append(_strip(runs, base, width, filters, background, final, edges))
         if len(strips) < height:
-            blank = Strip.blank(width, base)
-            for line_filter in filters:  # (cached on the blank strip)
-                blank = blank.apply_filter(line_filter, background)
-            if edges is not None:
-                blank = Strip.join([Strip(edges[0]), blank, Strip(edges[1])])
+            blank = _finished(Strip.blank(width, base), filters, background, edges)
             strips.extend(blank for _ in range(height - len(strips)))
         self._strips, self._paint, self._runs, self._stale = strips, paint, lines, False
         return strips
@@ -269,9 +262,7 @@ def _strip(
         strip = Strip(
             [Segment(text, base + style if style is not None else base) for text, style in runs if text]
         ).adjust_cell_length(width, base)
-        for line_filter in filters:
-            strip = strip.apply_filter(line_filter, background)
-        return strip if edges is None else Strip.join([Strip(edges[0]), strip, Strip(edges[1])])
+        return _finished(strip, filters, background, edges)
     if length < width:
         padding = final.get(None)
         if padding is None:
@@ -281,6 +272,14 @@ def _strip(
         return Strip(segments, width)
     segments.extend(edges[1])
     return Strip(segments, width + edges[2] + edges[3])
+
+
+def _finished(strip: Strip, filters: Sequence[LineFilter], background: Color, edges: Edges | None = None) -> Strip:
+    """``strip`` through the line ``filters`` and between ``edges``, as Textual does it (a new Strip
+    per step): the general way, for the lines :func:`_strip` cannot build in one."""
+    for line_filter in filters:
+        strip = strip.apply_filter(line_filter, background)
+    return strip if edges is None else Strip.join([Strip(edges[0]), strip, Strip(edges[1])])
 
 
 #: Textual's line filters, each of which maps a segment's style on its own (text unchanged).
