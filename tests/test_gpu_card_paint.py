@@ -9,7 +9,7 @@ from pathlib import Path
 
 from textual.geometry import Region
 from textual.widget import Widget
-from tui_samples import make_many_gpu_app, run_async, tui_env, wait_for_sample  # noqa: F401
+from tui_samples import make_many_gpu_app, run_async, shown, tui_env  # noqa: F401
 
 from gpuscope.tui.widgets.gpu_card import DenseGpuCard
 
@@ -22,9 +22,7 @@ def _textual_rows(card: DenseGpuCard, crop: Region) -> list:
 @run_async
 async def test_dense_card_rows_are_textuals_own(tui_env: Path) -> None:
     app = make_many_gpu_app(8, persist_settings=False)
-    async with app.run_test(size=(160, 48)) as pilot:
-        await wait_for_sample(pilot, app)
-        await pilot.pause(0.1)
+    async with shown(app, (160, 48)) as pilot:
         cards = list(app.screen.query(DenseGpuCard))
         assert len(cards) == 8
         card = cards[0]

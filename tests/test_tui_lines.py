@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from textual.geometry import Region
 from textual.widget import Widget
-from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401
+from tui_samples import make_app, run_async, shown, tui_env  # noqa: F401
 
 from gpuscope.tui.widgets.host_panels import CoreBars
 from gpuscope.tui.widgets.lines import LineWidget
@@ -18,9 +18,7 @@ def test_line_widgets_paint_what_textual_paints(tui_env) -> None:  # noqa: ANN00
     @run_async
     async def check() -> None:
         app = make_app(persist_settings=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for_sample(pilot, app)
-            await pilot.pause(0.1)
+        async with shown(app, (120, 40)):
             widgets = [w for w in app.screen.query(LineWidget) if w.region.area]
             plain = [w for w in widgets if w._box is not None and w._box[0]]
             assert len(plain) >= 5, "the borderless line widgets should take the fast path"
@@ -39,9 +37,7 @@ def test_a_change_repaints_only_the_changed_lines(tui_env) -> None:  # noqa: ANN
     @run_async
     async def check() -> None:
         app = make_app(persist_settings=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for_sample(pilot, app)
-            await pilot.pause(0.1)
+        async with shown(app, (120, 40)) as pilot:
             bars = app.screen.query_one(CoreBars)
             cell = app.screen.query_one("#cpu-total", MetricCell)
             assert bars.region.height == 2  # eight cores in four columns

@@ -10,7 +10,7 @@ import pytest
 from textual.app import App
 from textual.content import Content
 from textual.geometry import Region
-from tui_samples import make_app, make_many_gpu_app, run_async, sample, tui_env, wait_for_sample  # noqa: F401
+from tui_samples import make_app, make_many_gpu_app, run_async, sample, shown, tui_env  # noqa: F401
 
 from gpuscope.tui import textual_compat
 
@@ -51,9 +51,7 @@ def test_row_cropped_compositor_paints_what_textual_paints(tui_env) -> None:  # 
     @run_async
     async def check() -> None:
         app = make_app(persist_settings=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for_sample(pilot, app)
-            await pilot.pause(0.1)
+        async with shown(app, (120, 40)) as pilot:
             screen = app.screen
             compositor = screen._compositor
             assert type(compositor) is not Compositor, "the dashboard should use the row-cropped compositor"
@@ -91,9 +89,7 @@ def test_a_new_panel_title_repaints_only_the_title_row(tui_env) -> None:  # noqa
     @run_async
     async def check() -> None:
         app = make_app(persist_settings=False)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for_sample(pilot, app)
-            await pilot.pause(0.1)
+        async with shown(app, (120, 40)) as pilot:
             panel = app.screen.query_one(TopProcessesPanel)
             assert isinstance(panel._border_title, Content), "Textual changed: update set_border_title"
             panel._repaint_regions.clear()
@@ -119,9 +115,7 @@ def test_a_sample_is_one_frame_that_skips_the_containers_under_the_cards(tui_env
     @run_async
     async def check() -> None:
         app = make_many_gpu_app(persist_settings=False)
-        async with app.run_test(size=(160, 48)) as pilot:
-            await wait_for_sample(pilot, app)
-            await pilot.pause(0.1)
+        async with shown(app, (160, 48)) as pilot:
             screen = app.screen
             assert len(screen.query(DenseGpuCard)) == 8
             frames: list[object] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib as _contextlib
 import math
 import time as _time
 from pathlib import Path as _Path
@@ -222,6 +223,15 @@ async def wait_for_sample(pilot, app) -> None:
             break
         await pilot.pause(0.02)
     await pilot.pause()
+
+
+@_contextlib.asynccontextmanager
+async def shown(app, size: tuple[int, int]):
+    """``app`` running in a ``size`` test terminal, once its first sample is drawn and settled."""
+    async with app.run_test(size=size) as pilot:
+        await wait_for_sample(pilot, app)
+        await pilot.pause(0.1)
+        yield pilot
 
 
 def run_async(test):
