@@ -51,17 +51,15 @@ _DETAIL_DEF = {
 }
 
 
-def _name_detail(node: object, expanded: list[object]) -> tuple[object, bool]:
+def _name_detail(node: object, expanded: list[object]) -> object:
     """``node`` with every written-out Detail (its ``anyOf`` list) replaced by a reference."""
     if isinstance(node, dict):
         if node.get("anyOf") == expanded:
-            return {**{key: value for key, value in node.items() if key != "anyOf"}, **_DETAIL_REF}, True
-        pairs = [(key, _name_detail(value, expanded)) for key, value in node.items()]
-        return {key: value for key, (value, _) in pairs}, any(found for _, (_, found) in pairs)
+            return {**{key: value for key, value in node.items() if key != "anyOf"}, **_DETAIL_REF}
+        return {key: _name_detail(value, expanded) for key, value in node.items()}
     if isinstance(node, list):
-        items = [_name_detail(value, expanded) for value in node]
-        return [value for value, _ in items], any(found for _, found in items)
-    return node, False
+        return [_name_detail(value, expanded) for value in node]
+    return node
 
 
 def schema_text(name: str) -> str:
@@ -69,10 +67,11 @@ def schema_text(name: str) -> str:
     title, where = SCHEMAS[name]
     module, _, type_name = where.partition(":")
     declared = getattr(importlib.import_module(module), type_name)
-    generated, uses_detail = _name_detail(msgspec.json.schema(declared), msgspec.json.schema(Detail)["anyOf"])
+    written_out = msgspec.json.schema(declared)
+    generated = _name_detail(written_out, msgspec.json.schema(Detail)["anyOf"])
     assert isinstance(generated, dict)
     schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **generated}
-    if uses_detail:
+    if generated != written_out:  # some field is Detail
         schema.setdefault("$defs", {})["Detail"] = _DETAIL_DEF
     return json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
