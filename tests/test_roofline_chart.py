@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support.roofline import ceiling, fleet_results, results_document, workload, write_results
+from support.roofline import ceiling, fleet_results, h200_results, results_document, workload, write_results
 
 from gpuscope.cli import main
 from gpuscope.roofline.layout import layout_roofline, legibility, place_labels
@@ -180,9 +180,35 @@ def test_report_svg_paints_the_same_layout(files: list[str]) -> None:
     assert "var(--c0)" in svg  # the page's light/dark colours
 
 
-def test_report_chart_x_axis_ends_a_little_past_the_last_ridge_and_point() -> None:
+@pytest.mark.parametrize("name", ["h200", "cpu_only", "cpu_h200_a100", "dozen_workloads"])
+def test_report_chart_writes_every_bandwidth_label_along_its_line(name: str) -> None:
+    """In the report's chart a DRAM roof's label runs along its slope. With the tight y axis the
+    slopes are steeper: a label lifted a fixed 0.9 rows off the line crossed the line's own cells
+    at every spot and fell back to a flat label off the line's end."""
+    import re
+
+    from support.roofline import CHART_PICTURES
+
+    from gpuscope.report.charts import roofline_svg
+    from gpuscope.report.roofview import roofline_view
+
+    document = h200_results() if name == "h200" else CHART_PICTURES[name]()
+    svg = roofline_svg(roofline_view([(f"{name}.json", document)], local_cpu=None))
+    assert svg is not None
+    angles = {
+        text: float(angle)
+        for angle, text in re.findall(r'transform="rotate\((-?[\d.]+) [^"]*">((?:DRAM|HBM)[^<]*)<', svg)
+    }
+    assert angles, "no bandwidth roof label found"
+    for text, angle in angles.items():
+        assert -80 < angle < -5, f"{text!r} is drawn at {angle} degrees, not along its slope"
+
+
+def test_report_chart_axes_end_a_little_past_the_last_ridge_roof_and_point() -> None:
     """The report's x axis stops a factor 4 past the furthest ridge or point, not at the next
-    whole decade (data ending at 2.7k FLOP/B drew an axis to 100k); the terminal keeps decades."""
+    whole decade (data ending at 2.7k FLOP/B drew an axis to 100k), and its y axis 3x above the
+    highest roof or point (a 790 TFLOP/s roof drew an axis to 10 PFLOP/s, its top decade empty);
+    the terminal keeps whole decades."""
     from support.reports import make_results
 
     from gpuscope.report.charts import roofline_svg
@@ -190,10 +216,16 @@ def test_report_chart_x_axis_ends_a_little_past_the_last_ridge_and_point() -> No
 
     document = make_results()
     model = build_model([("a.json", document)], local_cpu=None)
-    furthest = max([ridge.x for ridge in layout_roofline(model).ridges] + [p.x for p in layout_roofline(model).points])
+    decades = layout_roofline(model)
+    furthest = max([ridge.x for ridge in decades.ridges] + [p.x for p in decades.points])
+    highest = max([ridge.y for ridge in decades.ridges] + [p.y for p in decades.points])
     assert 2000 < furthest < 3000
-    assert 10 ** layout_roofline(model, tight_x=True).x_range[1] == pytest.approx(4 * furthest)
-    assert layout_roofline(model).x_range[1] == 5  # whole decades where tick labels need them
+    tight = layout_roofline(model, tight=True)
+    assert 10 ** tight.x_range[1] == pytest.approx(4 * furthest)
+    assert 10 ** tight.y_range[1] == pytest.approx(3 * highest)
+    assert tight.y_range[1] < decades.y_range[1]
+    assert decades.x_range[1] == 5  # whole decades where tick labels need them
+    assert decades.y_range[1] == int(decades.y_range[1])
     svg = roofline_svg(roofline_view([("a.json", document)], local_cpu=None))
     assert svg is not None and ">10 k<" in svg.replace("</text>", "<") and ">100 k<" not in svg.replace("</text>", "<")
 

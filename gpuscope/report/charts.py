@@ -165,7 +165,7 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
     model = model_from_view(roofline)
     if model is None:
         return None
-    layout = layout_roofline(model, all_roofs=all_roofs, tight_x=True)
+    layout = layout_roofline(model, all_roofs=all_roofs, tight=True)
     if layout.empty:
         return None
 

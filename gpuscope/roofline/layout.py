@@ -249,12 +249,13 @@ def layout_roofline(
     all_roofs: bool = False,
     extra_placements: Sequence[Placement] = (),
     highlight: int | str | None = None,
-    tight_x: bool = False,
+    tight: bool = False,
 ) -> RooflineLayout:
     """The picture of ``model`` (see the module docstring). ``extra_placements`` are live,
     estimated points numbered after the model's; ``highlight`` names a point (its name or its
-    0-based index in ``model.placements``). ``tight_x`` ends the x axis a little past the last
-    ridge point or point instead of at the next whole decade (the report's chart)."""
+    0-based index in ``model.placements``). ``tight`` ends the x axis a little past the last
+    ridge point or point, and the y axis a little above the highest roof or point, instead of at
+    the next whole decade (the report's chart, whose ticks need not fall on the axis ends)."""
     plans: list[tuple[int, DeviceRoofs, Roof | None, Roof | None, list[Roof], list[Roof]]] = []
     legend: list[LegendEntry] = []
     notes: list[str] = []
@@ -320,13 +321,13 @@ def layout_roofline(
     if not ys:
         ys = [1e9, 1e12]
     x_lo, x_hi = _decades(min(xs) / 4, max(xs) * 4)
-    if tight_x:
-        x_hi = math.log10(max(xs) * 4)
     y_top = max(ys) * 3
     point_ys = [mark.y for mark in marks]
     peak_ys = [y for y in ys if y not in point_ys] or ys
     y_bottom = min(min(peak_ys) / 30, min(point_ys) / 3 if point_ys else math.inf)
     y_lo, y_hi = _decades(y_bottom, y_top)
+    if tight:
+        x_hi, y_hi = math.log10(max(xs) * 4), math.log10(y_top)
     layout = RooflineLayout((x_lo, x_hi), (y_lo, y_hi), legend=legend, notes=notes, points=marks)
     left, right, bottom = 10.0**x_lo, 10.0**x_hi, 10.0**y_lo
 

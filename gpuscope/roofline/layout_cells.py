@@ -209,11 +209,13 @@ def place_labels(
             return False
         angle = math.atan2((r0 - r1) * slanted_aspect, c1 - c0)
         dx, dy = math.cos(angle), -math.sin(angle) / slanted_aspect  # per character, in columns and rows
+        # a steep line covers several rows in one column: the text must clear all of them
+        clearance_rows = 0.9 + abs(r1 - r0) / (c1 - c0) / 2
         for offset in range(1, max(2, c1 - c0)):
             column = c0 + offset
             row = r0 + (r1 - r0) * offset / (c1 - c0)
             for side in (-1.0, 1.0):
-                start_row = row + side * 0.9
+                start_row = row + side * clearance_rows
                 cells = tuple(
                     (int(round(start_row + k * dy)), int(round(column + k * dx))) for k in range(len(label.text))
                 )
