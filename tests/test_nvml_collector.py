@@ -218,11 +218,14 @@ def test_field_request_is_built_once_and_rebuilt_when_a_field_drops(clock: FakeC
     with opened_collector(fake, clock) as collector:
         hopper, l4 = (gpu.fields for gpu in collector._gpus)
         assert hopper is not None and l4 is not None
-        request = hopper._request
+        clock.advance(1.0)
+        collector.sample()  # from here GPM gives the H100's PCIe and NVLink rates
+        assert hopper._request is not None
+        request = hopper._request[0]
         for _ in range(3):
             clock.advance(1.0)
             collector.sample()
-        assert hopper._request is request  # the same nvmlFieldValue_t array every sample
+        assert hopper._request[0] is request  # the same nvmlFieldValue_t array every sample
         # the L4 has no memory sensor: that field was dropped at open and the array rebuilt
         assert l4._request is not None and len(l4._request[0]) == len(l4._fields)
         assert all(field.key != "temperature_memory_c" for field in l4._fields)

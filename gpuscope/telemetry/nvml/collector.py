@@ -1,8 +1,9 @@
 """NvmlCollector: every NVIDIA GPU (and MIG device) as a GpuSample, one call per sample.
 
-Cost per GPU per sample: one batched field-values call (into an array built once per GPU),
-utilization, memory, two clocks, power, temperature, throttle reasons and (when supported) fan
-speed, plus two GPM calls on Hopper and newer. Power limit and PCIe link width/generation are
+Cost per GPU per sample: two GPM calls on Hopper and newer, then one batched field-values call
+(into an array built once per set of fields) for what GPM did not give (on Hopper with GPM: 4
+fields instead of 44; see :mod:`.fields`), utilization, memory, two clocks, power, temperature,
+throttle reasons and (when supported) fan speed. Power limit and PCIe link width/generation are
 re-read every ``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S``. A metric the
 GPU does not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
 is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
@@ -64,6 +65,8 @@ class DeviceStatus:
     lost: bool
     problem: Unavailable | None  # the GPU cannot be opened at all (e.g. no permission)
     gpm: Unavailable | None  # None: GPM works here (or at least is supported)
+    #: None until a total NVLink counter has counted traffic (the check compares it with every
+    #: link in one read), then whether the driver gives per-link counters
     nvlink_scope_honoured: bool | None
     process_utilization: Unavailable | None
     mig_devices: int
@@ -93,6 +96,9 @@ class _Gpu:
         self.fields: FieldSet | None = None
         self.links: list[int] = []  # the active NVLink links
         self.link_value_keys: list[str] = []  # their tx and rx keys in GPM and field readings, in turn
+        #: the field-value keys GPM can give instead: link_value_keys, then PCIe and NVLink totals
+        self.gpm_field_keys: list[str] = []
+        self.gpm_field_set: frozenset[str] = frozenset()
         self.gpm: GpmReader | None = None
         self.gpm_status: Unavailable | None = Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
         self.gi_gpm: dict[int, GpmReader] = {}
@@ -231,6 +237,8 @@ class NvmlCollector:
             gpu.fields = FieldSet(handle, info.nvlink_links)
             gpu.links = list(info.nvlink_links)
             gpu.link_value_keys = [key for _, tx, rx in link_keys(info.nvlink_links) for key in (tx, rx)]
+            gpu.gpm_field_keys = [*gpu.link_value_keys, *_GPM_COUNTER_KEYS[: 4 if info.nvlink_links else 2]]
+            gpu.gpm_field_set = frozenset(gpu.gpm_field_keys)
             gpu.fields.read()  # the first read: drops unsupported fields, starts the counters
             if self._gpm_enabled:
                 gpu.gpm = GpmReader(handle, self._clock, links=info.nvlink_links)
@@ -387,8 +395,21 @@ class NvmlCollector:
                 "pcie_generation": calls.get("pcie_generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
                 "pcie_width": calls.get("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth),
             }
-        fields = gpu.fields.read()
         gpm = self._gpm(gpu.gpm, gpu.gpm_status)
+        # the counters GPM gave a number for this sample are not asked of the field values
+        found: list[Metric[float] | None] = []
+        covered = _NOTHING
+        if not isinstance(gpm, Unavailable):
+            found = list(map(gpm.get, gpu.gpm_field_keys))
+            if set(map(type, found)) == _ONLY_FLOAT:
+                covered = gpu.gpm_field_set  # the usual case: the same set every sample
+            else:
+                covered = frozenset(
+                    key
+                    for key, value in zip(gpu.gpm_field_keys, found)
+                    if value is not None and not isinstance(value, Unavailable)
+                )
+        fields = gpu.fields.read(covered)
 
         def metric(key: str) -> Metric[float]:
             if isinstance(gpm, Unavailable):
@@ -418,10 +439,10 @@ class NvmlCollector:
             sample.nvlink_rx_bytes_per_s = prefer(metric("nvlink_rx_bytes_per_s"), fields["nvlink_rx_bytes_per_s"])
             # prefer(metric(key), fields[key]) for 36 links per GPU: GPM's number where it has
             # one (the usual case, decided in one pass), else the rules of prefer()
-            per_link = {} if isinstance(gpm, Unavailable) else gpm
-            found = [per_link.get(key) for key in gpu.link_value_keys]
-            values = cast("list[Metric[float]]", found)
-            if not all(type(value) is float for value in found):
+            if covered is gpu.gpm_field_set:
+                values = cast("list[Metric[float]]", found[: len(gpu.link_value_keys)])
+            else:
+                found = found or [None] * len(gpu.link_value_keys)
 
                 def link_value(key: str, value: Metric[float] | None) -> Metric[float]:
                     if value is not None and not isinstance(value, Unavailable):
@@ -516,6 +537,9 @@ class NvmlCollector:
 
 
 NOT_OPEN = Unavailable(Reason.ERROR, "the NVML collector is not open")
+_NOTHING: frozenset[str] = frozenset()
+_ONLY_FLOAT = {float}
+_GPM_COUNTER_KEYS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
 
 
 def _attr(value: Any, name: str, kind: Callable[[Any], Any]) -> Metric[Any]:

@@ -6,10 +6,21 @@ own timestamps (microseconds, stamped by the driver), not over the sampler's clo
 Fields the GPU does not support are found on the first read (at open) and dropped from the
 batch, so their cost is paid once.
 
-Cost: the request array (``nvmlFieldValue_t[n]``, with field and scope ids filled in) is built
-once per GPU and reused: each read is one C call on it (pynvml's wrapper would build a new
-array through Python-level attribute setters, one per field, every sample) and one pass over a
-plain ctypes view of the answers.
+Counters another source already gives (GPM: PCIe, NVLink totals and per link) are not asked:
+``read(covered=...)`` names the keys that source had a number for *this* sample, and only the
+rest go to the driver (on Hopper with GPM that leaves 4 of 44 fields per GPU; each field is
+driver work). A counter that was skipped forgets its last reading, so when it is asked again
+(GPM failed, lost a metric, or is unavailable) it restarts: one read warming up, then rates
+over one interval, never an average over the time it was not read. A key GPM gave before
+and then missed stays asked for :data:`KEEP_READS` reads after GPM has it again, so an
+intermittent GPM failure finds the counter running. While ``scope_honoured`` is unknown the
+two NVLink totals are asked every read; once a total has counted traffic the per-link
+counters are asked next to it once, which decides the check.
+
+Cost: each request array (``nvmlFieldValue_t[n]``, with field and scope ids filled in) is built
+once per set of asked fields and reused: each read is one C call on it (pynvml's wrapper would
+build a new array through Python-level attribute setters, one per field, every sample) and one
+pass over a plain ctypes view of the answers.
 
 ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`` count KiB; ``scopeId`` selects the link, and
 ``0xFFFFFFFF`` asks for the sum of all links. Some drivers ignore the scope and return the
@@ -30,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +51,7 @@ from gpuscope.telemetry.nvml.session import call, pynvml, unavailable_from_error
 from gpuscope.telemetry.nvml.structs import _FIELDS_OK, FieldValueView, field_values_view
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
-__all__ = ["FieldSet", "SCOPE_ALL_LINKS"]
+__all__ = ["FieldSet", "KEEP_READS", "SCOPE_ALL_LINKS"]
 
 SCOPE_ALL_LINKS = 0xFFFFFFFF
 _WARMING = Unavailable(Reason.WARMING_UP, "a rate needs two reads")
@@ -49,6 +61,12 @@ _WRAP_32 = 1 << 32
 PCIE_MAX_BYTES_PER_S = 128e9
 _PCIE_KEYS = frozenset({"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
 _SUCCESS = 0  # NVML_SUCCESS
+#: reads a counter GPM missed stays asked after GPM gives it again (see the module docstring)
+KEEP_READS = 30
+_NOT_READ = Unavailable(Reason.NOT_APPLICABLE, "not read: another source (GPM) gave this value")
+_NOTHING: frozenset[str] = frozenset()
+_SCOPE_IGNORED = Unavailable(Reason.NOT_SUPPORTED, "this driver reports the GPU-wide NVLink counter for every link")
+_MAX_SELECTIONS = 8  # request arrays kept per GPU (one per set of asked fields)
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,12 @@ class _Field:
     scale: float  # value unit in SI units (KiB -> 1024 bytes, mJ -> 0.001 J)
     counter: bool  # a cumulative counter: the result is its rate per second
     pcie: bool = False  # a PCIe byte counter, which may be 32 bits wide
+    link: bool = False  # a per-link NVLink counter
+
+    @property
+    def coverable(self) -> bool:
+        """Whether GPM can give this value instead (PCIe and NVLink counters)."""
+        return self.pcie or self.key.startswith("nvlink_")
 
 
 def _fid(name: str, default: int) -> int:
@@ -79,8 +103,8 @@ def _fields(links: list[int]) -> list[_Field]:
         fields.append(_Field("nvlink_tx_bytes_per_s", tx, SCOPE_ALL_LINKS, 1024.0, True))
         fields.append(_Field("nvlink_rx_bytes_per_s", rx, SCOPE_ALL_LINKS, 1024.0, True))
         for link in links:
-            fields.append(_Field(f"nvlink_tx_bytes_per_s:{link}", tx, link, 1024.0, True))
-            fields.append(_Field(f"nvlink_rx_bytes_per_s:{link}", rx, link, 1024.0, True))
+            fields.append(_Field(f"nvlink_tx_bytes_per_s:{link}", tx, link, 1024.0, True, link=True))
+            fields.append(_Field(f"nvlink_rx_bytes_per_s:{link}", rx, link, 1024.0, True, link=True))
     return fields
 
 
@@ -120,6 +144,8 @@ def _request(fields: list[_Field]) -> tuple[Any, Any]:
 #: nvmlReturn, and the value union read as an unsigned long long (right for ``_ULL`` only)
 _ROW = struct.Struct("=IIqqIIQ")
 _ROWS_OK = _FIELDS_OK and _ROW.size == ctypes.sizeof(FieldValueView)
+#: an unsigned int in the union is its low 4 bytes of the unsigned long long read above
+_LITTLE = sys.byteorder == "little"
 
 
 def _rows(values: Any, view: Any) -> Iterator[tuple[int, int, int, int, int, int, int]]:
@@ -143,6 +169,16 @@ def _get_field_values(handle: Any, values: Any, count: int) -> Any:
     return values
 
 
+@dataclass
+class _Selection:
+    """The fields one read asks for, their request array, and what the others read as."""
+
+    fields: list[_Field]
+    values: Any  # nvmlFieldValue_t[len(fields)], or None when nothing is asked
+    view: Any
+    not_read: dict[str, Metric[float]]  # key -> _NOT_READ for each field left out
+
+
 class FieldSet:
     """The batched field values of one GPU and the rates of its counters."""
 
@@ -150,7 +186,7 @@ class FieldSet:
         self.handle = handle
         self.links = list(links)
         self._fields = _fields(self.links)
-        self._request: tuple[Any, Any] | None = None  # (nvmlFieldValue_t array, its view)
+        self._request: tuple[Any, Any] | None = None  # the last read's (nvmlFieldValue_t array, its view)
         self._dropped: dict[str, Unavailable] = {}
         self._previous: dict[str, tuple[float | int, int]] = {}  # key -> (raw value, timestamp us)
         self._last_rate: dict[str, Metric[float]] = {}
@@ -159,6 +195,59 @@ class FieldSet:
         #: None until known; False when the driver returns the GPU-wide counter for every link.
         self.scope_honoured: bool | None = None if len(self.links) > 1 else True
         self.opened = False
+        self._reads = 0
+        self._selections: dict[frozenset[str], _Selection] = {}  # skipped keys -> selection
+        self._selection: _Selection | None = None
+        self._skipped: frozenset[str] = _NOTHING  # keys the last read did not ask
+        self._given: frozenset[str] = _NOTHING  # the last read's ``covered`` argument
+        self._covered: frozenset[str] = _NOTHING  # the keys of it that are fields here
+        self._coverable = frozenset(field.key for field in self._fields if field.coverable)
+        self._ever_covered: set[str] = set()
+        self._kept_until: dict[str, int] = {}  # key -> read number up to which it is asked anyway
+        self._scope_probe = False  # ask the per-link counters next read (a total counted traffic)
+        self._stale = False  # the field list or the scope answer changed: select again
+
+    @property
+    def asked(self) -> list[str]:
+        """The keys the last read asked the driver for."""
+        return [field.key for field in self._selection.fields] if self._selection else []
+
+    def _select(self, given: frozenset[str]) -> _Selection:
+        """The fields to ask, given the keys another source had a number for this read."""
+        self._given, self._stale = given, False
+        covered = given & self._coverable
+        if covered != self._covered:
+            # keys GPM had before, missed, and has again: keep them running for a while
+            back = (covered - self._covered) & self._ever_covered
+            self._kept_until.update(dict.fromkeys(back, self._reads + KEEP_READS))
+            self._ever_covered.update(covered)
+            self._covered = covered
+        if self._kept_until:
+            for key in [key for key, until in self._kept_until.items() if until < self._reads]:
+                del self._kept_until[key]
+        skip = covered.difference(self._kept_until) if self._kept_until else covered
+        if self.scope_honoured is None and skip:  # the check needs the totals (and, once, each link)
+            skip = frozenset(
+                key for key in skip if not key.startswith("nvlink_") or (":" in key and not self._scope_probe)
+            )
+        elif self.scope_honoured is False:  # per-link counters are the total: never asked
+            skip = skip | {field.key for field in self._fields if field.link}
+        if skip != self._skipped:
+            for key in skip - self._skipped:  # not read from now on: forget the last reading
+                self._previous.pop(key, None)
+                self._last_rate.pop(key, None)
+            self._skipped = skip
+        selection = self._selections.get(skip)
+        if selection is None:
+            if len(self._selections) >= _MAX_SELECTIONS:
+                self._selections.clear()
+            asked = [field for field in self._fields if field.key not in skip]
+            values, view = _request(asked) if asked else (None, None)
+            not_read: dict[str, Metric[float]] = {key: _NOT_READ for key in skip}
+            if self.scope_honoured is False:
+                not_read.update(dict.fromkeys((field.key for field in self._fields if field.link), _SCOPE_IGNORED))
+            selection = self._selections[skip] = _Selection(asked, values, view, not_read)
+        return selection
 
     def _raw(self, field: _Field, field_value: Any) -> Metric[float | int]:
         code = int(field_value.nvmlReturn)
@@ -174,30 +263,50 @@ class FieldSet:
             )
         return _value(field_value)
 
-    def read(self) -> dict[str, Metric[float]]:
+    def read(self, covered: frozenset[str] = _NOTHING) -> dict[str, Metric[float]]:
         """One batched call. Keys: ``energy_j``, ``temperature_memory_c``, ``ecc_*_errors``,
         ``pcie_tx/rx_bytes_per_s``, ``nvlink_tx/rx_bytes_per_s`` and ``...:<link>``.
-        Raises GpuLostError."""
+        ``covered``: keys another source (GPM) gave a number for in this sample; their counters
+        are not asked and read as not applicable (see the module docstring). The first read
+        asks every field. Raises GpuLostError."""
         result: dict[str, Metric[float]] = dict(self._dropped)
         if not self._fields:
             return result
-        if self._request is None:
-            self._request = _request(self._fields)
-        values, view = self._request
-        got = call("nvmlDeviceGetFieldValues", _get_field_values, self.handle, values, len(self._fields))
+        self._reads += 1
+        if not self.opened:
+            covered = _NOTHING
+        selection = self._selection
+        if (
+            selection is None
+            or self._stale
+            or covered is not self._given
+            or self._kept_until
+            or self.scope_honoured is None
+            or self._scope_probe
+        ):
+            selection = self._selection = self._select(covered)
+        if selection.not_read:
+            result.update(selection.not_read)
+        asked = selection.fields
+        if not asked:
+            self._request = None
+            return result
+        values, view = self._request = (selection.values, selection.view)
+        got = call("nvmlDeviceGetFieldValues", _get_field_values, self.handle, values, len(asked))
         if isinstance(got, Unavailable):
-            for field in self._fields:
+            for field in asked:
                 result[field.key] = got
             if not self.opened and got.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
                 self._dropped.update({field.key: got for field in self._fields})
-                self._fields, self._request = [], None
+                self._fields = []
+                self._forget_selections()
             self.opened = True
             return result
         raw: dict[str, float | int] | None = {} if self.scope_honoured is None else None
         keep: list[_Field] = []  # the fields still asked for (unsupported ones drop at open)
         opened = self.opened
         previous_of, last_rate = self._previous, self._last_rate
-        for slot, (field, (_, _, stamp_us, _, kind, code, number)) in enumerate(zip(self._fields, _rows(values, view))):
+        for slot, (field, (_, _, stamp_us, _, kind, code, number)) in enumerate(zip(asked, _rows(values, view))):
             key = field.key
             if not opened:
                 keep.append(field)
@@ -209,7 +318,9 @@ class FieldSet:
                     self._dropped[key] = value
                     keep.pop()
                 continue
-            reading: float | int = number if kind == _ULL else _value(view[slot])
+            reading: float | int = (
+                number if kind == _ULL else number & 0xFFFFFFFF if kind == _UINT and _LITTLE else _value(view[slot])
+            )
             if raw is not None:
                 raw[key] = reading
             if field.pcie:
@@ -227,18 +338,24 @@ class FieldSet:
             else:
                 result[key] = reading * field.scale
         if not opened and len(keep) != len(self._fields):
-            self._fields, self._request = keep, None
+            self._fields = keep
+            self._forget_selections()
         self.opened = True
         if raw is not None:
             self._check_scope(raw)
-        if self.scope_honoured is False:
-            ignored = Unavailable(
-                Reason.NOT_SUPPORTED, "this driver reports the GPU-wide NVLink counter for every link"
-            )
+        if raw is not None and self.scope_honoured is False:  # decided now (later reads skip the links)
             for link in self.links:
-                result[f"nvlink_tx_bytes_per_s:{link}"] = ignored
-                result[f"nvlink_rx_bytes_per_s:{link}"] = ignored
+                result[f"nvlink_tx_bytes_per_s:{link}"] = _SCOPE_IGNORED
+                result[f"nvlink_rx_bytes_per_s:{link}"] = _SCOPE_IGNORED
         return result
+
+    def _forget_selections(self) -> None:
+        """The field list or the scope answer changed: the next read selects again and builds
+        its request array anew (the last read's stay readable as :attr:`asked`)."""
+        self._selections.clear()
+        self._stale = True
+        self._coverable = frozenset(field.key for field in self._fields if field.coverable)
+        self._skipped = _NOTHING
 
     def _rate(self, field: _Field, value: float | int, stamp_us: int, wraps_at: int | None = None) -> Metric[float]:
         """Rate of a counter over its own timestamps. A 32-bit counter that went back wrapped
@@ -306,12 +423,19 @@ class FieldSet:
         return rate
 
     def _check_scope(self, raw: dict[str, float | int]) -> None:
+        """Decide ``scope_honoured`` from one read of a total and every link beside it; a total
+        that counted traffic while the links were not asked asks them in the next read."""
         if self.scope_honoured is not None:
             return
         for direction in ("tx", "rx"):
             total = raw.get(f"nvlink_{direction}_bytes_per_s")
+            if total is None or not total:
+                continue
             per_link = [raw.get(f"nvlink_{direction}_bytes_per_s:{link}") for link in self.links]
-            if total is None or not total or any(value is None for value in per_link):
+            if any(value is None for value in per_link):
+                self._scope_probe = True
                 continue
             self.scope_honoured = not all(value == total for value in per_link)
+            self._scope_probe = False
+            self._forget_selections()  # what is asked depends on the answer
             return

@@ -38,17 +38,18 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x100, "display_clock_setting"),
 )
 
+_KNOWN_BITS = sum(bit for bit, _ in THROTTLE_REASONS)
+
 #: GpuSample fields that hold one Metric (identity and the nvlink_links list excluded).
 METRIC_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(GpuSample) if f.default is NOT_COLLECTED)
 
 
 def throttle_reason_names(mask: int) -> list[str]:
     """Names of the set bits of a clocks-event (throttle) reason mask; [] when none."""
+    if not mask:
+        return []
     names = [name for bit, name in THROTTLE_REASONS if mask & bit]
-    known = 0
-    for bit, _name in THROTTLE_REASONS:
-        known |= bit
-    rest = mask & ~known
+    rest = mask & ~_KNOWN_BITS
     bit = 1
     while rest:
         if rest & bit:
