@@ -56,6 +56,7 @@ class TelemetryCollector:
         self._wall_clock = wall_clock
         self._lock = threading.Lock()
         self._opened = False
+        self._gpu_processes_shown = True
         #: Why there is no GPU side at all (None while NVML works).
         self.gpu_unavailable: Unavailable | None = None
 
@@ -79,8 +80,18 @@ class TelemetryCollector:
                         self.gpu_unavailable = Unavailable(Reason.ERROR, f"NVML collector failed to open: {exc}")
                     if self.gpu_unavailable is not None:
                         self._close_gpu()
+                    else:
+                        self.set_gpu_processes_shown(self._gpu_processes_shown)
             self._opened = True
             return self.gpu_unavailable
+
+    def set_gpu_processes_shown(self, shown: bool) -> None:
+        """Tell the GPU side whether its process lists are on screen (they are read less often
+        when not; see ``NvmlCollector.set_processes_shown``). Any thread."""
+        self._gpu_processes_shown = shown
+        setter = getattr(self._gpu, "set_processes_shown", None)
+        if setter is not None:
+            setter(shown)
 
     def sample(self) -> Sample:
         """One :class:`Sample` (opens on first use). ``sample_cost_s`` is the wall time it took."""

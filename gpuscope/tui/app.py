@@ -233,7 +233,7 @@ class GpuscopeApp(App[None]):
             self._schedule_replay()
         elif self.source is not None:
             self._poller = Poller(self.source, self.interval_s, lambda result: self.post_message(PollResult(result)))
-            self._poller.scan_period_s = self._scan_period_s()
+            self._update_scan_period()
             self._poller.start()
 
     async def action_quit(self) -> None:
@@ -291,6 +291,8 @@ class GpuscopeApp(App[None]):
     def _update_scan_period(self) -> None:
         if self._poller is not None:
             self._poller.scan_period_s = self._scan_period_s()
+            screen = self.screen if self.screen_stack else None
+            self._poller.source.set_gpu_processes_shown(bool(getattr(screen, "shows_gpu_processes", False)))
 
     def refresh_host_processes(self) -> None:
         """Scan host processes now, off the UI thread (a screen that shows them just opened)."""

@@ -54,6 +54,10 @@ class TelemetrySource(abc.ABC):
         """Every host process now (blocking, a /proc scan), or why there are none."""
         return Unavailable(Reason.NOT_APPLICABLE, "this source has no host processes")
 
+    def set_gpu_processes_shown(self, shown: bool) -> None:  # noqa: B027 - optional hook
+        """Whether the screen on show lists GPU processes (a live source reads them less often
+        when not). Called from the UI thread."""
+
 
 class _ScansHost:
     """Mixin: host processes from this machine's /proc."""
@@ -80,13 +84,21 @@ class LiveSource(_ScansHost, TelemetrySource):
         self.simulated = bool(os.environ.get("GPUSCOPE_FAKE_NVML")) and nvml
         self.label = "live (fake NVML: simulated GPUs)" if self.simulated and label == "live" else label
         self._collector: TelemetryCollector | None = None
+        self._gpu_processes_shown = True
 
     def open(self) -> None:
         from gpuscope.telemetry.collector import TelemetryCollector
 
         collector = TelemetryCollector(nvml=self.nvml)
+        collector.set_gpu_processes_shown(self._gpu_processes_shown)
         collector.open()
         self._collector = collector
+
+    def set_gpu_processes_shown(self, shown: bool) -> None:
+        self._gpu_processes_shown = shown
+        collector = self._collector
+        if collector is not None:
+            collector.set_gpu_processes_shown(shown)
 
     def sample(self) -> Sample:
         if self._collector is None:

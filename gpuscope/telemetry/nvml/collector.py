@@ -4,7 +4,8 @@ Cost per GPU per sample: two GPM calls on Hopper and newer, then one batched fie
 (into an array built once per set of fields) for what GPM did not give (on Hopper with GPM: 4
 fields instead of 44; see :mod:`.fields`), utilization, memory, two clocks, power, temperature,
 throttle reasons and (when supported) fan speed. Power limit and PCIe link width/generation are
-re-read every ``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S``. A metric the
+re-read every ``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S`` (every
+``PROCESS_BACKGROUND_INTERVAL_S`` while the TUI shows no process list). A metric the
 GPU does not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
 is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
 ``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
@@ -164,6 +165,9 @@ class NvmlCollector:
     LOST_RETRY_INTERVAL_S = 5.0
     SLOW_INTERVAL_S = 5.0
     PROCESS_INTERVAL_S = 1.0
+    #: ... while nothing on screen shows the process lists (:meth:`set_processes_shown`): they
+    #: cost two calls per GPU (real drivers: among the slowest queries) and stay fresh for reports
+    PROCESS_BACKGROUND_INTERVAL_S = 5.0
     MAX_REOPEN_DELAY_S = 300.0
     OPEN_RETRY_INTERVAL_S = 30.0
 
@@ -181,6 +185,8 @@ class NvmlCollector:
         self._versions: tuple[Metric[str], Metric[str], Metric[str]] = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
         self._gpus: list[_Gpu] = []
         self._xids = XidReader(clock)
+        self._process_interval_s = self.PROCESS_INTERVAL_S
+        self._processes_due = False  # read the lists at the next sample (they were just asked for)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -288,6 +294,15 @@ class NvmlCollector:
             self._unavailable = None
             self._versions = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
 
+    def set_processes_shown(self, shown: bool) -> None:
+        """Whether someone looks at the GPU process lists: then they are read every
+        ``PROCESS_INTERVAL_S``, else every ``PROCESS_BACKGROUND_INTERVAL_S``. Becoming shown reads
+        them at the next sample. Safe to call from another thread (no lock: two plain stores)."""
+        interval_s = self.PROCESS_INTERVAL_S if shown else self.PROCESS_BACKGROUND_INTERVAL_S
+        if interval_s < self._process_interval_s:
+            self._processes_due = True
+        self._process_interval_s = interval_s
+
     # --- sampling --------------------------------------------------------------------------
 
     def sample(self) -> GpuSide:
@@ -320,6 +335,7 @@ class NvmlCollector:
                 gpus.append(full)
                 migs.extend(parts)
             self._xids.fill(gpus, self._gpus)
+            self._processes_due = False
             return GpuSide(gpus + migs, driver, nvml, cuda)
 
     def _retry(self, gpu: _Gpu, now: float) -> _Gpu:
@@ -479,7 +495,7 @@ class NvmlCollector:
     def _processes(self, reader: ProcessReader | None, holder: Any, now: float) -> Metric[list[GpuProcessSample]]:
         if reader is None:
             return Unavailable(Reason.NOT_APPLICABLE, "process collection is off")
-        if holder.processes_at is None or now - holder.processes_at >= self.PROCESS_INTERVAL_S:
+        if holder.processes_at is None or self._processes_due or now - holder.processes_at >= self._process_interval_s:
             holder.processes_at = now
             holder.last_processes = reader.read()
         processes: Metric[list[GpuProcessSample]] = holder.last_processes

@@ -231,6 +231,9 @@ class ProcessesScreen(GpuscopeScreen):
         self._problems: list[str] = []
         self.query_one("#proc-filter", Input).display = False
 
+    #: the app reads GPU process lists every second only while a screen that lists them shows
+    shows_gpu_processes = True
+
     def wants_host_processes(self) -> float | None:
         return 0.0  # every poll while this screen shows
 
