@@ -24,6 +24,13 @@ def test_textual_still_has_the_internals_we_use() -> None:
     assert isinstance(app._css_update_count, int)
     assert textual_compat.style_state(app) is not None
     assert textual_compat.mode_is_mounted(app, "nothing") is False
+    from textual._compositor import ChopsUpdate
+    from textual.widget import Widget
+
+    widget = Widget()  # what repaint() marks dirty
+    assert isinstance(widget._dirty_regions, set) and isinstance(widget._repaint_regions, set)
+    assert callable(widget._styles_cache.set_dirty)
+    assert list(inspect.signature(ChopsUpdate).parameters) == ["chops", "spans", "chop_ends"]
 
 
 class _Bare:

@@ -129,33 +129,32 @@ def _gpu_alerts(gpu: GpuSample, t: AlertThresholds) -> Iterable[Alert]:
             "critical", "gpu_lost", gpu.index, gpu.uuid, f"{label}: GPU lost (fell off the bus; check dmesg for Xid)"
         )
         return
-    # (kind, value held against the bounds, bounds, message) for each value this sample has
-    measured: list[tuple[str, float, tuple[float, float, float], str]] = []
-    temp, mem_temp = finite_or_none(gpu.temperature_gpu_c), finite_or_none(gpu.temperature_memory_c)
-    if temp is not None:
-        slowdown_c = t.gpu_temperature_c[2]
-        measured.append(("temperature", temp, t.gpu_temperature_c, f"{temp:.0f}°C (slowdown at {slowdown_c:.0f}°C)"))
-    if mem_temp is not None:
+    # each value this sample has, held against its bounds; the message is written only for an
+    # alert (evaluated every sample for every GPU, almost always without one)
+    temp = finite_or_none(gpu.temperature_gpu_c)
+    if temp is not None and (level := _level(temp, t.gpu_temperature_c)):
+        message = f"{temp:.0f}°C (slowdown at {t.gpu_temperature_c[2]:.0f}°C)"
+        yield Alert(level, "temperature", gpu.index, gpu.uuid, f"{label}: {message}", temp)
+    mem_temp = finite_or_none(gpu.temperature_memory_c)
+    if mem_temp is not None and (level := _level(mem_temp, t.memory_temperature_c)):
         message = f"memory {mem_temp:.0f}°C (HBM max {t.memory_temperature_c[2]:.0f}°C)"
-        measured.append(("memory_temperature", mem_temp, t.memory_temperature_c, message))
+        yield Alert(level, "memory_temperature", gpu.index, gpu.uuid, f"{label}: {message}", mem_temp)
     power, cap = finite_or_none(gpu.power_w), finite_or_none(gpu.power_limit_w)
-    if power is not None and cap:
-        measured.append(("power", power / cap, t.power_fraction_of_cap, f"{power:.0f} W of its {cap:.0f} W cap"))
+    if power is not None and cap and (level := _level(power / cap, t.power_fraction_of_cap)):
+        message = f"{power:.0f} W of its {cap:.0f} W cap"
+        yield Alert(level, "power", gpu.index, gpu.uuid, f"{label}: {message}", power / cap)
     used, total = finite_or_none(gpu.memory_used_bytes), finite_or_none(gpu.memory_total_bytes)
-    if used is not None and total:
+    if used is not None and total and (level := _level(used / total, t.memory_used_fraction)):
         message = f"memory {100 * used / total:.0f}% full ({(total - used) / 2**30:.1f} GiB free)"
-        measured.append(("memory_full", used / total, t.memory_used_fraction, message))
-    uncorrected, corrected = finite_or_none(gpu.ecc_uncorrected_errors), finite_or_none(gpu.ecc_corrected_errors)
-    if uncorrected is not None:
-        measured.append(
-            ("ecc_uncorrected", uncorrected, t.ecc_uncorrected_errors, f"{uncorrected:.0f} uncorrected ECC errors")
-        )
-    if corrected is not None:
-        measured.append(("ecc_corrected", corrected, t.ecc_corrected_errors, f"{corrected:.0f} corrected ECC errors"))
-    for kind, value, bounds, message in measured:
-        level = _level(value, bounds)
-        if level:
-            yield Alert(level, kind, gpu.index, gpu.uuid, f"{label}: {message}", value)
+        yield Alert(level, "memory_full", gpu.index, gpu.uuid, f"{label}: {message}", used / total)
+    uncorrected = finite_or_none(gpu.ecc_uncorrected_errors)
+    if uncorrected is not None and (level := _level(uncorrected, t.ecc_uncorrected_errors)):
+        message = f"{uncorrected:.0f} uncorrected ECC errors"
+        yield Alert(level, "ecc_uncorrected", gpu.index, gpu.uuid, f"{label}: {message}", uncorrected)
+    corrected = finite_or_none(gpu.ecc_corrected_errors)
+    if corrected is not None and (level := _level(corrected, t.ecc_corrected_errors)):
+        message = f"{corrected:.0f} corrected ECC errors"
+        yield Alert(level, "ecc_corrected", gpu.index, gpu.uuid, f"{label}: {message}", corrected)
     reasons = gpu.throttle_reasons
     if isinstance(reasons, list):
         worst = max(

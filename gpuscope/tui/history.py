@@ -68,27 +68,36 @@ class History:
     def __init__(self, capacity: int = 300) -> None:
         self.capacity = capacity
         self._series: dict[tuple[str, ...], deque[float | None]] = {}
+        #: GPU key -> its series in the order of GPU_SERIES (the same deques as in ``_series``).
+        self._gpu_series: dict[str, list[deque[float | None]]] = {}
         self.timestamps: deque[float] = deque(maxlen=capacity)
 
     def clear(self) -> None:
         self._series.clear()
+        self._gpu_series.clear()
         self.timestamps.clear()
 
-    def _push(self, key: tuple[str, ...], value: float | None) -> None:
+    def _get(self, key: tuple[str, ...]) -> deque[float | None]:
         series = self._series.get(key)
         if series is None:
             series = self._series[key] = deque(maxlen=self.capacity)
             # a series that appears late (a GPU hot-added) lines up with the timestamps
             series.extend([None] * max(0, len(self.timestamps) - 1))
-        series.append(value)
+        return series
+
+    def _push(self, key: tuple[str, ...], value: float | None) -> None:
+        self._get(key).append(value)
 
     def push(self, sample: Sample) -> None:
         """Append every charted metric of ``sample``."""
         self.timestamps.append(sample.timestamp)
         for gpu in sample.gpus:
             key = gpu_key(gpu)
-            for name in GPU_SERIES:
-                self._push(("gpu", key, name), finite_or_none(getattr(gpu, name)))
+            rows = self._gpu_series.get(key)
+            if rows is None:  # (looked up once per GPU, not per metric and sample)
+                rows = self._gpu_series[key] = [self._get(("gpu", key, name)) for name in GPU_SERIES]
+            for series, name in zip(rows, GPU_SERIES):
+                series.append(finite_or_none(getattr(gpu, name)))
         host = sample.host
         self._push(("host", "cpu"), finite_or_none(host.cpu_utilization_percent))
         used, total = finite_or_none(host.memory_used_bytes), finite_or_none(host.memory_total_bytes)

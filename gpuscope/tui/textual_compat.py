@@ -9,7 +9,9 @@ re-application on resume when nothing the styles depend on changed. It needs:
 - ``App._css_update_count`` and ``App._PSEUDO_CLASSES``: what a suspended screen's styles depend on;
 - ``App.delay_update(delay)``: the method the switch overrides to skip the mask.
 
-Also here: the row-cropped compositor (``Compositor`` internals), and :func:`set_border_title`
+Also here: the row-cropped compositor (``Compositor`` internals, and ``ChopsUpdate`` for the
+terminal text), :func:`repaint` (a widget's ``_dirty_regions``, ``_repaint_regions`` and
+``_styles_cache``, the screen's ``_dirty_widgets``) and :func:`set_border_title`
 (``Widget._border_title``).
 
 When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back to plain
@@ -21,6 +23,8 @@ from __future__ import annotations
 from typing import Any
 
 from textual.app import App
+from textual.dom import NoScreen
+from textual.widget import Widget
 
 __all__ = ["FAST_SWITCH", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
 
@@ -81,11 +85,11 @@ def repaint(widget: Any, *regions: Any) -> None:
     to the screen: two messages and a wake-up of the widget's task, for each of the dozen
     widgets a sample changes. This marks the regions dirty as ``refresh`` does and adds the
     widget to the screen's dirty widgets as the screen's Update handler does (``_dirty_widgets``;
-    the screen's own Prompt starts its update timer). Falls back to ``refresh`` when those
-    internals are missing or the widget is not mounted and shown on a screen."""
-    from textual.dom import NoScreen
-    from textual.widget import Widget
-
+    the screen's own Prompt starts its update timer). Regions are marked as ``_set_dirty`` marks
+    them, with the content offset taken from the styles' gutter alone (``content_offset`` adds
+    the scrollbar gutter, which takes room on the right and bottom only, after working out
+    whether each scrollbar shows: most of a repaint's cost). Falls back to ``refresh`` when
+    those internals are missing or the widget is not mounted and shown on a screen."""
     try:
         screen = widget.screen if widget.is_mounted else None
     except NoScreen:
@@ -102,11 +106,21 @@ def repaint(widget: Any, *regions: Any) -> None:
         or screen not in compositor
         or not hasattr(widget, "_layout_cache")
         or not hasattr(widget, "_rich_style_cache")
+        or not hasattr(widget, "_dirty_regions")
+        or not hasattr(widget, "_repaint_regions")
+        or not hasattr(widget, "_styles_cache")
     ):
         widget.refresh(*regions)
         return
     widget._layout_cache.clear()
-    widget._set_dirty(*regions)
+    if regions:
+        offset = widget.styles.gutter.top_left
+        moved = [region.translate(offset) for region in regions]
+        widget._dirty_regions.update(moved)
+        widget._repaint_regions.update(moved)
+        widget._styles_cache.set_dirty(*moved)
+    else:
+        widget._set_dirty()
     widget.clear_cached_dimensions()
     widget._rich_style_cache.clear()
     dirty.add(widget)
@@ -137,6 +151,33 @@ def row_cropped_compositor() -> Any:
     ):
         return Compositor()
 
+    from rich.control import Control
+
+    #: (x, y) -> the cursor move there (rich makes a Control and its Segment for each move).
+    moves: dict[tuple[int, int], str] = {}
+
+    class Update(ChopsUpdate):  # type: ignore[misc]  # a private Textual class (typed Any here)
+        def render_segments(self, console: Any) -> str:
+            """``ChopsUpdate.render_segments`` (the same text) with each cursor move made once."""
+            sequences: list[str] = []
+            append = sequences.append
+            chops, chop_ends = self.chops, self.chop_ends
+            last_y = self.spans[-1][0]
+            for y, x1, x2 in self.spans:
+                for end, (x, strip) in zip(chop_ends[y], chops[y].items()):
+                    if strip is None or x > x2 or end <= x1:
+                        continue
+                    if not (x2 > x >= x1 and end <= x2):
+                        strip = strip.crop(0, min(end, x2) - x)
+                    move = moves.get((x, y))
+                    if move is None:
+                        move = moves[x, y] = Control.move_to(x, y).segment.text
+                    append(move)
+                    append(strip.render(console))
+                if y != last_y:
+                    append("\n")
+            return "".join(sequences)
+
     class RowCroppedCompositor(Compositor):
         def render_partial_update(self) -> Any:
             """Render each band of adjacent updated rows on its own (the clock on the first row
@@ -149,8 +190,11 @@ def row_cropped_compositor() -> Any:
             spans = list(self._regions_to_spans(update_regions))
             extent: dict[int, tuple[int, int]] = {}
             for y, x1, x2 in spans:
-                low, high = extent.get(y, (x1, x2))
-                extent[y] = (min(low, x1), max(high, x2))
+                known = extent.get(y)
+                if known is None:
+                    extent[y] = (x1, x2)
+                else:
+                    extent[y] = (known[0] if known[0] < x1 else x1, known[1] if known[1] > x2 else x2)
             rows = sorted(extent)
             screen = self.size.region
             dirty = [
@@ -170,8 +214,10 @@ def row_cropped_compositor() -> Any:
                 band = [box for box in dirty if box[1] >= first and box[3] <= y + 1]
                 self._render_band(Region(left, first, right - left, y + 1 - first), cuts, chops, band)
                 start = index + 1
-            chop_ends = [cut_set[1:] for cut_set in cuts]
-            return ChopsUpdate(chops, spans, chop_ends)
+            ends = getattr(self, "_gpuscope_ends", None)
+            if ends is None or ends[0] is not cuts:  # the cuts change with the arrangement only
+                ends = self._gpuscope_ends = (cuts, [cut_set[1:] for cut_set in cuts])
+            return Update(chops, spans, ends[1])
 
         def _render_band(
             self, crop: Region, cuts: list[list[int]], chops: list[Any], dirty: list[tuple[int, int, int, int]]
@@ -180,21 +226,40 @@ def row_cropped_compositor() -> Any:
             rows only: it makes a dict for every row of the screen, per band)."""
             for y in range(crop.y, crop.bottom):
                 chops[y] = dict.fromkeys(cuts[y][:-1])
+            # (row, first column, last column) -> the cuts there, and them relative to the first
+            spans: dict[tuple[int, int, int], tuple[list[int], list[int]]]
+            known = getattr(self, "_gpuscope_cuts", None)
+            if known is None or known[0] is not cuts:  # the cuts change with the arrangement only
+                spans = {}
+                self._gpuscope_cuts = (cuts, spans)
+            else:
+                spans = known[1]
             for region, clip, strips in self._get_renders(crop, dirty):
                 render_region = region.intersection(clip)
                 render_x = render_region.x
                 first_cut, last_cut = render_region.column_span
                 for y, strip in zip(render_region.line_range, strips):
                     line = chops[y]
-                    final_cuts = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
-                    pieces = strip.divide([cut - render_x for cut in final_cuts[1:]])
+                    span = spans.get((y, first_cut, last_cut))
+                    if span is None:
+                        final = [cut for cut in cuts[y] if last_cut >= cut >= first_cut]
+                        span = spans[y, first_cut, last_cut] = (final, [cut - render_x for cut in final[1:]])
+                    final_cuts, relative = span
+                    if len(relative) == 1 and relative[0] == strip.cell_length:
+                        # one piece, the strip itself: what divide() returns, but divide() also
+                        # caches [self] in the strip, a cycle that only the garbage collector
+                        # frees (a Strip, its seven caches and its segments, per line per frame)
+                        pieces: Any = (strip,)
+                    else:
+                        pieces = strip.divide(relative)
                     for cut, piece in zip(final_cuts, pieces):  # front to back: the first render of a cut wins
                         if line.get(cut) is None:
                             line[cut] = piece
 
-        def _visible_boxes(self) -> list[tuple[Any, Region, Region, int, int, int, int]]:
-            """(widget, region, clip, x1, y1, x2, y2 of the part that shows) front to back, made
-            once per arrangement (``visible_widgets`` is a new dict after each)."""
+        def _visible_boxes(self) -> tuple[list[tuple[Any, Region, Region, int, int, int, int]], list[list[int]]]:
+            """(widget, region, clip, x1, y1, x2, y2 of the part that shows) front to back, and
+            for each screen row the indexes of those that show on it, made once per arrangement
+            (``visible_widgets`` is a new dict after each)."""
             visible = self.visible_widgets
             boxes = getattr(self, "_gpuscope_boxes", None)
             if boxes is None or boxes[0] is not visible:
@@ -203,7 +268,11 @@ def row_cropped_compositor() -> Any:
                     x, y, width, height = region.intersection(clip)
                     if width and height:
                         shown.append((widget, region, clip, x, y, x + width, y + height))
-                boxes = self._gpuscope_boxes = (visible, shown)
+                by_row: list[list[int]] = [[] for _ in range(max((box[6] for box in shown), default=0))]
+                for index, box in enumerate(shown):
+                    for row in range(max(0, box[4]), box[6]):
+                        by_row[row].append(index)
+                boxes = self._gpuscope_boxes = (visible, (shown, by_row))
             return boxes[1]
 
         def _get_renders(self, crop: Region | None = None, dirty: list[tuple[int, int, int, int]] | None = None) -> Any:
@@ -217,12 +286,17 @@ def row_cropped_compositor() -> Any:
             top, bottom, left, right = crop.y, crop.bottom, crop.x, crop.right
             pending = [(left, top, right, bottom)] if dirty is None else list(dirty)
             painted: list[tuple[int, int, int, int]] = []  # (x1, y1, x2, y2) of what shows already
-            for widget, region, clip, x, shown_y1, x2, shown_y2 in self._visible_boxes():
+            shown_boxes, by_row = self._visible_boxes()
+            rows = by_row[max(0, top) : bottom]  # the widgets showing on the band's rows, in order
+            order = rows[0] if len(rows) == 1 else sorted(set().union(*rows))
+            for index in order:
+                widget, region, clip, x, shown_y1, x2, shown_y2 = shown_boxes[index]
                 if not pending:
                     return
-                y, y2 = max(shown_y1, top), min(shown_y2, bottom)
-                if y2 <= y or x2 <= left or x >= right:
-                    continue
+                if x2 <= left or x >= right:
+                    continue  # beside the band
+                y = shown_y1 if shown_y1 > top else top
+                y2 = shown_y2 if shown_y2 < bottom else bottom
                 shown = (max(x, left), y, min(x2, right), y2)
                 if _covered(shown, painted):
                     continue

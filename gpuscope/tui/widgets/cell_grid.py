@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from textual import events
@@ -34,9 +33,9 @@ class Geometry(NamedTuple):
     starts: tuple[int, ...]
 
 
-@dataclass(frozen=True)
-class CellState:
-    """What one cell shows: the value text, or n/a with ``reason``."""
+class CellState(NamedTuple):
+    """What one cell shows: the value text, or n/a with ``reason`` (a named tuple: one is made
+    for each value that changes, every sample)."""
 
     label: str
     value_text: str = NA
@@ -74,8 +73,11 @@ class CellGrid(LineWidget):
         self.keys = [key for key, _ in labels]
         self._cells = {key: CellState(label) for key, label in labels}
         self.label_width = max((len(label) for _, label in labels), default=0)
+        #: Each cell's label as drawn: padded to the widest label, then a space.
+        self._label_texts = {key: label.ljust(self.label_width) + " " for key, label in labels}
         self.cell_width = cell_width
         self.gap = gap
+        self._geometries: dict[int, Geometry] = {}
         self._cursor: int | None = None  # index into self.keys while focused
         self._hover: str | None = None
         self.can_focus = True
@@ -127,6 +129,12 @@ class CellGrid(LineWidget):
         """Columns, cell width and the gaps after each column at ``width``: the last column ends
         one cell short of the edge (a space before a card's border); where that space needs it,
         the gaps shrink, the first ones staying widest."""
+        geometry = self._geometries.get(width)
+        if geometry is None:
+            geometry = self._geometries[width] = self._work_out_geometry(width)
+        return geometry
+
+    def _work_out_geometry(self, width: int) -> Geometry:
         columns = self.columns(width)
         usable, gap = width - 1, self.gap
         gaps = [gap] * (columns - 1)
@@ -150,28 +158,29 @@ class CellGrid(LineWidget):
         if self._built_for != built_for:  # a row whose cells did not change keeps its runs
             self._built_for, self._built = built_for, {}
         built = self._built
+        cell_of, label_texts, last = self._cells.__getitem__, self._label_texts, columns - 1
         lines: list[list[Run]] = []
         for start in range(0, len(self.keys), columns):
             keys = self.keys[start : start + columns]
-            cells = tuple(self._cells[key] for key in keys)
+            cells = tuple(map(cell_of, keys))
             row = built.get(start)
             if row is not None and row[0] == cells:
                 lines.append(row[1])
                 continue
             runs: list[Run] = []
-            for position, (key, cell) in enumerate(zip(keys, cells)):
-                label = cell.label.ljust(self.label_width) + " "
+            for position, key in enumerate(keys):
+                cell = cells[position]
+                label = label_texts[key]
                 value = cell.value_text
                 room = cell_width - len(label)
                 if len(value) > room:
                     value = value[: max(0, room - 1)] + "…"
-                text_runs: list[Run] = [(label, label_style), (value, na_style if cell.reason else None)]
                 if key == cursor_key:
-                    text_runs = [(text, cursor_style) for text, _ in text_runs]
-                runs.extend(text_runs)
-                used = len(label) + len(value)
-                if position < columns - 1:
-                    runs.append((" " * (cell_width - used + gaps[position]), None))
+                    runs += ((label, cursor_style), (value, cursor_style))
+                else:
+                    runs += ((label, label_style), (value, na_style if cell.reason else None))
+                if position < last:
+                    runs.append((" " * (cell_width - len(label) - len(value) + gaps[position]), None))
             built[start] = (cells, runs)
             lines.append(runs)
         return lines

@@ -33,8 +33,16 @@ PLAIN = ChartStyles()
 
 def chart_styles(widget: LineWidget, colour: str | None) -> ChartStyles:
     """A chart widget's styles from its ``chart--*`` component classes; ``colour`` overrides the bars'."""
-    bar = Style(color=colour) if colour else widget.component_style("chart--bar")
+    bar = _colour_style(colour) if colour else widget.component_style("chart--bar")
     return ChartStyles(widget.component_style("chart--title"), bar, widget.component_style("chart--empty"))
+
+
+@functools.lru_cache(maxsize=64)
+def _colour_style(colour: str) -> Style:
+    """``Style(color=colour)``, one object per colour: a line widget keeps a line whose runs (and
+    their styles) are unchanged, and resolves each style once, so a new equal Style every sample
+    cost a hash and a comparison per run and line."""
+    return Style(color=colour)
 
 
 def downsample_minmax(values: Sequence[float | None], buckets: int) -> list[float | None]:
@@ -133,13 +141,21 @@ def chart_lines(
     top = maximum if maximum else max(present)
     top = top if top and top > 0 else 1.0
     pad = " " * (width - len(shown))
-    heights = [
-        None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / top * rows * 8))) for v in shown
+    eighths = rows * 8
+    bars, gap = _bar_columns(rows), _bar_column(None, rows)  # bars[h]: _bar_column(h, rows)
+    columns = [  # top row first
+        gap if v is None or not math.isfinite(v) else bars[min(eighths, max(0, round(v / top * eighths)))]
+        for v in shown
     ]
-    columns = [_bar_column(h, rows) for h in heights]  # top row first
     for row_cells in zip(*columns):
         lines.append([(pad + "".join(row_cells), styles.bar)])
     return lines
+
+
+@functools.lru_cache(maxsize=16)
+def _bar_columns(rows: int) -> tuple[tuple[str, ...], ...]:
+    """``_bar_column(h, rows)`` for every h from 0 to ``rows * 8``, by h."""
+    return tuple(_bar_column(height, rows) for height in range(rows * 8 + 1))
 
 
 @functools.lru_cache(maxsize=1024)

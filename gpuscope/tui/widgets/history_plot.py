@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from gpuscope.tui.widgets.chart import PLAIN, ChartStyles, chart_lines
 from gpuscope.tui.widgets.lines import Run
@@ -30,6 +31,12 @@ def resample_max(values: Sequence[float | None], width: int) -> list[float | Non
         return list(values)
     if count < width:  # each column's share is one point
         return [values[column * count // width] for column in range(width)]
+    if None not in values:  # no gaps (the common case): each share's largest value, taken in C
+        numbers = cast("Sequence[float]", values)
+        return [
+            max(numbers[column * count // width : max(column * count // width + 1, (column + 1) * count // width)])
+            for column in range(width)
+        ]
     out: list[float | None] = []
     for column in range(width):
         start = column * count // width

@@ -92,7 +92,7 @@ class PlainLines(Widget):
         plain, background = box
         if not plain:
             return super().render_lines(crop)
-        width, height = self.region.size
+        width, height = self.outer_size  # the region's size (``region`` looks it up on the screen)
         strips = self.filtered_lines(crop.y, crop.bottom, (width, height), self.app.get_line_filters(), background)
         if crop.x or crop.width != width:
             strips = [strip.crop(crop.x, crop.right) for strip in strips]
@@ -198,6 +198,7 @@ class LineWidget(PlainLines):
         if self._final[0] != (paint, base):
             self._final = ((paint, base), {})
         final = self._final[1]
+        per_style = _per_style(filters)
         lines = self.build_lines(width, height)[:height]
         strips = []
         previous = self._runs
@@ -205,7 +206,7 @@ class LineWidget(PlainLines):
             if y < len(old) and y < len(previous) and previous[y] == runs:
                 strips.append(old[y])
             else:
-                strips.append(_strip(runs, base, width, filters, background, final, edges))
+                strips.append(_strip(runs, base, width, filters, background, final, edges, per_style))
         if len(strips) < height:
             blank = _finished(Strip.blank(width, base), filters, background, edges)
             strips.extend(blank for _ in range(height - len(strips)))
@@ -240,13 +241,15 @@ def _strip(
     background: Color,
     final: dict[Style | None, Style],
     edges: Edges | None = None,
+    per_style: bool | None = None,
 ) -> Strip:
     """One line of ``runs`` over ``base``, padded (or cut) to ``width`` cells, through ``filters``,
     between ``edges``: the segments ``Strip(...).adjust_cell_length(width, base).apply_filter(...)``
     would give (joined with the edges), in one Strip. ``final`` remembers each run style's
     filtered style (Textual's filters map each segment's style on its own; an unknown filter
-    gets the segments)."""
-    per_style = all(type(line_filter) in _STYLE_FILTERS for line_filter in filters)
+    gets the segments); ``per_style`` is ``_per_style(filters)``, passed when known."""
+    if per_style is None:
+        per_style = _per_style(filters)
     segments = list(edges[0]) if edges is not None else []
     length = 0
     for text, style in runs:
@@ -256,8 +259,8 @@ def _strip(
                 resolved = base + style if style is not None else base
                 if per_style:
                     resolved = final[style] = _filtered_style(resolved, filters, background)
-            segments.append(Segment(text, resolved))
-            length += cell_len(text)
+            segments.append(_segment(Segment, (text, resolved, None)))  # Segment(text, resolved)
+            length += _cells(text)
     if length > width or not per_style:  # rare: Textual cuts it, or filters we cannot map by style
         strip = Strip(
             [Segment(text, base + style if style is not None else base) for text, style in runs if text]
@@ -274,6 +277,18 @@ def _strip(
     return Strip(segments, width + edges[2] + edges[3])
 
 
+#: Characters one cell wide in rich's table besides printable ASCII: the charts' block bars.
+_ONE_CELL = " ▁▂▃▄▅▆▇█"
+
+
+def _cells(text: str) -> int:
+    """``rich.cells.cell_len(text)``: printable ASCII and chart bars (one cell a character) are
+    counted without it (its cache misses on a chart's rows, which change every sample)."""
+    if text.isascii() and text.isprintable() or not text.strip(_ONE_CELL):
+        return len(text)
+    return cell_len(text)
+
+
 def _finished(strip: Strip, filters: Sequence[LineFilter], background: Color, edges: Edges | None = None) -> Strip:
     """``strip`` through the line ``filters`` and between ``edges``, as Textual does it (a new Strip
     per step): the general way, for the lines :func:`_strip` cannot build in one."""
@@ -282,8 +297,17 @@ def _finished(strip: Strip, filters: Sequence[LineFilter], background: Color, ed
     return strip if edges is None else Strip.join([Strip(edges[0]), strip, Strip(edges[1])])
 
 
+#: ``_segment(Segment, (text, style, None))`` is ``Segment(text, style)`` without the named
+#: tuple's Python-level ``__new__`` (a line of a GPU card is a dozen segments).
+_segment = tuple.__new__
+
 #: Textual's line filters, each of which maps a segment's style on its own (text unchanged).
 _STYLE_FILTERS = frozenset((ANSIToTruecolor, DimFilter, Monochrome, NoColor))
+
+
+def _per_style(filters: Sequence[LineFilter]) -> bool:
+    """True when every one of ``filters`` maps each segment's style on its own."""
+    return all(type(line_filter) in _STYLE_FILTERS for line_filter in filters)
 
 
 def _filtered_style(style: Style, filters: tuple[LineFilter, ...], background: Color) -> Style:
