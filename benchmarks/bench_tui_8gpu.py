@@ -92,7 +92,8 @@ def sample_cost(scenario: str, batches: int, per_batch: int = 10) -> dict[str, o
     clock = FakeClock()
     with install_fake_nvml(build_fake(parse_scenario(scenario), clock=clock)):
         source = LiveSource()
-        source._collector = TelemetryCollector(gpu_source=NvmlCollector(clock=clock))
+        # as LiveSource.open builds it (per-link NVLink rates off), on the fake's clock
+        source._collector = TelemetryCollector(gpu_source=NvmlCollector(clock=clock, nvlink_per_link=False))
 
         def tick() -> None:
             clock.advance(1.0)

@@ -219,3 +219,44 @@ def test_a_failed_field_call_says_so_for_every_counter_it_asked(clock: FakeClock
         assert reason_of(gpu.nvlink_links[0].tx_bytes_per_s) is Reason.ERROR
         assert reason_of(gpu.pcie_tx_bytes_per_s) is Reason.NO_PERMISSION  # GPM's reason first, then the counter's
         assert "Unknown" in gpu.pcie_tx_bytes_per_s.detail  # type: ignore[union-attr]
+
+
+def test_per_link_off_reads_the_totals_only_and_they_stay_true(clock: FakeClock) -> None:
+    """The TUI shows NVLink totals only (``nvlink_per_link=False``): no per-link GPM metric or
+    counter is read, nvlink_links stays empty, and the totals keep this second's load, from
+    GPM and, when GPM fails, from the total counters."""
+    fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
+    with opened_collector(fake, clock, nvlink_per_link=False) as collector:
+        assert _fields(collector).asked == ALWAYS + PCIE + TOTALS  # the first read: no link asked
+        gpm = collector._gpus[0].gpm
+        assert gpm is not None and not any(":" in key for key in gpm.metrics.values())  # totals, no links
+        assert "nvlink_tx_bytes_per_s" in gpm.metrics.values()
+        for step in range(3):
+            gpu = _tick(fake, clock, collector, step)
+            assert gpu.nvlink_links == []
+            assert gpu.nvlink_tx_bytes_per_s == pytest.approx(sum(_link_rates(step)), rel=1e-6)
+            assert gpu.nvlink_active_links == 18
+        assert _fields(collector).asked == ALWAYS
+        assert collector.device_status()[0].nvlink_scope_honoured is None  # never checked
+        fake.inject("nvmlGpmSampleGet", "NoPermission", count=None)
+        assert reason_of(_tick(fake, clock, collector, 3).nvlink_tx_bytes_per_s) is Reason.WARMING_UP
+        for step in range(4, 7):
+            gpu = _tick(fake, clock, collector, step)
+            assert gpu.nvlink_links == []
+            assert gpu.nvlink_tx_bytes_per_s == pytest.approx(sum(_link_rates(step)), rel=1e-6)
+            assert gpu.pcie_tx_bytes_per_s == pytest.approx(1e9 * (1 + step % 4), rel=1e-6)
+        assert _fields(collector).asked == ALWAYS + PCIE + TOTALS
+
+
+def test_the_tui_source_reads_no_per_link_rates(clock: FakeClock) -> None:
+    from gpuscope.testing.fake_nvml import install_fake_nvml
+    from gpuscope.tui.sources import LiveSource
+
+    fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
+    with install_fake_nvml(fake):
+        source = LiveSource()
+        try:
+            gpu = source.sample().gpus[0]
+        finally:
+            source.close()
+    assert gpu.nvlink_active_links == 18 and gpu.nvlink_links == []

@@ -33,8 +33,8 @@ class GpuSource(Protocol):
 class TelemetryCollector:
     """Host plus GPUs. ``sample()`` is safe to call from any one thread at a time (it locks).
 
-    ``nvml=False`` skips the GPU side entirely (``gpu_unavailable`` says so); ``gpm`` and
-    ``processes`` are passed to the NVML collector. ``host`` and ``gpu_source`` replace the real
+    ``nvml=False`` skips the GPU side entirely (``gpu_unavailable`` says so); ``gpm``,
+    ``processes`` and ``nvlink_per_link`` are passed to the NVML collector. ``host`` and ``gpu_source`` replace the real
     collectors (tests, replay).
     """
 
@@ -46,11 +46,13 @@ class TelemetryCollector:
         processes: bool = True,
         host: HostCollector | None = None,
         gpu_source: GpuSource | None = None,
+        nvlink_per_link: bool = True,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._want_nvml = nvml
         self._gpm = gpm
         self._processes = processes
+        self._nvlink_per_link = nvlink_per_link
         self._host = host
         self._gpu: GpuSource | None = gpu_source
         self._wall_clock = wall_clock
@@ -72,7 +74,7 @@ class TelemetryCollector:
                 self.gpu_unavailable = Unavailable(Reason.NOT_APPLICABLE, "GPU collection turned off")
             else:
                 if self._gpu is None:
-                    self._gpu, self.gpu_unavailable = _make_nvml(self._gpm, self._processes)
+                    self._gpu, self.gpu_unavailable = _make_nvml(self._gpm, self._processes, self._nvlink_per_link)
                 if self._gpu is not None:
                     try:
                         self.gpu_unavailable = self._gpu.open()
@@ -151,7 +153,7 @@ class TelemetryCollector:
         self.close()
 
 
-def _make_nvml(gpm: bool, processes: bool) -> tuple[GpuSource | None, Unavailable | None]:
+def _make_nvml(gpm: bool, processes: bool, nvlink_per_link: bool) -> tuple[GpuSource | None, Unavailable | None]:
     """The real NVML collector, or why it cannot be built (module or pynvml missing)."""
     if os.environ.get("GPUSCOPE_FAKE_NVML"):  # test-only: see gpuscope/testing/scenarios.py
         from gpuscope.testing.scenarios import install_from_environment
@@ -165,4 +167,4 @@ def _make_nvml(gpm: bool, processes: bool) -> tuple[GpuSource | None, Unavailabl
                 Reason.NO_DRIVER, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)"
             )
         return None, Unavailable(Reason.ERROR, f"NVML support not importable: {exc}")
-    return NvmlCollector(gpm=gpm, processes=processes), None
+    return NvmlCollector(gpm=gpm, processes=processes, nvlink_per_link=nvlink_per_link), None

@@ -89,7 +89,8 @@ class LiveSource(_ScansHost, TelemetrySource):
     def open(self) -> None:
         from gpuscope.telemetry.collector import TelemetryCollector
 
-        collector = TelemetryCollector(nvml=self.nvml)
+        # the TUI shows NVLink totals only: per-link rates (36 GPM metrics per H200) are not read
+        collector = TelemetryCollector(nvml=self.nvml, nvlink_per_link=False)
         collector.set_gpu_processes_shown(self._gpu_processes_shown)
         collector.open()
         self._collector = collector

@@ -172,10 +172,18 @@ class NvmlCollector:
     OPEN_RETRY_INTERVAL_S = 30.0
 
     def __init__(
-        self, gpm: bool = True, processes: bool = True, *, clock: Callable[[], float] = time.monotonic
+        self,
+        gpm: bool = True,
+        processes: bool = True,
+        *,
+        nvlink_per_link: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._gpm_enabled = gpm
         self._processes_enabled = processes
+        #: per-link NVLink rates (36 GPM metrics or counters per H200); False leaves every
+        #: GpuSample.nvlink_links empty (the TUI shows the totals only)
+        self._per_link = nvlink_per_link
         self._clock = clock
         self._lock = threading.RLock()
         self._opened = False
@@ -240,14 +248,14 @@ class NvmlCollector:
             problems = list(info.problems)
             if info.mig_mode is True:
                 gpu.migs = [_Mig(mig) for mig in read_mig_devices(handle, problems)]
-            gpu.fields = FieldSet(handle, info.nvlink_links)
-            gpu.links = list(info.nvlink_links)
-            gpu.link_value_keys = [key for _, tx, rx in link_keys(info.nvlink_links) for key in (tx, rx)]
+            gpu.fields = FieldSet(handle, info.nvlink_links, per_link=self._per_link)
+            gpu.links = list(info.nvlink_links) if self._per_link else []
+            gpu.link_value_keys = [key for _, tx, rx in link_keys(gpu.links) for key in (tx, rx)]
             gpu.gpm_field_keys = [*gpu.link_value_keys, *_GPM_COUNTER_KEYS[: 4 if info.nvlink_links else 2]]
             gpu.gpm_field_set = frozenset(gpu.gpm_field_keys)
             gpu.fields.read()  # the first read: drops unsupported fields, starts the counters
             if self._gpm_enabled:
-                gpu.gpm = GpmReader(handle, self._clock, links=info.nvlink_links)
+                gpu.gpm = GpmReader(handle, self._clock, links=gpu.links)
                 gpu.gpm_status = gpu.gpm.open()
                 if gpu.gpm_status is not None:
                     gpu.gpm = None

@@ -89,7 +89,7 @@ def _fid(name: str, default: int) -> int:
     return int(getattr(pynvml, name, default))
 
 
-def _fields(links: list[int]) -> list[_Field]:
+def _fields(links: list[int], per_link: bool = True) -> list[_Field]:
     tx, rx = _fid("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", 138), _fid("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", 139)
     fields = [
         _Field("energy_j", _fid("NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 83), 0, 1e-3, False),
@@ -102,7 +102,7 @@ def _fields(links: list[int]) -> list[_Field]:
     if links:
         fields.append(_Field("nvlink_tx_bytes_per_s", tx, SCOPE_ALL_LINKS, 1024.0, True))
         fields.append(_Field("nvlink_rx_bytes_per_s", rx, SCOPE_ALL_LINKS, 1024.0, True))
-        for link in links:
+        for link in links if per_link else []:
             fields.append(_Field(f"nvlink_tx_bytes_per_s:{link}", tx, link, 1024.0, True, link=True))
             fields.append(_Field(f"nvlink_rx_bytes_per_s:{link}", rx, link, 1024.0, True, link=True))
     return fields
@@ -182,18 +182,21 @@ class _Selection:
 class FieldSet:
     """The batched field values of one GPU and the rates of its counters."""
 
-    def __init__(self, handle: Any, links: list[int]) -> None:
+    def __init__(self, handle: Any, links: list[int], *, per_link: bool = True) -> None:
         self.handle = handle
-        self.links = list(links)
-        self._fields = _fields(self.links)
+        #: the links asked one by one (none when ``per_link`` is off: the totals only)
+        self.links = list(links) if per_link else []
+        self._fields = _fields(list(links), per_link)
         self._request: tuple[Any, Any] | None = None  # the last read's (nvmlFieldValue_t array, its view)
         self._dropped: dict[str, Unavailable] = {}
         self._previous: dict[str, tuple[float | int, int]] = {}  # key -> (raw value, timestamp us)
         self._last_rate: dict[str, Metric[float]] = {}
         #: PCIe counter key -> 32 or 64 once known (value type, a value >= 2**32, or a wrap seen)
         self.counter_bits: dict[str, int] = {}
-        #: None until known; False when the driver returns the GPU-wide counter for every link.
-        self.scope_honoured: bool | None = None if len(self.links) > 1 else True
+        #: None until known (or never asked: ``per_link`` off); False when the driver returns
+        #: the GPU-wide counter for every link.
+        self.scope_honoured: bool | None = None if len(self.links) > 1 or not per_link else True
+        self._scope_check = len(self.links) > 1
         self.opened = False
         self._reads = 0
         self._selections: dict[frozenset[str], _Selection] = {}  # skipped keys -> selection
@@ -226,7 +229,9 @@ class FieldSet:
             for key in [key for key, until in self._kept_until.items() if until < self._reads]:
                 del self._kept_until[key]
         skip = covered.difference(self._kept_until) if self._kept_until else covered
-        if self.scope_honoured is None and skip:  # the check needs the totals (and, once, each link)
+        if (
+            self.scope_honoured is None and self._scope_check and skip
+        ):  # the check needs the totals (and, once, each link)
             skip = frozenset(
                 key for key in skip if not key.startswith("nvlink_") or (":" in key and not self._scope_probe)
             )
@@ -281,7 +286,7 @@ class FieldSet:
             or self._stale
             or covered is not self._given
             or self._kept_until
-            or self.scope_honoured is None
+            or (self.scope_honoured is None and self._scope_check)
             or self._scope_probe
         ):
             selection = self._selection = self._select(covered)
@@ -302,7 +307,7 @@ class FieldSet:
                 self._forget_selections()
             self.opened = True
             return result
-        raw: dict[str, float | int] | None = {} if self.scope_honoured is None else None
+        raw: dict[str, float | int] | None = {} if self.scope_honoured is None and self._scope_check else None
         keep: list[_Field] = []  # the fields still asked for (unsupported ones drop at open)
         opened = self.opened
         previous_of, last_rate = self._previous, self._last_rate
