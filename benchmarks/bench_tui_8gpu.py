@@ -12,11 +12,13 @@ reference measured the same way in the same run.
 ``LiveSource.sample()`` (best batch of ``--batches``, fake clock advanced 1 s per sample so
 every GPM window is a real one), the host process scan amortised over its 5 s period, and the
 share of a sample spent inside the fake NVML (cProfile; the rest is gpuscope, pynvml and psutil).
+``--spaced N`` adds the median of N samples each taken after a 1 s sleep, as the app takes them:
+on a shared VM caches are cold by then and the same sample costs about twice as much.
 The 2-GPU case is the reference; 8 GPUs are reported as a ratio to it.
 
 Usage: .venv/bin/python benchmarks/bench_tui_8gpu.py [--presses 40] [--json bench-out/tui_8gpu.json]
        [--scenario gpus=8xh200,links=18 --interval 1]  (one case only, to save time)
-       .venv/bin/python benchmarks/bench_tui_8gpu.py --sample-cost [--batches 20]
+       .venv/bin/python benchmarks/bench_tui_8gpu.py --sample-cost [--batches 20] [--spaced 15]
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ async def run(scenario: str, interval_s: float, presses: int) -> dict[str, objec
     }
 
 
-def sample_cost(scenario: str, batches: int, per_batch: int = 10) -> dict[str, object]:
+def sample_cost(scenario: str, batches: int, per_batch: int = 10, spaced: int = 0) -> dict[str, object]:
     """CPU per sample and its split (see the module docstring)."""
     import cProfile
     import pstats
@@ -107,6 +109,12 @@ def sample_cost(scenario: str, batches: int, per_batch: int = 10) -> dict[str, o
             for _ in range(per_batch):
                 tick()
             batch_ms.append((time.process_time() - started) / per_batch * 1e3)
+        spaced_ms = []
+        for _ in range(spaced):  # as the app samples: after a second of sleep (cold caches)
+            time.sleep(1.0)
+            started = time.thread_time()
+            tick()
+            spaced_ms.append((time.thread_time() - started) * 1e3)
         scans_ms = []
         for _ in range(5):
             started = time.process_time()
@@ -132,12 +140,14 @@ def sample_cost(scenario: str, batches: int, per_batch: int = 10) -> dict[str, o
         "sample_cpu_ms": round(sample_ms, 3),
         "host_scan_cpu_ms": round(scan_ms, 3),
         "per_tick_cpu_ms": round(sample_ms + scan_ms / 5, 3),  # scans every 5 s, samples every 1 s
+        "sample_after_1s_sleep_cpu_ms": round(sorted(spaced_ms)[len(spaced_ms) // 2], 3) if spaced_ms else None,
         "fake_nvml_share": round(fake_s / max(1e-9, total_s), 3),
     }
 
 
-def main_sample_cost(batches: int, out: Path | None) -> int:
-    rows = [sample_cost(scenario, batches) for scenario in ("gpus=2xh200,links=18", "gpus=8xh200,links=18")]
+def main_sample_cost(batches: int, out: Path | None, spaced: int = 0) -> int:
+    scenarios = ("gpus=2xh200,links=18", "gpus=8xh200,links=18")
+    rows = [sample_cost(scenario, batches, spaced=spaced) for scenario in scenarios]
     reference = float(str(rows[0]["per_tick_cpu_ms"]))
     print("| scenario | sample CPU ms | host scan ms | per 1 s tick ms (x 2-GPU reference) | in fake NVML |")
     print("|---|---|---|---|---|")
@@ -147,6 +157,8 @@ def main_sample_cost(batches: int, out: Path | None) -> int:
             f"| {row['scenario']} | {row['sample_cpu_ms']} | {row['host_scan_cpu_ms']} | {row['per_tick_cpu_ms']} "
             f"(x{ratio:.2f}) | {float(str(row['fake_nvml_share'])):.0%} |"
         )
+    for row in rows if spaced else []:
+        print(f"{row['scenario']}: median sample after a 1 s sleep {row['sample_after_1s_sleep_cpu_ms']} ms CPU")
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=2) + "\n")
@@ -165,9 +177,12 @@ def main() -> int:
     )
     parser.add_argument("--sample-cost", action="store_true", help="measure LiveSource.sample() only (no app)")
     parser.add_argument("--batches", type=int, default=20, help="--sample-cost: batches of 10 samples (best one)")
+    parser.add_argument(
+        "--spaced", type=int, default=0, help="--sample-cost: also this many samples each after a 1 s sleep (median)"
+    )
     args = parser.parse_args()
     if args.sample_cost:
-        return main_sample_cost(args.batches, args.json)
+        return main_sample_cost(args.batches, args.json, args.spaced)
     rows = []
     for scenario in args.scenario or SCENARIOS:
         for interval_s in args.interval or (1.0, 0.1):
