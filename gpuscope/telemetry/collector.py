@@ -34,8 +34,8 @@ class TelemetryCollector:
     """Host plus GPUs. ``sample()`` is safe to call from any one thread at a time (it locks).
 
     ``nvml=False`` skips the GPU side entirely (``gpu_unavailable`` says so); ``gpm``,
-    ``processes`` and ``nvlink_per_link`` are passed to the NVML collector. ``host`` and ``gpu_source`` replace the real
-    collectors (tests, replay).
+    ``processes`` and ``nvlink_per_link`` are passed to the NVML collector. ``host`` and
+    ``gpu_source`` replace the real collectors (tests, replay).
     """
 
     def __init__(

@@ -7,13 +7,10 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuscope.telemetry.records import Sample
-from gpuscope.tui.sources import TelemetrySource, _ScansHost
-
-if TYPE_CHECKING:
-    from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.tui.sources import LiveSource
 
 __all__ = ["DemoSource", "demo_fake_nvml"]
 
@@ -73,28 +70,25 @@ def demo_load(t_s: float) -> tuple[dict[str, float], dict[str, float]]:
     return h200, a100
 
 
-class DemoSource(_ScansHost, TelemetrySource):
-    """Live collector + fake NVML with moving loads."""
-
-    label = "demo (fake NVML)"
-    simulated = True
+class DemoSource(LiveSource):
+    """The TUI's live collector (as :class:`LiveSource` builds it) on a fake NVML with moving loads."""
 
     def __init__(self) -> None:
+        super().__init__()
+        self.label = "demo (fake NVML)"
+        self.simulated = True
         self._fake: Any = None
         self._installed: Any = None
-        self._collector: TelemetryCollector | None = None
         self._t0 = time.monotonic()
 
     def open(self) -> None:
-        from gpuscope.telemetry.collector import TelemetryCollector
         from gpuscope.testing.fake_nvml import install_fake_nvml
 
         self._fake = demo_fake_nvml()
         self._installed = install_fake_nvml(self._fake)
         self._installed.__enter__()
         self._set_load()
-        self._collector = TelemetryCollector(nvml=True)
-        self._collector.open()
+        super().open()
 
     def _set_load(self) -> None:
         h200, a100 = demo_load(time.monotonic() - self._t0)
@@ -102,16 +96,13 @@ class DemoSource(_ScansHost, TelemetrySource):
         self._fake.set_load(1, **a100)
 
     def sample(self) -> Sample:
-        if self._collector is None:
+        if self._fake is None:
             self.open()
-        assert self._collector is not None
         self._set_load()
-        return self._collector.sample()
+        return super().sample()
 
     def close(self) -> None:
-        collector, self._collector = self._collector, None
-        if collector is not None:
-            collector.close()
+        super().close()
         installed, self._installed = self._installed, None
         if installed is not None:
             installed.__exit__(None, None, None)
