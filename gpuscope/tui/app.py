@@ -233,7 +233,7 @@ class GpuscopeApp(App[None]):
             self._schedule_replay()
         elif self.source is not None:
             self._poller = Poller(self.source, self.interval_s, lambda result: self.post_message(PollResult(result)))
-            self._update_scan_period()
+            self._update_poll_wants()
             self._poller.start()
 
     async def action_quit(self) -> None:
@@ -288,7 +288,9 @@ class GpuscopeApp(App[None]):
             return None
         return period if isinstance(period, (int, float)) else None
 
-    def _update_scan_period(self) -> None:
+    def _update_poll_wants(self) -> None:
+        """Tell the sampling thread what the screen on show wants: how often to scan host
+        processes, and whether it lists GPU processes (read every second only then)."""
         if self._poller is not None:
             self._poller.scan_period_s = self._scan_period_s()
             screen = self.screen if self.screen_stack else None
@@ -326,7 +328,7 @@ class GpuscopeApp(App[None]):
                 self._deliver(result.sample)
             finally:
                 if poller is not None:
-                    self._update_scan_period()
+                    self._update_poll_wants()
                     poller.ack()
             return
         self._poll_errors = result.failures
@@ -492,8 +494,8 @@ class GpuscopeApp(App[None]):
         Textual's 50 ms transition mask (kept for the first visit, which composes the screen)."""
         from gpuscope.tui.textual_compat import mode_is_mounted
 
-        if self._poller is not None:  # the new screen may want host processes (or stop wanting them)
-            self.call_after_refresh(self._update_scan_period)
+        if self._poller is not None:  # the new screen may want host or GPU processes (or stop wanting them)
+            self.call_after_refresh(self._update_poll_wants)
         if mode == self.current_mode or not mode_is_mounted(self, mode):
             return super().switch_mode(mode)
         self._skip_delay_update = True
