@@ -14,6 +14,7 @@ from gpuscope.cli import main
 from gpuscope.telemetry.nvml.capabilities import probe
 from gpuscope.testing.fake_nvml import (
     OLD_DRIVER_MISSING_SYMBOLS,
+    FakeClock,
     FakeGpu,
     FakeNvml,
     FakeProcess,
@@ -196,3 +197,38 @@ def test_cuda_order_names_the_nvml_gpu_of_each_cuda_device(
         out = run_doctor(capsys, "--no-torch")
     order = line(out, "OK  CUDA order")
     assert "cuda:0 = NVML 2, cuda:1 = NVML 0, cuda:2 = NVML 1" in order and "matches devices by UUID" in order
+
+
+def test_xid_row_says_whether_driver_faults_will_be_seen(capsys: pytest.CaptureFixture[str]) -> None:
+    """Operators ask doctor "will gpuscope see an Xid here?": yes, no with the reason, or the Xids it saw."""
+    with install_fake_nvml(FakeNvml.with_gpus([FakeGpu.h200()])):
+        out = run_doctor(capsys, "--no-torch")
+    assert line(out, "OK  Xid events").endswith("watched (critical Xid errors reach the log and the alert line)")
+    assert "xid" not in line(out, "--  other metrics")  # its own row, not repeated among the others
+
+    fake = FakeNvml.with_gpus([FakeGpu.h200(), FakeGpu.h200()])
+    fake.inject("nvmlDeviceRegisterEvents", "NoPermission", count=None, gpu=1)
+    with install_fake_nvml(fake):
+        out = run_doctor(capsys, "--no-torch", code=1)
+    assert line(out, "OK  Xid events")  # GPU 0 registered
+    assert line(out, "!!  Xid events").startswith("!!  Xid events       no permission")
+
+    fake = FakeNvml.with_gpus([FakeGpu.h200()])
+    fake.inject("nvmlDeviceGetSupportedEventTypes", "NotSupported", count=None)
+    with install_fake_nvml(fake):
+        out = run_doctor(capsys, "--no-torch")
+    assert line(out, "--  Xid events").startswith("--  Xid events       not supported")
+
+    clock = FakeClock()
+    fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
+
+    def wait_for_gpm(seconds: float) -> None:  # an Xid while doctor waits its GPM window, after registration
+        fake.inject_xid(0, 48, count=2)
+        clock.advance(seconds)
+
+    with install_fake_nvml(fake):
+        report = probe(sleep=wait_for_gpm, clock=clock)
+    xid = next(check for check in report.gpus[0].checks if check.name == "Xid events")
+    assert xid.status == "problem"
+    assert xid.detail.startswith("reported while doctor ran: Xid 48 (") and xid.detail.endswith(" x2")
+    assert xid.fix == "see `dmesg | grep -i xid`"

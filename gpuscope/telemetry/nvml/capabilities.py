@@ -214,8 +214,23 @@ def gpu_checks(
                     f"sudo nvidia-smi -i {sample.index} -am 1",
                 )
             )
+    if sample.mig_parent_index is None:
+        checks.append(_xid_check(sample))
     checks.append(_others_check(sample))
     return checks
+
+
+def _xid_check(sample: GpuSample) -> Check:
+    """Whether Xid errors (the driver's fault reports) will reach the log and the alert line."""
+    recent = sample.xid_recent
+    if isinstance(recent, Unavailable):
+        return check_from_unavailable("Xid events", recent)
+    if not recent:
+        return Check("Xid events", "ok", "watched (critical Xid errors reach the log and the alert line)")
+    seen = ", ".join(
+        f"Xid {event.xid}" + (f" ({event.meaning})" if event.meaning else "") + f" x{event.count}" for event in recent
+    )
+    return Check("Xid events", "problem", f"reported while doctor ran: {seen}", "see `dmesg | grep -i xid`")
 
 
 def _pct(value: Metric[float]) -> str:
@@ -257,6 +272,7 @@ _COVERED = (
     "pcie_rx",
     "nvlink_",
     "processes",
+    "xid_",
 )
 
 
