@@ -239,10 +239,11 @@ def test_per_sample_cost_is_bounded(clock: FakeClock) -> None:
         fake.reset_calls()
         clock.advance(0.2)
         collector.sample()
-        # field values, utilization, memory, 2 clocks, power, temperature, throttle, 2 GPM
-        # (fan: not supported, learnt at the first sample and not asked again), and one
+        # field values (power among them), utilization, memory, 2 clocks, temperature, throttle,
+        # 2 GPM (fan: not supported, learnt at the first sample and not asked again), and one
         # nvmlEventSetWait_v2 for Xid events (per sample, not per GPU)
-        assert sum(fake.calls.values()) == 11, dict(fake.calls)
+        assert sum(fake.calls.values()) == 10, dict(fake.calls)
+        assert fake.calls["nvmlDeviceGetPowerUsage"] == 0
 
 
 def test_not_supported_per_metric_spoils_nothing_else(clock: FakeClock) -> None:

@@ -239,3 +239,39 @@ def test_field_values_and_gpm_metrics_read_through_pynvml_structs(clock: FakeClo
         assert got == [(0, pytest.approx(3.0)), (pynvml.NVML_ERROR_NOT_SUPPORTED, 0.0), (0, pytest.approx(25.0))]
         assert request.metrics[3].nvmlReturn == 0 and request.metrics[3].value == 0.0  # past numMetrics: untouched
         pynvml.nvmlShutdown()
+
+
+def test_calls_are_counted_per_symbol_and_gpu_whatever_the_handle(clock: FakeClock) -> None:
+    """The dispatcher decodes device handles itself (its fast path): a full-GPU handle, a MIG
+    handle, a GPU index, a call on no GPU and a handle of no GPU are attributed as before."""
+    import ctypes
+
+    fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.h100(mig=["3g.40gb", "4g.40gb"])], clock=clock)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        fake.reset_calls()
+        gpu1 = pynvml.nvmlDeviceGetHandleByIndex(1)
+        mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(gpu1, 1)
+        assert pynvml.nvmlDeviceGetMemoryInfo(mig).total == 40000 * 2**20
+        pynvml.nvmlDeviceGetClockInfo(gpu1, pynvml.NVML_CLOCK_SM)
+        pynvml.nvmlSystemGetDriverVersion()
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetHandleByIndex(7)
+        stray = pynvml.c_nvmlDevice_t()
+        ctypes.c_void_p.from_buffer(stray).value = 9 << 16  # no GPU 8
+        with pytest.raises(pynvml.NVMLError_InvalidArgument):
+            pynvml.nvmlDeviceGetClockInfo(stray, pynvml.NVML_CLOCK_SM)
+        fake.lose_gpu(1, after_calls=1)
+        pynvml.nvmlDeviceGetClockInfo(gpu1, pynvml.NVML_CLOCK_SM)
+        with pytest.raises(pynvml.NVMLError_GpuIsLost):
+            pynvml.nvmlDeviceGetMemoryInfo(mig)  # a MIG handle is its GPU's
+    assert dict(fake.device_calls) == {
+        ("nvmlDeviceGetHandleByIndex_v2", 1): 1,
+        ("nvmlDeviceGetMigDeviceHandleByIndex", 1): 1,
+        ("nvmlDeviceGetMemoryInfo", 1): 2,
+        ("nvmlDeviceGetClockInfo", 1): 2,
+        ("nvmlSystemGetDriverVersion", None): 1,
+        ("nvmlDeviceGetHandleByIndex_v2", None): 1,
+        ("nvmlDeviceGetClockInfo", None): 1,
+    }
+    assert fake.calls["nvmlDeviceGetClockInfo"] == 3 and fake.calls["nvmlDeviceGetMemoryInfo"] == 2

@@ -16,10 +16,13 @@ from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, opened_collector, reason_of
 
 GIB = 2**30
-#: the four fields GPM cannot give: energy, memory temperature, the two ECC totals
-ALWAYS = ["energy_j", "temperature_memory_c", "ecc_corrected_errors", "ecc_uncorrected_errors"]
+#: the fields GPM cannot give: energy, memory temperature, the two ECC totals, power (the 1 s
+#: average on Hopper; the instantaneous field is asked at open only, see OPEN)
+ALWAYS = ["energy_j", "temperature_memory_c", "ecc_corrected_errors", "ecc_uncorrected_errors", "power_average_w"]
 PCIE = ["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]
 TOTALS = ["nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s"]
+#: asked at the first read besides ALWAYS (dropped where the average answers)
+OPEN = ["power_instant_w"]
 
 
 @pytest.fixture
@@ -66,7 +69,7 @@ def _expect(gpu: GpuSample, step: int) -> None:
 def test_counters_gpm_gives_are_not_asked(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h200(), FakeGpu.a100()], clock=clock)
     with opened_collector(fake, clock) as collector:
-        assert len(_fields(collector).asked) == 44  # the first read asks everything
+        assert len(_fields(collector).asked) == 46  # the first read asks everything
         for step in range(4):
             gpu = _tick(fake, clock, collector, step)
             _expect(gpu, step)
@@ -74,9 +77,10 @@ def test_counters_gpm_gives_are_not_asked(clock: FakeClock) -> None:
         assert _fields(collector).asked == ALWAYS
         assert collector.device_status()[0].nvlink_scope_honoured is True
         request = _fields(collector)._request
-        assert request is not None and len(request[0]) == 4  # nvmlFieldValue_t[4]: only those are asked
-        # the A100 has no GPM: everything still comes from the counters
-        assert len(_fields(collector, 1).asked) == 4 + 2 + 2 + 2 * 12
+        assert request is not None and len(request[0]) == 5  # nvmlFieldValue_t[5]: only those are asked
+        # the A100 has no GPM: everything still comes from the counters (its power: instantaneous)
+        assert _fields(collector, 1).asked[:5] == [*ALWAYS[:4], "power_instant_w"]
+        assert len(_fields(collector, 1).asked) == 5 + 2 + 2 + 2 * 12
 
 
 def test_gpm_stops_mid_run_links_come_back_after_one_warming_read(clock: FakeClock) -> None:
@@ -94,7 +98,7 @@ def test_gpm_stops_mid_run_links_come_back_after_one_warming_read(clock: FakeClo
             gpu = _tick(fake, clock, collector, step)
             _expect(gpu, step)  # from the counters, this second's load: not zero, not stale
             assert reason_of(gpu.sm_activity_percent) is Reason.NO_PERMISSION
-        assert len(_fields(collector).asked) == 44
+        assert len(_fields(collector).asked) == 45  # all but the instantaneous power
         fake.clear_injections()
         for step in range(9, 12 + KEEP_READS):
             _expect(_tick(fake, clock, collector, step), step)
@@ -227,7 +231,7 @@ def test_per_link_off_reads_the_totals_only_and_they_stay_true(clock: FakeClock)
     GPM and, when GPM fails, from the total counters."""
     fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
     with opened_collector(fake, clock, nvlink_per_link=False) as collector:
-        assert _fields(collector).asked == ALWAYS + PCIE + TOTALS  # the first read: no link asked
+        assert _fields(collector).asked == ALWAYS + OPEN + PCIE + TOTALS  # the first read: no link asked
         gpm = collector._gpus[0].gpm
         assert gpm is not None and not any(":" in key for key in gpm.metrics.values())  # totals, no links
         assert "nvlink_tx_bytes_per_s" in gpm.metrics.values()

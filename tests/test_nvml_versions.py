@@ -25,6 +25,7 @@ NVML_TESTS = [
     "tests/test_nvml_fake.py",
     "tests/test_nvml_faults.py",
     "tests/test_nvml_mig.py",
+    "tests/test_nvml_power.py",
     "tests/test_doctor.py",
     "tests/test_gpu_contact_pcie.py",
     "tests/test_gpu_contact_mapping.py",

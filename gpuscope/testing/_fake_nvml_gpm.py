@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import struct
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import pynvml
@@ -54,12 +56,23 @@ for _name in dir(pynvml):
         _GPM_LINK[int(getattr(pynvml, _name))] = (_match.group(2).lower(), int(_match.group(1)))
 #: GPM metric id -> (link, meter key) for the per-link metrics.
 _GPM_LINK_KEY = {metric: (link, f"nvl_{direction}:{link}") for metric, (direction, link) in _GPM_LINK.items()}
+#: activity metric id -> its meter key
+_GPM_ACTIVITY_KEY = {metric: "act:" + attr for metric, attr in _GPM_ACTIVITY.items()}
 
 
 #: nvml.h's nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2 (pointers), then
 #: NVML_GPM_METRIC_MAX nvmlGpmMetric_t (metricId, nvmlReturn, value, three name pointers), of
 #: which the driver reads the id and writes the return code and the value
 _GPM_HEADER = struct.Struct("=IIQQ")
+
+
+@functools.lru_cache(maxsize=64)
+def _active_keys(links: int, inactive: frozenset[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The meter keys of the active links: (tx keys, rx keys), in link order."""
+    keys = active_link_keys(links, inactive)
+    return tuple(tx for _, tx, _ in keys), tuple(rx for _, _, rx in keys)
+
+
 _GPM_METRIC = struct.Struct("=I36x")
 _GPM_RESULT = struct.Struct("=Id")
 _GPM_METRIC_MAX = int(pynvml.NVML_GPM_METRIC_MAX)
@@ -298,6 +311,8 @@ class GpmMigProcessSymbols:
             link_key = _GPM_LINK_KEY.get(metric_id)
             if link_key is not None and link_key[0] < links and metric_id not in errors:
                 write(request, offset, _OK, moved.get(link_key[1], 0.0) / seconds / MIB)
+            elif metric_id in _GPM_ACTIVITY_KEY and metric_id not in errors:  # as _gpm_metric, inline
+                write(request, offset, _OK, moved.get(_GPM_ACTIVITY_KEY[metric_id], 0.0) / seconds)
             else:
                 write(request, offset, *self._gpm_metric(gpu, is_mig, metric_id, moved, seconds))
         return _OK
@@ -324,8 +339,8 @@ class GpmMigProcessSymbols:
             if gpu.nvlink_links == 0:
                 return _NOT_SUPPORTED, 0.0
             transmit = metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
-            keys = active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))
-            return _OK, sum(moved.get(tx if transmit else rx, 0.0) for _, tx, rx in keys) / seconds / MIB
+            keys = _active_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))[0 if transmit else 1]
+            return _OK, sum(map(moved.get, keys, repeat(0.0))) / seconds / MIB
         if metric_id in _GPM_LINK_KEY:
             link, key = _GPM_LINK_KEY[metric_id]
             if link >= gpu.nvlink_links:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "SymbolsMixin",
     "handle_address",
+    "unpack_pointer",
     "FakeReturn",
     "write_pointer",
     "as_int",
@@ -45,6 +46,10 @@ _ULL_MASK = (1 << 64) - 1
 #: nvmlReturn and the value union, as an unsigned long long or as a double
 _FIELD_ROW = struct.Struct("=IIqqIIQ")
 _FIELD_ROW_DOUBLE = struct.Struct("=IIqqIId")
+_POWER_AVERAGE = pynvml.NVML_FI_DEV_POWER_AVERAGE
+_POWER_FIELDS = frozenset({_POWER_AVERAGE, pynvml.NVML_FI_DEV_POWER_INSTANT})
+#: the first compute capability with NVML_FI_DEV_POWER_AVERAGE (GA10x; GA100 is 8.0)
+_POWER_AVERAGE_SINCE = (8, 6)
 #: field id -> 0 (tx) or 1 (rx) for the NVLink data counters
 _NVLINK_SLOT = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 0,
@@ -73,11 +78,17 @@ class FakeReturn(Exception):
         self.code = code
 
 
+#: a pointer's own bytes as an address (``unpack(handle)[0]``): four times as fast as
+#: ``c_void_p.from_buffer(handle).value``, ten times ``ctypes.cast``; this runs on every call
+unpack_pointer = struct.Struct("P").unpack
+
+
 def handle_address(handle: Any) -> int:
     """The fake address inside a ctypes pointer (a device handle or a GPM sample)."""
-    try:  # the pointer's own bytes: twice as fast as ctypes.cast, and this runs on every call
-        return ctypes.c_void_p.from_buffer(handle).value or 0
-    except (TypeError, ValueError):  # not a writable pointer-sized ctypes object
+    try:
+        address: int = unpack_pointer(handle)[0]
+        return address
+    except (TypeError, struct.error):  # not a pointer-sized ctypes object (byref(), a structure)
         return ctypes.cast(handle, ctypes.c_void_p).value or 0
 
 
@@ -91,6 +102,26 @@ def as_int(value: Any) -> int:
 
 def put(ref: Any, value: Any) -> int:
     ref._obj.value = value
+    return _OK
+
+
+#: nvml.h's nvmlUtilization_t (gpu, memory), nvmlMemory_t (total, free, used) and
+#: nvmlTemperature_t v1 (version, sensorType, temperature)
+_UTILIZATION = struct.Struct("=II")
+_MEMORY = struct.Struct("=QQQ")
+_TEMPERATURE = struct.Struct("=IIi")
+
+
+def _write(target: Any, row: struct.Struct, values: tuple[int, ...], names: tuple[str, ...]) -> int:
+    """Write ``values`` into a ctypes structure laid out as ``row`` (one C-speed pack; pynvml's
+    structures set each attribute through a Python call), or by name (``""``: left as it is)
+    where the binding's structure has another size."""
+    if ctypes.sizeof(target) == row.size:
+        row.pack_into(target, 0, *values)
+    else:
+        for name, value in zip(names, values):
+            if name:
+                setattr(target, name, value)
     return _OK
 
 
@@ -128,6 +159,8 @@ class SymbolsMixin:
         def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str) -> float: ...
 
         def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter: ...
+
+        def _power_fault(self, gpu_index: int, gpu: FakeGpu) -> int: ...
 
     # --- helpers ----------------------------------------------------------------------------
 
@@ -252,9 +285,9 @@ class SymbolsMixin:
         index, gpu, mig = self._target(handle)
         if mig is not None or gpu.mig:
             return _NOT_SUPPORTED  # as on real GPUs in MIG mode
-        ref._obj.gpu = int(round(self._gauge(index, gpu, "gpu_util_percent")))
-        ref._obj.memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))
-        return _OK
+        busy = int(round(self._gauge(index, gpu, "gpu_util_percent")))
+        memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))
+        return _write(ref._obj, _UTILIZATION, (busy, memory), ("gpu", "memory"))
 
     def _memory(self, handle: Any) -> tuple[int, int]:
         _, gpu, mig = self._target(handle)
@@ -264,8 +297,7 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetMemoryInfo(self, handle: Any, ref: Any) -> int:
         total, used = self._memory(handle)
-        ref._obj.total, ref._obj.used, ref._obj.free = total, used, total - used
-        return _OK
+        return _write(ref._obj, _MEMORY, (total, total - used, used), ("total", "free", "used"))
 
     def _sym_nvmlDeviceGetMemoryInfo_v2(self, handle: Any, ref: Any) -> int:
         if ref._obj.version != pynvml.nvmlMemory_v2:
@@ -298,10 +330,16 @@ class SymbolsMixin:
         return put(ref, self._temperature(handle, as_int(sensor)))
 
     def _sym_nvmlDeviceGetTemperatureV(self, handle: Any, ref: Any) -> int:
-        if ref._obj.version != compat.TEMPERATURE_V1:
+        request = ref._obj
+        if ctypes.sizeof(request) == _TEMPERATURE.size:  # nvmlTemperature_v1_t, read at C speed
+            version, sensor, _ = _TEMPERATURE.unpack(request)
+        else:
+            version, sensor = request.version, int(request.sensorType)
+        if version != compat.TEMPERATURE_V1:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        ref._obj.temperature = self._temperature(handle, int(ref._obj.sensorType))
-        return _OK
+        return _write(
+            request, _TEMPERATURE, (version, sensor, self._temperature(handle, sensor)), ("", "", "temperature")
+        )
 
     def _sym_nvmlDeviceGetFanSpeed(self, handle: Any, ref: Any) -> int:
         index, gpu = self._gpu_only(handle)
@@ -421,8 +459,14 @@ class SymbolsMixin:
             return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))
         if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
             return _OK, ull, int(acc["energy_mj"])
-        if field_id in (pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_FI_DEV_POWER_AVERAGE):
-            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)
+        if field_id in _POWER_FIELDS:
+            # nvml.h: the 1 s average on Ampere except GA100 (compute capability 8.0) and newer
+            if field_id == _POWER_AVERAGE and gpu.compute_capability < _POWER_AVERAGE_SINCE:
+                return _NOT_SUPPORTED, 0, 0
+            fault = self._power_fault(index, gpu)
+            if fault != _OK:
+                return fault, 0, 0
+            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)  # mW, as the call
         if field_id == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
             return (_OK, uint, gpu.nvlink_links) if gpu.nvlink_links else (_NOT_SUPPORTED, 0, 0)
         if field_id in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):

@@ -28,7 +28,8 @@ GPM, 12 NVLink 3 links), ``l4()`` (PCIe, no NVLink); any field by keyword, e.g.
 An old driver: ``FakeNvml(..., missing_symbols=OLD_DRIVER_MISSING_SYMBOLS)``.
 
 It disagrees with gpuscope the way real drivers do: each model answers NotSupported where the
-real board does (``MODEL_NOT_SUPPORTED``: no fan, no L4 memory sensor); PCIe byte counters count
+real board does (``MODEL_NOT_SUPPORTED``: no fan, no L4 memory sensor; nvml.h's 1 s power
+average field only from compute capability 8.6, so not on the A100/GA100); PCIe byte counters count
 since boot and may be 32-bit (``pcie_counter_bits=32``: unsigned int wrapping at 2**32;
 ``"ull32"``: typed 64-bit but wrapping) or unknown to the driver (``pcie_counters=False,
 pcie_counters_error="InvalidArgument"``, driver 550); ``nvmlGpmMetricsGet`` refuses samples
@@ -48,7 +49,9 @@ Faults: :meth:`FakeNvml.inject` (one symbol, after N calls, for M calls, optiona
 (``GpuIsLost`` on every call that targets that GPU, from a call count or a clock time),
 ``FakeGpu.errors`` (symbol -> code, permanent), ``FakeGpu.field_errors`` and
 ``FakeGpu.gpm_metric_errors`` (one field or GPM metric), ``FakeGpu.gpm_no_permission``
-(``nvmlGpmSampleGet`` answers NoPermission, as with RmProfilingAdminOnly=1),
+(``nvmlGpmSampleGet`` answers NoPermission, as with RmProfilingAdminOnly=1), an error
+scripted for ``nvmlDeviceGetPowerUsage`` (``errors`` or :meth:`FakeNvml.inject`) also answers
+the power fields of ``nvmlDeviceGetFieldValues`` (the same sensor; not counted as a call),
 :meth:`~gpuscope.testing._fake_nvml_events.EventSymbols.inject_xid` (Xid events, now or later, one or a flood),
 ``FakeNvml(init_error=...)`` (DriverNotLoaded, LibRmVersionMismatch) and
 :func:`no_nvml_library` (LibraryNotFound: no libnvidia-ml on the host).
@@ -58,10 +61,11 @@ Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]``.
 Cost: the fake runs inside the process it serves (the TUI's idle benchmark measures it too), so
 it keeps per-call work small, as a C library would: meter keys are built once
 (:func:`~gpuscope.testing._fake_nvml_symbols.nvl_keys`), the per-link NVLink field values and GPM
-metrics (most of a batch) take a short path, field-value and GPM entries are read and written
-with ``struct`` in nvml.h's layout (not through pynvml's Python-level structure attributes), a
-call's device handle is decoded once, and the fault machinery is skipped while nothing is
-injected or scheduled. Test helpers: :func:`opened_collector`, :func:`reason_of`.
+metrics (most of a batch) take a short path, field-value and GPM entries and the utilization,
+memory and temperature structures are read and written with ``struct`` in nvml.h's layout (not
+through pynvml's Python-level structure attributes), a call's device handle is decoded once (in
+the dispatcher), and the fault machinery is skipped while nothing is injected or scheduled.
+Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
 from __future__ import annotations
@@ -94,7 +98,13 @@ from gpuscope.testing._fake_nvml_model import (
     _per_link,
     error_code,
 )
-from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, active_link_keys, handle_address
+from gpuscope.testing._fake_nvml_symbols import (
+    FakeReturn,
+    SymbolsMixin,
+    active_link_keys,
+    handle_address,
+    unpack_pointer,
+)
 
 if TYPE_CHECKING:
     from gpuscope.telemetry.nvml.collector import NvmlCollector
@@ -140,6 +150,7 @@ class _Symbol:
 
 _DEVICE = pynvml.c_nvmlDevice_t
 _SUCCESS = pynvml.NVML_SUCCESS
+_POWER_SYMBOL = "nvmlDeviceGetPowerUsage"
 _NO_INIT_NEEDED = frozenset({"nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit", "nvmlErrorString"})
 
 
@@ -292,6 +303,23 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             codes = tuple(error_code(error) for error in errors)
             self._random = (probability, random.Random(seed), codes, None if symbols is None else frozenset(symbols))
 
+    def _power_fault(self, gpu_index: int, gpu: FakeGpu) -> int:
+        """The error scripted for ``nvmlDeviceGetPowerUsage`` on this GPU (``FakeGpu.errors``, or
+        an injection its next call would meet, not counted as a call), else success: the power
+        fields of a field-values batch answer it too, as readings of the same sensor would."""
+        error = gpu.errors.get(_POWER_SYMBOL)
+        if error is not None:
+            return error_code(error)
+        for injection in self._injections:
+            if (
+                injection.symbol == _POWER_SYMBOL
+                and (injection.gpu is None or injection.gpu == gpu_index)
+                and injection.skip <= 0
+                and (injection.remaining is None or injection.remaining > 0)
+            ):
+                return injection.code
+        return _SUCCESS
+
     def clear_injections(self) -> None:
         with self._lock:
             self._injections.clear()
@@ -401,13 +429,21 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
     def _dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
         with self._lock:
             self.calls[name] += 1
-            gpu_index = self._gpu_index_of(name, args)
+            first: Any = args[0] if args else None
+            if type(first) is _DEVICE:  # the usual call, on a device handle: _gpu_index_of inlined
+                address = unpack_pointer(first)[0]
+                self._handle, self._address = first, address
+                index = (address >> 16) - 1
+                gpu_index = index if 0 <= index < len(self.gpus) else None
+            else:
+                gpu_index = self._gpu_index_of(name, args)
             self.device_calls[(name, gpu_index)] += 1
             if self.initialized <= 0 and name not in _NO_INIT_NEEDED:
                 return pynvml.NVML_ERROR_UNINITIALIZED
             if gpu_index is not None:
                 gpu = self.gpus[gpu_index]
-                self._update_lost(gpu)
+                if gpu._restore_at_s is not None or gpu._lose_at_s is not None or gpu._lose_after_calls is not None:
+                    self._update_lost(gpu)  # something is scheduled: not the usual case
                 if gpu.lost:
                     return pynvml.NVML_ERROR_GPU_IS_LOST
             if self._injections or self._random is not None:

@@ -1,12 +1,14 @@
 """NvmlCollector: every NVIDIA GPU (and MIG device) as a GpuSample, one call per sample.
 
 Cost per GPU per sample: two GPM calls on Hopper and newer, then one batched field-values call
-(into an array built once per set of fields) for what GPM did not give (on Hopper with GPM: 4
-fields instead of 44; see :mod:`.fields`), utilization, memory, two clocks, power, temperature,
-throttle reasons and (when supported) fan speed. Power limit and PCIe link width/generation are
-re-read every ``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S`` (every
-``PROCESS_BACKGROUND_INTERVAL_S`` while the TUI shows no process list). A metric the
-GPU does not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
+(into an array built once per set of fields) for power and what GPM did not give (on Hopper
+with GPM: 5 fields instead of 46; see :mod:`.fields`), utilization, memory, two clocks,
+temperature, throttle reasons and (when supported) fan speed. ``nvmlDeviceGetPowerUsage`` is
+called only where the batch has no power reading (drivers without the power fields, or a
+failed batch). Power limit and PCIe link width/generation are re-read every
+``SLOW_INTERVAL_S``; the process list every ``PROCESS_INTERVAL_S`` (every
+``PROCESS_BACKGROUND_INTERVAL_S`` while the TUI shows no process list). A metric the GPU does
+not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
 is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
 ``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
 When NVML cannot be opened at all, ``sample`` tries again every ``OPEN_RETRY_INTERVAL_S``.
@@ -29,7 +31,7 @@ from gpuscope.telemetry.nvml.device import (
     read_mig_devices,
 )
 from gpuscope.telemetry.nvml.events import XidReader
-from gpuscope.telemetry.nvml.fields import FieldSet
+from gpuscope.telemetry.nvml.fields import POWER_AVERAGE, POWER_INSTANT, FieldSet
 from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS, GpmReader
 from gpuscope.telemetry.nvml.processes import ProcessReader
 from gpuscope.telemetry.nvml.readings import (
@@ -40,6 +42,7 @@ from gpuscope.telemetry.nvml.readings import (
     throttle_reason_names,
 )
 from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml
+from gpuscope.telemetry.nvml.structs import memory_row, utilization_row
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, NvLinkLinkSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -408,7 +411,6 @@ class NvmlCollector:
         memory = calls.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
         sm_clock = calls.get("sm_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
         mem_clock = calls.get("memory_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM)
-        power = calls.get("power", pynvml.nvmlDeviceGetPowerUsage)
         fan = calls.get("fan", pynvml.nvmlDeviceGetFanSpeed)
         temperature = calls.first("temperature")
         throttle = calls.first("throttle")
@@ -441,12 +443,14 @@ class NvmlCollector:
             value = gpm.get(key)
             return Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}") if value is None else value
 
-        sample.utilization_percent = _attr(util, "gpu", float)
-        sample.memory_busy_percent = _attr(util, "memory", float)
+        if isinstance(util, Unavailable):
+            sample.utilization_percent = sample.memory_busy_percent = util
+        else:
+            gpu_percent, memory_percent = utilization_row(util)
+            sample.utilization_percent, sample.memory_busy_percent = float(gpu_percent), float(memory_percent)
         if isinstance(sample.utilization_percent, Unavailable) and info.mig_mode is True:
             sample.utilization_percent = prefer(metric("utilization_percent"), sample.utilization_percent)
-        sample.memory_used_bytes = _attr(memory, "used", int)
-        sample.memory_total_bytes = _attr(memory, "total", int)
+        _set_memory(sample, memory)
         _set_dram(sample, metric("dram_bandwidth_percent_of_peak"), info.dram_peak_bytes_per_s)
         for name in ACTIVITY_METRICS:
             if name not in ("dram_bandwidth_percent_of_peak", "utilization_percent"):
@@ -486,7 +490,11 @@ class NvmlCollector:
         sample.sm_clock_max_mhz = info.sm_clock_max_mhz
         sample.memory_clock_mhz = _number(mem_clock, float)
         sample.memory_clock_max_mhz = info.memory_clock_max_mhz
-        sample.power_w = _number(power, float, 1e-3)
+        # what nvmlDeviceGetPowerUsage means (see .fields), from the batch; the call where it has none
+        power_w = prefer(fields[POWER_AVERAGE], fields[POWER_INSTANT])
+        if isinstance(power_w, Unavailable):
+            power_w = _number(calls.get("power", pynvml.nvmlDeviceGetPowerUsage), float, 1e-3)
+        sample.power_w = power_w
         sample.power_limit_w = _number(gpu.slow["power_limit"], float, 1e-3)
         sample.energy_j = fields["energy_j"]
         sample.temperature_gpu_c = _number(temperature, float)
@@ -512,9 +520,7 @@ class NvmlCollector:
     def _read_mig(self, gpu: _Gpu, mig: _Mig, now: float, per_instance: dict[int, Any]) -> GpuSample:
         sample = _mig_identity(gpu, mig, "ok")
         sample.mig_mode = True
-        memory = mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
-        sample.memory_used_bytes = _attr(memory, "used", int)
-        sample.memory_total_bytes = _attr(memory, "total", int)
+        _set_memory(sample, mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo))
         gi = mig.info.gpu_instance_id
         gpm: dict[str, Metric[float]] | Unavailable
         if isinstance(gi, Unavailable):
@@ -566,8 +572,13 @@ _ONLY_FLOAT = {float}
 _GPM_COUNTER_KEYS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
 
 
-def _attr(value: Any, name: str, kind: Callable[[Any], Any]) -> Metric[Any]:
-    return value if isinstance(value, Unavailable) else kind(getattr(value, name))
+def _set_memory(sample: GpuSample, memory: Any) -> None:
+    """Used and total bytes from ``nvmlDeviceGetMemoryInfo``'s answer (or its reason)."""
+    if isinstance(memory, Unavailable):
+        sample.memory_used_bytes = sample.memory_total_bytes = memory
+    else:
+        total, _free, used = memory_row(memory)
+        sample.memory_used_bytes, sample.memory_total_bytes = used, total
 
 
 def _number(value: Metric[Any], kind: Callable[[Any], Any], scale: float = 1.0) -> Metric[Any]:

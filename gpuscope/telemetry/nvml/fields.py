@@ -1,14 +1,14 @@
 """Field values: one batched ``nvmlDeviceGetFieldValues`` call per GPU per sample.
 
-The batch holds energy, memory temperature, volatile ECC totals, the PCIe byte counters and
-the NVLink data counters (total and per active link). Counters are differenced over their
-own timestamps (microseconds, stamped by the driver), not over the sampler's clock.
+The batch holds energy, memory temperature, volatile ECC totals, GPU power, the PCIe byte
+counters and the NVLink data counters (total and per active link). Counters are differenced
+over their own timestamps (microseconds, stamped by the driver), not over the sampler's clock.
 Fields the GPU does not support are found on the first read (at open) and dropped from the
 batch, so their cost is paid once.
 
 Counters another source already gives (GPM: PCIe, NVLink totals and per link) are not asked:
 ``read(covered=...)`` names the keys that source had a number for *this* sample, and only the
-rest go to the driver (on Hopper with GPM that leaves 4 of 44 fields per GPU; each field is
+rest go to the driver (on Hopper with GPM that leaves 5 of 46 fields per GPU; each field is
 driver work). A counter that was skipped forgets its last reading, so when it is asked again
 (GPM failed, lost a metric, or is unavailable) it restarts: one read warming up, then rates
 over one interval, never an average over the time it was not read. A key GPM gave before
@@ -16,6 +16,14 @@ and then missed stays asked for :data:`KEEP_READS` reads after GPM has it again,
 intermittent GPM failure finds the counter running. While ``scope_honoured`` is unknown the
 two NVLink totals are asked every read; once a total has counted traffic the per-link
 counters are asked next to it once, which decides the check.
+
+Power (mW, read as W): ``NVML_FI_DEV_POWER_AVERAGE`` (the 1 s average; nvml.h: Ampere except
+GA100, and newer) and ``NVML_FI_DEV_POWER_INSTANT`` (all architectures) are asked at open; where
+the average answers, the instantaneous field is dropped like an unsupported one. Together they
+mean what ``nvmlDeviceGetPowerUsage`` returns (nvml.h: the 1 s average on Ampere except GA100
+and newer, instantaneous power on GA100 and older), in the same batch instead of one more call
+per GPU. Drivers that predate the field ids answer them InvalidArgument at open: they drop as
+``driver_too_old`` and the collector calls ``nvmlDeviceGetPowerUsage`` instead.
 
 Cost: each request array (``nvmlFieldValue_t[n]``, with field and scope ids filled in) is built
 once per set of asked fields and reused: each read is one C call on it (pynvml's wrapper would
@@ -59,7 +67,6 @@ _WRAP_32 = 1 << 32
 #: The fastest a PCIe byte counter can move (PCIe 6.0 x16, one direction, bytes/s): a 32-bit
 #: counter read more than 2**32 / this apart (34 ms) may have wrapped more than once.
 PCIE_MAX_BYTES_PER_S = 128e9
-_PCIE_KEYS = frozenset({"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"})
 _SUCCESS = 0  # NVML_SUCCESS
 #: reads a counter GPM missed stays asked after GPM gives it again (see the module docstring)
 KEEP_READS = 30
@@ -67,6 +74,11 @@ _NOT_READ = Unavailable(Reason.NOT_APPLICABLE, "not read: another source (GPM) g
 _NOTHING: frozenset[str] = frozenset()
 _SCOPE_IGNORED = Unavailable(Reason.NOT_SUPPORTED, "this driver reports the GPU-wide NVLink counter for every link")
 _MAX_SELECTIONS = 8  # request arrays kept per GPU (one per set of asked fields)
+#: GPU power in W: the 1 s average (Ampere except GA100, and newer) and the instantaneous reading
+POWER_AVERAGE = "power_average_w"
+POWER_INSTANT = "power_instant_w"
+_PCIE_SINCE = "the PCIe byte counters (drivers 560 and newer have them)"
+_POWER_SINCE = "the power fields (NVML_FI_DEV_POWER_AVERAGE/INSTANT)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,11 @@ class _Field:
     counter: bool  # a cumulative counter: the result is its rate per second
     pcie: bool = False  # a PCIe byte counter, which may be 32 bits wide
     link: bool = False  # a per-link NVLink counter
+    #: which drivers know this field id, when old ones do not (they answer InvalidArgument)
+    since: str = ""
+    #: the key of a field that gives the same value better: when it answers at open, this one
+    #: is dropped (its cost is paid once, as for an unsupported field)
+    spare_for: str = ""
 
     @property
     def coverable(self) -> bool:
@@ -96,8 +113,22 @@ def _fields(links: list[int], per_link: bool = True) -> list[_Field]:
         _Field("temperature_memory_c", _fid("NVML_FI_DEV_MEMORY_TEMP", 82), 0, 1.0, False),
         _Field("ecc_corrected_errors", _fid("NVML_FI_DEV_ECC_SBE_VOL_TOTAL", 3), 0, 1.0, False),
         _Field("ecc_uncorrected_errors", _fid("NVML_FI_DEV_ECC_DBE_VOL_TOTAL", 4), 0, 1.0, False),
-        _Field("pcie_tx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197), 0, 1.0, True, True),
-        _Field("pcie_rx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198), 0, 1.0, True, True),
+        _Field(POWER_AVERAGE, _fid("NVML_FI_DEV_POWER_AVERAGE", 185), 0, 1e-3, False, since=_POWER_SINCE),
+        _Field(
+            POWER_INSTANT,
+            _fid("NVML_FI_DEV_POWER_INSTANT", 186),
+            0,
+            1e-3,
+            False,
+            since=_POWER_SINCE,
+            spare_for=POWER_AVERAGE,
+        ),
+        _Field(
+            "pcie_tx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 197), 0, 1.0, True, True, since=_PCIE_SINCE
+        ),
+        _Field(
+            "pcie_rx_bytes_per_s", _fid("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 198), 0, 1.0, True, True, since=_PCIE_SINCE
+        ),
     ]
     if links:
         fields.append(_Field("nvlink_tx_bytes_per_s", tx, SCOPE_ALL_LINKS, 1024.0, True))
@@ -257,11 +288,10 @@ class FieldSet:
     def _raw(self, field: _Field, field_value: Any) -> Metric[float | int]:
         code = int(field_value.nvmlReturn)
         if code != pynvml.NVML_SUCCESS:
-            if code == pynvml.NVML_ERROR_INVALID_ARGUMENT and not self.opened and field.key in _PCIE_KEYS:
+            if code == pynvml.NVML_ERROR_INVALID_ARGUMENT and not self.opened and field.since:
                 return Unavailable(
                     Reason.DRIVER_TOO_OLD,
-                    f"{field.key} (field {field.field_id}): this driver does not know the PCIe byte counters "
-                    "(drivers 560 and newer have them)",
+                    f"{field.key} (field {field.field_id}): this driver does not know {field.since}",
                 )
             return unavailable_from_error(
                 pynvml.NVMLError(code), f"{field.key.partition(':')[0]} (field {field.field_id})"
@@ -270,7 +300,8 @@ class FieldSet:
 
     def read(self, covered: frozenset[str] = _NOTHING) -> dict[str, Metric[float]]:
         """One batched call. Keys: ``energy_j``, ``temperature_memory_c``, ``ecc_*_errors``,
-        ``pcie_tx/rx_bytes_per_s``, ``nvlink_tx/rx_bytes_per_s`` and ``...:<link>``.
+        ``power_average_w``, ``power_instant_w`` (W), ``pcie_tx/rx_bytes_per_s``,
+        ``nvlink_tx/rx_bytes_per_s`` and ``...:<link>``.
         ``covered``: keys another source (GPM) gave a number for in this sample; their counters
         are not asked and read as not applicable (see the module docstring). The first read
         asks every field. Raises GpuLostError."""
@@ -342,6 +373,8 @@ class FieldSet:
                     result[key] = self._rate(field, reading, stamp_us, _WRAP_32 if kind == _UINT else None)
             else:
                 result[key] = reading * field.scale
+        if not opened:
+            keep = self._drop_spares(keep, result)
         if not opened and len(keep) != len(self._fields):
             self._fields = keep
             self._forget_selections()
@@ -353,6 +386,19 @@ class FieldSet:
                 result[f"nvlink_tx_bytes_per_s:{link}"] = _SCOPE_IGNORED
                 result[f"nvlink_rx_bytes_per_s:{link}"] = _SCOPE_IGNORED
         return result
+
+    def _drop_spares(self, keep: list[_Field], result: dict[str, Metric[float]]) -> list[_Field]:
+        """``keep`` without the spare fields whose better field gave a number at open."""
+        spares = [
+            field
+            for field in keep
+            if field.spare_for and not isinstance(result.get(field.spare_for, _NOT_READ), Unavailable)
+        ]
+        for field in spares:
+            self._dropped[field.key] = Unavailable(
+                Reason.NOT_APPLICABLE, f"not read: {field.spare_for} gives this value on this GPU"
+            )
+        return [field for field in keep if field not in spares] if spares else keep
 
     def _forget_selections(self) -> None:
         """The field list or the scope answer changed: the next read selects again and builds

@@ -1,7 +1,8 @@
 """Per-sample NVML reads of one GPU, and the rules that turn readings into GpuSample fields.
 
 Static unavailability (NotSupported, FunctionNotFound) is remembered per GPU and metric, so a
-metric the GPU does not have costs one call in the whole run, not one per sample.
+metric the GPU does not have costs one call in the whole run, not one per sample. The calls
+every sample makes inline :func:`~.session.call` (one Python frame less each).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import call, pynvml
+from gpuscope.telemetry.nvml.session import failed, pynvml
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -111,7 +112,10 @@ class MetricCalls:
         known = self.static.get(key)
         if known is not None:
             return known
-        value = call(getattr(fn, "__name__", key), fn, self.handle, *args)
+        try:  # session.call, inlined: several calls per GPU per sample come here
+            return fn(self.handle, *args)
+        except Exception as exc:  # noqa: BLE001 - one failing metric never spoils the rest
+            value = failed(getattr(fn, "__name__", key), exc)
         if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
             self.static[key] = value
         return value
@@ -124,7 +128,10 @@ class MetricCalls:
         candidates = self._fallbacks[key]
         while True:
             what, fn, args = candidates[0]
-            value = call(what, fn, self.handle, *args)
+            try:
+                return fn(self.handle, *args)
+            except Exception as exc:  # noqa: BLE001 - as in get()
+                value = failed(what, exc)
             if isinstance(value, Unavailable) and value.reason is Reason.DRIVER_TOO_OLD and len(candidates) > 1:
                 candidates.pop(0)
                 continue

@@ -27,6 +27,7 @@ __all__ = [
     "MISMATCH_FIX",
     "unavailable_from_error",
     "call",
+    "failed",
     "init",
     "shutdown",
     "system_versions",
@@ -111,12 +112,18 @@ def call(
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - one failing metric never spoils the rest
-        code = _code(exc)
-        if code is not None and code == pynvml.NVML_ERROR_GPU_IS_LOST:
-            raise GpuLostError(what) from None
-        if code is not None and code == pynvml.NVML_ERROR_NOT_FOUND and not_found is not _NO_DEFAULT:
-            return not_found
-        return unavailable_from_error(exc, what, profiling=profiling)
+        return failed(what, exc, profiling=profiling, not_found=not_found)
+
+
+def failed(what: str, exc: BaseException, *, profiling: bool = False, not_found: Metric[T] = _NO_DEFAULT) -> Metric[T]:
+    """What :func:`call` returns when ``fn`` raised ``exc`` (for callers that inline the call on
+    their hot path). Raises :class:`GpuLostError` on GpuIsLost."""
+    code = _code(exc)
+    if code is not None and code == pynvml.NVML_ERROR_GPU_IS_LOST:
+        raise GpuLostError(what) from None
+    if code is not None and code == pynvml.NVML_ERROR_NOT_FOUND and not_found is not _NO_DEFAULT:
+        return not_found
+    return unavailable_from_error(exc, what, profiling=profiling)
 
 
 def init() -> Unavailable | None:

@@ -17,7 +17,15 @@ from typing import Any
 
 from gpuscope.telemetry.nvml.session import pynvml
 
-__all__ = ["FieldValueView", "GpmMetricView", "field_values_view", "gpm_metrics_view", "gpm_metric_columns"]
+__all__ = [
+    "FieldValueView",
+    "GpmMetricView",
+    "field_values_view",
+    "gpm_metrics_view",
+    "gpm_metric_columns",
+    "utilization_row",
+    "memory_row",
+]
 
 
 class _ValueView(ctypes.Union):
@@ -99,3 +107,35 @@ def gpm_metric_columns(request: Any, count: int) -> tuple[Sequence[int], Sequenc
         [int(m.nvmlReturn) for m in metrics],
         [float(m.value) for m in metrics],
     )
+
+
+#: nvmlUtilization_t (gpu, memory: percent) and nvmlMemory_t (total, free, used: bytes)
+_UTILIZATION_ROW = struct.Struct("=II")
+_MEMORY_ROW = struct.Struct("=QQQ")
+
+
+def _sized(name: str, row: struct.Struct) -> Any:
+    """pynvml's structure ``name`` when it has ``row``'s size (else None: read its attributes)."""
+    cls = getattr(pynvml, name, None) if pynvml is not None else None
+    return cls if cls is not None and ctypes.sizeof(cls) == row.size else None
+
+
+_UTILIZATION_TYPE = _sized("c_nvmlUtilization_t", _UTILIZATION_ROW)
+_MEMORY_TYPE = _sized("c_nvmlMemory_t", _MEMORY_ROW)
+
+
+def utilization_row(util: Any) -> tuple[int, int]:
+    """(gpu, memory) percent of what ``nvmlDeviceGetUtilizationRates`` returned: one C-speed
+    unpack (each pynvml attribute read is a Python call)."""
+    if type(util) is _UTILIZATION_TYPE:
+        gpu, memory = _UTILIZATION_ROW.unpack(util)
+        return gpu, memory
+    return int(util.gpu), int(util.memory)
+
+
+def memory_row(memory: Any) -> tuple[int, int, int]:
+    """(total, free, used) bytes of what ``nvmlDeviceGetMemoryInfo`` returned, as :func:`utilization_row`."""
+    if type(memory) is _MEMORY_TYPE:
+        total, free, used = _MEMORY_ROW.unpack(memory)
+        return total, free, used
+    return int(memory.total), int(memory.free), int(memory.used)
