@@ -120,8 +120,21 @@ Io = namedtuple("Io", "bytes_sent bytes_recv packets_sent packets_recv errin err
 Stats = namedtuple("Stats", "isup duplex speed mtu flags")
 
 
+def write_netdev(path: Path, counters: dict[str, Io]) -> Path:
+    """A /proc/net/dev with these counters (the other 14 columns made up)."""
+    lines = [
+        "Inter-|   Receive                                                |  Transmit",
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo",
+    ]
+    for name, io in counters.items():
+        lines.append(f"{name:>6}: {io.bytes_recv} 11 0 0 0 0 0 0 {io.bytes_sent} 12 0 0 0 0 0 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_nic_rates_resets_and_new_interfaces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     counters = {"lo": Io(100, 100, 0, 0, 0, 0, 0, 0), "eth0": Io(1_000, 2_000, 0, 0, 0, 0, 0, 0)}
+    netdev = tmp_path / "net-dev"
     monkeypatch.setattr(psutil, "net_io_counters", lambda pernic=True, nowrap=True: dict(counters))
     monkeypatch.setattr(
         psutil,
@@ -132,7 +145,8 @@ def test_nic_rates_resets_and_new_interfaces(tmp_path: Path, monkeypatch: pytest
         },
     )
     clock = FakeClock()
-    collector = HostCollector(sysfs_root=tmp_path, clock=clock)
+    collector = HostCollector(sysfs_root=tmp_path, clock=clock, netdev=netdev)
+    write_netdev(netdev, counters)
     first = {nic.name: nic for nic in collector.sample().nics}
     assert first["eth0"].rx_bytes_per_s.reason is Reason.WARMING_UP
     assert first["lo"].is_loopback and not first["eth0"].is_loopback
@@ -141,6 +155,7 @@ def test_nic_rates_resets_and_new_interfaces(tmp_path: Path, monkeypatch: pytest
 
     counters["eth0"] = Io(1_500, 3_000, 0, 0, 0, 0, 0, 0)
     counters["ib0"] = Io(7, 7, 0, 0, 0, 0, 0, 0)
+    write_netdev(netdev, counters)
     clock.now += 0.5
     second = {nic.name: nic for nic in collector.sample().nics}
     assert second["eth0"].tx_bytes_per_s == 1_000.0
@@ -149,10 +164,34 @@ def test_nic_rates_resets_and_new_interfaces(tmp_path: Path, monkeypatch: pytest
     assert second["ib0"].is_up.reason is Reason.NOT_SUPPORTED  # not in the (cached) link stats
 
     counters["eth0"] = Io(10, 4_000, 0, 0, 0, 0, 0, 0)  # tx counter reset
+    write_netdev(netdev, counters)
     clock.now += 1.0
     third = {nic.name: nic for nic in collector.sample().nics}
     assert isinstance(third["eth0"].tx_bytes_per_s, Unavailable)
     assert third["eth0"].rx_bytes_per_s == 1_000.0
+
+    netdev.unlink()  # no /proc/net/dev (another OS): psutil's counters
+    counters["eth0"] = Io(10, 5_000, 0, 0, 0, 0, 0, 0)
+    clock.now += 1.0
+    assert {nic.name: nic for nic in collector.sample().nics}["eth0"].rx_bytes_per_s == 1_000.0
+
+
+def test_nic_counters_are_read_as_psutil_reads_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real /proc/net/dev, without psutil.net_io_counters' per-NIC tuples: between two psutil
+    reads taken around it, counter by counter."""
+    before = psutil.net_io_counters(pernic=True, nowrap=False)
+    mine = HostCollector()._nic_bytes()
+    after = psutil.net_io_counters(pernic=True, nowrap=False)
+    assert set(mine) == set(before) == set(after)
+    for name, (received, sent) in mine.items():
+        assert before[name].bytes_recv <= received <= after[name].bytes_recv
+        assert before[name].bytes_sent <= sent <= after[name].bytes_sent
+
+    def no_psutil(**_: object) -> None:
+        raise AssertionError("psutil.net_io_counters called")
+
+    monkeypatch.setattr(psutil, "net_io_counters", no_psutil)
+    assert {nic.name for nic in HostCollector().sample().nics} == set(before)
 
 
 CpuTimes = namedtuple("CpuTimes", "user nice system idle iowait irq softirq steal guest guest_nice")
@@ -162,7 +201,7 @@ def test_cpu_utilization_from_differenced_times(tmp_path: Path, monkeypatch: pyt
     times = [CpuTimes(10, 0, 0, 90, 0, 0, 0, 0, 0, 0), CpuTimes(50, 0, 0, 50, 0, 0, 0, 0, 0, 0)]
     monkeypatch.setattr(psutil, "cpu_times", lambda percpu=True: list(times))
     monkeypatch.setattr(psutil, "cpu_freq", lambda percpu=True: [])
-    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock())
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=tmp_path / "no-cpuinfo")
     first = collector.sample()
     assert first.logical_cores == 2
     assert all(core.utilization_percent.reason is Reason.WARMING_UP for core in first.cores)
@@ -203,7 +242,7 @@ def test_cpu_frequency_is_reread_at_most_once_a_second(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(psutil, "cpu_freq", cpu_freq)
     clock = FakeClock()
-    collector = HostCollector(sysfs_root=tmp_path, clock=clock)
+    collector = HostCollector(sysfs_root=tmp_path, clock=clock, cpuinfo=tmp_path / "no-cpuinfo")
     assert collector.sample().cores[0].frequency_mhz == 1001.0
     for _ in range(5):
         clock.now += 0.1
@@ -233,3 +272,65 @@ def test_unreadable_meminfo_on_the_first_reading_is_unavailable_not_zero(
     assert isinstance(second.memory_total_bytes, int) and second.memory_total_bytes > 0
     monkeypatch.setattr(psutil, "virtual_memory", no_meminfo)
     assert collector.sample().memory_total_bytes == second.memory_total_bytes  # then the last reading
+
+
+def _cpuinfo(path: Path, *mhz: str) -> Path:
+    """A /proc/cpuinfo with one block per CPU (x86 layout), "cpu MHz" left out where ``mhz`` is ""."""
+    blocks = [
+        f"processor\t: {index}\nvendor_id\t: GenuineIntel\nmodel name\t: Fake CPU @ 2.40GHz\n"
+        + (f"cpu MHz\t\t: {value}\n" if value else "")
+        + "cache size\t: 1024 KB\nflags\t\t: fpu vme cpu_mhz_like\n"
+        for index, value in enumerate(mhz)
+    ]
+    path.write_text("\n".join(blocks) + "\n")
+    return path
+
+
+def _two_cpus(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Two CPUs in /proc/stat; psutil.cpu_freq answers 1111 MHz and counts its calls."""
+    times = [CpuTimes(10, 0, 0, 90, 0, 0, 0, 0, 0, 0)] * 2
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu=True: list(times))
+    calls: list[int] = []
+
+    def cpu_freq(percpu: bool = True) -> list[Freq]:
+        calls.append(1)
+        return [Freq(1111.0, 0.0, 0.0)] * 2
+
+    monkeypatch.setattr(psutil, "cpu_freq", cpu_freq)
+    return calls
+
+
+def test_cpu_clocks_come_from_one_cpuinfo_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """psutil.cpu_freq also reads two cpufreq files per CPU and parses /proc/cpuinfo in Python
+    (milliseconds a second on a 128-CPU host); the "cpu MHz" lines give the same numbers."""
+    calls = _two_cpus(monkeypatch)
+    cpuinfo = _cpuinfo(tmp_path / "cpuinfo", "2400.123", "3699.998")
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo)
+    assert [core.frequency_mhz for core in collector.sample().cores] == [2400.123, 3699.998]
+    assert calls == []
+
+
+def test_cpu_clocks_read_as_psutil_does_with_cpufreq(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With cpufreq policies psutil takes the cpuinfo value as whole kHz: the same here."""
+    _two_cpus(monkeypatch)
+    for policy in ("policy0", "policy1"):
+        (tmp_path / "devices" / "system" / "cpu" / "cpufreq" / policy).mkdir(parents=True)
+    cpuinfo = _cpuinfo(tmp_path / "cpuinfo", "1.005", "0.000")
+    cores = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo).sample().cores
+    assert cores[0].frequency_mhz == int(1.005 * 1000) / 1000 == 1.004
+    assert isinstance(cores[1].frequency_mhz, Unavailable)
+
+
+@pytest.mark.parametrize("case", ["no cpu MHz (ARM)", "one policy for two CPUs", "no cpuinfo"])
+def test_cpu_clocks_from_psutil_where_cpuinfo_does_not_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    calls = _two_cpus(monkeypatch)
+    cpuinfo = _cpuinfo(tmp_path / "cpuinfo", *(["", ""] if case.startswith("no cpu MHz") else ["2400.0", "2400.0"]))
+    if case == "one policy for two CPUs":
+        (tmp_path / "devices" / "system" / "cpu" / "cpufreq" / "policy0").mkdir(parents=True)
+    if case == "no cpuinfo":
+        cpuinfo.unlink()
+    cores = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo).sample().cores
+    assert [core.frequency_mhz for core in cores] == [1111.0, 1111.0]
+    assert calls == [1]

@@ -40,6 +40,11 @@ _VIRTUAL_DISK_PREFIXES = ("loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd")
 _WARMING = Unavailable(Reason.WARMING_UP, "a rate needs two samples")
 _RESET = Unavailable(Reason.WARMING_UP, "counter went backwards (reset or wrap); the rate resumes next sample")
 _NO_FREQUENCY = Unavailable(Reason.NOT_SUPPORTED, "the OS reports no CPU frequency (no cpufreq, no 'cpu MHz')")
+#: A "cpu MHz" line of /proc/cpuinfo, searched in the text after a newline (psutil takes any
+#: line starting "cpu mhz" in any case: where this finds fewer than one per CPU, psutil reads
+#: them). The literal start keeps the search fast (``^`` with MULTILINE, or ``(?:\A|\n)``, is
+#: ten to forty times slower).
+_CPU_MHZ = re.compile(rb"\ncpu MHz[^:\n]*:[ \t]*([0-9]+(?:\.[0-9]*)?)")
 
 
 def parse_ib_rate_gbit_per_s(text: str) -> float | None:
@@ -80,9 +85,10 @@ def _rate(previous: _Counter | None, rx: int, tx: int, now_s: float) -> tuple[Me
 class HostCollector:
     """Samples the host. Not thread-safe: one caller at a time (``TelemetryCollector`` locks).
 
-    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband`` and ``block`` are looked up,
-    and ``diskstats`` is the disk counters file, so tests can build a fake tree; ``clock`` is the
-    monotonic clock used for rates, in seconds.
+    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband``, ``block`` and
+    ``devices/system/cpu`` are looked up, ``diskstats`` is the disk counters file, ``cpuinfo``
+    the CPU description (clocks) and ``netdev`` the NIC counters file, so tests can build a fake
+    tree; ``clock`` is the monotonic clock used for rates, in seconds.
     """
 
     def __init__(
@@ -90,8 +96,14 @@ class HostCollector:
         sysfs_root: str | os.PathLike[str] = "/sys",
         clock: Callable[[], float] = time.monotonic,
         diskstats: str | os.PathLike[str] = "/proc/diskstats",
+        cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo",
+        netdev: str | os.PathLike[str] = "/proc/net/dev",
     ) -> None:
+        self._netdev_path = Path(netdev)
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
+        self._cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
+        self._cpuinfo_path = Path(cpuinfo)
+        self._cpufreq_policies = 0  # cpufreq policy folders (psutil's choice of source depends on it)
         self._clock = clock
         self._hostname = socket.gethostname()
         from gpuscope.telemetry.cpuinfo import cpu_info
@@ -203,8 +215,12 @@ class HostCollector:
             )
         return cores, total_percent
 
-    @staticmethod
-    def _frequencies(count: int) -> list[Metric[float]]:
+    def _frequencies(self, count: int) -> list[Metric[float]]:
+        """Each CPU's clock in MHz: from one read of /proc/cpuinfo where psutil.cpu_freq would
+        take the same numbers from it, else from psutil.cpu_freq."""
+        fast = self._cpuinfo_frequencies(count)
+        if fast is not None:
+            return fast
         try:
             readings = psutil.cpu_freq(percpu=True) or []
         except (OSError, NotImplementedError, AttributeError):
@@ -218,6 +234,45 @@ class HostCollector:
             else:
                 out.append(_NO_FREQUENCY)
         return out
+
+    def _cpuinfo_frequencies(self, count: int) -> list[Metric[float]] | None:
+        """psutil.cpu_freq's numbers without its cost (it also reads two cpufreq files per CPU,
+        and parses /proc/cpuinfo line by line in Python): the "cpu MHz" values, where there is
+        one per CPU and psutil would use them (no cpufreq policies, or one per value). None
+        otherwise (ARM has no "cpu MHz"; policies shared between CPUs)."""
+        try:
+            with open(self._cpuinfo_path, "rb") as handle:
+                found = _CPU_MHZ.findall(b"\n" + handle.read())
+        except OSError:
+            return None
+        policies = self._cpufreq_policies
+        if len(found) != count or (policies and policies != count):
+            return None
+        # with cpufreq, psutil reads the value as kHz (int(MHz * 1000)) and divides by 1000
+        values = [int(float(text) * 1000) / 1000 if policies else float(text) for text in found]
+        return [value if value > 0 else _NO_FREQUENCY for value in values]
+
+    def _count_cpufreq_policies(self) -> int:
+        """cpufreq policy folders (``cpufreq/policyN``, else ``cpuN/cpufreq``), as psutil globs them."""
+        try:
+            policies = sum(
+                1
+                for name in os.listdir(self._cpu_root / "cpufreq")
+                if name.startswith("policy") and name[6:7].isdigit()
+            )
+        except OSError:
+            policies = 0
+        if policies:
+            return policies
+        try:
+            names = os.listdir(self._cpu_root)
+        except OSError:
+            return 0
+        return sum(
+            1
+            for name in names
+            if name.startswith("cpu") and name[3:4].isdigit() and (self._cpu_root / name / "cpufreq").is_dir()
+        )
 
     @staticmethod
     def _load_average() -> tuple[Metric[float], Metric[float], Metric[float]]:
@@ -300,6 +355,7 @@ class HostCollector:
     def _refresh_slow(self) -> None:
         """Re-read what changes rarely: NIC link state and speed, the InfiniBand port list, the disks."""
         self._refresh_disks()
+        self._cpufreq_policies = self._count_cpufreq_policies()
         try:
             self._nic_stats = dict(psutil.net_if_stats())
         except OSError:
@@ -319,16 +375,37 @@ class HostCollector:
                 ports.append((device, number, ports_dir / str(number)))
         self._ib_ports = ports
 
-    def _nics(self, now_s: float) -> list[NicSample]:
+    def _nic_bytes(self) -> dict[str, tuple[int, int]]:
+        """(received, sent) bytes per interface: /proc/net/dev read as psutil.net_io_counters
+        reads it (raw counters, without its per-NIC named tuples); psutil's call where the file
+        is missing or laid out otherwise."""
         try:
-            counters = psutil.net_io_counters(pernic=True, nowrap=False)
+            with open(self._netdev_path, "rb") as handle:
+                lines = handle.read().splitlines()[2:]  # two header lines
+            counters: dict[str, tuple[int, int]] = {}
+            for line in lines:
+                name, colon, rest = line.rpartition(b":")
+                fields = rest.split()
+                if not colon or len(fields) < 9:
+                    raise ValueError(line)
+                counters[os.fsdecode(name.strip())] = (int(fields[0]), int(fields[8]))
+            return counters
+        except (OSError, ValueError):
+            pass
+        try:
+            return {
+                name: (io.bytes_recv, io.bytes_sent)
+                for name, io in psutil.net_io_counters(pernic=True, nowrap=False).items()
+            }
         except OSError:
-            counters = {}
+            return {}
+
+    def _nics(self, now_s: float) -> list[NicSample]:
         nics: list[NicSample] = []
         seen: dict[str, _Counter] = {}
-        for name, io in counters.items():
-            rx_rate, tx_rate = _rate(self._nic_prev.get(name), io.bytes_recv, io.bytes_sent, now_s)
-            seen[name] = _Counter(io.bytes_recv, io.bytes_sent, now_s)
+        for name, (received, sent) in self._nic_bytes().items():
+            rx_rate, tx_rate = _rate(self._nic_prev.get(name), received, sent, now_s)
+            seen[name] = _Counter(received, sent, now_s)
             stats = self._nic_stats.get(name)
             is_up: Metric[bool]
             speed: Metric[float]
