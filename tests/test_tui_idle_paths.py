@@ -12,7 +12,7 @@ import pytest
 from rich.cells import cell_len
 from textual.geometry import Region
 from textual.strip import Strip
-from tui_samples import T0, make_many_gpu_app, run_async, sample, shown, tui_env  # noqa: F401
+from tui_samples import T0, make_app, make_many_gpu_app, run_async, sample, shown, tui_env  # noqa: F401
 
 from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.alerts import evaluate
@@ -103,6 +103,34 @@ def test_chart_rows_are_the_columns_stacked() -> None:
     assert [line[0][0] for line in lines[1:]] == [pad + "".join(cells) for cells in zip(*columns)]
 
 
+def test_chart_columns_looked_up_are_the_ones_worked_out() -> None:
+    """``chart_lines`` remembers each value's column per (scale, rows): a window that moves by a
+    point a sample (values seen before, gaps, NaN, infinities, values past the scale, a scale
+    that changes, no scale) gives the rows worked out afresh, and the memory stays bounded."""
+    from gpuscope.tui.widgets import chart
+
+    series: list[float | None] = [50 + 49 * math.sin(k / 3) for k in range(90)]
+    series[10:12] = [None, math.nan]
+    series[30:33] = [math.inf, -5.0, 180.0]
+    width, rows = 40, 6
+    for start in range(0, 50):
+        window = series[start : start + 45]
+        for top in (100.0, 150.0, None):
+            lines = chart_lines("CPU", "x", window, width, rows, top)
+            shown = chart.downsample_minmax(window, width)[-width:]
+            finite = [v for v in shown if v is not None and math.isfinite(v)]
+            scale = top if top else max(finite)
+            heights = [
+                None if v is None or not math.isfinite(v) else min(rows * 8, max(0, round(v / scale * rows * 8)))
+                for v in shown
+            ]
+            columns = [_bar_column(height, rows) for height in heights]
+            assert [line[0][0] for line in lines[1:]] == ["".join(cells) for cells in zip(*columns)], (start, top)
+    assert len(chart._COLUMNS) <= chart._COLUMNS_SCALES
+    assert all(len(known) <= chart._COLUMNS_VALUES + 1 for known in chart._COLUMNS.values())
+    assert not any(value != value for known in chart._COLUMNS.values() for value in known)  # no NaN kept
+
+
 @pytest.mark.parametrize(
     "text", ["util     80%", " ▁▂▃▄▅▆▇█ ", "45°C", "90.0 GB/s ×18", "ab…", "表示", "a\tb", "\x1b[0m", "é", ""]
 )
@@ -191,5 +219,45 @@ def test_repaint_marks_the_regions_textual_marks(tui_env) -> None:  # noqa: ANN0
                 repaint(widget, *regions)
                 assert (set(widget._dirty_regions), set(widget._repaint_regions)) == theirs
                 assert widget in app.screen._dirty_widgets
+
+    check()
+
+
+def test_repaint_leaves_a_widget_out_of_view_to_the_scroll(tui_env) -> None:  # noqa: ANN001, F811 - fixture
+    """``textual_compat.repaint`` of a widget scrolled out of the body marks its lines but does
+    not hand it to the screen (Textual's compositor takes such a widget for a new one and
+    rebuilds its map unmarked, behind a pending layout: stale rows, tests/test_tui_terminal_state.py);
+    once scrolled into view it shows what a fresh render shows."""
+    from textual.containers import VerticalScroll
+
+    from gpuscope.tui.textual_compat import repaint
+    from gpuscope.tui.widgets.host_panels import CoreBars
+    from gpuscope.tui.widgets.topbar import TopBar
+
+    @run_async
+    async def check() -> None:
+        app = make_app(persist_settings=False)
+        async with shown(app, (80, 24)) as pilot:
+            screen = app.screen
+            compositor = screen._compositor
+            bars, top = screen.query_one(CoreBars), screen.query_one(TopBar)
+            assert bars not in compositor.visible_widgets and top in compositor.visible_widgets
+            await pilot.pause(0.1)
+            screen._dirty_widgets.clear()
+            repaint(bars, Region(0, 0, 4, 1))
+            repaint(top)
+            assert bars not in screen._dirty_widgets and top in screen._dirty_widgets
+            assert bars._styles_cache.is_dirty(bars.styles.gutter.top)
+            for step in range(40, 43):  # the bars change while out of view
+                app._deliver(sample(step))
+                await pilot.pause(0.1)
+                assert not compositor._full_map_invalidated
+            screen.query_one("#body", VerticalScroll).scroll_end(animate=False, immediate=True)
+            await pilot.pause(0.2)
+            assert bars in compositor.visible_widgets
+            crop = Region(0, 0, *bars.outer_size)
+            shown_lines = [strip.text for strip in bars.render_lines(crop)]
+            bars._styles_cache.clear()
+            assert [strip.text for strip in bars.render_lines(crop)] == shown_lines
 
     check()

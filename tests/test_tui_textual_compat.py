@@ -31,6 +31,41 @@ def test_textual_still_has_the_internals_we_use() -> None:
     assert isinstance(widget._dirty_regions, set) and isinstance(widget._repaint_regions, set)
     assert callable(widget._styles_cache.set_dirty)
     assert list(inspect.signature(ChopsUpdate).parameters) == ["chops", "spans", "chop_ends"]
+    from textual._compositor import Compositor
+
+    assert isinstance(Compositor.visible_widgets, property)  # what repaint() hands the screen
+    from textual.strip import Strip
+
+    assert textual_compat.LightStrip is not Strip, "Textual's Strip changed: update _STRIP_CACHES"
+
+
+def test_a_light_strip_behaves_as_a_strip() -> None:
+    """``LightStrip`` (caches made on first use) gives what ``Strip`` gives, and its caches, once
+    made, are the ones Strip makes."""
+    from rich.segment import Segment
+    from rich.style import Style
+    from textual.strip import Strip
+
+    def segments() -> list[Segment]:
+        return [Segment("│ ", Style(color="blue")), Segment("util  81%", Style(bold=True)), Segment("  ·▁▂█ ", None)]
+
+    light, strip = textual_compat.LightStrip(segments(), 18), Strip(segments(), 18)
+    assert isinstance(light, Strip) and light == strip and light.cell_length == strip.cell_length == 18
+    assert light.text == strip.text and light.link_ids == strip.link_ids
+    assert [list(piece) for piece in light.divide([2, 9, 18])] == [list(piece) for piece in strip.divide([2, 9, 18])]
+    assert list(light.crop(1, 12)) == list(strip.crop(1, 12)) and light.crop(1, 12) is light.crop(1, 12)
+    assert list(light.apply_style(Style(italic=True))) == list(strip.apply_style(Style(italic=True)))
+    assert list(light.adjust_cell_length(24)) == list(strip.adjust_cell_length(24))
+    assert list(light.crop_extend(3, 30, None)) == list(strip.crop_extend(3, 30, None))
+    assert list(light.apply_offsets(1, 2)) == list(strip.apply_offsets(1, 2))
+    assert list(Strip.join([light, strip])) == list(Strip.join([strip, strip]))
+    app = App()
+    assert light.render(app.console) == strip.render(app.console)
+    for name, size in textual_compat._STRIP_CACHES.items():
+        cache, theirs = getattr(light, name), getattr(strip, name)
+        assert type(cache) is type(theirs) and cache._maxsize == theirs._maxsize == size
+    with pytest.raises(AttributeError):
+        light.not_a_slot  # noqa: B018 - only the caches are made on demand
 
 
 class _Bare:
@@ -141,5 +176,33 @@ def test_a_sample_is_one_frame_that_skips_the_containers_under_the_cards(tui_env
                 await pilot.pause(0.1)
             assert len(frames) == 3 and all(frame is not None for frame in frames)
             assert grid_renders == []
+
+    check()
+
+
+def test_repaint_remembers_the_screen_while_the_widget_is_mounted(tui_env) -> None:  # noqa: ANN001, F811 - fixture
+    """``repaint`` finds the widget's screen once; a widget hidden or removed since is not handed
+    to the screen (Textual's ``refresh`` takes it, as before)."""
+    from gpuscope.tui.widgets.gpu_card import DenseGpuCard
+
+    @run_async
+    async def check() -> None:
+        app = make_many_gpu_app(persist_settings=False)
+        async with shown(app, (160, 48)) as pilot:
+            screen = app.screen
+            first, second = list(screen.query(DenseGpuCard))[:2]
+            screen._dirty_widgets.clear()
+            textual_compat.repaint(first)
+            assert first in screen._dirty_widgets
+            assert first.__dict__["_gpuscope_repaint"] == (screen, screen._dirty_widgets, screen._compositor)
+            await pilot.pause()
+            first.display = False
+            textual_compat.repaint(first)
+            assert first not in screen._dirty_widgets and first._repaint_required  # refresh()'s way
+            textual_compat.repaint(second)
+            await second.remove()
+            screen._dirty_widgets.clear()
+            textual_compat.repaint(second)
+            assert second not in screen._dirty_widgets
 
     check()

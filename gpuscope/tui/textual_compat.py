@@ -11,8 +11,8 @@ re-application on resume when nothing the styles depend on changed. It needs:
 
 Also here: the row-cropped compositor (``Compositor`` internals, and ``ChopsUpdate`` for the
 terminal text), :func:`repaint` (a widget's ``_dirty_regions``, ``_repaint_regions`` and
-``_styles_cache``, the screen's ``_dirty_widgets``) and :func:`set_border_title`
-(``Widget._border_title``).
+``_styles_cache``, the screen's ``_dirty_widgets``), :func:`set_border_title`
+(``Widget._border_title``) and :data:`LightStrip` (``Strip``'s slots and its caches' sizes).
 
 When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back to plain
 ``switch_mode`` (correct, about 50 ms slower per switch).
@@ -20,13 +20,16 @@ When any of them is missing, :data:`FAST_SWITCH` is False and the app falls back
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import App
 from textual.dom import NoScreen
 from textual.widget import Widget
 
-__all__ = ["FAST_SWITCH", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
+if TYPE_CHECKING:
+    from textual.strip import Strip
+
+__all__ = ["FAST_SWITCH", "LightStrip", "mode_is_mounted", "repaint", "set_border_title", "style_state"]
 
 
 def _has_internals() -> bool:
@@ -89,27 +92,35 @@ def repaint(widget: Any, *regions: Any) -> None:
     them, with the content offset taken from the styles' gutter alone (``content_offset`` adds
     the scrollbar gutter, which takes room on the right and bottom only, after working out
     whether each scrollbar shows: most of a repaint's cost). Falls back to ``refresh`` when
-    those internals are missing or the widget is not mounted and shown on a screen."""
-    try:
-        screen = widget.screen if widget.is_mounted else None
-    except NoScreen:
-        screen = None
-    dirty = getattr(screen, "_dirty_widgets", None)
-    compositor = getattr(screen, "_compositor", None)
-    if (
-        screen is None
-        or not isinstance(widget, Widget)
-        or not isinstance(dirty, set)
-        or compositor is None
-        or widget._closing
-        or not widget.display
-        or screen not in compositor
-        or not hasattr(widget, "_layout_cache")
-        or not hasattr(widget, "_rich_style_cache")
-        or not hasattr(widget, "_dirty_regions")
-        or not hasattr(widget, "_repaint_regions")
-        or not hasattr(widget, "_styles_cache")
-    ):
+    those internals are missing or the widget is not mounted and shown on a screen.
+
+    A widget out of view (scrolled out of the body, or not laid out yet) is marked but not
+    handed to the screen: it has nothing to paint, and its marked lines are rendered when a
+    scroll or layout brings it into view. Handing it over was a bug: the compositor's
+    ``update_widgets`` takes a widget outside its visible map for a new one and invalidates its
+    full map, and the next ``widget.region`` lookup rebuilds that map from the DOM as it is
+    *now*. When a layout change was pending in the same cycle (the alert line shown, a line
+    hidden: the Layout message reaches the screen from the changed widget's idle handler, after
+    the screen painted this repaint), that rebuild took in the new geometry without marking what
+    moved, and the reflow that followed found nothing changed: the terminal kept the old rows
+    (tests/test_tui_terminal_state.py).
+
+    The screen and the checks on the widget's internals are remembered on the widget after the
+    first repaint (``widget.screen`` walks up the DOM each time: a third of a repaint's cost);
+    what can change (mounted, closing, shown, the screen laid out) is checked every time."""
+    known = widget.__dict__.get("_gpuscope_repaint") if isinstance(widget, Widget) else None
+    if known is not None and widget._parent is not None:
+        screen, dirty, compositor = known
+        fast = (
+            not widget._closing
+            and widget.display
+            and screen._compositor is compositor
+            and screen in compositor
+            and screen._dirty_widgets is dirty
+        )
+    else:
+        screen, dirty, compositor, fast = _repaint_target(widget)
+    if not fast:
         widget.refresh(*regions)
         return
     widget._layout_cache.clear()
@@ -123,8 +134,38 @@ def repaint(widget: Any, *regions: Any) -> None:
         widget._set_dirty()
     widget.clear_cached_dimensions()
     widget._rich_style_cache.clear()
-    dirty.add(widget)
-    screen.check_idle()
+    if widget in compositor.visible_widgets:  # (see the docstring: never a widget out of view)
+        dirty.add(widget)
+        screen.check_idle()
+
+
+def _repaint_target(widget: Any) -> tuple[Any, Any, Any, bool]:
+    """(screen, its dirty widgets, its compositor, whether :func:`repaint` may hand ``widget``
+    to it directly), remembered on ``widget`` when it may."""
+    try:
+        screen = widget.screen if widget.is_mounted else None
+    except NoScreen:
+        screen = None
+    dirty = getattr(screen, "_dirty_widgets", None)
+    compositor = getattr(screen, "_compositor", None)
+    fast = not (
+        screen is None
+        or compositor is None
+        or not isinstance(widget, Widget)
+        or not isinstance(dirty, set)
+        or not isinstance(getattr(type(compositor), "visible_widgets", None), property)
+        or widget._closing
+        or not widget.display
+        or screen not in compositor
+        or not hasattr(widget, "_layout_cache")
+        or not hasattr(widget, "_rich_style_cache")
+        or not hasattr(widget, "_dirty_regions")
+        or not hasattr(widget, "_repaint_regions")
+        or not hasattr(widget, "_styles_cache")
+    )
+    if fast:
+        widget.__dict__["_gpuscope_repaint"] = (screen, dirty, compositor)
+    return screen, dirty, compositor, fast
 
 
 def row_cropped_compositor() -> Any:
@@ -311,6 +352,72 @@ def row_cropped_compositor() -> Any:
                 yield (region, rows_clip, widget.render_lines(Region(x - region.x, y - region.y, x2 - x, y2 - y)))
 
     return RowCroppedCompositor()
+
+
+#: Strip's seven caches (slot name -> size), each a FIFOCache made in ``Strip.__init__``.
+_STRIP_CACHES = {
+    "_divide_cache": 4,
+    "_crop_cache": 16,
+    "_style_cache": 16,
+    "_filter_cache": 4,
+    "_line_length_cache": 4,
+    "_crop_extend_cache": 4,
+    "_offsets_cache": 4,
+}
+#: Strip's other slots, set in ``Strip.__init__``.
+_STRIP_FIELDS = ("_segments", "_cell_length", "_render_cache", "_link_ids", "_cell_count")
+
+
+def _light_strip_class() -> type[Strip]:
+    """A Strip that makes each of its seven caches when first used, or ``Strip`` itself when
+    this Textual's Strip has other slots or caches. A Strip makes them all in ``__init__``
+    (seven FIFOCaches and their dicts: fifteen objects, most of a new line's cost), yet a line
+    a widget builds for a frame is mostly rendered once and never cropped, divided or styled.
+    Textual makes its own Strips (crops, pieces) as ever; only the lines gpuscope's line
+    widgets build are light ones."""
+    from textual.cache import FIFOCache
+    from textual.strip import Strip
+
+    try:
+        probe = Strip([], 0)
+        caches = {name: getattr(probe, name) for name in _STRIP_CACHES}
+        fields_known = all(hasattr(probe, name) for name in _STRIP_FIELDS)
+    except AttributeError:
+        return Strip
+    if (
+        set(getattr(Strip, "__slots__", ())) != {*_STRIP_CACHES, *_STRIP_FIELDS}
+        or not fields_known
+        or any(type(cache) is not FIFOCache or cache._maxsize != _STRIP_CACHES[name] for name, cache in caches.items())
+    ):
+        return Strip
+
+    class LightStrip(Strip):
+        """``Strip(segments, cell_length)`` with its caches made on first use (same behaviour)."""
+
+        __slots__ = ()
+
+        def __init__(self, segments: list[Any], cell_length: int | None = None) -> None:
+            self._segments = segments
+            self._cell_length = cell_length
+            self._render_cache = None
+            self._link_ids = None
+            self._cell_count = None
+
+        def __getattr__(self, name: str) -> Any:  # only for a slot not set yet: a cache
+            size = _STRIP_CACHES.get(name)
+            if size is None:
+                raise AttributeError(name)
+            cache: FIFOCache[Any, Any] = FIFOCache(size)
+            setattr(self, name, cache)
+            return cache
+
+    return LightStrip
+
+
+#: ``LightStrip(segments, cell_length)``: a Strip (a subclass) whose caches are made when first
+#: used; ``Strip`` itself on a Textual whose Strip differs. ``segments`` must be a new list
+#: (it is kept, not copied).
+LightStrip: type[Strip] = _light_strip_class()
 
 
 def _covered(box: tuple[int, int, int, int], painted: list[tuple[int, int, int, int]]) -> bool:

@@ -31,9 +31,6 @@ class AlertLine(LineWidget):
         self.tooltip = "\n".join(f"{level.upper()} {message}" for level, message in shown[:20]) or None
         if self.display != bool(shown):
             self.display = bool(shown)
-            # everything under it moves by a row: paint the whole screen once that layout is in
-            # place (repaints made in the same cycle went to the rows of the old layout)
-            self.call_after_refresh(self.screen.refresh)
         self.invalidate()
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:

@@ -133,23 +133,52 @@ def chart_lines(
     room = max(0, width - 1)  # keep a gap before the next chart's title
     lines: list[list[Run]] = [[(head[:room], styles.title), (current[: max(0, room - len(head))], None)]]
     shown = downsample_minmax(values, width)[-width:] if width > 0 else []
-    present = [v for v in shown if v is not None and math.isfinite(v)]
+    isfinite = math.isfinite
+    if maximum:
+        present = any(v is not None and isfinite(v) for v in shown)
+        top = maximum
+    else:
+        finite = [v for v in shown if v is not None and isfinite(v)]
+        present, top = bool(finite), max(finite, default=0.0)
     if not present:
         if values and not current.startswith("n/a"):
             lines.append([("no data", styles.empty)])
         return lines
-    top = maximum if maximum else max(present)
     top = top if top and top > 0 else 1.0
     pad = " " * (width - len(shown))
     eighths = rows * 8
     bars, gap = _bar_columns(rows), _bar_column(None, rows)  # bars[h]: _bar_column(h, rows)
-    columns = [  # top row first
-        gap if v is None or not math.isfinite(v) else bars[min(eighths, max(0, round(v / top * eighths)))]
-        for v in shown
-    ]
+    known = _known_columns(top, rows)
+
+    def column(value: float) -> tuple[str, ...]:
+        cells = gap if not isfinite(value) else bars[min(eighths, max(0, round(value / top * eighths)))]
+        if value == value:  # (a NaN is never found again)
+            known[value] = cells
+        return cells
+
+    get = known.get
+    columns = [gap if v is None else get(v) or column(v) for v in shown]  # top row first
     for row_cells in zip(*columns):
         lines.append([(pad + "".join(row_cells), styles.bar)])
     return lines
+
+
+#: (scale, bar rows) -> {value: its column's cells, top row first}. A chart's window moves by
+#: one point a sample, so all but the newest value were drawn at this scale before: a column is
+#: looked up instead of worked out (a tall chart's bars cost most of its frame).
+_COLUMNS: dict[tuple[float, int], dict[float, tuple[str, ...]]] = {}
+#: Values remembered per (scale, rows), and (scale, rows) pairs remembered, before starting over.
+_COLUMNS_VALUES, _COLUMNS_SCALES = 4096, 64
+
+
+def _known_columns(top: float, rows: int) -> dict[float, tuple[str, ...]]:
+    """The remembered columns of charts scaled to ``top`` with ``rows`` bar rows (bounded)."""
+    known = _COLUMNS.get((top, rows))
+    if known is None or len(known) > _COLUMNS_VALUES:
+        if len(_COLUMNS) >= _COLUMNS_SCALES:
+            _COLUMNS.clear()
+        known = _COLUMNS[top, rows] = {}
+    return known
 
 
 @functools.lru_cache(maxsize=16)

@@ -76,8 +76,10 @@ def plot_lines(
     title, current, values, maximum = chart.title, chart.current, chart.values, chart.maximum
     bar_rows = max(1, rows - 2)
     shown = resample_max(values, width)
-    present = [v for v in shown if v is not None and math.isfinite(v)]
-    top = maximum if maximum else (max(present) if present else None)
+    if maximum:
+        top: float | None = maximum
+    else:
+        top = max((v for v in shown if v is not None and math.isfinite(v)), default=None)
     if top is not None and top <= 0:
         top = 1.0
     block = chart_lines(title, current, shown, width, bar_rows, top, styles)

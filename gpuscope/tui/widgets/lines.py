@@ -30,7 +30,7 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from gpuscope.tui.textual_compat import repaint
+from gpuscope.tui.textual_compat import LightStrip, repaint
 
 __all__ = ["Edges", "LineWidget", "Paint", "PlainLines", "Run", "query_cached", "set_title"]
 
@@ -145,8 +145,11 @@ class LineWidget(PlainLines):
         self._stale = True
         width, height = self.content_wh()
         paint = self._paint
-        if layout or old is None or paint[0] != width or paint[1] != height or not self.display:
+        if layout or not self.display:
             self.refresh(layout=layout)
+            return
+        if old is None or paint[0] != width or paint[1] != height:
+            repaint(self)  # not painted yet at this size (nothing to paint while out of view)
             return
         new = self._lines(paint)
         if len(new) != len(old):
@@ -272,9 +275,9 @@ def _strip(
             padding = final[None] = _filtered_style(base, filters, background)
         segments.append(Segment(" " * (width - length), padding))
     if edges is None:
-        return Strip(segments, width)
+        return LightStrip(segments, width)
     segments.extend(edges[1])
-    return Strip(segments, width + edges[2] + edges[3])
+    return LightStrip(segments, width + edges[2] + edges[3])
 
 
 #: Characters one cell wide in rich's table besides printable ASCII: the charts' block bars.
