@@ -6,7 +6,9 @@
    on a machine without GPUs that is the CPU side), ``gpuscope --demo`` (fake NVML, two GPUs: the
    full dashboard), and a reference monitor run the same way: btop (update_ms=1000 in a private
    config; installed with apt-get when missing) or, failing that, glances (``-t 1``).
-   Also ``gpuscope`` against 8 fake H200s with 18 NVLinks each (``GPUSCOPE_FAKE_NVML``) at 160x48.
+   Also ``gpuscope`` against 8 fake H200s with 18 NVLinks each (``GPUSCOPE_FAKE_NVML``) at 160x48;
+   its line also says how much of that the fake NVML's simulation took (the fake times its own
+   symbols: ``GPUSCOPE_FAKE_NVML_CPU_FILE``), since a real driver's cost is not Python's.
    Targets (issue 15): the CPU-only dashboard <= the reference x 1.25 (measured in the same run);
    8 GPUs x 18 links <= 1 % of one core.
 2. First frame: time from spawning ``gpuscope`` in tmux until the pane shows the dashboard's
@@ -104,19 +106,30 @@ def _stop(name: str) -> None:
     subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
+def _fake_cpu_ns(path: Path | None) -> int | None:
+    """The CPU time the fake NVML's symbols took so far (GPUSCOPE_FAKE_NVML_CPU_FILE), or None."""
+    try:
+        return int(path.read_text()) if path is not None else None
+    except (OSError, ValueError):
+        return None
+
+
 def idle_cpu(
     name: str, command: str, env: dict[str, str], warmup_s: float, seconds: float, size: tuple[str, str] = SIZE
 ) -> dict[str, float | str]:
+    """Idle CPU of ``command`` in tmux. Where ``env`` has GPUSCOPE_FAKE_NVML_CPU_FILE, also the
+    share of it the fake NVML's simulation took (Python standing in for the driver)."""
+    fake_file = Path(env["GPUSCOPE_FAKE_NVML_CPU_FILE"]) if "GPUSCOPE_FAKE_NVML_CPU_FILE" in env else None
     pid = _start(name, command, env, size)
     try:
         time.sleep(warmup_s)
-        before, started = _cpu_ticks(pid), time.monotonic()
+        before, fake_before, started = _cpu_ticks(pid), _fake_cpu_ns(fake_file), time.monotonic()
         time.sleep(seconds)
-        after, elapsed = _cpu_ticks(pid), time.monotonic() - started
+        after, fake_after, elapsed = _cpu_ticks(pid), _fake_cpu_ns(fake_file), time.monotonic() - started
         screen = _tmux("capture-pane", "-p", "-t", name)
     finally:
         _stop(name)
-    return {
+    run: dict[str, float | str] = {
         "tool": name,
         "command": command,
         "seconds": round(elapsed, 1),
@@ -124,6 +137,11 @@ def idle_cpu(
         "screen_lines_with_text": sum(1 for line in screen.splitlines() if line.strip()),
         "size": "x".join(size),
     }
+    if fake_before is not None and fake_after is not None:
+        fake_percent = 100.0 * (fake_after - fake_before) / 1e9 / elapsed
+        run["fake_nvml_core_percent"] = round(fake_percent, 2)
+        run["without_fake_core_percent"] = round(float(run["cpu_core_percent"]) - fake_percent, 2)
+    return run
 
 
 def first_frame(env: dict[str, str], repeat: int) -> dict[str, float]:
@@ -216,7 +234,11 @@ def main() -> int:
         "PYTHONPATH": str(REPO),
     }
     results: dict[str, object] = {"machine": {"cores": os.cpu_count(), "load_1m_before": os.getloadavg()[0]}}
-    eight = {**env, "GPUSCOPE_FAKE_NVML": "gpus=8xh200,links=18"}
+    eight = {
+        **env,
+        "GPUSCOPE_FAKE_NVML": "gpus=8xh200,links=18",
+        "GPUSCOPE_FAKE_NVML_CPU_FILE": str(home / "fake-nvml-cpu-ns"),
+    }
     wanted = set(args.tools.split(","))
     if wanted & {"btop", "glances"}:  # the reference monitor by its name
         wanted.add("reference")
@@ -263,6 +285,11 @@ def main() -> int:
                 f"{run['tool']:<16} {run['cpu_core_percent']:6.2f} % of one core over {run['seconds']} s "
                 f"(1 s refresh, tmux {run['size']}{ratio})"
             )
+            if "fake_nvml_core_percent" in run:
+                print(
+                    f"{'':<16} of which the fake NVML's simulation {run['fake_nvml_core_percent']:.2f} %, "
+                    f"gpuscope itself {run['without_fake_core_percent']:.2f} %"
+                )
         else:
             print(f"{run['tool']:<16} {run.get('error')}")
     frame = results["first_frame"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pynvml
 import pytest
 
@@ -275,3 +277,44 @@ def test_calls_are_counted_per_symbol_and_gpu_whatever_the_handle(clock: FakeClo
         ("nvmlDeviceGetClockInfo", None): 1,
     }
     assert fake.calls["nvmlDeviceGetClockInfo"] == 3 and fake.calls["nvmlDeviceGetMemoryInfo"] == 2
+
+
+def test_the_fake_times_its_own_symbols_for_benchmarks(clock: FakeClock, tmp_path: Path) -> None:
+    """``measure_cpu`` counts the CPU the simulation takes (calls behave as before) and writes it
+    to a file a benchmark of the whole process reads; without it nothing is counted."""
+    fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        pynvml.nvmlDeviceGetMemoryInfo(handle)
+        assert fake.cpu_ns is None
+        cpu_file = tmp_path / "fake-cpu-ns"
+        fake.measure_cpu(cpu_file)
+        for _ in range(200):
+            pynvml.nvmlDeviceGetMemoryInfo(handle)
+            pynvml.nvmlDeviceGetUtilizationRates(handle)
+        fake.inject("nvmlDeviceGetClockInfo", "Unknown")
+        with pytest.raises(pynvml.NVMLError_Unknown):  # faults pass through the timed path too
+            pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        pynvml.nvmlShutdown()
+    assert fake.cpu_ns is not None and fake.cpu_ns > 0
+    written = int(cpu_file.read_text())
+    assert 0 < written <= fake.cpu_ns  # the first call's total at least, never more than counted
+    assert not (tmp_path / "fake-cpu-ns.partial").exists()
+    assert fake.calls["nvmlDeviceGetMemoryInfo"] == 201
+
+
+def test_a_process_on_the_environments_fake_writes_the_simulations_cpu(tmp_path: Path) -> None:
+    """GPUSCOPE_FAKE_NVML_CPU_FILE: what benchmarks/bench_tui_idle.py reads to tell the fake's
+    cost from gpuscope's in a whole process."""
+    import os
+    import subprocess
+    import sys
+
+    cpu_file = tmp_path / "fake-cpu-ns"
+    env = dict(os.environ, GPUSCOPE_FAKE_NVML="gpus=1xh200", GPUSCOPE_FAKE_NVML_CPU_FILE=str(cpu_file))
+    done = subprocess.run(
+        [sys.executable, "-m", "gpuscope", "doctor", "--no-torch"], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert int(cpu_file.read_text()) > 0

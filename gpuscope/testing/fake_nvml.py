@@ -71,8 +71,10 @@ Test helpers: :func:`opened_collector`, :func:`reason_of`.
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import threading
+import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -145,7 +147,10 @@ class _Symbol:
         self.impl = impl
 
     def __call__(self, *args: Any) -> Any:
-        return self.fake._dispatch(self.name, self.impl, args)
+        fake = self.fake
+        if fake.cpu_ns is None:
+            return fake._dispatch(self.name, self.impl, args)
+        return fake._timed_dispatch(self.name, self.impl, args)
 
 
 _DEVICE = pynvml.c_nvmlDevice_t
@@ -178,6 +183,11 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         self.calls: Counter[str] = Counter()
         self.device_calls: Counter[tuple[str, int | None]] = Counter()
         self.initialized = 0
+        #: CPU time (ns) spent inside the fake's symbols, by whichever thread called them; None
+        #: until :meth:`measure_cpu` (benchmarks: the simulation's share of gpuscope's cost)
+        self.cpu_ns: int | None = None
+        self._cpu_file: str | None = None
+        self._cpu_file_due_s = 0.0
         self._lock = threading.RLock()
         self._injections: list[_Injection] = []
         self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
@@ -425,6 +435,39 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             if (symbols is None or name in symbols) and rng.random() < probability:
                 return rng.choice(codes)
         return pynvml.NVML_SUCCESS
+
+    # --- the simulation's own cost (benchmarks) -------------------------------------------------
+
+    def measure_cpu(self, path: str | os.PathLike[str] | None = None) -> None:
+        """Count the CPU time spent inside the fake's symbols from now on (:attr:`cpu_ns`), and
+        when ``path`` is given, write it there (``<ns>``, replaced whole) at most twice a second,
+        so a benchmark of the whole process can subtract what the simulation costs: the fake is
+        Python standing in for the driver, and its cost is not gpuscope's."""
+        with self._lock:
+            self.cpu_ns = 0
+            self._cpu_file = None if path is None else os.fspath(path)
+            self._cpu_file_due_s = 0.0
+
+    def _timed_dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
+        started_ns = time.thread_time_ns()
+        try:
+            return self._dispatch(name, impl, args)
+        finally:
+            with self._lock:
+                self.cpu_ns = (self.cpu_ns or 0) + time.thread_time_ns() - started_ns
+                if self._cpu_file is not None and time.monotonic() >= self._cpu_file_due_s:
+                    self._cpu_file_due_s = time.monotonic() + 0.5
+                    self._write_cpu_file(self._cpu_file, self.cpu_ns)
+
+    @staticmethod
+    def _write_cpu_file(path: str, cpu_ns: int) -> None:
+        partial = f"{path}.partial"
+        try:
+            with open(partial, "w") as handle:
+                handle.write(f"{cpu_ns}\n")
+            os.replace(partial, path)  # a reader never sees half a number
+        except OSError:
+            pass  # a benchmark aid: never a reason for a sample to fail
 
     def _dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
         with self._lock:

@@ -58,9 +58,20 @@ from typing import Any
 
 from gpuscope.errors import UsageError
 
-__all__ = ["ENV_VAR", "Scenario", "parse_scenario", "build_fake", "install_from_environment", "cuda_uuids"]
+__all__ = [
+    "ENV_VAR",
+    "CPU_FILE_ENV_VAR",
+    "Scenario",
+    "parse_scenario",
+    "build_fake",
+    "install_from_environment",
+    "cuda_uuids",
+]
 
 ENV_VAR = "GPUSCOPE_FAKE_NVML"
+#: When set (with ENV_VAR), the fake writes the CPU time its symbols took to this file
+#: (:meth:`FakeNvml.measure_cpu`): benchmarks subtract the simulation's cost.
+CPU_FILE_ENV_VAR = "GPUSCOPE_FAKE_NVML_CPU_FILE"
 _MODELS = ("h100", "h200", "a100", "l4")
 _DEFAULT_ERRORS = ("Unknown", "Timeout", "NotSupported", "NoPermission")
 
@@ -315,6 +326,9 @@ def install_from_environment() -> Any:
         NvmlCollector.LOST_RETRY_INTERVAL_S = scenario.lost_retry_s
     from gpuscope.testing.fake_nvml import install_fake_nvml
 
+    cpu_file = os.environ.get(CPU_FILE_ENV_VAR)
+    if cpu_file:
+        fake.measure_cpu(cpu_file)
     context = install_fake_nvml(fake)
     context.__enter__()  # for the rest of the process: this is a test run
     _installed, _context = fake, context
