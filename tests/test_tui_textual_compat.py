@@ -1,5 +1,6 @@
-"""The Textual internals the fast screen switch uses (gpuscope/tui/textual_compat.py): this test fails
-when a Textual release renames or removes one, and the fallback is plain switch_mode."""
+"""The Textual internals gpuscope uses (gpuscope/tui/textual_compat.py, gpuscope/tui/row_compositor.py):
+these tests fail when a Textual release renames or removes one; the fallbacks are Textual's own ways
+(plain switch_mode, refresh, Strip, Compositor)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from textual.content import Content
 from textual.geometry import Region
 from tui_samples import make_app, make_many_gpu_app, run_async, sample, shown, tui_env  # noqa: F401
 
-from gpuscope.tui import textual_compat
+from gpuscope.tui import row_compositor, textual_compat
 
 
 def test_textual_still_has_the_internals_we_use() -> None:
@@ -34,6 +35,13 @@ def test_textual_still_has_the_internals_we_use() -> None:
     from textual._compositor import Compositor
 
     assert isinstance(Compositor.visible_widgets, property)  # what repaint() hands the screen
+    for name in ("_get_renders", "_regions_to_spans", "render_partial_update"):  # the row-cropped compositor's
+        assert callable(getattr(Compositor, name)), name
+    assert isinstance(Compositor.cuts, property)
+    assert list(inspect.signature(Compositor._get_renders).parameters) == ["self", "crop"]
+    assert type(row_compositor.row_cropped_compositor()) is not Compositor, (
+        "Textual's compositor changed: update gpuscope/tui/row_compositor.py"
+    )
     from textual.strip import Strip
 
     assert textual_compat.LightStrip is not Strip, "Textual's Strip changed: update _STRIP_CACHES"
@@ -80,6 +88,13 @@ def test_without_the_internals_the_switch_is_plain(monkeypatch: pytest.MonkeyPat
     app._screen_stacks["dashboard"] = []
     assert textual_compat.mode_is_mounted(app, "dashboard") is False
     assert textual_compat.style_state(app) is None
+
+
+def test_without_the_internals_the_compositor_is_textuals(monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual import _compositor
+
+    monkeypatch.delattr(_compositor, "ChopsUpdate")
+    assert type(row_compositor.row_cropped_compositor()) is _compositor.Compositor
 
 
 def test_row_cropped_compositor_paints_what_textual_paints(tui_env) -> None:  # noqa: ANN001, F811 - fixture

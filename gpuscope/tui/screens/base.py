@@ -34,7 +34,7 @@ class GpuscopeScreen(Screen[None]):
 
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        from gpuscope.tui.textual_compat import row_cropped_compositor
+        from gpuscope.tui.row_compositor import row_cropped_compositor
 
         # paint only the rows a frame updates (the clock and a chart no longer repaint every panel)
         self._compositor = row_cropped_compositor()
