@@ -66,6 +66,40 @@ def test_chart_has_a_value_scale_and_a_time_axis() -> None:
     assert resample_max([3.0], 3) == [3.0, 3.0, 3.0]
 
 
+def test_chart_scale_never_reads_as_a_second_value() -> None:
+    """A title line short of room for ``0–126GB/s`` writes ``≤126GB/s`` (a bound), ``0–126G``,
+    ``≤126G`` or no scale,
+    never the bare ``126GB/s`` ("PCIe 9.37GB/s  126GB/s" read as two current values), at every
+    width and for every kind of chart: fixed scale (percent, watts, a link's peak) or the window's
+    largest value."""
+    values = tuple([None] * 10 + [9.37e9] * 50)
+    charts = [
+        ChartData("PCIe", "9.37GB/s", values, 126e9, lambda v: f"{v / 1e9:.0f}GB/s"),
+        ChartData("SM", "49%", (49.0,) * 60, 100.0, lambda v: f"{v:.0f}%"),
+        ChartData("power", "310 W", (310.0,) * 60, 700.0, lambda v: f"{v:.0f}W"),
+        ChartData("DRAM", "n/a", values[:-1] + (None,), 2.04e12, lambda v: f"{v / 1e12:.2f}TB/s"),
+        ChartData("NVL", "0B/s", (0.0, 2e9, None), None, lambda v: f"{v / 1e9:.1f}GB/s"),  # window's largest
+    ]
+    seen = set()
+    for chart in charts:
+        top = chart.scale_fmt(chart.maximum or 2e9)
+        for width in range(1, 40):
+            head = _text(plot_lines(chart, width, 4, 60.0))[0]
+            assert len(head) <= max(0, width - 1)
+            scale = head[len(f"{chart.title} {chart.current}") :].strip()
+            short = top.removesuffix("B/s")
+            assert scale in ("", f"0–{top}", f"≤{top}", f"0–{short}", f"≤{short}"), (chart.title, width, head)
+            seen.add(scale[:1])
+    assert seen == {"", "0", "≤"}
+    pcie = charts[0]
+    assert _text(plot_lines(pcie, 24, 4, 60.0))[0] == "PCIe 9.37GB/s 0–126GB/s"
+    assert _text(plot_lines(pcie, 23, 4, 60.0))[0] == "PCIe 9.37GB/s ≤126GB/s"
+    # the card's chart width at 120x40: the unit stays with the current value
+    assert _text(plot_lines(pcie, 22, 4, 60.0))[0] == "PCIe 9.37GB/s  0–126G"
+    assert _text(plot_lines(pcie, 20, 4, 60.0))[0] == "PCIe 9.37GB/s ≤126G"
+    assert _text(plot_lines(pcie, 19, 4, 60.0))[0].rstrip() == "PCIe 9.37GB/s"
+
+
 @run_async
 async def test_window_key_switches_the_chart_axis(tui_env: Path) -> None:
     app = make_app()

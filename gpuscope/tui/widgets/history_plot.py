@@ -1,8 +1,9 @@
 """History charts with a value scale and a time axis (drawn as line runs, no Textual widgets).
 
-A chart block is ``rows`` lines: ``title current ... 0–scale`` on top, bars in the middle (the
-newest sample on the right, the window spread over the full width, gaps blank), and a time
-axis ``-1m ... now`` at the bottom. The bars come from :func:`chart.chart_lines`.
+A chart block is ``rows`` lines: ``title current ... 0–scale`` on top (shorter forms, or no
+scale, when the line is short), bars in the middle (the newest sample on the right, the window spread
+over the full width, gaps blank), and a time axis ``-1m ... now`` at the bottom. The bars come
+from :func:`chart.chart_lines`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def axis_label(window_s: float) -> str:
     return f"-{window_s / 60:g}m" if window_s >= 60 else f"-{window_s:g}s"
 
 
+def _scale_labels(top: str) -> tuple[str, ...]:
+    """The title line's scale for a chart topped at ``top`` (formatted with its unit), widest
+    first: the range ``0–126GB/s``, the bound ``≤126GB/s`` (one cell narrower), then the same
+    without "B/s" (``0–126G``, ``≤126G``: the current value beside it carries the unit). Never
+    the bare top: in plain text (copies, screen readers, SVG) it reads as a second current value.
+    When none fits, the chart has no scale."""
+    if top.endswith("B/s"):
+        return f"0–{top}", f"≤{top}", f"0–{top[:-3]}", f"≤{top[:-3]}"
+    return f"0–{top}", f"≤{top}"
+
+
 def _plain(value: float) -> str:
     return f"{value:.3g}"
 
@@ -71,8 +83,9 @@ def plot_lines(
     chart: ChartData, width: int, rows: int, window_s: float, styles: ChartStyles = PLAIN
 ) -> list[list[Run]]:
     """``rows`` lines (at least 3: title, bars, axis) ``width`` cells wide. The scale is
-    ``chart.maximum`` when given, else the window's largest value; the range ``0–scale`` is
-    written at the right of the title line."""
+    ``chart.maximum`` when given, else the window's largest value; the range ``0–scale`` (or a
+    shorter form where the line is short; see :func:`_scale_labels`) is written at the right of
+    the title line."""
     title, current, values, maximum = chart.title, chart.current, chart.values, chart.maximum
     bar_rows = max(1, rows - 2)
     shown = resample_max(values, width)
@@ -86,8 +99,8 @@ def plot_lines(
     head = block[0]
     used = sum(len(text) for text, _ in head)
     if top is not None:
-        for scale in (f"0–{chart.scale_fmt(top)}", chart.scale_fmt(top)):
-            room = width - 1 - used
+        room = width - 1 - used
+        for scale in _scale_labels(chart.scale_fmt(top)):
             if room >= len(scale) + 1:
                 head = head + [(" " * (room - len(scale)), None), (scale, styles.empty)]
                 break
