@@ -183,11 +183,11 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         self.calls: Counter[str] = Counter()
         self.device_calls: Counter[tuple[str, int | None]] = Counter()
         self.initialized = 0
-        #: CPU time (ns) spent inside the fake's symbols, by whichever thread called them; None
-        #: until :meth:`measure_cpu` (benchmarks: the simulation's share of gpuscope's cost)
+        #: Time (ns) spent inside the fake's symbols, by whichever thread called them; None until
+        #: :meth:`measure_cpu` (benchmarks: the simulation's share of gpuscope's cost)
         self.cpu_ns: int | None = None
         self._cpu_file: str | None = None
-        self._cpu_file_due_s = 0.0
+        self._cpu_file_due_ns = 0
         self._lock = threading.RLock()
         self._injections: list[_Injection] = []
         self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
@@ -439,24 +439,30 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
     # --- the simulation's own cost (benchmarks) -------------------------------------------------
 
     def measure_cpu(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Count the CPU time spent inside the fake's symbols from now on (:attr:`cpu_ns`), and
-        when ``path`` is given, write it there (``<ns>``, replaced whole) at most twice a second,
-        so a benchmark of the whole process can subtract what the simulation costs: the fake is
-        Python standing in for the driver, and its cost is not gpuscope's."""
+        """Count the time spent inside the fake's symbols from now on (:attr:`cpu_ns`), and when
+        ``path`` is given, write it there (``<ns>``, replaced whole) at most twice a second, so a
+        benchmark of the whole process can subtract what the simulation costs: the fake is Python
+        standing in for the driver, and its cost is not gpuscope's.
+
+        The symbols neither sleep nor wait on I/O, so the time inside them is CPU time unless the
+        thread is preempted mid-call; it is read with the monotonic clock because a thread CPU
+        clock is a system call per read on VMs (two per NVML call cost 0.15 % of a core with 8
+        GPUs, inflating what it measured)."""
         with self._lock:
             self.cpu_ns = 0
             self._cpu_file = None if path is None else os.fspath(path)
-            self._cpu_file_due_s = 0.0
+            self._cpu_file_due_ns = 0
 
     def _timed_dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
-        started_ns = time.thread_time_ns()
+        started_ns = time.perf_counter_ns()
         try:
             return self._dispatch(name, impl, args)
         finally:
+            ended_ns = time.perf_counter_ns()
             with self._lock:
-                self.cpu_ns = (self.cpu_ns or 0) + time.thread_time_ns() - started_ns
-                if self._cpu_file is not None and time.monotonic() >= self._cpu_file_due_s:
-                    self._cpu_file_due_s = time.monotonic() + 0.5
+                self.cpu_ns = (self.cpu_ns or 0) + ended_ns - started_ns
+                if self._cpu_file is not None and ended_ns >= self._cpu_file_due_ns:
+                    self._cpu_file_due_ns = ended_ns + 500_000_000
                     self._write_cpu_file(self._cpu_file, self.cpu_ns)
 
     @staticmethod
