@@ -8,9 +8,10 @@ import random
 
 import pynvml
 import pytest
+from support.nvml import field_set
 
 from gpuscope.telemetry.nvml.collector import NvmlCollector
-from gpuscope.telemetry.nvml.fields import KEEP_READS, FieldSet
+from gpuscope.telemetry.nvml.fields import KEEP_READS
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, opened_collector, reason_of
@@ -28,12 +29,6 @@ OPEN = ["power_instant_w"]
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def _fields(collector: NvmlCollector, index: int = 0) -> FieldSet:
-    fields = collector._gpus[index].fields
-    assert fields is not None
-    return fields
 
 
 def _link_rates(step: int) -> list[float]:
@@ -69,18 +64,18 @@ def _expect(gpu: GpuSample, step: int) -> None:
 def test_counters_gpm_gives_are_not_asked(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h200(), FakeGpu.a100()], clock=clock)
     with opened_collector(fake, clock) as collector:
-        assert len(_fields(collector).asked) == 46  # the first read asks everything
+        assert len(field_set(collector).asked) == 46  # the first read asks everything
         for step in range(4):
             gpu = _tick(fake, clock, collector, step)
             _expect(gpu, step)
         # Hopper: GPM gives PCIe and every NVLink counter; the scope check is decided
-        assert _fields(collector).asked == ALWAYS
+        assert field_set(collector).asked == ALWAYS
         assert collector.device_status()[0].nvlink_scope_honoured is True
-        request = _fields(collector)._request
+        request = field_set(collector)._request
         assert request is not None and len(request[0]) == 5  # nvmlFieldValue_t[5]: only those are asked
         # the A100 has no GPM: everything still comes from the counters (its power: instantaneous)
-        assert _fields(collector, 1).asked[:5] == [*ALWAYS[:4], "power_instant_w"]
-        assert len(_fields(collector, 1).asked) == 5 + 2 + 2 + 2 * 12
+        assert field_set(collector, 1).asked[:5] == [*ALWAYS[:4], "power_instant_w"]
+        assert len(field_set(collector, 1).asked) == 5 + 2 + 2 + 2 * 12
 
 
 def test_gpm_stops_mid_run_links_come_back_after_one_warming_read(clock: FakeClock) -> None:
@@ -98,11 +93,11 @@ def test_gpm_stops_mid_run_links_come_back_after_one_warming_read(clock: FakeClo
             gpu = _tick(fake, clock, collector, step)
             _expect(gpu, step)  # from the counters, this second's load: not zero, not stale
             assert reason_of(gpu.sm_activity_percent) is Reason.NO_PERMISSION
-        assert len(_fields(collector).asked) == 45  # all but the instantaneous power
+        assert len(field_set(collector).asked) == 45  # all but the instantaneous power
         fake.clear_injections()
         for step in range(9, 12 + KEEP_READS):
             _expect(_tick(fake, clock, collector, step), step)
-        assert _fields(collector).asked == ALWAYS  # GPM is back and has been for a while
+        assert field_set(collector).asked == ALWAYS  # GPM is back and has been for a while
 
 
 def test_an_intermittent_gpm_failure_finds_the_counters_running(clock: FakeClock) -> None:
@@ -126,7 +121,7 @@ def test_one_gpm_link_metric_missing_reads_that_counter_only(clock: FakeClock) -
     with opened_collector(fake, clock) as collector:
         for step in range(4):
             _expect(_tick(fake, clock, collector, step), step)  # link 3 tx from its counter, every time
-        assert _fields(collector).asked == [*ALWAYS, "nvlink_tx_bytes_per_s:3"]
+        assert field_set(collector).asked == [*ALWAYS, "nvlink_tx_bytes_per_s:3"]
 
 
 def test_random_gpm_failures_never_show_a_stale_or_averaged_rate(clock: FakeClock) -> None:
@@ -166,14 +161,14 @@ def test_scope_ignored_is_found_with_gpm_and_the_links_are_not_asked_again(clock
         for step in range(3):
             _expect(_tick(fake, clock, collector, step), step)  # per link from GPM, which is right
         assert collector.device_status()[0].nvlink_scope_honoured is False
-        assert _fields(collector).asked == ALWAYS
+        assert field_set(collector).asked == ALWAYS
         fake.inject("nvmlGpmSampleGet", "NoPermission", count=None)
         _tick(fake, clock, collector, 3)
         gpu = _tick(fake, clock, collector, 4)
         # without GPM the per-link counters would all be the total: not asked; GPM's reason shows
         assert all(reason_of(link.tx_bytes_per_s) is Reason.NO_PERMISSION for link in gpu.nvlink_links)
         assert gpu.nvlink_tx_bytes_per_s == pytest.approx(sum(_link_rates(4)), rel=1e-6)
-        assert _fields(collector).asked == [*ALWAYS, *PCIE, *TOTALS]
+        assert field_set(collector).asked == [*ALWAYS, *PCIE, *TOTALS]
 
 
 def test_scope_check_waits_for_traffic_reading_only_the_totals(clock: FakeClock) -> None:
@@ -183,7 +178,7 @@ def test_scope_check_waits_for_traffic_reading_only_the_totals(clock: FakeClock)
             clock.advance(1.0)
             gpu = collector.sample().gpus[0]
         assert collector.device_status()[0].nvlink_scope_honoured is None
-        assert _fields(collector).asked == [*ALWAYS, *TOTALS]
+        assert field_set(collector).asked == [*ALWAYS, *TOTALS]
         assert all(link.tx_bytes_per_s == 0.0 for link in gpu.nvlink_links)
         fake.set_load(0, nvlink_tx_bytes_per_s=GIB)
         for _ in range(2):  # traffic on a total, then every link read beside it once
@@ -192,7 +187,7 @@ def test_scope_check_waits_for_traffic_reading_only_the_totals(clock: FakeClock)
         assert collector.device_status()[0].nvlink_scope_honoured is True
         clock.advance(1.0)
         gpu = collector.sample().gpus[0]
-        assert _fields(collector).asked == ALWAYS
+        assert field_set(collector).asked == ALWAYS
         assert all(link.tx_bytes_per_s == pytest.approx(GIB) for link in gpu.nvlink_links)
 
 
@@ -209,7 +204,7 @@ def test_a_lost_gpu_comes_back_with_gpm_and_skips_again(clock: FakeClock) -> Non
             gpu = _tick(fake, clock, collector, step)
         assert gpu.state == "ok"
         _expect(gpu, 7)
-        assert _fields(collector).asked == ALWAYS
+        assert field_set(collector).asked == ALWAYS
 
 
 def test_a_failed_field_call_says_so_for_every_counter_it_asked(clock: FakeClock) -> None:
@@ -231,7 +226,7 @@ def test_per_link_off_reads_the_totals_only_and_they_stay_true(clock: FakeClock)
     GPM and, when GPM fails, from the total counters."""
     fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
     with opened_collector(fake, clock, nvlink_per_link=False) as collector:
-        assert _fields(collector).asked == ALWAYS + OPEN + PCIE + TOTALS  # the first read: no link asked
+        assert field_set(collector).asked == ALWAYS + OPEN + PCIE + TOTALS  # the first read: no link asked
         gpm = collector._gpus[0].gpm
         assert gpm is not None and not any(":" in key for key in gpm.metrics.values())  # totals, no links
         assert "nvlink_tx_bytes_per_s" in gpm.metrics.values()
@@ -240,7 +235,7 @@ def test_per_link_off_reads_the_totals_only_and_they_stay_true(clock: FakeClock)
             assert gpu.nvlink_links == []
             assert gpu.nvlink_tx_bytes_per_s == pytest.approx(sum(_link_rates(step)), rel=1e-6)
             assert gpu.nvlink_active_links == 18
-        assert _fields(collector).asked == ALWAYS
+        assert field_set(collector).asked == ALWAYS
         assert collector.device_status()[0].nvlink_scope_honoured is None  # never checked
         fake.inject("nvmlGpmSampleGet", "NoPermission", count=None)
         assert reason_of(_tick(fake, clock, collector, 3).nvlink_tx_bytes_per_s) is Reason.WARMING_UP
@@ -249,7 +244,7 @@ def test_per_link_off_reads_the_totals_only_and_they_stay_true(clock: FakeClock)
             assert gpu.nvlink_links == []
             assert gpu.nvlink_tx_bytes_per_s == pytest.approx(sum(_link_rates(step)), rel=1e-6)
             assert gpu.pcie_tx_bytes_per_s == pytest.approx(1e9 * (1 + step % 4), rel=1e-6)
-        assert _fields(collector).asked == ALWAYS + PCIE + TOTALS
+        assert field_set(collector).asked == ALWAYS + PCIE + TOTALS
 
 
 def test_the_tui_source_reads_no_per_link_rates(clock: FakeClock) -> None:

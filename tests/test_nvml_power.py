@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pynvml
 import pytest
+from support.nvml import field_set
 
-from gpuscope.telemetry.nvml.collector import NvmlCollector
-from gpuscope.telemetry.nvml.fields import POWER_AVERAGE, POWER_INSTANT, FieldSet
+from gpuscope.telemetry.nvml.fields import POWER_AVERAGE, POWER_INSTANT
 from gpuscope.telemetry.values import Reason
 from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, install_fake_nvml, opened_collector, reason_of
 
@@ -20,12 +20,6 @@ POWER_CALL = "nvmlDeviceGetPowerUsage"
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def _fields(collector: NvmlCollector, index: int = 0) -> FieldSet:
-    fields = collector._gpus[index].fields
-    assert fields is not None
-    return fields
 
 
 def _power_codes(fake: FakeNvml, index: int) -> list[tuple[int, int]]:
@@ -63,7 +57,7 @@ def test_power_comes_from_the_batch_not_a_call(clock: FakeClock) -> None:
     fake.set_load(1, power_w=250.7)
     with opened_collector(fake, clock) as collector:
         # Hopper keeps the average only; the GA100 keeps the instantaneous field only
-        assert POWER_AVERAGE in _fields(collector, 0).asked and POWER_INSTANT in _fields(collector, 0).asked
+        assert POWER_AVERAGE in field_set(collector, 0).asked and POWER_INSTANT in field_set(collector, 0).asked
         fake.reset_calls()
         for _ in range(3):
             clock.advance(1.0)
@@ -71,9 +65,9 @@ def test_power_comes_from_the_batch_not_a_call(clock: FakeClock) -> None:
             expected = [_power_codes(fake, index)[2][1] * 1e-3 for index in range(2)]
             assert [gpu.power_w for gpu in side.gpus] == expected  # what the call would have said
         assert fake.calls[POWER_CALL] == 3 * 2  # only _power_codes' own reads
-        assert POWER_AVERAGE in _fields(collector, 0).asked and POWER_INSTANT not in _fields(collector, 0).asked
-        assert POWER_INSTANT in _fields(collector, 1).asked and POWER_AVERAGE not in _fields(collector, 1).asked
-        assert reason_of(_fields(collector, 1)._dropped[POWER_AVERAGE]) is Reason.NOT_SUPPORTED
+        assert POWER_AVERAGE in field_set(collector, 0).asked and POWER_INSTANT not in field_set(collector, 0).asked
+        assert POWER_INSTANT in field_set(collector, 1).asked and POWER_AVERAGE not in field_set(collector, 1).asked
+        assert reason_of(field_set(collector, 1)._dropped[POWER_AVERAGE]) is Reason.NOT_SUPPORTED
 
 
 def test_power_stays_exactly_what_it_was(clock: FakeClock) -> None:
@@ -97,7 +91,7 @@ def test_a_driver_without_the_power_fields_uses_the_call(clock: FakeClock) -> No
             clock.advance(1.0)
             assert collector.sample().gpus[0].power_w == 400.0
         assert fake.calls[POWER_CALL] == 2
-        fields = _fields(collector)
+        fields = field_set(collector)
         assert POWER_AVERAGE not in fields.asked and POWER_INSTANT not in fields.asked  # dropped at open
         dropped = fields._dropped[POWER_AVERAGE]
         assert reason_of(dropped) is Reason.DRIVER_TOO_OLD and "power fields" in dropped.detail
@@ -125,7 +119,7 @@ def test_one_power_field_failing_falls_back_to_the_other(clock: FakeClock) -> No
         clock.advance(1.0)
         assert collector.sample().gpus[0].power_w == 210.0
         assert fake.calls[POWER_CALL] == 0
-        assert POWER_INSTANT in _fields(collector).asked  # the average did not answer at open: kept
+        assert POWER_INSTANT in field_set(collector).asked  # the average did not answer at open: kept
 
 
 @pytest.mark.parametrize("error, reason", [("Unknown", Reason.ERROR), ("NoPermission", Reason.NO_PERMISSION)])

@@ -63,8 +63,8 @@ it keeps per-call work small, as a C library would: meter keys are built once
 (:func:`~gpuscope.testing._fake_nvml_symbols.nvl_keys`), the per-link NVLink field values and GPM
 metrics (most of a batch) take a short path, field-value and GPM entries and the utilization,
 memory and temperature structures are read and written with ``struct`` in nvml.h's layout (not
-through pynvml's Python-level structure attributes), a call's device handle is decoded once (in
-the dispatcher), and the fault machinery is skipped while nothing is injected or scheduled.
+through pynvml's Python-level structure attributes), a call's device handle is decoded once (as
+the call arrives), and the fault machinery is skipped while nothing is injected or scheduled.
 Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
@@ -136,6 +136,10 @@ class _Injection:
     gpu: int | None
     skip: int
     remaining: int | None  # None: forever
+
+    def targets(self, symbol: str, gpu_index: int | None) -> bool:
+        """Whether a call of ``symbol`` on GPU ``gpu_index`` is one this injection counts."""
+        return self.symbol == symbol and (self.gpu is None or self.gpu == gpu_index)
 
 
 class _Symbol:
@@ -322,8 +326,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             return error_code(error)
         for injection in self._injections:
             if (
-                injection.symbol == _POWER_SYMBOL
-                and (injection.gpu is None or injection.gpu == gpu_index)
+                injection.targets(_POWER_SYMBOL, gpu_index)
                 and injection.skip <= 0
                 and (injection.remaining is None or injection.remaining > 0)
             ):
@@ -392,7 +395,8 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             return None
         first = args[0]
         if type(first) is _DEVICE or isinstance(first, _DEVICE):
-            address = handle_address(first)
+            # the usual call: a device handle's own bytes, one unpack (handle_address for a subclass)
+            address = unpack_pointer(first)[0] if type(first) is _DEVICE else handle_address(first)
             self._handle, self._address = first, address
             index = (address >> 16) - 1
             return index if 0 <= index < len(self.gpus) else None
@@ -420,7 +424,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
 
     def _injected(self, name: str, gpu_index: int | None) -> int:
         for injection in self._injections:
-            if injection.symbol != name or (injection.gpu is not None and injection.gpu != gpu_index):
+            if not injection.targets(name, gpu_index):
                 continue
             if injection.skip > 0:
                 injection.skip -= 1
@@ -478,21 +482,13 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
     def _dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
         with self._lock:
             self.calls[name] += 1
-            first: Any = args[0] if args else None
-            if type(first) is _DEVICE:  # the usual call, on a device handle: _gpu_index_of inlined
-                address = unpack_pointer(first)[0]
-                self._handle, self._address = first, address
-                index = (address >> 16) - 1
-                gpu_index = index if 0 <= index < len(self.gpus) else None
-            else:
-                gpu_index = self._gpu_index_of(name, args)
+            gpu_index = self._gpu_index_of(name, args)
             self.device_calls[(name, gpu_index)] += 1
             if self.initialized <= 0 and name not in _NO_INIT_NEEDED:
                 return pynvml.NVML_ERROR_UNINITIALIZED
             if gpu_index is not None:
                 gpu = self.gpus[gpu_index]
-                if gpu._restore_at_s is not None or gpu._lose_at_s is not None or gpu._lose_after_calls is not None:
-                    self._update_lost(gpu)  # something is scheduled: not the usual case
+                self._update_lost(gpu)
                 if gpu.lost:
                     return pynvml.NVML_ERROR_GPU_IS_LOST
             if self._injections or self._random is not None:
