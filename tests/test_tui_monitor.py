@@ -84,12 +84,20 @@ def test_chart_scale_never_reads_as_a_second_value() -> None:
     for chart in charts:
         top = chart.scale_fmt(chart.maximum or 2e9)
         for width in range(1, 40):
-            head = _text(plot_lines(chart, width, 4, 60.0))[0]
-            assert len(head) <= max(0, width - 1)
+            lines = _text(plot_lines(chart, width, 4, 60.0))
+            head, axis = lines[0], lines[-1]
+            assert len(head) <= max(0, width - 1) and len(axis) <= max(0, width - 1)
             scale = head[len(f"{chart.title} {chart.current}") :].strip()
             short = top.removesuffix("B/s")
             assert scale in ("", f"0–{top}", f"≤{top}", f"0–{short}", f"≤{short}"), (chart.title, width, head)
             seen.add(scale[:1])
+            # a title line without room for the scale hands it to the time axis, as a bound
+            # (``-1m ≤126G now``) and never as a second current value; from 14 cells on, every
+            # chart shows its scale on one line or the other
+            middle = axis.split()[1:-1]
+            assert middle == [] or (not scale and len(middle) == 1 and middle[0].startswith("≤")), (width, axis)
+            if width >= 14:
+                assert scale or middle, (chart.title, width, lines)
     assert seen == {"", "0", "≤"}
     pcie = charts[0]
     assert _text(plot_lines(pcie, 24, 4, 60.0))[0] == "PCIe 9.37GB/s 0–126GB/s"
@@ -98,6 +106,12 @@ def test_chart_scale_never_reads_as_a_second_value() -> None:
     assert _text(plot_lines(pcie, 22, 4, 60.0))[0] == "PCIe 9.37GB/s  0–126G"
     assert _text(plot_lines(pcie, 20, 4, 60.0))[0] == "PCIe 9.37GB/s ≤126G"
     assert _text(plot_lines(pcie, 19, 4, 60.0))[0].rstrip() == "PCIe 9.37GB/s"
+    assert _text(plot_lines(pcie, 19, 4, 60.0))[-1] == "-1m  ≤126GB/s  now"
+    # the 80x24 card's chart width: the bound without "B/s", and one digit fewer where needed
+    assert _text(plot_lines(pcie, 15, 4, 60.0))[-1] == "-1m ≤126G  now"
+    dram = ChartData("DRAM", "1.41TB/s", values, 4.92e12, lambda v: f"{v / 1e12:.2f}TB/s")
+    assert _text(plot_lines(dram, 15, 4, 60.0))[-1] == "-1m ≤4.92T now"
+    assert _text(plot_lines(dram, 14, 4, 60.0))[-1] == "-1m ≤4.9T now"
 
 
 @run_async

@@ -19,13 +19,13 @@ from gpuscope.tui.format import (
     fmt_gib,
     fmt_percent,
     fmt_rate,
-    fmt_watts,
     si,
 )
 from gpuscope.tui.history import History, gpu_key
 from gpuscope.tui.textual_compat import repaint
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
+from gpuscope.tui.widgets.history_plot import scale_percent
 from gpuscope.tui.widgets.lines import Paint
 
 __all__ = [
@@ -284,7 +284,7 @@ def _charts(gpu: GpuSample, history: History, has_nvlink: bool, points: int) -> 
     if not any(v is not None for v in sm):
         sm, sm_title = window("utilization_percent"), "util"
     charts = [
-        ChartData(sm_title, _last(sm, lambda v: f"{v:.0f}%"), tuple(sm), 100.0, _scale_percent),
+        ChartData(sm_title, _last(sm, scale_percent), tuple(sm), 100.0, scale_percent),
         _rate_chart("DRAM", window("dram_bandwidth_bytes_per_s"), _number(gpu.dram_peak_bytes_per_s)),
         _rate_chart(
             "PCIe", _pairwise_sum(window("pcie_tx_bytes_per_s"), window("pcie_rx_bytes_per_s")), _pcie_peak(gpu)
@@ -299,15 +299,14 @@ def _charts(gpu: GpuSample, history: History, has_nvlink: bool, points: int) -> 
             )
         )
     power = window("power_w")
-    charts.append(ChartData("power", _last(power, fmt_watts), tuple(power), _number(gpu.power_limit_w), _scale_watts))
+    charts.append(
+        ChartData("power", _last(power, _compact_watts), tuple(power), _number(gpu.power_limit_w), _compact_watts)
+    )
     return charts
 
 
-def _scale_percent(value: float) -> str:
-    return f"{value:.0f}%"
-
-
-def _scale_watts(value: float) -> str:
+def _compact_watts(value: float) -> str:
+    """``448W``: watts without the space, as the chart's scale (``0–700W``) writes them."""
     return f"{value:.0f}W"
 
 

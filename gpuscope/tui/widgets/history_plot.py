@@ -1,9 +1,9 @@
 """History charts with a value scale and a time axis (drawn as line runs, no Textual widgets).
 
-A chart block is ``rows`` lines: ``title current ... 0–scale`` on top (shorter forms, or no
-scale, when the line is short), bars in the middle (the newest sample on the right, the window spread
-over the full width, gaps blank), and a time axis ``-1m ... now`` at the bottom. The bars come
-from :func:`chart.chart_lines`.
+A chart block is ``rows`` lines: ``title current ... 0–scale`` on top (shorter forms when the
+line is short, or the bound ``≤scale`` moved to the time axis when none fits), bars in the
+middle (the newest sample on the right, the window spread over the full width, gaps blank), and
+a time axis ``-1m ... now`` at the bottom. The bars come from :func:`chart.chart_lines`.
 """
 
 from __future__ import annotations
@@ -67,6 +67,11 @@ def _plain(value: float) -> str:
     return f"{value:.3g}"
 
 
+def scale_percent(value: float) -> str:
+    """``70%``: a percentage chart's current value and scale."""
+    return f"{value:.0f}%"
+
+
 @dataclass(frozen=True)
 class ChartData:
     """One chart: its title, the current value as text, the values (None: a gap) and its scale."""
@@ -85,7 +90,7 @@ def plot_lines(
     """``rows`` lines (at least 3: title, bars, axis) ``width`` cells wide. The scale is
     ``chart.maximum`` when given, else the window's largest value; the range ``0–scale`` (or a
     shorter form where the line is short; see :func:`_scale_labels`) is written at the right of
-    the title line."""
+    the title line, or, where that line has no room, as a bound in the middle of the time axis."""
     title, current, values, maximum = chart.title, chart.current, chart.values, chart.maximum
     bar_rows = max(1, rows - 2)
     shown = resample_max(values, width)
@@ -98,18 +103,40 @@ def plot_lines(
     block = chart_lines(title, current, shown, width, bar_rows, top, styles)
     head = block[0]
     used = sum(len(text) for text, _ in head)
-    if top is not None:
-        room = width - 1 - used
-        for scale in _scale_labels(chart.scale_fmt(top)):
-            if room >= len(scale) + 1:
-                head = head + [(" " * (room - len(scale)), None), (scale, styles.empty)]
-                break
+    labels = _scale_labels(chart.scale_fmt(top)) if top is not None else ()
+    on_axis: tuple[str, ...] = ()  # the scale's bounds, widest first, when the title line has no room
+    room = width - 1 - used
+    for scale in labels:
+        if room >= len(scale) + 1:
+            head = head + [(" " * (room - len(scale)), None), (scale, styles.empty)]
+            break
+    else:
+        bounds = [scale for scale in labels if scale.startswith("≤")]
+        on_axis = tuple(bounds + [_one_digit_fewer(bound) for bound in bounds])
     lines = [head] + block[1:]
     while len(lines) < 1 + bar_rows:
         lines.append([])
-    left, right = axis_label(window_s), "now"
-    if width - 1 >= len(left) + len(right) + 1:
-        lines.append([(left + " " * (width - 1 - len(left) - len(right)) + right, styles.empty)])
-    else:
-        lines.append([(right.rjust(max(0, width - 1)), styles.empty)])
+    lines.append([(_axis_text(axis_label(window_s), on_axis, width - 1), styles.empty)])
     return lines
+
+
+def _axis_text(left: str, bounds: tuple[str, ...], width: int) -> str:
+    """The time axis ``-1m ... now`` in ``width`` cells, with the widest of ``bounds`` (the scale
+    as ``≤4.92TB/s``, ``≤4.92T``, ...) that fits in its middle: a chart too narrow for the scale
+    on its title line still tells 5% from 95% of it."""
+    right = "now"
+    if width < len(left) + len(right) + 1:
+        return right.rjust(width) if width >= len(right) else ""
+    for bound in bounds:
+        gap = width - len(left) - len(right) - len(bound)
+        if gap >= 2:
+            return left + " " * (gap // 2) + bound + " " * (gap - gap // 2) + right
+    return left + " " * (width - len(left) - len(right)) + right
+
+
+def _one_digit_fewer(bound: str) -> str:
+    """``≤4.92T`` -> ``≤4.9T``; ``bound`` itself where it has no digit after a point."""
+    digits = bound.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/")
+    if "." not in digits or digits.endswith("."):
+        return bound
+    return digits[:-1].rstrip(".") + bound[len(digits) :]

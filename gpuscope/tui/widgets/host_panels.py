@@ -17,6 +17,7 @@ from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, bar, fmt_bytes, fmt_percent, fmt_rate, reason_text
 from gpuscope.tui.history import History
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
+from gpuscope.tui.widgets.history_plot import scale_percent
 from gpuscope.tui.widgets.lines import LineWidget, Run, query_cached, set_title
 from gpuscope.tui.widgets.metric import MetricCell
 
@@ -160,15 +161,11 @@ class CpuPanel(Vertical):
         else:
             freq_cell.set_text(NA, reason="no per-core data")
         values = history.window(("host", "cpu"), history.points_in(window_s))
-        current = NA if not values or values[-1] is None else f"{values[-1]:.0f}%"
-        chart = ChartData("CPU", current, tuple(values), 100.0, _scale_percent)
+        current = NA if not values or values[-1] is None else scale_percent(values[-1])
+        chart = ChartData("CPU", current, tuple(values), 100.0, scale_percent)
         chart_row = query_cached(self, "#cpu-chart", ChartRow)
         chart_row.set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
         query_cached(self, "#cpu-cores", CoreBars).set_levels(host)
-
-
-def _scale_percent(value: float) -> str:
-    return f"{value:.0f}%"
 
 
 class MemoryPanel(Vertical):
