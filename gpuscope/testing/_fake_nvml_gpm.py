@@ -7,16 +7,22 @@ import ctypes
 import functools
 import re
 import struct
-from itertools import repeat
+from operator import sub
 from typing import TYPE_CHECKING, Any
 
 import pynvml
 
-from gpuscope.testing._fake_nvml_model import error_code
+from gpuscope.testing._fake_nvml_model import (
+    ACTIVITY,
+    DRAM_BYTES,
+    PCIE_RX_BYTES,
+    PCIE_TX_BYTES,
+    LinkBytes,
+    error_code,
+)
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
     GpmSample,
-    active_link_keys,
     as_int,
     handle_address,
     put,
@@ -48,33 +54,37 @@ _GPM_ACTIVITY = {
     pynvml.NVML_GPM_METRIC_FP32_UTIL: "fp32_activity_percent",
     pynvml.NVML_GPM_METRIC_FP16_UTIL: "fp16_activity_percent",
 }
-# GPM metric id -> ("tx"|"rx", link) for the per-link NVLink MiB/s metrics.
-_GPM_LINK: dict[int, tuple[str, int]] = {}
+# GPM metric id -> (0 tx | 1 rx, link) for the per-link NVLink MiB/s metrics.
+_GPM_LINK: dict[int, tuple[int, int]] = {}
 for _name in dir(pynvml):
     _match = re.fullmatch(r"NVML_GPM_METRIC_NVLINK_L(\d+)_(RX|TX)_PER_SEC", _name)
     if _match:
-        _GPM_LINK[int(getattr(pynvml, _name))] = (_match.group(2).lower(), int(_match.group(1)))
-#: GPM metric id -> (link, meter key) for the per-link metrics.
-_GPM_LINK_KEY = {metric: (link, f"nvl_{direction}:{link}") for metric, (direction, link) in _GPM_LINK.items()}
-#: activity metric id -> its meter key
-_GPM_ACTIVITY_KEY = {metric: "act:" + attr for metric, attr in _GPM_ACTIVITY.items()}
+        _GPM_LINK[int(getattr(pynvml, _name))] = (int(_match.group(2) == "RX"), int(_match.group(1)))
+#: activity metric id -> its position in the meter's totals
+_GPM_ACTIVITY_AT = {metric: ACTIVITY[attr] for metric, attr in _GPM_ACTIVITY.items()}
+_DRAM_BW_UTIL = pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL
+_PCIE_TX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC
+_PCIE_RX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC
+#: NVLink total metric id -> 0 (tx) or 1 (rx)
+_GPM_NVLINK_TOTAL = {
+    pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 0,
+    pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: 1,
+}
 
 
 #: nvml.h's nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2 (pointers), then
 #: NVML_GPM_METRIC_MAX nvmlGpmMetric_t (metricId, nvmlReturn, value, three name pointers), of
 #: which the driver reads the id and writes the return code and the value
 _GPM_HEADER = struct.Struct("=IIQQ")
+_GPM_ENTRY_SIZE = 40
 
 
-@functools.lru_cache(maxsize=64)
-def _active_keys(links: int, inactive: frozenset[int]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The meter keys of the active links: (tx keys, rx keys), in link order."""
-    keys = active_link_keys(links, inactive)
-    return tuple(tx for _, tx, _ in keys), tuple(rx for _, _, rx in keys)
+@functools.lru_cache(maxsize=16)
+def _gpm_entries(count: int) -> struct.Struct:
+    """``count`` nvmlGpmMetric_t entries, each as (metricId, nvmlReturn, value, 3 pointers)."""
+    return struct.Struct("=" + "IId3Q" * count)
 
 
-_GPM_METRIC = struct.Struct("=I36x")
-_GPM_RESULT = struct.Struct("=Id")
 _GPM_METRIC_MAX = int(pynvml.NVML_GPM_METRIC_MAX)
 
 #: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
@@ -267,7 +277,9 @@ class GpmMigProcessSymbols:
             return _NOT_SUPPORTED
         address = self._gpm_check(gpu, sample)
         meter = self._settle(gpu, gpu)
-        self._gpm_samples[address] = (self.now(), index, None, dict(meter.acc))
+        self._gpm_samples[address] = GpmSample(
+            self.now(), index, None, tuple(meter.totals), meter.nvlink_tx_bytes.copy(), meter.nvlink_rx_bytes.copy()
+        )
         return _OK
 
     def _sym_nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: Any, sample: Any) -> int:
@@ -280,7 +292,7 @@ class GpmMigProcessSymbols:
         if mig is None:
             return pynvml.NVML_ERROR_NOT_FOUND
         meter = self._settle(gpu, mig)
-        self._gpm_samples[address] = (self.now(), index, wanted, dict(meter.acc))
+        self._gpm_samples[address] = GpmSample(self.now(), index, wanted, tuple(meter.totals), LinkBytes(), LinkBytes())
         return _OK
 
     def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:
@@ -291,59 +303,71 @@ class GpmMigProcessSymbols:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
         first = self._gpm_samples.get(first_address)
         second = self._gpm_samples.get(second_address)
-        if first is None or second is None or first[1:3] != second[1:3] or second[0] <= first[0]:
+        if (
+            first is None
+            or second is None
+            or first.gpu_index != second.gpu_index
+            or first.gpu_instance_id != second.gpu_instance_id
+            or second.t_s <= first.t_s
+        ):
             return _INVALID
-        if round((second[0] - first[0]) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
+        if round((second.t_s - first.t_s) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
             return _INVALID
-        gpu = self.gpus[first[1]]
-        is_mig = first[2] is not None
-        seconds = second[0] - first[0]
-
-        before, after = first[3], second[3]
-        # what each counter moved in the window (a key missing in both moved 0)
-        moved = {key: value - before.get(key, 0.0) for key, value in after.items()}
-        start, size = _GPM_HEADER.size, _GPM_METRIC.size
-        metrics = request[start : start + min(count, _GPM_METRIC_MAX) * size]
+        gpu = self.gpus[first.gpu_index]
+        is_mig = first.gpu_instance_id is not None
+        seconds = second.t_s - first.t_s
+        # what each counter moved in the window
+        moved = list(map(sub, second.totals, first.totals))
         errors = gpu.gpm_metric_errors
         links = 0 if is_mig else gpu.nvlink_links  # per-link NVLink metrics: the short path
-        write = _GPM_RESULT.pack_into
-        for offset, (metric_id,) in zip(range(start + 4, start + len(metrics), size), _GPM_METRIC.iter_unpack(metrics)):
-            link_key = _GPM_LINK_KEY.get(metric_id)
-            if link_key is not None and link_key[0] < links and metric_id not in errors:
-                write(request, offset, _OK, moved.get(link_key[1], 0.0) / seconds / MIB)
-            elif metric_id in _GPM_ACTIVITY_KEY and metric_id not in errors:  # as _gpm_metric, inline
-                write(request, offset, _OK, moved.get(_GPM_ACTIVITY_KEY[metric_id], 0.0) / seconds)
+        link_bytes = ((first.nvlink_tx_bytes, second.nvlink_tx_bytes), (first.nvlink_rx_bytes, second.nvlink_rx_bytes))
+        # the metrics array is read and written whole, (id, return code, value, 3 name pointers)
+        # per metric, of which the driver writes the code and the value: one struct call, not one
+        # a metric
+        entries = _gpm_entries(min(count, _GPM_METRIC_MAX, (len(request) - _GPM_HEADER.size) // _GPM_ENTRY_SIZE))
+        row = list(entries.unpack_from(request, _GPM_HEADER.size))
+        activity_at = _GPM_ACTIVITY_AT.get
+        for at_code in range(1, len(row), 6):  # each metric's code; its id before, its value after
+            metric_id = row[at_code - 1]
+            at = activity_at(metric_id)
+            if at is not None and not (errors and metric_id in errors):  # most metrics: the short path
+                row[at_code], row[at_code + 1] = _OK, moved[at] / seconds
+            elif errors and metric_id in errors:
+                row[at_code], row[at_code + 1] = error_code(errors[metric_id]), 0.0
+            elif metric_id in _GPM_LINK and _GPM_LINK[metric_id][1] < links:
+                direction, link = _GPM_LINK[metric_id]
+                before, after = link_bytes[direction]
+                row[at_code], row[at_code + 1] = _OK, (after.at(link) - before.at(link)) / seconds / MIB
             else:
-                write(request, offset, *self._gpm_metric(gpu, is_mig, metric_id, moved, seconds))
+                row[at_code], row[at_code + 1] = self._gpm_metric(gpu, is_mig, metric_id, moved, link_bytes, seconds)
+        entries.pack_into(request, _GPM_HEADER.size, *row)
         return _OK
 
     def _gpm_metric(
-        self, gpu: FakeGpu, is_mig: bool, metric_id: int, moved: dict[str, float], seconds: float
+        self,
+        gpu: FakeGpu,
+        is_mig: bool,
+        metric_id: int,
+        moved: list[float],
+        link_bytes: tuple[tuple[LinkBytes, LinkBytes], ...],
+        seconds: float,
     ) -> tuple[int, float]:
-        if metric_id in gpu.gpm_metric_errors:
-            return error_code(gpu.gpm_metric_errors[metric_id]), 0.0
-        if metric_id in _GPM_ACTIVITY:
-            return _OK, moved.get("act:" + _GPM_ACTIVITY[metric_id], 0.0) / seconds
-        if metric_id == pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL:
-            return _OK, moved.get("dram_bytes", 0.0) / seconds / gpu.dram_peak_bytes_per_s * 100.0
+        """A metric other than an activity or an existing link's traffic (those take the short
+        path in nvmlGpmMetricsGet): (return code, value)."""
+        if metric_id == _DRAM_BW_UTIL:
+            return _OK, moved[DRAM_BYTES] / seconds / gpu.dram_peak_bytes_per_s * 100.0
         if is_mig:
             return _NOT_SUPPORTED, 0.0
-        if metric_id == pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC:
-            return _OK, moved.get("pcie_tx_bytes", 0.0) / seconds / MIB
-        if metric_id == pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC:
-            return _OK, moved.get("pcie_rx_bytes", 0.0) / seconds / MIB
-        if metric_id in (
-            pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
-            pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
-        ):
-            if gpu.nvlink_links == 0:
+        if metric_id == _PCIE_TX_PER_SEC:
+            return _OK, moved[PCIE_TX_BYTES] / seconds / MIB
+        if metric_id == _PCIE_RX_PER_SEC:
+            return _OK, moved[PCIE_RX_BYTES] / seconds / MIB
+        direction = _GPM_NVLINK_TOTAL.get(metric_id)
+        if direction is not None:
+            links = gpu.nvlink_links
+            if links == 0:
                 return _NOT_SUPPORTED, 0.0
-            transmit = metric_id == pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC
-            keys = _active_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))[0 if transmit else 1]
-            return _OK, sum(map(moved.get, keys, repeat(0.0))) / seconds / MIB
-        if metric_id in _GPM_LINK_KEY:
-            link, key = _GPM_LINK_KEY[metric_id]
-            if link >= gpu.nvlink_links:
-                return _NOT_SUPPORTED, 0.0
-            return _OK, moved.get(key, 0.0) / seconds / MIB
+            before, after = link_bytes[direction]
+            return _OK, after.moved(before, links, gpu.nvlink_inactive) / seconds / MIB
+        # a per-link metric of a link this GPU lacks, or a metric the fake does not know
         return _NOT_SUPPORTED, 0.0

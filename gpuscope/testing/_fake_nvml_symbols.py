@@ -10,14 +10,13 @@ Handles are fake addresses: GPU ``i`` is ``(i + 1) << 16``; its MIG device ``k``
 from __future__ import annotations
 
 import ctypes
-import functools
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pynvml
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.testing._fake_nvml_model import error_code
+from gpuscope.testing._fake_nvml_model import ENERGY_MJ, PCIE_RX_BYTES, PCIE_TX_BYTES, LinkBytes, error_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig, _Meter
@@ -30,8 +29,6 @@ __all__ = [
     "write_pointer",
     "as_int",
     "put",
-    "nvl_keys",
-    "active_link_keys",
 ]
 
 _OK = pynvml.NVML_SUCCESS
@@ -50,24 +47,17 @@ _POWER_AVERAGE = pynvml.NVML_FI_DEV_POWER_AVERAGE
 _POWER_FIELDS = frozenset({_POWER_AVERAGE, pynvml.NVML_FI_DEV_POWER_INSTANT})
 #: the first compute capability with NVML_FI_DEV_POWER_AVERAGE (GA10x; GA100 is 8.0)
 _POWER_AVERAGE_SINCE = (8, 6)
+_CLOCK_MEM = pynvml.NVML_CLOCK_MEM
+_ECC_SBE = pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL
+_ECC_DBE = pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL
+_MEMORY_TEMP = pynvml.NVML_FI_DEV_MEMORY_TEMP
+_ENERGY = pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION
+_NVLINK_LINK_COUNT = pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT
 #: field id -> 0 (tx) or 1 (rx) for the NVLink data counters
 _NVLINK_SLOT = {
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 0,
     pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: 1,
 }
-
-
-@functools.lru_cache(maxsize=64)
-def nvl_keys(links: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The meter keys of links ``0..links-1``: (``nvl_tx:<link>``..., ``nvl_rx:<link>``...)."""
-    return tuple(f"nvl_tx:{link}" for link in range(links)), tuple(f"nvl_rx:{link}" for link in range(links))
-
-
-@functools.lru_cache(maxsize=64)
-def active_link_keys(links: int, inactive: frozenset[int]) -> tuple[tuple[int, str, str], ...]:
-    """(link, tx key, rx key) of each active link."""
-    tx, rx = nvl_keys(links)
-    return tuple((link, tx[link], rx[link]) for link in range(links) if link not in inactive)
 
 
 class FakeReturn(Exception):
@@ -133,9 +123,15 @@ def _put_text(buffer: Any, size: Any, text: str) -> int:
     return _OK
 
 
-#: A GPM sample buffer: None until sampled, then (time s, GPU index, GPU instance id or None,
-#: the meter's integrals at that time).
-GpmSample = tuple[float, int, int | None, dict[str, float]]
+class GpmSample(NamedTuple):
+    """A GPM sample buffer once sampled: the meter's integrals at that time."""
+
+    t_s: float
+    gpu_index: int
+    gpu_instance_id: int | None
+    totals: tuple[float, ...]  # _Meter.totals
+    nvlink_tx_bytes: LinkBytes
+    nvlink_rx_bytes: LinkBytes
 
 
 class SymbolsMixin:
@@ -178,10 +174,12 @@ class SymbolsMixin:
 
     def _gpu_only(self, handle: Any) -> tuple[int, FakeGpu]:
         """The GPU of a full-GPU handle; a MIG handle gets NotSupported."""
-        index, gpu, mig = self._target(handle)
-        if mig is not None:
+        address = self._address if handle is self._handle else handle_address(handle)
+        index = (address >> 16) - 1
+        if address & 0xFFFF or not 0 <= index < len(self.gpus):  # a MIG handle, or not a handle
+            self._target(handle)  # InvalidArgument, unless it is a MIG device's handle
             raise FakeReturn(_NOT_SUPPORTED)
-        return index, gpu
+        return index, self.gpus[index]
 
     def _now_us(self) -> int:
         return int(round(self.now() * 1e6))
@@ -276,7 +274,7 @@ class SymbolsMixin:
     def _sym_nvmlDeviceGetClockInfo(self, handle: Any, clock_type: Any, ref: Any) -> int:
         index, gpu = self._gpu_only(handle)
         kind = as_int(clock_type)
-        if kind == pynvml.NVML_CLOCK_MEM:
+        if kind == _CLOCK_MEM:
             return put(ref, int(round(min(gpu.max_memory_clock_mhz, self._gauge(index, gpu, "memory_clock_mhz")))))
         value = min(gpu.max_sm_clock_mhz, self._gauge(index, gpu, "sm_clock_mhz"))
         return put(ref, int(round(value)))
@@ -318,7 +316,7 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, ref: Any) -> int:
         _, gpu = self._gpu_only(handle)
-        return put(ref, int(self._settle(gpu, gpu).acc["energy_mj"]))
+        return put(ref, int(self._settle(gpu, gpu).totals[ENERGY_MJ]))
 
     def _temperature(self, handle: Any, sensor: int) -> int:
         index, gpu = self._gpu_only(handle)
@@ -409,12 +407,12 @@ class SymbolsMixin:
     def _sym_nvmlDeviceGetFieldValues(self, handle: Any, count: Any, ref: Any) -> int:
         index, gpu, mig = self._target(handle)
         meter = self._settle(gpu, gpu)
-        acc = meter.acc
         stamp = self._now_us()
-        # per-link NVLink counters (most of a batch) take the short path; the rest go to _field
+        # per-link NVLink counters (most of a batch with per-link fields) take the short path;
+        # the rest go to _field
         per_link = mig is None and not gpu.field_errors and not gpu.nvlink_scope_ignored
         links = gpu.nvlink_links
-        keys = nvl_keys(links)
+        link_bytes = (meter.nvlink_tx_bytes, meter.nvlink_rx_bytes)
         size = _FIELD_ROW.size
         entries = memoryview(ref._obj).cast("B")[: as_int(count) * size]
         pack = _FIELD_ROW.pack_into
@@ -424,7 +422,8 @@ class SymbolsMixin:
         ):
             slot = _NVLINK_SLOT.get(field_id) if per_link else None
             if slot is not None and scope < links:
-                pack(entries, offset, field_id, scope, stamp, 0, _ULL, _OK, int(acc[keys[slot][scope]] // 1024))
+                kib = int(link_bytes[slot].at(scope) // 1024)
+                pack(entries, offset, field_id, scope, stamp, 0, _ULL, _OK, kib)
                 continue
             code, value_type, value = self._field(index, gpu, mig, field_id, scope, meter)
             if code != _OK:  # the value is left as it was
@@ -441,24 +440,18 @@ class SymbolsMixin:
     def _field(
         self, index: int, gpu: FakeGpu, mig: FakeMig | None, field_id: int, scope: int, meter: _Meter
     ) -> tuple[int, int, float]:
-        uint, ull = _UINT, _ULL
         if field_id in gpu.field_errors:
             return error_code(gpu.field_errors[field_id]), 0, 0
         if mig is not None:
             return _NOT_SUPPORTED, 0, 0
-        acc = meter.acc
-        if field_id in (pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL, pynvml.NVML_FI_DEV_ECC_DBE_VOL_TOTAL):
+        if field_id == _ECC_SBE or field_id == _ECC_DBE:
             if not gpu.ecc:
                 return _NOT_SUPPORTED, 0, 0
-            return (
-                _OK,
-                ull,
-                gpu.ecc_corrected if field_id == pynvml.NVML_FI_DEV_ECC_SBE_VOL_TOTAL else gpu.ecc_uncorrected,
-            )
-        if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-            return _OK, uint, round(self._gauge(index, gpu, "temperature_memory_c"))
-        if field_id == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
-            return _OK, ull, int(acc["energy_mj"])
+            return _OK, _ULL, gpu.ecc_corrected if field_id == _ECC_SBE else gpu.ecc_uncorrected
+        if field_id == _MEMORY_TEMP:
+            return _OK, _UINT, round(self._gauge(index, gpu, "temperature_memory_c"))
+        if field_id == _ENERGY:
+            return _OK, _ULL, int(meter.totals[ENERGY_MJ])
         if field_id in _POWER_FIELDS:
             # nvml.h: the 1 s average on Ampere except GA100 (compute capability 8.0) and newer
             if field_id == _POWER_AVERAGE and gpu.compute_capability < _POWER_AVERAGE_SINCE:
@@ -466,30 +459,30 @@ class SymbolsMixin:
             fault = self._power_fault(index, gpu)
             if fault != _OK:
                 return fault, 0, 0
-            return _OK, uint, round(self._gauge(index, gpu, "power_w") * 1000)  # mW, as the call
-        if field_id == pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT:
-            return (_OK, uint, gpu.nvlink_links) if gpu.nvlink_links else (_NOT_SUPPORTED, 0, 0)
-        if field_id in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):
-            if gpu.nvlink_links == 0:
+            return _OK, _UINT, round(self._gauge(index, gpu, "power_w") * 1000)  # mW, as the call
+        links = gpu.nvlink_links
+        if field_id == _NVLINK_LINK_COUNT:
+            return (_OK, _UINT, links) if links else (_NOT_SUPPORTED, 0, 0)
+        if field_id in _NVLINK_SLOT:
+            if links == 0:
                 return _NOT_SUPPORTED, 0, 0
-            keys = nvl_keys(gpu.nvlink_links)[_NVLINK_SLOT[field_id]]
+            totals = meter.nvlink_rx_bytes if _NVLINK_SLOT[field_id] else meter.nvlink_tx_bytes
             counted: float
             if scope == _SCOPE_ALL or gpu.nvlink_scope_ignored:
-                active = active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive))
-                counted = sum(acc[keys[link]] for link, _, _ in active)
-            elif scope < gpu.nvlink_links:
-                counted = acc[keys[scope]]
+                counted = totals.total(links, gpu.nvlink_inactive)
+            elif scope < links:
+                counted = totals.at(scope)
             else:
                 return _INVALID, 0, 0
-            return _OK, ull, int(counted // 1024)  # KiB
-        if field_id in (compat.FI_PCIE_COUNT_TX_BYTES, compat.FI_PCIE_COUNT_RX_BYTES):
+            return _OK, _ULL, int(counted // 1024)  # KiB
+        if field_id == compat.FI_PCIE_COUNT_TX_BYTES or field_id == compat.FI_PCIE_COUNT_RX_BYTES:
             if not gpu.pcie_counters:
                 return error_code(gpu.pcie_counters_error), 0, 0
-            key = "pcie_tx_bytes" if field_id == compat.FI_PCIE_COUNT_TX_BYTES else "pcie_rx_bytes"
-            total = int(gpu.pcie_counter_start_bytes + acc[key])
+            moved = meter.totals[PCIE_TX_BYTES if field_id == compat.FI_PCIE_COUNT_TX_BYTES else PCIE_RX_BYTES]
+            total = int(gpu.pcie_counter_start_bytes + moved)
             if gpu.pcie_counter_bits == 32:
-                return _OK, uint, total % (1 << 32)
+                return _OK, _UINT, total % (1 << 32)
             if gpu.pcie_counter_bits == "ull32":
-                return _OK, ull, total % (1 << 32)
-            return _OK, ull, total
+                return _OK, _ULL, total % (1 << 32)
+            return _OK, _ULL, total
         return _NOT_SUPPORTED, 0, 0

@@ -56,15 +56,19 @@ the power fields of ``nvmlDeviceGetFieldValues`` (the same sensor; not counted a
 ``FakeNvml(init_error=...)`` (DriverNotLoaded, LibRmVersionMismatch) and
 :func:`no_nvml_library` (LibraryNotFound: no libnvidia-ml on the host).
 
-Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]``.
+Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]`` (snapshots, built
+when read; :meth:`FakeNvml.reset_calls` zeroes them).
 
 Cost: the fake runs inside the process it serves (the TUI's idle benchmark measures it too), so
-it keeps per-call work small, as a C library would: meter keys are built once
-(:func:`~gpuscope.testing._fake_nvml_symbols.nvl_keys`), the per-link NVLink field values and GPM
-metrics (most of a batch) take a short path, field-value and GPM entries and the utilization,
-memory and temperature structures are read and written with ``struct`` in nvml.h's layout (not
-through pynvml's Python-level structure attributes), a call's device handle is decoded once (as
-the call arrives), and the fault machinery is skipped while nothing is injected or scheduled.
+it keeps per-call work small, as a C library would: symbols are class attributes, not a
+``__getattr__`` (which would put every ``self.x`` in the fake on CPython's slow attribute path);
+each symbol counts its own calls in a list (no Counter update per call); a call's device handle
+is decoded once (as the call arrives); the fault and loss machinery is skipped while nothing is
+injected or scheduled; a meter integrates its rates in one ``map`` pass and keeps one NVLink
+total for all links while they count alike (:class:`~gpuscope.testing._fake_nvml_model.LinkBytes`);
+field-value and GPM entries and the utilization, memory and temperature structures are read and
+written with ``struct`` in nvml.h's layout (not through pynvml's Python-level structure
+attributes). None of this changes a value: the same clock and seed give the same answers.
 Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
@@ -78,18 +82,22 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from itertools import repeat
+from operator import add, attrgetter, mul
 from typing import TYPE_CHECKING, Any
 
 import pynvml
 
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.testing._fake_nvml_events import EventSymbols
+from gpuscope.testing._fake_nvml_faults import NO_INIT_NEEDED, FaultsMixin, Injection
 from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols
 from gpuscope.testing._fake_nvml_model import (
-    ACTIVITY_ATTRS,
+    ENERGY_MJ,
     GIB,
+    METER_RATES,
     MIB,
+    MIG_TOTALS,
     OLD_DRIVER_MISSING_SYMBOLS,
     FakeClock,
     FakeGpu,
@@ -97,13 +105,11 @@ from gpuscope.testing._fake_nvml_model import (
     FakeMig,
     FakeProcess,
     _Meter,
-    _per_link,
     error_code,
 )
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
     SymbolsMixin,
-    active_link_keys,
     handle_address,
     unpack_pointer,
 )
@@ -129,41 +135,33 @@ __all__ = [
 ]
 
 
-@dataclass
-class _Injection:
-    symbol: str
-    code: int
-    gpu: int | None
-    skip: int
-    remaining: int | None  # None: forever
-
-    def targets(self, symbol: str, gpu_index: int | None) -> bool:
-        """Whether a call of ``symbol`` on GPU ``gpu_index`` is one this injection counts."""
-        return self.symbol == symbol and (self.gpu is None or self.gpu == gpu_index)
-
-
 class _Symbol:
     """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it."""
 
-    def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int]) -> None:
+    def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int], counts: list[int]) -> None:
         self.fake = fake
         self.name = name
         self.impl = impl
+        #: calls so far with no GPU, on GPU 0, GPU 1, ... (:attr:`FakeNvml.calls` adds them up)
+        self.counts = counts
 
     def __call__(self, *args: Any) -> Any:
         fake = self.fake
         if fake.cpu_ns is None:
-            return fake._dispatch(self.name, self.impl, args)
-        return fake._timed_dispatch(self.name, self.impl, args)
+            return fake._dispatch(self, args)
+        return fake._timed_dispatch(self, args)
+
+
+#: a meter's rates from a load, in METER_RATES order (one C call)
+_GPU_RATES = attrgetter(*METER_RATES)
+_MIG_RATES = attrgetter(*METER_RATES[:MIG_TOTALS])
 
 
 _DEVICE = pynvml.c_nvmlDevice_t
 _SUCCESS = pynvml.NVML_SUCCESS
-_POWER_SYMBOL = "nvmlDeviceGetPowerUsage"
-_NO_INIT_NEEDED = frozenset({"nvmlInitWithFlags", "nvmlInit_v2", "nvmlInit", "nvmlErrorString"})
 
 
-class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
+class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
     """The fake library: scripted GPUs behind NVML's C symbols. Thread-safe."""
 
     def __init__(
@@ -184,8 +182,9 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         self.cuda_driver_version = cuda_driver_version
         self.init_error = None if init_error is None else error_code(init_error)
         self.missing_symbols: set[str] = set(missing_symbols)
-        self.calls: Counter[str] = Counter()
-        self.device_calls: Counter[tuple[str, int | None]] = Counter()
+        #: symbol -> calls with no GPU, on GPU 0, GPU 1, ... (kept by the symbols themselves:
+        #: two Counter updates a call cost more than the rest of a short call)
+        self._call_counts: dict[str, list[int]] = {}
         self.initialized = 0
         #: Time (ns) spent inside the fake's symbols, by whichever thread called them; None until
         #: :meth:`measure_cpu` (benchmarks: the simulation's share of gpuscope's cost)
@@ -193,13 +192,15 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         self._cpu_file: str | None = None
         self._cpu_file_due_ns = 0
         self._lock = threading.RLock()
-        self._injections: list[_Injection] = []
+        self._injections: list[Injection] = []
         self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
         self._symbols: dict[str, _Symbol] = {}
         #: the device handle of the call in progress and its address (decoded once per call)
         self._handle: Any = None
         self._address = 0
         self._wobble_crc: dict[tuple[int, int, str], int] = {}
+        self._wobble_bucket: int | None = None
+        self._wobble_bucket_text = b""
         self._gpm_samples: dict[int, Any] = {}
         self._next_gpm_sample = 0
         for index, gpu in enumerate(self.gpus):
@@ -252,20 +253,17 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         if dt <= 0:
             return meter
         load = target.load
-        acc = meter.acc
-        acc["dram_bytes"] += load.dram_bytes_per_s * dt
-        for attr in ACTIVITY_ATTRS:
-            acc["act:" + attr] += getattr(load, attr) * dt
         if target is gpu:
-            acc["energy_mj"] += load.power_w * 1000.0 * dt
-            acc["pcie_tx_bytes"] += load.pcie_tx_bytes_per_s * dt
-            acc["pcie_rx_bytes"] += load.pcie_rx_bytes_per_s * dt
-            tx, rx = load.nvlink_tx_bytes_per_s, load.nvlink_rx_bytes_per_s
-            tx_each = None if isinstance(tx, (list, tuple)) else float(tx) * dt  # the same on every link
-            rx_each = None if isinstance(rx, (list, tuple)) else float(rx) * dt
-            for link, tx_key, rx_key in active_link_keys(gpu.nvlink_links, frozenset(gpu.nvlink_inactive)):
-                acc[tx_key] += _per_link(tx, link) * dt if tx_each is None else tx_each
-                acc[rx_key] += _per_link(rx, link) * dt if rx_each is None else rx_each
+            rates = list(_GPU_RATES(load))
+            rates[ENERGY_MJ] *= 1000.0  # W -> mJ/s
+            meter.totals = list(map(add, meter.totals, map(mul, rates, repeat(dt))))
+            links = gpu.nvlink_links
+            if links:
+                inactive = gpu.nvlink_inactive
+                meter.nvlink_tx_bytes.add(load.nvlink_tx_bytes_per_s, links, inactive, dt)
+                meter.nvlink_rx_bytes.add(load.nvlink_rx_bytes_per_s, links, inactive, dt)
+        else:  # a MIG device: DRAM and activities only
+            meter.totals[:MIG_TOTALS] = map(add, meter.totals, map(mul, _MIG_RATES(load), repeat(dt)))
         meter.t = now
         return meter
 
@@ -275,91 +273,19 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         gpu = self.gpus[gpu_index]
         if gpu.wobble:
             bucket = int(self.now() * 10)  # a new draw every 0.1 s of fake time
+            if bucket != self._wobble_bucket:  # every gauge of a sample draws from the same bucket
+                self._wobble_bucket, self._wobble_bucket_text = bucket, str(bucket).encode()
             # crc32 of "seed:index:name:bucket", continued from the crc of its constant start
             start = self._wobble_crc.get((gpu.seed, gpu_index, name))
             if start is None:
                 start = self._wobble_crc[(gpu.seed, gpu_index, name)] = zlib.crc32(
                     f"{gpu.seed}:{gpu_index}:{name}:".encode()
                 )
-            unit = zlib.crc32(str(bucket).encode(), start) / 0xFFFFFFFF * 2.0 - 1.0
+            unit = zlib.crc32(self._wobble_bucket_text, start) / 0xFFFFFFFF * 2.0 - 1.0
             value *= 1.0 + gpu.wobble * unit
             if name.endswith("_percent"):
                 value = min(100.0, max(0.0, value))
         return value
-
-    # --- faults --------------------------------------------------------------------------------
-
-    def inject(
-        self,
-        symbol: str,
-        error: int | str | type,
-        *,
-        gpu: int | None = None,
-        after_calls: int = 0,
-        count: int | None = 1,
-    ) -> None:
-        """Make ``symbol`` return ``error``: skip ``after_calls`` matching calls, then fail
-        ``count`` calls (``None``: every call). ``gpu`` limits it to calls on that GPU."""
-        with self._lock:
-            self._injections.append(_Injection(symbol, error_code(error), gpu, after_calls, count))
-
-    def inject_random(
-        self,
-        probability: float,
-        *,
-        seed: int = 0,
-        errors: Sequence[int | str | type] = ("Unknown", "Timeout"),
-        symbols: Iterable[str] | None = None,
-    ) -> None:
-        """Fail each call (init, shutdown and error strings excepted) with ``probability``,
-        with an error drawn from ``errors``; deterministic for a given seed and call order."""
-        with self._lock:
-            codes = tuple(error_code(error) for error in errors)
-            self._random = (probability, random.Random(seed), codes, None if symbols is None else frozenset(symbols))
-
-    def _power_fault(self, gpu_index: int, gpu: FakeGpu) -> int:
-        """The error scripted for ``nvmlDeviceGetPowerUsage`` on this GPU (``FakeGpu.errors``, or
-        an injection its next call would meet, not counted as a call), else success: the power
-        fields of a field-values batch answer it too, as readings of the same sensor would."""
-        error = gpu.errors.get(_POWER_SYMBOL)
-        if error is not None:
-            return error_code(error)
-        for injection in self._injections:
-            if (
-                injection.targets(_POWER_SYMBOL, gpu_index)
-                and injection.skip <= 0
-                and (injection.remaining is None or injection.remaining > 0)
-            ):
-                return injection.code
-        return _SUCCESS
-
-    def clear_injections(self) -> None:
-        with self._lock:
-            self._injections.clear()
-            self._random = None
-
-    def lose_gpu(self, index: int, *, after_calls: int | None = None, at_time_s: float | None = None) -> None:
-        """GPU ``index`` falls off the bus: now, after ``after_calls`` more calls on it, or when
-        the clock reaches ``at_time_s``. Every call on it (and its MIG devices) then answers
-        GpuIsLost."""
-        with self._lock:
-            gpu = self.gpus[index]
-            if after_calls is None and at_time_s is None:
-                gpu.lost = True
-            gpu._lose_after_calls = after_calls
-            gpu._lose_at_s = at_time_s
-
-    def restore_gpu(self, index: int, *, at_time_s: float | None = None) -> None:
-        """GPU ``index`` answers again (now, or when the clock reaches ``at_time_s``)."""
-        with self._lock:
-            gpu = self.gpus[index]
-            gpu._lose_after_calls = None
-            gpu._lose_at_s = None
-            if at_time_s is None:
-                gpu.lost = False
-                gpu._restore_at_s = None
-            else:
-                gpu._restore_at_s = at_time_s
 
     def remove_symbols(self, *names: str) -> None:
         """Remove C symbols (an older driver); the next lookup raises FunctionNotFound."""
@@ -370,23 +296,45 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
                 if pynvml.nvmlLib is self:
                     pynvml._nvmlGetFunctionPointer_cache.pop(name, None)
 
+    @property
+    def calls(self) -> Counter[str]:
+        """Calls so far by symbol name (a snapshot)."""
+        with self._lock:
+            return Counter({name: sum(counts) for name, counts in self._call_counts.items() if any(counts)})
+
+    @property
+    def device_calls(self) -> Counter[tuple[str, int | None]]:
+        """Calls so far by (symbol name, GPU index or None) (a snapshot)."""
+        with self._lock:
+            return Counter(
+                {
+                    (name, None if slot == 0 else slot - 1): count
+                    for name, counts in self._call_counts.items()
+                    for slot, count in enumerate(counts)
+                    if count
+                }
+            )
+
     def reset_calls(self) -> None:
         with self._lock:
-            self.calls.clear()
-            self.device_calls.clear()
+            for counts in self._call_counts.values():
+                counts[:] = [0] * len(counts)
 
     # --- symbol lookup and dispatch ------------------------------------------------------------
 
-    def __getattr__(self, name: str) -> _Symbol:
-        if name.startswith("nvml") and name not in self.__dict__.get("missing_symbols", ()):
-            impl = getattr(type(self), "_sym_" + name, None)
-            if impl is not None:
-                symbols: dict[str, _Symbol] = self.__dict__["_symbols"]
-                symbol = symbols.get(name)
-                if symbol is None:
-                    symbol = symbols[name] = _Symbol(self, name, impl.__get__(self))
-                return symbol
-        raise AttributeError(name)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _add_symbol_slots(cls)
+
+    def _symbol(self, name: str) -> _Symbol:
+        """The C symbol ``name`` (one object per fake), or AttributeError when it is missing."""
+        if name in self.missing_symbols:
+            raise AttributeError(name)
+        symbol = self._symbols.get(name)
+        if symbol is None:
+            counts = self._call_counts.setdefault(name, [0] * (len(self.gpus) + 1))
+            symbol = self._symbols[name] = _Symbol(self, name, getattr(self, "_sym_" + name), counts)
+        return symbol
 
     def _gpu_index_of(self, name: str, args: tuple[Any, ...]) -> int | None:
         """The GPU a call targets (None: none); a device handle's address is kept in
@@ -405,41 +353,6 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             return index if 0 <= index < len(self.gpus) else None
         return None
 
-    def _update_lost(self, gpu: FakeGpu) -> None:
-        if gpu._restore_at_s is None and gpu._lose_at_s is None and gpu._lose_after_calls is None:
-            return  # nothing scheduled (the usual case): no clock read
-        now = self.now()
-        if gpu._restore_at_s is not None and now >= gpu._restore_at_s:
-            gpu.lost = False
-            gpu._restore_at_s = None
-        if gpu._lose_at_s is not None and now >= gpu._lose_at_s:
-            gpu.lost = True
-            gpu._lose_at_s = None
-        if gpu._lose_after_calls is not None:
-            if gpu._lose_after_calls <= 0:
-                gpu.lost = True
-                gpu._lose_after_calls = None
-            else:
-                gpu._lose_after_calls -= 1
-
-    def _injected(self, name: str, gpu_index: int | None) -> int:
-        for injection in self._injections:
-            if not injection.targets(name, gpu_index):
-                continue
-            if injection.skip > 0:
-                injection.skip -= 1
-                continue
-            if injection.remaining is None:
-                return injection.code
-            if injection.remaining > 0:
-                injection.remaining -= 1
-                return injection.code
-        if self._random is not None and name not in _NO_INIT_NEEDED and name != "nvmlShutdown":
-            probability, rng, codes, symbols = self._random
-            if (symbols is None or name in symbols) and rng.random() < probability:
-                return rng.choice(codes)
-        return pynvml.NVML_SUCCESS
-
     # --- the simulation's own cost (benchmarks) -------------------------------------------------
 
     def measure_cpu(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -457,10 +370,10 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
             self._cpu_file = None if path is None else os.fspath(path)
             self._cpu_file_due_ns = 0
 
-    def _timed_dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
+    def _timed_dispatch(self, symbol: _Symbol, args: tuple[Any, ...]) -> Any:
         started_ns = time.perf_counter_ns()
         try:
-            return self._dispatch(name, impl, args)
+            return self._dispatch(symbol, args)
         finally:
             ended_ns = time.perf_counter_ns()
             with self._lock:
@@ -479,30 +392,64 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols):
         except OSError:
             pass  # a benchmark aid: never a reason for a sample to fail
 
-    def _dispatch(self, name: str, impl: Callable[..., int], args: tuple[Any, ...]) -> Any:
+    def _dispatch(self, symbol: _Symbol, args: tuple[Any, ...]) -> Any:
+        name = symbol.name
         with self._lock:
-            self.calls[name] += 1
-            gpu_index = self._gpu_index_of(name, args)
-            self.device_calls[(name, gpu_index)] += 1
-            if self.initialized <= 0 and name not in _NO_INIT_NEEDED:
+            first: Any = args[0] if args else None
+            if type(first) is _DEVICE:  # the usual call: a device handle, decoded here once
+                address = unpack_pointer(first)[0]
+                self._handle, self._address = first, address
+                index = (address >> 16) - 1
+                gpu_index = index if 0 <= index < len(self.gpus) else None
+            else:
+                gpu_index = self._gpu_index_of(name, args)
+            counts = symbol.counts
+            slot = 0 if gpu_index is None else gpu_index + 1
+            if slot >= len(counts):  # a GPU added after the symbol was first looked up
+                counts.extend([0] * (slot + 1 - len(counts)))
+            counts[slot] += 1
+            if self.initialized <= 0 and name not in NO_INIT_NEEDED:
                 return pynvml.NVML_ERROR_UNINITIALIZED
-            if gpu_index is not None:
-                gpu = self.gpus[gpu_index]
-                self._update_lost(gpu)
+            gpu = None if gpu_index is None else self.gpus[gpu_index]
+            if gpu is not None:
+                if gpu._lose_after_calls is not None or gpu._lose_at_s is not None or gpu._restore_at_s is not None:
+                    self._update_lost(gpu)
                 if gpu.lost:
                     return pynvml.NVML_ERROR_GPU_IS_LOST
             if self._injections or self._random is not None:
                 code = self._injected(name, gpu_index)
                 if code != _SUCCESS:
                     return code
-            if gpu_index is not None and name in self.gpus[gpu_index].errors:
-                return error_code(self.gpus[gpu_index].errors[name])
+            if gpu is not None and name in gpu.errors:
+                return error_code(gpu.errors[name])
             try:
-                return impl(*args)
+                return symbol.impl(*args)
             except FakeReturn as early:
                 return early.code
             finally:
                 self._handle = None
+
+
+class _SymbolSlot:
+    """Class attribute ``nvml<Name>``: the fake's symbol object, looked up by ``getattr`` as
+    pynvml does. Class attributes rather than ``__getattr__``: a class with ``__getattr__`` has
+    every ``self.x`` inside the fake take CPython's slow, unspecialized attribute path."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, fake: FakeNvml | None, owner: type | None = None) -> Any:
+        return self if fake is None else fake._symbol(self.name)
+
+
+def _add_symbol_slots(cls: type) -> None:
+    """A :class:`_SymbolSlot` for each ``_sym_nvml<Name>`` method of ``cls`` without one."""
+    for attr in dir(cls):
+        if attr.startswith("_sym_nvml") and not hasattr(cls, attr[5:]):
+            setattr(cls, attr[5:], _SymbolSlot(attr[5:]))
+
+
+_add_symbol_slots(FakeNvml)
 
 
 @contextlib.contextmanager
