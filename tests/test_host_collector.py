@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import namedtuple
 from pathlib import Path
 
@@ -252,26 +253,97 @@ def test_cpu_frequency_is_reread_at_most_once_a_second(tmp_path: Path, monkeypat
     assert len(reads) == 2
 
 
-def test_unreadable_meminfo_on_the_first_reading_is_unavailable_not_zero(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Out of file descriptors before any reading: host memory says why it is missing, never 0."""
-
-    def no_meminfo() -> object:
-        raise OSError(24, "Too many open files")
-
-    real = psutil.virtual_memory
-    monkeypatch.setattr(psutil, "virtual_memory", no_meminfo)
-    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock())
+def test_unreadable_meminfo_on_the_first_reading_is_unavailable_not_zero(tmp_path: Path) -> None:
+    """No readable memory file before any reading: host memory says why it is missing, never 0;
+    after one reading, the last reading."""
+    meminfo = tmp_path / "meminfo"
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), meminfo=meminfo)
     first = collector.sample()
     for value in (first.memory_total_bytes, first.memory_used_bytes, first.memory_available_bytes):
         assert isinstance(value, Unavailable) and value.reason is Reason.ERROR
-        assert value.detail == "cannot read /proc/meminfo: Too many open files"
-    monkeypatch.setattr(psutil, "virtual_memory", real)
+        assert value.detail == f"cannot read {meminfo}: No such file or directory"
+    meminfo.write_bytes(Path("/proc/meminfo").read_bytes())
     second = collector.sample()
     assert isinstance(second.memory_total_bytes, int) and second.memory_total_bytes > 0
-    monkeypatch.setattr(psutil, "virtual_memory", no_meminfo)
+    meminfo.unlink()
     assert collector.sample().memory_total_bytes == second.memory_total_bytes  # then the last reading
+
+
+_MEMINFO = (
+    "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    {available} kB\n"
+    "Buffers:          200000 kB\nCached:          3000000 kB\nSwapCached:            0 kB\n"
+    "Active:          4000000 kB\nInactive:        2000000 kB\nActive(anon):    1000000 kB\n"
+    "Shmem:            100000 kB\nSReclaimable:     300000 kB\nSwapTotal:       {swap_total} kB\n"
+    "SwapFree:         1500000 kB\nHugePages_Total:       0\nHugepagesize:       2048 kB\n"
+)
+
+
+@pytest.mark.parametrize(
+    "available",
+    [
+        "9000000",  # the usual case
+        "99000000",  # more than MemTotal (a container): psutil takes MemFree
+        "0",  # a kernel that says 0: psutil estimates it
+    ],
+)
+def test_memory_is_read_as_psutil_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, available: str) -> None:
+    """One read of /proc/meminfo gives psutil.virtual_memory()'s total, used and available and
+    the swap totals, for the same file."""
+    (tmp_path / "meminfo").write_text(_MEMINFO.format(available=available, swap_total=2000000))
+    (tmp_path / "zoneinfo").write_text("")
+    monkeypatch.setattr(psutil, "PROCFS_PATH", str(tmp_path))
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), meminfo=tmp_path / "meminfo")
+    sample = collector.sample()
+    expected = psutil.virtual_memory()
+    memory = (sample.memory_total_bytes, sample.memory_used_bytes, sample.memory_available_bytes)
+    assert memory == (expected.total, expected.used, expected.available)
+    assert (sample.swap_total_bytes, sample.swap_used_bytes) == (2000000 * 1024, 500000 * 1024)
+
+
+def _open_paths() -> list[str]:
+    """Where this process's open file descriptors point."""
+    paths = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return paths
+
+
+@pytest.mark.skipif(not Path("/proc/meminfo").exists(), reason="no /proc (not Linux)")
+def test_proc_files_stay_open_between_samples_until_close() -> None:
+    """/proc/meminfo and /proc/diskstats are opened once and read again each tick (not opened,
+    read and closed each time); TelemetryCollector.close() closes them, and a later sample
+    opens them again."""
+    from gpuscope.telemetry.collector import TelemetryCollector
+
+    before = _open_paths().count("/proc/meminfo")
+    collector = TelemetryCollector(nvml=False)
+    first = collector.sample()
+    assert _open_paths().count("/proc/meminfo") == before + 1
+    second = collector.sample()
+    assert _open_paths().count("/proc/meminfo") == before + 1  # the same one
+    assert _open_paths().count("/proc/diskstats") >= 1
+    assert second.host.memory_total_bytes == first.host.memory_total_bytes > 0
+    collector.close()
+    collector.close()  # twice is fine
+    assert _open_paths().count("/proc/meminfo") == before
+    assert collector.sample().host.memory_total_bytes == first.host.memory_total_bytes  # opens again
+    collector.close()
+    assert _open_paths().count("/proc/meminfo") == before
+
+
+def test_files_outside_proc_are_opened_afresh_each_read(tmp_path: Path) -> None:
+    """A fake tree's file replaced between samples is read anew (only /proc and /sys stay open)."""
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text(_MEMINFO.format(available=9000000, swap_total=2000000))
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), meminfo=meminfo)
+    assert collector.sample().swap_total_bytes == 2000000 * 1024
+    assert str(meminfo) not in _open_paths()
+    meminfo.unlink()
+    meminfo.write_text(_MEMINFO.format(available=9000000, swap_total=3000000))
+    assert collector.sample().swap_total_bytes == 3000000 * 1024
 
 
 def _cpuinfo(path: Path, *mhz: str) -> Path:

@@ -8,6 +8,7 @@ import pynvml
 import pytest
 
 from gpuscope.telemetry.nvml import NvmlCollector, compat
+from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS
 from gpuscope.telemetry.nvml.readings import METRIC_FIELDS
 from gpuscope.telemetry.nvml.session import unavailable_from_error
 from gpuscope.telemetry.records import GpuSample
@@ -195,6 +196,18 @@ def test_no_permission_on_one_profiling_metric(clock: FakeClock) -> None:
     assert "RmProfilingAdminOnly" in sample.sm_occupancy_percent.detail  # type: ignore[union-attr]
     assert sample.sm_activity_percent == pytest.approx(20.0)
     assert sample.dram_bandwidth_bytes_per_s == pytest.approx(1e12, rel=1e-12)
+
+
+@pytest.mark.parametrize("field", [name for name in ACTIVITY_METRICS if name != "utilization_percent"])
+def test_each_gpm_metric_lands_in_its_own_field(clock: FakeClock, field: str) -> None:
+    """A failing GPM metric makes exactly its own GpuSample field unavailable (the collector
+    stores the activity fields by position: a slip would move the reason to a neighbour)."""
+    gpu = FakeGpu.h100(gpm_metric_errors={ACTIVITY_METRICS[field]: "NoPermission"})
+    with opened(FakeNvml.with_gpus([gpu], clock=clock), clock) as collector:
+        clock.advance(1.0)
+        sample = collector.sample().gpus[0]
+    failed = [name for name in ACTIVITY_METRICS if isinstance(getattr(sample, name), Unavailable)]
+    assert failed == [field]
 
 
 def test_transient_errors_do_not_stick(clock: FakeClock) -> None:

@@ -19,6 +19,8 @@ from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["TelemetryCollector", "GpuSource"]
 
+_NO_GPU_SIDE = Unavailable(Reason.ERROR, "no GPU side")
+
 
 class GpuSource(Protocol):
     """What :class:`TelemetryCollector` needs from the NVML collector (``gpuscope.telemetry.nvml``)."""
@@ -106,7 +108,7 @@ class TelemetryCollector:
             host = self._host.sample()
             gpus: list[Any] = []
             unavailable = self.gpu_unavailable
-            missing: Metric[str] = unavailable or Unavailable(Reason.ERROR, "no GPU side")
+            missing: Metric[str] = unavailable or _NO_GPU_SIDE
             driver: Metric[str] = missing
             nvml_version: Metric[str] = missing
             cuda: Metric[str] = missing
@@ -132,9 +134,16 @@ class TelemetryCollector:
             )
 
     def close(self) -> None:
-        """Release NVML. Safe to call twice."""
+        """Release NVML and the host side's open /proc files. Safe to call twice; ``sample``
+        opens again."""
         with self._lock:
             self._close_gpu()
+            close_host = getattr(self._host, "close", None)  # a host given by the caller may have none
+            if close_host is not None:
+                try:
+                    close_host()
+                except Exception:  # noqa: BLE001 - closing must not hide the real outcome
+                    pass
             self._opened = False
 
     def _close_gpu(self) -> None:

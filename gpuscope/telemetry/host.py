@@ -12,6 +12,7 @@ import os
 import re
 import socket
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,11 +41,71 @@ _VIRTUAL_DISK_PREFIXES = ("loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd")
 _WARMING = Unavailable(Reason.WARMING_UP, "a rate needs two samples")
 _RESET = Unavailable(Reason.WARMING_UP, "counter went backwards (reset or wrap); the rate resumes next sample")
 _NO_FREQUENCY = Unavailable(Reason.NOT_SUPPORTED, "the OS reports no CPU frequency (no cpufreq, no 'cpu MHz')")
+# reasons that recur every tick, made once (a frozen dataclass costs more to build than to reuse)
+_NO_CPU_TIME = Unavailable(Reason.WARMING_UP, "no CPU time elapsed since the previous sample")
+_NO_LINK_STATE = Unavailable(Reason.NOT_SUPPORTED, "no link state for this interface")
+_NO_LINK_SPEED = Unavailable(Reason.NOT_SUPPORTED, "the driver reports no link speed")
 #: A "cpu MHz" line of /proc/cpuinfo, searched in the text after a newline (psutil takes any
 #: line starting "cpu mhz" in any case: where this finds fewer than one per CPU, psutil reads
 #: them). The literal start keeps the search fast (``^`` with MULTILINE, or ``(?:\A|\n)``, is
 #: ten to forty times slower).
 _CPU_MHZ = re.compile(rb"\ncpu MHz[^:\n]*:[ \t]*([0-9]+(?:\.[0-9]*)?)")
+
+
+#: One "Name:   value" line of /proc/meminfo (the value in kB for the fields used here).
+_MEMINFO_LINE = re.compile(rb"^([^:\s]+):[ \t]*([0-9]+)", re.MULTILINE)
+#: The fields psutil.virtual_memory() warns about when missing: where one is, psutil answers.
+_MEMINFO_NEEDED = (b"MemTotal", b"MemFree", b"MemAvailable", b"Buffers", b"Cached", b"Shmem", b"Active", b"Inactive")
+#: psutil releases whose Linux virtual_memory() computes "used" as total - available (7.2 and
+#: newer 7.x; before 7.2 it was total - free - buffers - cached): only these are read here.
+_PSUTIL_USED_IS_TOTAL_MINUS_AVAILABLE = (7, 2) <= tuple(psutil.version_info[:2]) < (8, 0)
+#: Kernel pseudo-files (generated on each read, never replaced) stay open between reads.
+_PSEUDO_FILE_ROOTS = ("/proc/", "/sys/")
+_READ_CHUNK_BYTES = 1 << 16
+
+
+class _ProcFile:
+    """A small kernel file read whole once a tick. A /proc or /sys file stays open and is read
+    again from offset 0 (``pread``: two system calls instead of the nine of open, fstat, ioctl,
+    lseek, read and close); any other file (tests' fake trees) is opened afresh each read, as a
+    replaced file must be seen. A failed read closes the file: the next read opens it again."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._keep = str(path).startswith(_PSEUDO_FILE_ROOTS)
+        self._fd: int | None = None
+        self._closer: weakref.finalize[..., _ProcFile] | None = None
+
+    def read(self) -> bytes:
+        """The file's bytes now. Raises OSError."""
+        fd = self._fd
+        if fd is None:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            if self._keep:
+                self._fd = fd
+                self._closer = weakref.finalize(self, os.close, fd)  # closed with the collector
+        try:
+            data = os.pread(fd, _READ_CHUNK_BYTES, 0)
+            if data:  # a seq_file answers a page or so per read: read on until the end
+                chunks = [data]
+                offset = len(data)
+                while more := os.pread(fd, _READ_CHUNK_BYTES, offset):
+                    chunks.append(more)
+                    offset += len(more)
+                data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        except OSError:
+            self.close()
+            raise
+        finally:
+            if not self._keep:
+                os.close(fd)
+        return data
+
+    def close(self) -> None:
+        """Close the file if it is open (the next read opens it again)."""
+        closer, self._closer, self._fd = self._closer, None, None
+        if closer is not None:
+            closer()
 
 
 def parse_ib_rate_gbit_per_s(text: str) -> float | None:
@@ -87,8 +148,9 @@ class HostCollector:
 
     ``sysfs_root`` (default ``/sys``) is where ``class/infiniband``, ``block`` and
     ``devices/system/cpu`` are looked up, ``diskstats`` is the disk counters file, ``cpuinfo``
-    the CPU description (clocks) and ``netdev`` the NIC counters file, so tests can build a fake
-    tree; ``clock`` is the monotonic clock used for rates, in seconds.
+    the CPU description (clocks), ``netdev`` the NIC counters file and ``meminfo`` the memory
+    file, so tests can build a fake tree; ``clock`` is the monotonic clock used for rates, in
+    seconds. The /proc files read every tick stay open: :meth:`close` closes them.
     """
 
     def __init__(
@@ -98,11 +160,15 @@ class HostCollector:
         diskstats: str | os.PathLike[str] = "/proc/diskstats",
         cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo",
         netdev: str | os.PathLike[str] = "/proc/net/dev",
+        meminfo: str | os.PathLike[str] = "/proc/meminfo",
     ) -> None:
         self._netdev_path = Path(netdev)
+        self._netdev_file = _ProcFile(self._netdev_path)
+        self._meminfo_file = _ProcFile(Path(meminfo))
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
         self._cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
         self._cpuinfo_path = Path(cpuinfo)
+        self._cpuinfo_file = _ProcFile(self._cpuinfo_path)
         self._cpufreq_policies = 0  # cpufreq policy folders (psutil's choice of source depends on it)
         self._clock = clock
         self._hostname = socket.gethostname()
@@ -117,10 +183,12 @@ class HostCollector:
         self._nic_prev: dict[str, _Counter] = {}
         self._ib_prev: dict[tuple[str, int], _Counter] = {}
         self._nic_stats: dict[str, object] = {}
+        self._links: dict[str, tuple[Metric[bool], Metric[float], bool]] = {}  # name -> _link(name)
         self._ib_ports: list[tuple[str, int, Path]] = []
         self._ib_link_layer: dict[tuple[str, int], str] = {}
         self._slow_refreshed_at_s: float | None = None
         self._diskstats_path = Path(diskstats)
+        self._diskstats_file = _ProcFile(self._diskstats_path)
         self._block_root = Path(sysfs_root) / "block"
         self._disks: set[str] = set()
         self._disk_prev: _Counter | None = None
@@ -138,8 +206,7 @@ class HostCollector:
             self._slow_refreshed_at_s = now_s
         cores, total_percent = self._cpu(now_s)
         load = self._load_average()
-        memory = self._memory()
-        swap_total, swap_used = self._swap()
+        memory, (swap_total, swap_used) = self._memory_and_swap()
         disk = self._disk(now_s)
         return HostSample(
             hostname=self._hostname,
@@ -161,6 +228,12 @@ class HostCollector:
             disk_read_bytes_per_s=disk[0],
             disk_write_bytes_per_s=disk[1],
         )
+
+    def close(self) -> None:
+        """Close the /proc files kept open between samples. Safe to call twice; a later
+        :meth:`sample` opens them again."""
+        for file in (self._meminfo_file, self._netdev_file, self._diskstats_file, self._cpuinfo_file):
+            file.close()
 
     # --- CPU ---------------------------------------------------------------------------------
 
@@ -204,15 +277,11 @@ class HostCollector:
                 elif d_total < 0:
                     utilization = _RESET
                 else:
-                    utilization = Unavailable(Reason.WARMING_UP, "no CPU time elapsed since the previous sample")
+                    utilization = _NO_CPU_TIME
             cores.append(CpuCoreSample(core=index, utilization_percent=utilization, frequency_mhz=frequencies[index]))
         total_percent: Metric[float] = _WARMING
         if previous is not None:
-            total_percent = (
-                min(100.0, 100.0 * busy_sum / total_sum)
-                if total_sum > 0
-                else Unavailable(Reason.WARMING_UP, "no CPU time elapsed since the previous sample")
-            )
+            total_percent = min(100.0, 100.0 * busy_sum / total_sum) if total_sum > 0 else _NO_CPU_TIME
         return cores, total_percent
 
     def _frequencies(self, count: int) -> list[Metric[float]]:
@@ -241,8 +310,7 @@ class HostCollector:
         one per CPU and psutil would use them (no cpufreq policies, or one per value). None
         otherwise (ARM has no "cpu MHz"; policies shared between CPUs)."""
         try:
-            with open(self._cpuinfo_path, "rb") as handle:
-                found = _CPU_MHZ.findall(b"\n" + handle.read())
+            found = _CPU_MHZ.findall(b"\n" + self._cpuinfo_file.read())
         except OSError:
             return None
         policies = self._cpufreq_policies
@@ -283,9 +351,32 @@ class HostCollector:
             return missing, missing, missing
         return one, five, fifteen
 
+    def _memory_and_swap(
+        self,
+    ) -> tuple[tuple[Metric[int], Metric[int], Metric[int]], tuple[Metric[int], Metric[int]]]:
+        """(total, used, available) and (swap total, swap used) bytes from one read of
+        /proc/meminfo, computed as psutil computes them; psutil's own calls where the file lacks
+        a field they need (or this psutil computes "used" otherwise). /proc/meminfo unreadable
+        (e.g. out of file descriptors): the last memory reading, or unavailable with the reason
+        when there is none yet."""
+        try:
+            fields = dict(_MEMINFO_LINE.findall(self._meminfo_file.read()))
+        except OSError as exc:
+            missing = Unavailable(Reason.ERROR, f"cannot read {self._meminfo_file.path}: {exc.strerror or exc}")
+            return self._last_memory or (missing, missing, missing), self._swap({})
+        # psutil 7.2's virtual_memory(), for a file that has every field it reads and a
+        # MemAvailable (psutil estimates it where the kernel has none or says 0)
+        if _PSUTIL_USED_IS_TOTAL_MINUS_AVAILABLE and all(name in fields for name in _MEMINFO_NEEDED):
+            total, free, available = (int(fields[name]) * 1024 for name in _MEMINFO_NEEDED[:3])
+            if available:
+                if available > total:  # in a container: psutil (and free) take MemFree
+                    available = free
+                self._last_memory = (total, total - available, available)
+                return self._last_memory, self._swap(fields)
+        return self._memory(), self._swap(fields)
+
     def _memory(self) -> tuple[Metric[int], Metric[int], Metric[int]]:
-        """(total, used, available) bytes. /proc/meminfo unreadable (e.g. out of file descriptors):
-        the last reading, or unavailable with the reason when there is none yet."""
+        """(total, used, available) bytes through psutil, as :meth:`_memory_and_swap` gives them."""
         try:
             memory = psutil.virtual_memory()
         except OSError as exc:
@@ -295,19 +386,13 @@ class HostCollector:
         return self._last_memory
 
     @staticmethod
-    def _swap() -> tuple[Metric[int], Metric[int]]:
-        # Fast path: two lines of /proc/meminfo (psutil.swap_memory also parses /proc/vmstat).
-        try:
-            with open("/proc/meminfo", "rb") as handle:
-                found: dict[bytes, int] = {}
-                for line in handle:
-                    if line.startswith(b"Swap"):
-                        key, _, rest = line.partition(b":")
-                        found[key] = int(rest.split()[0]) * 1024
-                        if b"SwapTotal" in found and b"SwapFree" in found:
-                            return found[b"SwapTotal"], found[b"SwapTotal"] - found[b"SwapFree"]
-        except (OSError, ValueError, IndexError):
-            pass
+    def _swap(meminfo: dict[bytes, bytes]) -> tuple[Metric[int], Metric[int]]:
+        """(total, used) swap bytes: two fields of /proc/meminfo (``meminfo``, name -> kB), else
+        psutil.swap_memory (which also parses /proc/vmstat)."""
+        total_kb, free_kb = meminfo.get(b"SwapTotal"), meminfo.get(b"SwapFree")
+        if total_kb is not None and free_kb is not None:
+            total = int(total_kb) * 1024
+            return total, total - int(free_kb) * 1024
         try:
             swap = psutil.swap_memory()
         except (OSError, RuntimeError) as exc:
@@ -320,7 +405,7 @@ class HostCollector:
     def _disk(self, now_s: float) -> tuple[Metric[float], Metric[float]]:
         """(read, write) bytes/s summed over the physical disks since the previous call."""
         try:
-            text = self._diskstats_path.read_text(encoding="ascii", errors="replace")
+            text = self._diskstats_file.read().decode("ascii", errors="replace")
         except OSError as exc:
             missing = Unavailable(Reason.NOT_SUPPORTED, f"{self._diskstats_path} unreadable ({exc.strerror or exc})")
             return missing, missing
@@ -360,6 +445,7 @@ class HostCollector:
             self._nic_stats = dict(psutil.net_if_stats())
         except OSError:
             self._nic_stats = {}
+        self._links = {}
         ports: list[tuple[str, int, Path]] = []
         try:
             devices = sorted(os.listdir(self._infiniband_root))
@@ -380,8 +466,7 @@ class HostCollector:
         reads it (raw counters, without its per-NIC named tuples); psutil's call where the file
         is missing or laid out otherwise."""
         try:
-            with open(self._netdev_path, "rb") as handle:
-                lines = handle.read().splitlines()[2:]  # two header lines
+            lines = self._netdev_file.read().splitlines()[2:]  # two header lines
             counters: dict[str, tuple[int, int]] = {}
             for line in lines:
                 name, colon, rest = line.rpartition(b":")
@@ -406,20 +491,10 @@ class HostCollector:
         for name, (received, sent) in self._nic_bytes().items():
             rx_rate, tx_rate = _rate(self._nic_prev.get(name), received, sent, now_s)
             seen[name] = _Counter(received, sent, now_s)
-            stats = self._nic_stats.get(name)
-            is_up: Metric[bool]
-            speed: Metric[float]
-            if stats is None:
-                is_up = speed = Unavailable(Reason.NOT_SUPPORTED, "no link state for this interface")
-            else:
-                is_up = bool(stats.isup)  # type: ignore[attr-defined]
-                speed_value = getattr(stats, "speed", 0) or 0
-                speed = (
-                    float(speed_value)
-                    if speed_value > 0
-                    else Unavailable(Reason.NOT_SUPPORTED, "the driver reports no link speed")
-                )
-            flags = str(getattr(stats, "flags", "") or "")
+            link = self._links.get(name)
+            if link is None:
+                link = self._links[name] = self._link(name)
+            is_up, speed, is_loopback = link
             nics.append(
                 NicSample(
                     name=name,
@@ -427,11 +502,26 @@ class HostCollector:
                     tx_bytes_per_s=tx_rate,
                     is_up=is_up,
                     speed_mbit_per_s=speed,
-                    is_loopback=name == "lo" or "loopback" in flags.split(","),
+                    is_loopback=is_loopback,
                 )
             )
         self._nic_prev = seen
         return nics
+
+    def _link(self, name: str) -> tuple[Metric[bool], Metric[float], bool]:
+        """(is up, speed in Mbit/s, is loopback) of NIC ``name`` from the last link-state read
+        (kept in ``_links`` until the next one: it is the same every tick in between)."""
+        stats = self._nic_stats.get(name)
+        is_up: Metric[bool]
+        speed: Metric[float]
+        if stats is None:
+            is_up = speed = _NO_LINK_STATE
+        else:
+            is_up = bool(stats.isup)  # type: ignore[attr-defined]
+            speed_value = getattr(stats, "speed", 0) or 0
+            speed = float(speed_value) if speed_value > 0 else _NO_LINK_SPEED
+        flags = str(getattr(stats, "flags", "") or "")
+        return is_up, speed, name == "lo" or "loopback" in flags.split(",")
 
     def _infiniband(self, now_s: float) -> list[InfinibandPortSample]:
         out: list[InfinibandPortSample] = []

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from gpuscope.telemetry.nvml import session
 from gpuscope.telemetry.nvml.device import (
@@ -42,7 +42,7 @@ from gpuscope.telemetry.nvml.readings import (
     throttle_reason_names,
 )
 from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml
-from gpuscope.telemetry.nvml.structs import memory_row, utilization_row
+from gpuscope.telemetry.nvml.structs import memory_row
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, NvLinkLinkSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -111,7 +111,8 @@ class _Gpu:
         self.processes: ProcessReader | None = None
         self.last_processes: Metric[list[GpuProcessSample]] = Unavailable(Reason.WARMING_UP, "not read yet")
         self.processes_at: float | None = None
-        self.slow: dict[str, Metric[Any]] = {}
+        #: (power limit W, PCIe generation, PCIe width) as of slow_at (re-read every SLOW_INTERVAL_S)
+        self.slow: tuple[Metric[float], Metric[int], Metric[int]] = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
         self.slow_at: float | None = None
         #: a static read failed transiently at open: open again at this clock time
         self.reopen_at_s: float | None = None
@@ -397,31 +398,20 @@ class NvmlCollector:
             return self._lost(gpu)
         return full, parts
 
-    def _gpm(self, reader: GpmReader | None, status: Unavailable | None) -> dict[str, Metric[float]] | Unavailable:
-        if reader is None:
-            return status or Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
-        return reader.read()
-
     def _read_gpu(self, gpu: _Gpu, now: float) -> GpuSample:
         info, calls = gpu.info, gpu.calls
         assert info is not None and calls is not None and gpu.fields is not None
         sample = _identity(gpu, "ok")
         sample.mig_mode = info.mig_mode
-        util = calls.get("utilization", pynvml.nvmlDeviceGetUtilizationRates)
-        memory = calls.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
-        sm_clock = calls.get("sm_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM)
-        mem_clock = calls.get("memory_clock", pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM)
-        fan = calls.get("fan", pynvml.nvmlDeviceGetFanSpeed)
-        temperature = calls.first("temperature")
-        throttle = calls.first("throttle")
+        util, memory, sm_clock, mem_clock, fan, temperature, throttle = calls.read()
         if gpu.slow_at is None or now - gpu.slow_at >= self.SLOW_INTERVAL_S:
             gpu.slow_at = now
-            gpu.slow = {
-                "power_limit": calls.get("power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit),
-                "pcie_generation": calls.get("pcie_generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration),
-                "pcie_width": calls.get("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth),
-            }
-        gpm = self._gpm(gpu.gpm, gpu.gpm_status)
+            gpu.slow = (
+                _number(calls.get("power_limit", pynvml.nvmlDeviceGetEnforcedPowerLimit), float, 1e-3),
+                _number(calls.get("pcie_generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration), int),
+                _number(calls.get("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth), int),
+            )
+        gpm = gpu.gpm.read() if gpu.gpm is not None else gpu.gpm_status or _GPM_OFF
         # the counters GPM gave a number for this sample are not asked of the field values
         found: list[Metric[float] | None] = []
         covered = _NOTHING
@@ -436,39 +426,55 @@ class NvmlCollector:
                     if value is not None and not isinstance(value, Unavailable)
                 )
         fields = gpu.fields.read(covered)
-
-        def metric(key: str) -> Metric[float]:
-            if isinstance(gpm, Unavailable):
-                return gpm
-            value = gpm.get(key)
-            return Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}") if value is None else value
+        dram_percent, gpm_util, pcie_tx, pcie_rx, nvlink_tx, nvlink_rx, *activity = _gpm_values(gpm)
 
         if isinstance(util, Unavailable):
             sample.utilization_percent = sample.memory_busy_percent = util
         else:
-            gpu_percent, memory_percent = utilization_row(util)
+            gpu_percent, memory_percent = util
             sample.utilization_percent, sample.memory_busy_percent = float(gpu_percent), float(memory_percent)
         if isinstance(sample.utilization_percent, Unavailable) and info.mig_mode is True:
-            sample.utilization_percent = prefer(metric("utilization_percent"), sample.utilization_percent)
+            sample.utilization_percent = prefer(gpm_util, sample.utilization_percent)
         _set_memory(sample, memory)
-        _set_dram(sample, metric("dram_bandwidth_percent_of_peak"), info.dram_peak_bytes_per_s)
-        for name in ACTIVITY_METRICS:
-            if name not in ("dram_bandwidth_percent_of_peak", "utilization_percent"):
-                setattr(sample, name, metric(name))
-        sample.pcie_tx_bytes_per_s = _pcie(metric("pcie_tx_bytes_per_s"), fields["pcie_tx_bytes_per_s"])
-        sample.pcie_rx_bytes_per_s = _pcie(metric("pcie_rx_bytes_per_s"), fields["pcie_rx_bytes_per_s"])
-        sample.pcie_link_generation = _number(gpu.slow["pcie_generation"], int)
-        sample.pcie_link_width = _number(gpu.slow["pcie_width"], int)
+        _set_dram(sample, dram_percent, info.dram_peak_bytes_per_s)
+        # _ACTIVITY_FIELDS in order, stored directly (a setattr() call each cost four times as much)
+        (
+            sample.sm_activity_percent,
+            sample.sm_occupancy_percent,
+            sample.tensor_activity_percent,
+            sample.dfma_tensor_activity_percent,
+            sample.hmma_tensor_activity_percent,
+            sample.imma_tensor_activity_percent,
+            sample.fp64_activity_percent,
+            sample.fp32_activity_percent,
+            sample.fp16_activity_percent,
+        ) = activity
+        # GPM's number where it has one (the usual case), else _pcie() and prefer() decide
+        sample.pcie_tx_bytes_per_s = (
+            _pcie(pcie_tx, fields["pcie_tx_bytes_per_s"]) if isinstance(pcie_tx, Unavailable) else pcie_tx
+        )
+        sample.pcie_rx_bytes_per_s = (
+            _pcie(pcie_rx, fields["pcie_rx_bytes_per_s"]) if isinstance(pcie_rx, Unavailable) else pcie_rx
+        )
+        sample.power_limit_w, sample.pcie_link_generation, sample.pcie_link_width = gpu.slow
         sample.nvlink_active_links = info.nvlink_active_links
         sample.nvlink_version = info.nvlink_version
         sample.nvlink_link_peak_bytes_per_s = info.nvlink_link_peak_bytes_per_s
         if info.nvlink_links:
-            sample.nvlink_tx_bytes_per_s = prefer(metric("nvlink_tx_bytes_per_s"), fields["nvlink_tx_bytes_per_s"])
-            sample.nvlink_rx_bytes_per_s = prefer(metric("nvlink_rx_bytes_per_s"), fields["nvlink_rx_bytes_per_s"])
-            # prefer(metric(key), fields[key]) for 36 links per GPU: GPM's number where it has
+            sample.nvlink_tx_bytes_per_s = (
+                prefer(nvlink_tx, fields["nvlink_tx_bytes_per_s"]) if isinstance(nvlink_tx, Unavailable) else nvlink_tx
+            )
+            sample.nvlink_rx_bytes_per_s = (
+                prefer(nvlink_rx, fields["nvlink_rx_bytes_per_s"]) if isinstance(nvlink_rx, Unavailable) else nvlink_rx
+            )
+        else:
+            sample.nvlink_tx_bytes_per_s = sample.nvlink_rx_bytes_per_s = info.nvlink_version
+        if info.nvlink_links and gpu.links:  # per-link rates asked for (else nvlink_links stays [])
+            # prefer(GPM's key, fields[key]) for 36 links per GPU: GPM's number where it has
             # one (the usual case, decided in one pass), else the rules of prefer()
+            values: list[Any]  # Metric[float] each (no typing.cast: a Python call per GPU per sample)
             if covered is gpu.gpm_field_set:
-                values = cast("list[Metric[float]]", found[: len(gpu.link_value_keys)])
+                values = found[: len(gpu.link_value_keys)]
             else:
                 found = found or [None] * len(gpu.link_value_keys)
 
@@ -478,33 +484,34 @@ class NvmlCollector:
                     field = fields[key]
                     if value is None and not isinstance(field, Unavailable):
                         return field
-                    return prefer(metric(key), field)
+                    return prefer(_gpm_metric(gpm, key), field)
 
                 values = [link_value(key, value) for key, value in zip(gpu.link_value_keys, found)]
             sample.nvlink_links = [
                 NvLinkLinkSample(link, tx, rx) for link, tx, rx in zip(gpu.links, values[::2], values[1::2])
             ]
-        else:
-            sample.nvlink_tx_bytes_per_s = sample.nvlink_rx_bytes_per_s = info.nvlink_version
-        sample.sm_clock_mhz = _number(sm_clock, float)
+        # _number(value, float) inlined for the readings every sample takes
+        sample.sm_clock_mhz = sm_clock if isinstance(sm_clock, Unavailable) else float(sm_clock)
         sample.sm_clock_max_mhz = info.sm_clock_max_mhz
-        sample.memory_clock_mhz = _number(mem_clock, float)
+        sample.memory_clock_mhz = mem_clock if isinstance(mem_clock, Unavailable) else float(mem_clock)
         sample.memory_clock_max_mhz = info.memory_clock_max_mhz
         # what nvmlDeviceGetPowerUsage means (see .fields), from the batch; the call where it has none
-        power_w = prefer(fields[POWER_AVERAGE], fields[POWER_INSTANT])
+        power_w = fields[POWER_AVERAGE]
         if isinstance(power_w, Unavailable):
-            power_w = _number(calls.get("power", pynvml.nvmlDeviceGetPowerUsage), float, 1e-3)
+            power_w = prefer(power_w, fields[POWER_INSTANT])
+            if isinstance(power_w, Unavailable):
+                power_w = _number(calls.get("power", pynvml.nvmlDeviceGetPowerUsage), float, 1e-3)
         sample.power_w = power_w
-        sample.power_limit_w = _number(gpu.slow["power_limit"], float, 1e-3)
         sample.energy_j = fields["energy_j"]
-        sample.temperature_gpu_c = _number(temperature, float)
+        sample.temperature_gpu_c = temperature if isinstance(temperature, Unavailable) else float(temperature)
         sample.temperature_memory_c = fields["temperature_memory_c"]
-        sample.fan_speed_percent = _number(fan, float)
+        sample.fan_speed_percent = fan if isinstance(fan, Unavailable) else float(fan)
         sample.throttle_reasons = (
             throttle if isinstance(throttle, Unavailable) else throttle_reason_names(int(throttle))
         )
-        sample.ecc_corrected_errors = _number(fields["ecc_corrected_errors"], int)
-        sample.ecc_uncorrected_errors = _number(fields["ecc_uncorrected_errors"], int)
+        corrected, uncorrected = fields["ecc_corrected_errors"], fields["ecc_uncorrected_errors"]
+        sample.ecc_corrected_errors = corrected if isinstance(corrected, Unavailable) else int(corrected)
+        sample.ecc_uncorrected_errors = uncorrected if isinstance(uncorrected, Unavailable) else int(uncorrected)
         sample.processes = self._processes(gpu.processes, gpu, now)
         return sample
 
@@ -520,7 +527,8 @@ class NvmlCollector:
     def _read_mig(self, gpu: _Gpu, mig: _Mig, now: float, per_instance: dict[int, Any]) -> GpuSample:
         sample = _mig_identity(gpu, mig, "ok")
         sample.mig_mode = True
-        _set_memory(sample, mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo))
+        memory = mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
+        _set_memory(sample, memory if isinstance(memory, Unavailable) else memory_row(memory))
         gi = mig.info.gpu_instance_id
         gpm: dict[str, Metric[float]] | Unavailable
         if isinstance(gi, Unavailable):
@@ -570,14 +578,40 @@ NOT_OPEN = Unavailable(Reason.ERROR, "the NVML collector is not open")
 _NOTHING: frozenset[str] = frozenset()
 _ONLY_FLOAT = {float}
 _GPM_COUNTER_KEYS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s")
+_GPM_OFF = Unavailable(Reason.NOT_APPLICABLE, "GPM collection is off")
+#: the GpuSample fields set straight from GPM's metric of the same name
+_ACTIVITY_FIELDS = tuple(
+    name for name in ACTIVITY_METRICS if name not in ("dram_bandwidth_percent_of_peak", "utilization_percent")
+)
+#: the GPM keys a full GPU's sample takes, in the order _read_gpu unpacks them
+_GPM_KEYS = ("dram_bandwidth_percent_of_peak", "utilization_percent", *_GPM_COUNTER_KEYS, *_ACTIVITY_FIELDS)
 
 
-def _set_memory(sample: GpuSample, memory: Any) -> None:
-    """Used and total bytes from ``nvmlDeviceGetMemoryInfo``'s answer (or its reason)."""
+def _gpm_metric(gpm: dict[str, Metric[float]] | Unavailable, key: str) -> Metric[float]:
+    """GPM's reading of ``key``, or why there is none."""
+    if isinstance(gpm, Unavailable):
+        return gpm
+    value = gpm.get(key)
+    return Unavailable(Reason.NOT_SUPPORTED, f"GPM has no {key}") if value is None else value
+
+
+def _gpm_values(gpm: dict[str, Metric[float]] | Unavailable) -> list[Metric[float]]:
+    """:func:`_gpm_metric` of each of :data:`_GPM_KEYS` (one C-speed lookup pass when GPM has
+    them all, as a full GPU's reader does)."""
+    if isinstance(gpm, Unavailable):
+        return [gpm] * len(_GPM_KEYS)
+    values: list[Any] = list(map(gpm.get, _GPM_KEYS))
+    if None in values:
+        return [_gpm_metric(gpm, key) for key in _GPM_KEYS]
+    return values
+
+
+def _set_memory(sample: GpuSample, memory: Metric[tuple[int, int, int]]) -> None:
+    """Used and total bytes from ``nvmlDeviceGetMemoryInfo``'s (total, free, used) (or its reason)."""
     if isinstance(memory, Unavailable):
         sample.memory_used_bytes = sample.memory_total_bytes = memory
     else:
-        total, _free, used = memory_row(memory)
+        total, _free, used = memory
         sample.memory_used_bytes, sample.memory_total_bytes = used, total
 
 

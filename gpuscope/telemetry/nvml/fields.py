@@ -48,6 +48,7 @@ dropped as ``driver_too_old``.
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 import sys
 from collections.abc import Iterator
@@ -55,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import call, pynvml, unavailable_from_error
+from gpuscope.telemetry.nvml.session import call_symbol, pynvml, unavailable_from_error
 from gpuscope.telemetry.nvml.structs import _FIELDS_OK, FieldValueView, field_values_view
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -177,6 +178,8 @@ _ROW = struct.Struct("=IIqqIIQ")
 _ROWS_OK = _FIELDS_OK and _ROW.size == ctypes.sizeof(FieldValueView)
 #: an unsigned int in the union is its low 4 bytes of the unsigned long long read above
 _LITTLE = sys.byteorder == "little"
+#: value type -> the mask that turns the union read as an unsigned long long into the value
+_QUICK_MASKS = {_ULL: (1 << 64) - 1, _UINT: 0xFFFFFFFF}
 
 
 def _rows(values: Any, view: Any) -> Iterator[tuple[int, int, int, int, int, int, int]]:
@@ -190,16 +193,6 @@ def _rows(values: Any, view: Any) -> Iterator[tuple[int, int, int, int, int, int
     )
 
 
-def _get_field_values(handle: Any, values: Any, count: int) -> Any:
-    """``nvmlDeviceGetFieldValues`` into a prebuilt array: the C symbol through pynvml's own
-    lookup, as pynvml's wrapper calls it. Raises NVMLError."""
-    fn = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetFieldValues")
-    ret = fn(handle, ctypes.c_int32(count), ctypes.byref(values))
-    if ret != pynvml.NVML_SUCCESS:
-        raise pynvml.NVMLError(ret)
-    return values
-
-
 @dataclass
 class _Selection:
     """The fields one read asks for, their request array, and what the others read as."""
@@ -208,6 +201,16 @@ class _Selection:
     values: Any  # nvmlFieldValue_t[len(fields)], or None when nothing is asked
     view: Any
     not_read: dict[str, Metric[float]]  # key -> _NOT_READ for each field left out
+    #: nvmlDeviceGetFieldValues' count and array arguments, as pynvml's wrapper builds them
+    #: (made once here: the C symbol is called on the prebuilt array)
+    arguments: tuple[Any, ...] = ()
+    #: for a selection of gauges only (no counter: the usual one with GPM), the whole array
+    #: as one struct, their keys and scales, and the value masks of the last value types seen
+    rows: struct.Struct | None = None
+    keys: tuple[str, ...] = ()
+    scales: tuple[float, ...] = ()
+    kinds: tuple[int, ...] = ()
+    masks: tuple[int, ...] | None = None  # None: a value type the quick read does not decode
 
 
 class FieldSet:
@@ -278,11 +281,20 @@ class FieldSet:
             if len(self._selections) >= _MAX_SELECTIONS:
                 self._selections.clear()
             asked = [field for field in self._fields if field.key not in skip]
-            values, view = _request(asked) if asked else (None, None)
+            values: Any = None
+            view: Any = None
+            arguments: tuple[Any, ...] = ()
+            if asked:
+                values, view = _request(asked)
+                arguments = (ctypes.c_int32(len(asked)), ctypes.byref(values))
             not_read: dict[str, Metric[float]] = {key: _NOT_READ for key in skip}
             if self.scope_honoured is False:
                 not_read.update(dict.fromkeys((field.key for field in self._fields if field.link), _SCOPE_IGNORED))
-            selection = self._selections[skip] = _Selection(asked, values, view, not_read)
+            selection = self._selections[skip] = _Selection(asked, values, view, not_read, arguments)
+            if asked and _ROWS_OK and _LITTLE and not any(field.counter or field.pcie for field in asked):
+                selection.rows = struct.Struct("=" + _ROW.format[1:] * len(asked))
+                selection.keys = tuple(field.key for field in asked)
+                selection.scales = tuple(field.scale for field in asked)
         return selection
 
     def _raw(self, field: _Field, field_value: Any) -> Metric[float | int]:
@@ -328,8 +340,8 @@ class FieldSet:
             self._request = None
             return result
         values, view = self._request = (selection.values, selection.view)
-        got = call("nvmlDeviceGetFieldValues", _get_field_values, self.handle, values, len(asked))
-        if isinstance(got, Unavailable):
+        got = call_symbol("nvmlDeviceGetFieldValues", "nvmlDeviceGetFieldValues", self.handle, *selection.arguments)
+        if got is not None:
             for field in asked:
                 result[field.key] = got
             if not self.opened and got.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
@@ -339,6 +351,8 @@ class FieldSet:
             self.opened = True
             return result
         raw: dict[str, float | int] | None = {} if self.scope_honoured is None and self._scope_check else None
+        if selection.rows is not None and raw is None and self.opened and self._gauges(selection, values, result):
+            return result
         keep: list[_Field] = []  # the fields still asked for (unsupported ones drop at open)
         opened = self.opened
         previous_of, last_rate = self._previous, self._last_rate
@@ -386,6 +400,26 @@ class FieldSet:
                 result[f"nvlink_tx_bytes_per_s:{link}"] = _SCOPE_IGNORED
                 result[f"nvlink_rx_bytes_per_s:{link}"] = _SCOPE_IGNORED
         return result
+
+    @staticmethod
+    def _gauges(selection: _Selection, values: Any, result: dict[str, Metric[float]]) -> bool:
+        """The read loop's answer for a selection of gauges that all answered, each ``value x
+        scale`` as the loop computes it, in C-speed passes. False (nothing done) when a field
+        failed or has a value type other than an unsigned int or unsigned long long."""
+        assert selection.rows is not None
+        flat = selection.rows.unpack_from(values)
+        if any(flat[5::7]):  # a field's own return code
+            return False
+        kinds = flat[4::7]
+        if kinds != selection.kinds:
+            selection.kinds = kinds
+            known = all(kind in _QUICK_MASKS for kind in kinds)
+            selection.masks = tuple(_QUICK_MASKS[kind] for kind in kinds) if known else None
+        if selection.masks is None:
+            return False
+        numbers = map(operator.and_, flat[6::7], selection.masks)
+        result.update(zip(selection.keys, map(operator.mul, numbers, selection.scales)))
+        return True
 
     def _drop_spares(self, keep: list[_Field], result: dict[str, Metric[float]]) -> list[_Field]:
         """``keep`` without the spare fields whose better field gave a number at open."""

@@ -10,6 +10,7 @@ code; a NoPermission names the RmProfilingAdminOnly fix.
 
 from __future__ import annotations
 
+import ctypes
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from gpuscope.telemetry.nvml.session import (
     GpuLostError,
     call,
+    call_symbol,
     pynvml,
     unavailable_from_error,
 )
@@ -90,7 +92,10 @@ class GpmReader:
         self._samples: list[Any] = []
         self._previous_at: float | None = None  # clock time of the kept sample
         self._last: dict[str, Metric[float]] | Unavailable = Unavailable(Reason.WARMING_UP, "GPM needs two samples")
-        self._request: Any = None
+        #: two requests: [0] asks for the metrics between _samples[0] and _samples[1], [1] the other
+        #: way round; each read uses [0] and then turns both lists round (no per-read setattr on
+        #: pynvml's structure: each is a Python call). Each with its byref() for the C call.
+        self._requests: list[tuple[Any, Any]] = []
         self._names = list(self.metrics.values())
         # GPM gives PCIe and NVLink in MiB/s, the rest in percent
         self._scales = [MIB if key.startswith(("pcie_", "nvlink_")) else 1.0 for key in self._names]
@@ -112,12 +117,14 @@ class GpmReader:
                 self.unavailable = sample
                 return sample
             self._samples.append(sample)
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
-        request.numMetrics = len(self.metrics)
-        for slot, metric_id in enumerate(self.metrics):
-            request.metrics[slot].metricId = metric_id
-        self._request = request
+        for first, second in (self._samples, self._samples[::-1]):
+            request = pynvml.c_nvmlGpmMetricsGet_t()
+            request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+            request.numMetrics = len(self.metrics)
+            for slot, metric_id in enumerate(self.metrics):
+                request.metrics[slot].metricId = metric_id
+            request.sample1, request.sample2 = first, second
+            self._requests.append((request, ctypes.byref(request)))
         taken = self._take(self._samples[0])
         if isinstance(taken, Unavailable):
             self._last = taken
@@ -128,8 +135,9 @@ class GpmReader:
         return None
 
     def _take(self, sample: Any) -> Unavailable | None:
+        result: Any
         if self.gpu_instance_id is None:
-            result = call("nvmlGpmSampleGet", pynvml.nvmlGpmSampleGet, self.handle, sample, profiling=True)
+            result = call_symbol("nvmlGpmSampleGet", "nvmlGpmSampleGet", self.handle, sample, profiling=True)
         else:
             result = call(
                 "nvmlGpmMigSampleGet",
@@ -159,16 +167,15 @@ class GpmReader:
             return self._last
         if now - self._previous_at < GPM_SAMPLE_INTERVAL_S:
             return self._last
-        previous, new = self._samples
-        failed = self._take(new)
+        failed = self._take(self._samples[1])
         if failed is not None:
             self._last = failed
             return failed
-        request = self._request
-        request.sample1, request.sample2 = previous, new
-        got = call("nvmlGpmMetricsGet", pynvml.nvmlGpmMetricsGet, request, profiling=True)
+        request, reference = self._requests[0]  # sample1 = previous, sample2 = new
+        got = call_symbol("nvmlGpmMetricsGet", "nvmlGpmMetricsGet", reference, profiling=True)
         self._samples.reverse()  # the new sample is the next read's previous one
-        if isinstance(got, Unavailable):
+        self._requests.reverse()
+        if got is not None:
             self._last = got
             return got
         ids, codes, values = gpm_metric_columns(request, len(self._names))
@@ -196,4 +203,5 @@ class GpmReader:
             except Exception:  # noqa: BLE001
                 pass
         self._samples = []
+        self._requests = []
         self._previous_at = None

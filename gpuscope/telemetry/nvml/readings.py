@@ -3,16 +3,23 @@
 Static unavailability (NotSupported, FunctionNotFound) is remembered per GPU and metric, so a
 metric the GPU does not have costs one call in the whole run, not one per sample. The calls
 every sample makes inline :func:`~.session.call` (one Python frame less each).
+
+The seven queries of every sample (:meth:`MetricCalls.read`) call the C symbol as pynvml's
+wrapper does, on output buffers allocated once per GPU: the wrapper allocates two or three
+ctypes objects and makes three Python calls each time, which cost more than the query itself.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
 from gpuscope.telemetry.nvml.session import failed, pynvml
+from gpuscope.telemetry.nvml.structs import memory_decoder, temperature_view, utilization_decoder
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -24,6 +31,7 @@ __all__ = [
     "fill_missing",
     "link_keys",
     "METRIC_FIELDS",
+    "SAMPLED",
 ]
 
 #: nvmlClocksEventReason* bits -> name (the deprecated "throttle" names have the same bits).
@@ -84,28 +92,84 @@ def fill_missing(sample: GpuSample, value: Unavailable) -> None:
             setattr(sample, name, value)
 
 
+#: What :meth:`MetricCalls.read` returns, in order (each value, or why there is none).
+SAMPLED = ("utilization", "memory", "sm_clock", "memory_clock", "fan", "temperature", "throttle")
+_SUCCESS = 0  # NVML_SUCCESS
+_VALUE = operator.attrgetter("value")
+
+
+class _Query:
+    """One NVML query of one handle: the C symbol, its arguments (the output buffer last, by
+    reference, as pynvml's wrapper passes it) and how to read the answer from ``out``."""
+
+    __slots__ = ("symbol", "args", "out", "decode")
+
+    def __init__(self, symbol: str, args: tuple[Any, ...], out: Any, decode: Callable[[Any], Any]) -> None:
+        self.symbol = symbol
+        self.args = args
+        self.out = out
+        self.decode = decode
+
+
+def _scalar(symbol: str, handle: Any, kind: type[Any], *inputs: Any) -> _Query:
+    """A query answered in one ``kind`` (c_uint, c_ulonglong) after ``inputs``."""
+    out = kind()
+    return _Query(symbol, (handle, *inputs, ctypes.byref(out)), out, _VALUE)
+
+
+def _queries(handle: Any) -> dict[str, list[_Query]]:
+    """Each :data:`SAMPLED` metric's queries, the preferred one first (only those this
+    nvidia-ml-py has a wrapper for: what its wrapper would call)."""
+    utilization, memory = pynvml.c_nvmlUtilization_t(), pynvml.c_nvmlMemory_t()
+    temperature: list[_Query] = []
+    # nvidia-ml-py 12.570 and newer: the wrapper and its request structure
+    request_type = getattr(pynvml, "c_nvmlTemperature_v1_t", None)
+    if compat.function("nvmlDeviceGetTemperatureV") is not None and request_type is not None:
+        request = request_type()
+        request.version = compat.TEMPERATURE_V1
+        request.sensorType = pynvml.NVML_TEMPERATURE_GPU
+        view = temperature_view(request)
+        temperature.append(
+            _Query(
+                "nvmlDeviceGetTemperatureV", (handle, ctypes.byref(request)), view, operator.attrgetter("temperature")
+            )
+        )
+    if compat.function("nvmlDeviceGetTemperature") is not None:
+        sensor = ctypes.c_uint(pynvml.NVML_TEMPERATURE_GPU)
+        temperature.append(_scalar("nvmlDeviceGetTemperature", handle, ctypes.c_uint, sensor))
+    throttle = [
+        _scalar(name, handle, ctypes.c_ulonglong)
+        for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        if compat.function(name) is not None
+    ]
+    return {
+        "utilization": [
+            _Query(
+                "nvmlDeviceGetUtilizationRates", (handle, ctypes.byref(utilization)), utilization, utilization_decoder()
+            )
+        ],
+        "memory": [_Query("nvmlDeviceGetMemoryInfo", (handle, ctypes.byref(memory)), memory, memory_decoder())],
+        "sm_clock": [_scalar("nvmlDeviceGetClockInfo", handle, ctypes.c_uint, ctypes.c_uint(pynvml.NVML_CLOCK_SM))],
+        "memory_clock": [
+            _scalar("nvmlDeviceGetClockInfo", handle, ctypes.c_uint, ctypes.c_uint(pynvml.NVML_CLOCK_MEM))
+        ],
+        "fan": [_scalar("nvmlDeviceGetFanSpeed", handle, ctypes.c_uint)],
+        "temperature": temperature,
+        "throttle": throttle,
+    }
+
+
 class MetricCalls:
     """Per-sample NVML calls of one GPU handle, remembering static unavailability."""
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
         self.static: dict[str, Unavailable] = {}
-        # metric -> candidate (what, fn, extra args); a FunctionNotFound drops the candidate
-        # (nvidia-ml-py before 12.570 has no nvmlDeviceGetTemperatureV: that candidate is left out)
-        wanted: dict[str, list[tuple[str, tuple[Any, ...]]]] = {
-            "temperature": [
-                ("nvmlDeviceGetTemperatureV", (pynvml.NVML_TEMPERATURE_GPU,)),
-                ("nvmlDeviceGetTemperature", (pynvml.NVML_TEMPERATURE_GPU,)),
-            ],
-            "throttle": [
-                ("nvmlDeviceGetCurrentClocksEventReasons", ()),
-                ("nvmlDeviceGetCurrentClocksThrottleReasons", ()),
-            ],
-        }
-        self._fallbacks: dict[str, list[tuple[str, Callable[..., Any], tuple[Any, ...]]]] = {
-            key: [(name, fn, args) for name, args in candidates if (fn := compat.function(name)) is not None]
-            for key, candidates in wanted.items()
-        }
+        self._candidates: dict[str, list[_Query]] | None = None  # built on the first read()
+        #: (position in SAMPLED, key, candidates) of each metric not known to be unavailable for
+        #: good (None: build again), and the SAMPLED list with those known ones in place
+        self._queries: list[tuple[int, str, list[_Query]]] | None = None
+        self._known: list[Any] = []
 
     def get(self, key: str, fn: Callable[..., Any], *args: Any) -> Metric[Any]:
         """``fn(handle, *args)`` or why not. Raises GpuLostError."""
@@ -120,21 +184,56 @@ class MetricCalls:
             self.static[key] = value
         return value
 
-    def first(self, key: str) -> Metric[Any]:
-        """The first candidate function for ``key`` that the driver has."""
-        known = self.static.get(key)
-        if known is not None:
-            return known
-        candidates = self._fallbacks[key]
-        while True:
-            what, fn, args = candidates[0]
+    def read(self) -> list[Metric[Any]]:
+        """The :data:`SAMPLED` readings, queried in that order: (gpu, memory) busy percent,
+        (total, free, used) bytes, SM and memory clock MHz, fan percent, GPU temperature in C,
+        and the clocks-event (throttle) reason mask; each one or why not. Raises GpuLostError."""
+        queries = self._queries
+        if queries is None:
+            queries = self._queries = self._pending()
+        cache = pynvml._nvmlGetFunctionPointer_cache  # what pynvml's own lookup reads first
+        values = self._known.copy()
+        for position, key, candidates in queries:
+            query = candidates[0]
+            fn = cache.get(query.symbol)
             try:
-                return fn(self.handle, *args)
+                if fn is None:
+                    fn = pynvml._nvmlGetFunctionPointer(query.symbol)
+                code = fn(*query.args)
+                if code != _SUCCESS:
+                    raise pynvml.NVMLError(code)
             except Exception as exc:  # noqa: BLE001 - as in get()
-                value = failed(what, exc)
-            if isinstance(value, Unavailable) and value.reason is Reason.DRIVER_TOO_OLD and len(candidates) > 1:
-                candidates.pop(0)
+                values[position] = self._failed(key, candidates, exc)
                 continue
-            if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
-                self.static[key] = value
-            return value
+            values[position] = query.decode(query.out)
+        return values
+
+    def _pending(self) -> list[tuple[int, str, list[_Query]]]:
+        """The queries :meth:`read` makes (metrics not known to be unavailable for good); sets
+        :attr:`_known` to match."""
+        if self._candidates is None:
+            self._candidates = _queries(self.handle)
+        self._known = [self.static.get(key) for key in SAMPLED]
+        return [
+            (position, key, self._candidates[key]) for position, key in enumerate(SAMPLED) if key not in self.static
+        ]
+
+    def _failed(self, key: str, candidates: list[_Query], exc: BaseException) -> Metric[Any]:
+        """What :meth:`read` gives for ``key`` when its first candidate raised ``exc``: the next
+        candidate's reading where the driver lacks this one, else the reason (remembered, and
+        no longer asked, when it is for good)."""
+        value = failed(candidates[0].symbol, exc)
+        if isinstance(value, Unavailable) and value.reason is Reason.DRIVER_TOO_OLD and len(candidates) > 1:
+            candidates.pop(0)  # remembered: the next read starts at the one the driver has
+            query = candidates[0]
+            try:
+                code = pynvml._nvmlGetFunctionPointer(query.symbol)(*query.args)
+                if code != _SUCCESS:
+                    raise pynvml.NVMLError(code)
+            except Exception as again:  # noqa: BLE001 - as in get()
+                return self._failed(key, candidates, again)
+            return query.decode(query.out)
+        if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
+            self.static[key] = value
+            self._queries = None  # the next read leaves it out
+        return value

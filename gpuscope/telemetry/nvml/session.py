@@ -27,6 +27,7 @@ __all__ = [
     "MISMATCH_FIX",
     "unavailable_from_error",
     "call",
+    "call_symbol",
     "failed",
     "init",
     "shutdown",
@@ -113,6 +114,23 @@ def call(
         return fn(*args)
     except Exception as exc:  # noqa: BLE001 - one failing metric never spoils the rest
         return failed(what, exc, profiling=profiling, not_found=not_found)
+
+
+def call_symbol(what: str, symbol: str, *args: Any, profiling: bool = False) -> Unavailable | None:
+    """The C function ``symbol`` called with ``args`` as pynvml's wrapper calls it (the answer
+    lands in the buffers ``args`` point to): None when it succeeded, else why not, as
+    :func:`call` gives it. Raises only :class:`GpuLostError`. For the per-sample calls whose
+    wrapper would build its arguments anew each time."""
+    fn = pynvml._nvmlGetFunctionPointer_cache.get(symbol)  # what pynvml's own lookup reads first
+    try:
+        if fn is None:
+            fn = pynvml._nvmlGetFunctionPointer(symbol)
+        code = fn(*args)
+        if code != pynvml.NVML_SUCCESS:
+            raise pynvml.NVMLError(code)
+    except Exception as exc:  # noqa: BLE001 - as in call()
+        return failed(what, exc, profiling=profiling)
+    return None
 
 
 def failed(what: str, exc: BaseException, *, profiling: bool = False, not_found: Metric[T] = _NO_DEFAULT) -> Metric[T]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpuscope.telemetry.nvml.session import pynvml
@@ -25,6 +25,9 @@ __all__ = [
     "gpm_metric_columns",
     "utilization_row",
     "memory_row",
+    "utilization_decoder",
+    "memory_decoder",
+    "temperature_view",
 ]
 
 
@@ -139,3 +142,28 @@ def memory_row(memory: Any) -> tuple[int, int, int]:
         total, free, used = _MEMORY_ROW.unpack(memory)
         return total, free, used
     return int(memory.total), int(memory.free), int(memory.used)
+
+
+def utilization_decoder() -> Callable[[Any], tuple[int, int]]:
+    """:func:`utilization_row` for a ``c_nvmlUtilization_t``, without its Python frame where
+    the layout is nvml.h's."""
+    return _UTILIZATION_ROW.unpack if _UTILIZATION_TYPE is not None else utilization_row
+
+
+def memory_decoder() -> Callable[[Any], tuple[int, int, int]]:
+    """:func:`memory_row` for a ``c_nvmlMemory_t``, as :func:`utilization_decoder`."""
+    return _MEMORY_ROW.unpack if _MEMORY_TYPE is not None else memory_row
+
+
+class _TemperatureView(ctypes.Structure):
+    """nvmlTemperature_v1_t."""
+
+    _fields_ = [("version", ctypes.c_uint), ("sensorType", ctypes.c_uint), ("temperature", ctypes.c_int)]
+
+
+def temperature_view(request: Any) -> Any:
+    """A plain view of a ``c_nvmlTemperature_v1_t`` (its ``temperature`` read at C speed), or
+    the request itself where pynvml's layout differs."""
+    if ctypes.sizeof(request) != ctypes.sizeof(_TemperatureView):
+        return request
+    return _TemperatureView.from_buffer(request)
