@@ -146,11 +146,12 @@ def test_a_failed_proc_read_is_an_unavailable_metric() -> None:
     from gpuscope.telemetry.values import Unavailable
 
     collector = HostCollector()
-    collector.sample()
+    first = collector.sample()
     failure = OSError(errno.EMFILE, "Too many open files")
-    with mock.patch("psutil.cpu_times", side_effect=failure), mock.patch("psutil.virtual_memory", side_effect=failure):
+    # the collector reads its /proc files with os.pread (kept open); psutil where it falls back
+    with mock.patch("os.pread", side_effect=failure), mock.patch("psutil.cpu_times", side_effect=failure):
         sample = collector.sample()
     assert isinstance(sample.cpu_utilization_percent, Unavailable)
     assert "Too many open files" in sample.cpu_utilization_percent.detail
-    assert sample.memory_total_bytes > 0
+    assert sample.memory_total_bytes == first.memory_total_bytes > 0  # the last reading
     assert collector.sample().cpu_utilization_percent is not None  # and it recovers

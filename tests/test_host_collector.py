@@ -202,7 +202,9 @@ def test_cpu_utilization_from_differenced_times(tmp_path: Path, monkeypatch: pyt
     times = [CpuTimes(10, 0, 0, 90, 0, 0, 0, 0, 0, 0), CpuTimes(50, 0, 0, 50, 0, 0, 0, 0, 0, 0)]
     monkeypatch.setattr(psutil, "cpu_times", lambda percpu=True: list(times))
     monkeypatch.setattr(psutil, "cpu_freq", lambda percpu=True: [])
-    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=tmp_path / "no-cpuinfo")
+    collector = HostCollector(
+        sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=tmp_path / "no-cpuinfo", stat=tmp_path / "no-stat"
+    )
     first = collector.sample()
     assert first.logical_cores == 2
     assert all(core.utilization_percent.reason is Reason.WARMING_UP for core in first.cores)
@@ -377,7 +379,7 @@ def test_cpu_clocks_come_from_one_cpuinfo_read(tmp_path: Path, monkeypatch: pyte
     (milliseconds a second on a 128-CPU host); the "cpu MHz" lines give the same numbers."""
     calls = _two_cpus(monkeypatch)
     cpuinfo = _cpuinfo(tmp_path / "cpuinfo", "2400.123", "3699.998")
-    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo)
+    collector = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo, stat=tmp_path / "no-stat")
     assert [core.frequency_mhz for core in collector.sample().cores] == [2400.123, 3699.998]
     assert calls == []
 
@@ -388,7 +390,9 @@ def test_cpu_clocks_read_as_psutil_does_with_cpufreq(tmp_path: Path, monkeypatch
     for policy in ("policy0", "policy1"):
         (tmp_path / "devices" / "system" / "cpu" / "cpufreq" / policy).mkdir(parents=True)
     cpuinfo = _cpuinfo(tmp_path / "cpuinfo", "1.005", "0.000")
-    cores = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo).sample().cores
+    cores = (
+        HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo, stat=tmp_path / "no-stat").sample().cores
+    )
     assert cores[0].frequency_mhz == int(1.005 * 1000) / 1000 == 1.004
     assert isinstance(cores[1].frequency_mhz, Unavailable)
 
@@ -403,6 +407,8 @@ def test_cpu_clocks_from_psutil_where_cpuinfo_does_not_say(
         (tmp_path / "devices" / "system" / "cpu" / "cpufreq" / "policy0").mkdir(parents=True)
     if case == "no cpuinfo":
         cpuinfo.unlink()
-    cores = HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo).sample().cores
+    cores = (
+        HostCollector(sysfs_root=tmp_path, clock=FakeClock(), cpuinfo=cpuinfo, stat=tmp_path / "no-stat").sample().cores
+    )
     assert [core.frequency_mhz for core in cores] == [1111.0, 1111.0]
     assert calls == [1]

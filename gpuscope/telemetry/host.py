@@ -8,6 +8,8 @@ Each tick costs a handful of small /proc and /sys reads (no per-process scans; t
 
 from __future__ import annotations
 
+import itertools
+import operator
 import os
 import re
 import socket
@@ -59,6 +61,14 @@ _MEMINFO_NEEDED = (b"MemTotal", b"MemFree", b"MemAvailable", b"Buffers", b"Cache
 #: psutil releases whose Linux virtual_memory() computes "used" as total - available (7.2 and
 #: newer 7.x; before 7.2 it was total - free - buffers - cached): only these are read here.
 _PSUTIL_USED_IS_TOTAL_MINUS_AVAILABLE = (7, 2) <= tuple(psutil.version_info[:2]) < (8, 0)
+#: /proc/stat's time unit (USER_HZ), as psutil reads it: CPU times are in these ticks.
+_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+#: The columns psutil.cpu_times reads from a /proc/stat "cpu" line: user, nice, system, idle,
+#: iowait, irq, softirq (always), then steal, guest and guest_nice where the kernel has them.
+_STAT_MIN_COLUMNS = 7
+#: The all-CPU line and the per-CPU lines after it, at the start of /proc/stat.
+_STAT_CPU_LINES = re.compile(rb"cpu [^\n]*\n(?:cpu[0-9][^\n]*\n)*")
+_SUB, _DIVIDE = operator.sub, operator.truediv
 #: Kernel pseudo-files (generated on each read, never replaced) stay open between reads.
 _PSEUDO_FILE_ROOTS = ("/proc/", "/sys/")
 _READ_CHUNK_BYTES = 1 << 16
@@ -148,9 +158,9 @@ class HostCollector:
 
     ``sysfs_root`` (default ``/sys``) is where ``class/infiniband``, ``block`` and
     ``devices/system/cpu`` are looked up, ``diskstats`` is the disk counters file, ``cpuinfo``
-    the CPU description (clocks), ``netdev`` the NIC counters file and ``meminfo`` the memory
-    file, so tests can build a fake tree; ``clock`` is the monotonic clock used for rates, in
-    seconds. The /proc files read every tick stay open: :meth:`close` closes them.
+    the CPU description (clocks), ``netdev`` the NIC counters file, ``meminfo`` the memory
+    file and ``stat`` the CPU times file, so tests can build a fake tree; ``clock`` is the
+    monotonic clock used for rates, in seconds. The /proc files read every tick stay open: :meth:`close` closes them.
     """
 
     def __init__(
@@ -161,7 +171,9 @@ class HostCollector:
         cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo",
         netdev: str | os.PathLike[str] = "/proc/net/dev",
         meminfo: str | os.PathLike[str] = "/proc/meminfo",
+        stat: str | os.PathLike[str] = "/proc/stat",
     ) -> None:
+        self._stat_file = _ProcFile(Path(stat))
         self._netdev_path = Path(netdev)
         self._netdev_file = _ProcFile(self._netdev_path)
         self._meminfo_file = _ProcFile(Path(meminfo))
@@ -232,27 +244,20 @@ class HostCollector:
     def close(self) -> None:
         """Close the /proc files kept open between samples. Safe to call twice; a later
         :meth:`sample` opens them again."""
-        for file in (self._meminfo_file, self._netdev_file, self._diskstats_file, self._cpuinfo_file):
+        for file in (self._stat_file, self._meminfo_file, self._netdev_file, self._diskstats_file, self._cpuinfo_file):
             file.close()
 
     # --- CPU ---------------------------------------------------------------------------------
 
     def _cpu(self, now_s: float) -> tuple[list[CpuCoreSample], Metric[float]]:
         try:
-            times = psutil.cpu_times(percpu=True)
+            current = self._cpu_times()
         except OSError as exc:  # /proc/stat unreadable (e.g. out of file descriptors): unavailable, not a crash
             missing = Unavailable(Reason.ERROR, f"cannot read CPU times: {exc.strerror or exc}")
             return [
                 CpuCoreSample(core=i, utilization_percent=missing, frequency_mhz=missing)
                 for i in range(len(self._cpu_prev or []))
             ], missing
-        current: list[tuple[float, float]] = []
-        for t in times:
-            total = sum(t)
-            # guest time is already counted in user/nice on Linux; idle and iowait are not busy.
-            total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
-            busy = total - t.idle - getattr(t, "iowait", 0.0)
-            current.append((busy, total))
         previous = self._cpu_prev
         self._cpu_prev = current
         if previous is not None and len(previous) != len(current):
@@ -283,6 +288,53 @@ class HostCollector:
         if previous is not None:
             total_percent = min(100.0, 100.0 * busy_sum / total_sum) if total_sum > 0 else _NO_CPU_TIME
         return cores, total_percent
+
+    def _cpu_times(self) -> list[tuple[float, float]]:
+        """(busy, total) seconds of each CPU from one read of /proc/stat, with the columns
+        psutil.cpu_times gives (those the all-CPU line has, up to guest_nice); psutil's call
+        where the file is missing or laid out otherwise (a CPU line of another width, or one
+        after other lines). Sums are taken in clock ticks, then divided (psutil divides each
+        column: the seconds may differ from :meth:`_psutil_cpu_times`'s in the last bit).
+        Raises OSError."""
+        try:
+            data = self._stat_file.read()
+        except FileNotFoundError:
+            return self._psutil_cpu_times()
+        block = _STAT_CPU_LINES.match(data)  # the all-CPU line, then one line per CPU
+        first = data.find(b"\n")
+        if block is None or data.find(b"\ncpu", block.end() - 1) >= 0:
+            return self._psutil_cpu_times()
+        width = len(data[:first].split())  # psutil reads as many columns as this line has
+        words = data[first + 1 : block.end()].split()
+        cpus = data.count(b"\n", first + 1, block.end())
+        if (
+            width - 1 < _STAT_MIN_COLUMNS
+            or len(words) != width * cpus
+            or not all(map(bytes.startswith, words[::width], itertools.repeat(b"cpu")))  # each as wide
+        ):
+            return self._psutil_cpu_times()
+        # user nice system idle iowait irq softirq [steal]: a CPU's total (guest and guest_nice
+        # are counted in user and nice already), a column at a time
+        try:
+            columns = [list(map(int, words[column::width])) for column in range(1, min(width, 9))]
+        except ValueError:  # not a whole number: psutil's float() may take it
+            return self._psutil_cpu_times()
+        totals = list(map(sum, zip(*columns)))
+        busy = map(_SUB, map(_SUB, totals, columns[3]), columns[4])  # less idle and iowait
+        ticks = itertools.repeat(_CLOCK_TICKS_PER_S)
+        return list(zip(map(_DIVIDE, busy, ticks), map(_DIVIDE, totals, ticks)))
+
+    @staticmethod
+    def _psutil_cpu_times() -> list[tuple[float, float]]:
+        """:meth:`_cpu_times` through psutil.cpu_times. Raises OSError."""
+        current: list[tuple[float, float]] = []
+        for t in psutil.cpu_times(percpu=True):
+            total = sum(t)
+            # guest time is already counted in user/nice on Linux; idle and iowait are not busy.
+            total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
+            busy = total - t.idle - getattr(t, "iowait", 0.0)
+            current.append((busy, total))
+        return current
 
     def _frequencies(self, count: int) -> list[Metric[float]]:
         """Each CPU's clock in MHz: from one read of /proc/cpuinfo where psutil.cpu_freq would

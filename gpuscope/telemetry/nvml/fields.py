@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import call_symbol, pynvml, unavailable_from_error
+from gpuscope.telemetry.nvml.session import CFunction, call_symbol, pynvml, unavailable_from_error
 from gpuscope.telemetry.nvml.structs import _FIELDS_OK, FieldValueView, field_values_view
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -218,6 +218,7 @@ class FieldSet:
 
     def __init__(self, handle: Any, links: list[int], *, per_link: bool = True) -> None:
         self.handle = handle
+        self._get_field_values = CFunction("nvmlDeviceGetFieldValues")  # kept: one NVML session
         #: the links asked one by one (none when ``per_link`` is off: the totals only)
         self.links = list(links) if per_link else []
         self._fields = _fields(list(links), per_link)
@@ -340,7 +341,7 @@ class FieldSet:
             self._request = None
             return result
         values, view = self._request = (selection.values, selection.view)
-        got = call_symbol("nvmlDeviceGetFieldValues", "nvmlDeviceGetFieldValues", self.handle, *selection.arguments)
+        got = call_symbol("nvmlDeviceGetFieldValues", self._get_field_values, self.handle, *selection.arguments)
         if got is not None:
             for field in asked:
                 result[field.key] = got

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscope.telemetry.nvml.session import (
+    CFunction,
     GpuLostError,
     call,
     call_symbol,
@@ -78,6 +79,9 @@ class GpmReader:
         self.handle = handle
         self.clock = clock
         self.gpu_instance_id = gpu_instance_id
+        # C functions kept: a reader lives within one NVML session
+        self._sample_get = CFunction("nvmlGpmSampleGet")
+        self._metrics_get = CFunction("nvmlGpmMetricsGet")
         #: metric id -> key in the read() result (GpuSample field or "nvlink_tx_bytes_per_s:<link>")
         self.metrics: dict[int, str] = {mid: key for key, mid in ACTIVITY_METRICS.items()}
         if gpu_instance_id is None:
@@ -137,7 +141,7 @@ class GpmReader:
     def _take(self, sample: Any) -> Unavailable | None:
         result: Any
         if self.gpu_instance_id is None:
-            result = call_symbol("nvmlGpmSampleGet", "nvmlGpmSampleGet", self.handle, sample, profiling=True)
+            result = call_symbol("nvmlGpmSampleGet", self._sample_get, self.handle, sample, profiling=True)
         else:
             result = call(
                 "nvmlGpmMigSampleGet",
@@ -172,7 +176,7 @@ class GpmReader:
             self._last = failed
             return failed
         request, reference = self._requests[0]  # sample1 = previous, sample2 = new
-        got = call_symbol("nvmlGpmMetricsGet", "nvmlGpmMetricsGet", reference, profiling=True)
+        got = call_symbol("nvmlGpmMetricsGet", self._metrics_get, reference, profiling=True)
         self._samples.reverse()  # the new sample is the next read's previous one
         self._requests.reverse()
         if got is not None:

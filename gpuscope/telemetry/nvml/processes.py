@@ -9,7 +9,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from gpuscope.telemetry.nvml.session import call, pynvml
+from gpuscope.telemetry.nvml.session import c_function, call, pynvml
 from gpuscope.telemetry.records import GpuProcessSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -45,7 +45,7 @@ def _running_raw(symbol: str, entry: type[ctypes.Structure], handle: Any) -> lis
     """The two-call protocol on the C symbol with nvml.h's own entry struct. pynvml's wrappers
     are not used: nvidia-ml-py 12.535.77 passes a 32-byte struct to the 24-byte _v3 call (every
     pid after the first is garbage), 12.535 has no _v2 wrapper and none has a v1 wrapper."""
-    fn = pynvml._nvmlGetFunctionPointer(symbol)
+    fn = c_function(symbol)
     count = ctypes.c_uint(0)
     ret = fn(handle, ctypes.byref(count), None)
     if ret == pynvml.NVML_SUCCESS:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import failed, pynvml
+from gpuscope.telemetry.nvml.session import CFunction, failed, pynvml
 from gpuscope.telemetry.nvml.structs import memory_decoder, temperature_view, utilization_decoder
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
@@ -98,14 +98,15 @@ _SUCCESS = 0  # NVML_SUCCESS
 _VALUE = operator.attrgetter("value")
 
 
-class _Query:
-    """One NVML query of one handle: the C symbol, its arguments (the output buffer last, by
+class _Query(CFunction):
+    """One NVML query of one handle: the C symbol (its function kept after the first call: a
+    handle's queries live within one NVML session), its arguments (the output buffer last, by
     reference, as pynvml's wrapper passes it) and how to read the answer from ``out``."""
 
-    __slots__ = ("symbol", "args", "out", "decode")
+    __slots__ = ("args", "out", "decode")
 
     def __init__(self, symbol: str, args: tuple[Any, ...], out: Any, decode: Callable[[Any], Any]) -> None:
-        self.symbol = symbol
+        super().__init__(symbol)
         self.args = args
         self.out = out
         self.decode = decode
@@ -191,14 +192,13 @@ class MetricCalls:
         queries = self._queries
         if queries is None:
             queries = self._queries = self._pending()
-        cache = pynvml._nvmlGetFunctionPointer_cache  # what pynvml's own lookup reads first
         values = self._known.copy()
-        for position, key, candidates in queries:
+        for position, key, candidates in queries:  # session.call_symbol, inlined
             query = candidates[0]
-            fn = cache.get(query.symbol)
+            fn = query.fn
             try:
                 if fn is None:
-                    fn = pynvml._nvmlGetFunctionPointer(query.symbol)
+                    fn = query.resolve()
                 code = fn(*query.args)
                 if code != _SUCCESS:
                     raise pynvml.NVMLError(code)
@@ -227,7 +227,7 @@ class MetricCalls:
             candidates.pop(0)  # remembered: the next read starts at the one the driver has
             query = candidates[0]
             try:
-                code = pynvml._nvmlGetFunctionPointer(query.symbol)(*query.args)
+                code = query.resolve()(*query.args)
                 if code != _SUCCESS:
                     raise pynvml.NVMLError(code)
             except Exception as again:  # noqa: BLE001 - as in get()
