@@ -79,3 +79,42 @@ def test_symbols_are_class_attributes_and_missing_ones_are_absent() -> None:
     assert not hasattr(fake, "nvmlGpmSampleAlloc") and not hasattr(fake, "nvmlNoSuchSymbol")
     fake.remove_symbols("nvmlDeviceGetName")
     assert not hasattr(fake, "nvmlDeviceGetName")
+
+
+def _gpm_read(fake: FakeNvml, clock: FakeClock, metric_ids: list[int]) -> list[tuple[int, int, float]]:
+    """(metric id, return code, value) of one nvmlGpmMetricsGet over a fresh 0.5 s window on GPU 0."""
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    samples = [pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()]
+    pynvml.nvmlGpmSampleGet(handle, samples[0])
+    clock.advance(0.5)
+    pynvml.nvmlGpmSampleGet(handle, samples[1])
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(metric_ids)
+    request.sample1, request.sample2 = samples
+    for slot, metric_id in enumerate(metric_ids):
+        request.metrics[slot].metricId = metric_id
+    pynvml.nvmlGpmMetricsGet(request)
+    for sample in samples:
+        pynvml.nvmlGpmSampleFree(sample)
+    return [(m.metricId, m.nvmlReturn, m.value) for m in request.metrics[: len(metric_ids)]]
+
+
+def test_gpm_plan_follows_metric_errors_and_link_count() -> None:
+    """nvmlGpmMetricsGet's cached plan is not stale when a GPU's metric errors or links change."""
+    clock = FakeClock()
+    gpu = FakeGpu.h100(nvlink_links=4)
+    fake = FakeNvml.with_gpus([gpu], clock=clock)
+    fake.set_load(0, sm_activity_percent=40.0, nvlink_tx_bytes_per_s=[2 * 2**20, 4 * 2**20, 0.0, 8 * 2**20])
+    sm, link3_tx, total_tx = pynvml.NVML_GPM_METRIC_SM_UTIL, pynvml.NVML_GPM_METRIC_NVLINK_L3_TX_PER_SEC, 61
+    ok, unknown, not_supported = pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_NOT_SUPPORTED
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        ids = [sm, link3_tx, total_tx]
+        assert _gpm_read(fake, clock, ids) == [(sm, ok, 40.0), (link3_tx, ok, 8.0), (total_tx, ok, 14.0)]
+        gpu.gpm_metric_errors[sm] = "Unknown"  # changed in place
+        assert _gpm_read(fake, clock, ids)[0] == (sm, unknown, 0.0)
+        gpu.gpm_metric_errors.clear()
+        gpu.nvlink_links = 3  # link 3 is gone
+        assert _gpm_read(fake, clock, ids) == [(sm, ok, 40.0), (link3_tx, not_supported, 0.0), (total_tx, ok, 6.0)]
+        pynvml.nvmlShutdown()

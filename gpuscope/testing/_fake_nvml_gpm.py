@@ -7,14 +7,17 @@ import ctypes
 import functools
 import re
 import struct
-from operator import sub
-from typing import TYPE_CHECKING, Any
+from array import array
+from itertools import repeat
+from operator import sub, truediv
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pynvml
 
 from gpuscope.testing._fake_nvml_model import (
     ACTIVITY,
     DRAM_BYTES,
+    METER_RATES,
     PCIE_RX_BYTES,
     PCIE_TX_BYTES,
     LinkBytes,
@@ -77,14 +80,6 @@ _GPM_NVLINK_TOTAL = {
 #: which the driver reads the id and writes the return code and the value
 _GPM_HEADER = struct.Struct("=IIQQ")
 _GPM_ENTRY_SIZE = 40
-
-
-@functools.lru_cache(maxsize=16)
-def _gpm_entries(count: int) -> struct.Struct:
-    """``count`` nvmlGpmMetric_t entries, each as (metricId, nvmlReturn, value, 3 pointers)."""
-    return struct.Struct("=" + "IId3Q" * count)
-
-
 _GPM_METRIC_MAX = int(pynvml.NVML_GPM_METRIC_MAX)
 
 #: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
@@ -116,7 +111,7 @@ class GpmMigProcessSymbols:
 
         def now(self) -> float: ...
 
-        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter: ...
+        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig, now: float) -> _Meter: ...
 
     # --- processes -----------------------------------------------------------------------------
 
@@ -276,9 +271,10 @@ class GpmMigProcessSymbols:
         if mig is not None:
             return _NOT_SUPPORTED
         address = self._gpm_check(gpu, sample)
-        meter = self._settle(gpu, gpu)
+        now = self.now()
+        meter = self._settle(gpu, gpu, now)
         self._gpm_samples[address] = GpmSample(
-            self.now(), index, None, tuple(meter.totals), meter.nvlink_tx_bytes.copy(), meter.nvlink_rx_bytes.copy()
+            now, index, None, tuple(meter.totals), meter.nvlink_tx_bytes.copy(), meter.nvlink_rx_bytes.copy()
         )
         return _OK
 
@@ -291,8 +287,9 @@ class GpmMigProcessSymbols:
         mig = next((item for item in gpu.mig if item.gpu_instance_id == wanted), None)
         if mig is None:
             return pynvml.NVML_ERROR_NOT_FOUND
-        meter = self._settle(gpu, mig)
-        self._gpm_samples[address] = GpmSample(self.now(), index, wanted, tuple(meter.totals), LinkBytes(), LinkBytes())
+        now = self.now()
+        meter = self._settle(gpu, mig, now)
+        self._gpm_samples[address] = GpmSample(now, index, wanted, tuple(meter.totals), LinkBytes(), LinkBytes())
         return _OK
 
     def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:
@@ -314,60 +311,105 @@ class GpmMigProcessSymbols:
         if round((second.t_s - first.t_s) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
             return _INVALID
         gpu = self.gpus[first.gpu_index]
-        is_mig = first.gpu_instance_id is not None
         seconds = second.t_s - first.t_s
-        # what each counter moved in the window
-        moved = list(map(sub, second.totals, first.totals))
+        # the metrics are read and written in place as strided views of the request: the ids
+        # (every 10th 32-bit word from the 7th), return codes (the word after each id) and values
+        # (every 5th double from the 5th); one C-speed copy each, not a Python call a metric
+        count = min(count, _GPM_METRIC_MAX, (len(request) - _GPM_HEADER.size) // _GPM_ENTRY_SIZE)
+        whole = request[: len(request) // 8 * 8]
+        words, doubles = whole.cast("I"), whole.cast("d")
         errors = gpu.gpm_metric_errors
-        links = 0 if is_mig else gpu.nvlink_links  # per-link NVLink metrics: the short path
-        link_bytes = ((first.nvlink_tx_bytes, second.nvlink_tx_bytes), (first.nvlink_rx_bytes, second.nvlink_rx_bytes))
-        # the metrics array is read and written whole, (id, return code, value, 3 name pointers)
-        # per metric, of which the driver writes the code and the value: one struct call, not one
-        # a metric
-        entries = _gpm_entries(min(count, _GPM_METRIC_MAX, (len(request) - _GPM_HEADER.size) // _GPM_ENTRY_SIZE))
-        row = list(entries.unpack_from(request, _GPM_HEADER.size))
-        activity_at = _GPM_ACTIVITY_AT.get
-        for at_code in range(1, len(row), 6):  # each metric's code; its id before, its value after
-            metric_id = row[at_code - 1]
-            at = activity_at(metric_id)
-            if at is not None and not (errors and metric_id in errors):  # most metrics: the short path
-                row[at_code], row[at_code + 1] = _OK, moved[at] / seconds
-            elif errors and metric_id in errors:
-                row[at_code], row[at_code + 1] = error_code(errors[metric_id]), 0.0
-            elif metric_id in _GPM_LINK and _GPM_LINK[metric_id][1] < links:
-                direction, link = _GPM_LINK[metric_id]
-                before, after = link_bytes[direction]
-                row[at_code], row[at_code + 1] = _OK, (after.at(link) - before.at(link)) / seconds / MIB
-            else:
-                row[at_code], row[at_code + 1] = self._gpm_metric(gpu, is_mig, metric_id, moved, link_bytes, seconds)
-        entries.pack_into(request, _GPM_HEADER.size, *row)
+        plan = _gpm_plan(
+            tuple(words[6 : 6 + 10 * count : 10].tolist()),
+            first.gpu_instance_id is not None,
+            gpu.nvlink_links,
+            tuple(errors.items()),
+        )
+        words[7 : 7 + 10 * count : 10] = plan.codes
+        window = self._gpm_window(plan, gpu, first, second, seconds)
+        doubles[4 : 4 + 5 * count : 5] = memoryview(array("d", map(window.__getitem__, plan.at)))
         return _OK
 
-    def _gpm_metric(
-        self,
-        gpu: FakeGpu,
-        is_mig: bool,
-        metric_id: int,
-        moved: list[float],
-        link_bytes: tuple[tuple[LinkBytes, LinkBytes], ...],
-        seconds: float,
-    ) -> tuple[int, float]:
-        """A metric other than an activity or an existing link's traffic (those take the short
-        path in nvmlGpmMetricsGet): (return code, value)."""
-        if metric_id == _DRAM_BW_UTIL:
-            return _OK, moved[DRAM_BYTES] / seconds / gpu.dram_peak_bytes_per_s * 100.0
-        if is_mig:
-            return _NOT_SUPPORTED, 0.0
-        if metric_id == _PCIE_TX_PER_SEC:
-            return _OK, moved[PCIE_TX_BYTES] / seconds / MIB
-        if metric_id == _PCIE_RX_PER_SEC:
-            return _OK, moved[PCIE_RX_BYTES] / seconds / MIB
-        direction = _GPM_NVLINK_TOTAL.get(metric_id)
-        if direction is not None:
-            links = gpu.nvlink_links
-            if links == 0:
-                return _NOT_SUPPORTED, 0.0
-            before, after = link_bytes[direction]
-            return _OK, after.moved(before, links, gpu.nvlink_inactive) / seconds / MIB
-        # a per-link metric of a link this GPU lacks, or a metric the fake does not know
-        return _NOT_SUPPORTED, 0.0
+    @staticmethod
+    def _gpm_window(plan: _GpmPlan, gpu: FakeGpu, first: GpmSample, second: GpmSample, seconds: float) -> list[float]:
+        """Every value a plan's metrics may take over the window, laid out as :class:`_GpmPlan`
+        says; the values no metric of the plan takes are left 0.0."""
+        # what each counter moved a second; the rest divides these further
+        window = list(map(truediv, map(sub, second.totals, first.totals), repeat(seconds)))
+        window.append(0.0)  # _ZERO_AT
+        window.append(window[DRAM_BYTES] / gpu.dram_peak_bytes_per_s * 100.0 if plan.dram else 0.0)
+        window += (window[PCIE_TX_BYTES] / MIB, window[PCIE_RX_BYTES] / MIB) if plan.pcie else (0.0, 0.0)
+        link_bytes = ((first.nvlink_tx_bytes, second.nvlink_tx_bytes), (first.nvlink_rx_bytes, second.nvlink_rx_bytes))
+        links = gpu.nvlink_links
+        if plan.nvlink_totals:
+            window += [after.moved(before, links, gpu.nvlink_inactive) / seconds / MIB for before, after in link_bytes]
+        else:
+            window += (0.0, 0.0)
+        if plan.per_link:
+            window += [
+                (after.at(link) - before.at(link)) / seconds / MIB
+                for before, after in link_bytes
+                for link in range(links)
+            ]
+        return window
+
+
+class _GpmPlan(NamedTuple):
+    """What nvmlGpmMetricsGet answers for one list of metric ids on one kind of GPU: each
+    metric's return code and the position of its value in the window's values
+    (:meth:`GpmMigProcessSymbols._gpm_window`): the meter's totals moved a second (by
+    METER_RATES position), then 0.0 (a metric that failed), DRAM percent of peak, PCIe TX and
+    RX, NVLink TX and RX over all links (MiB/s), then each link's TX and each link's RX (MiB/s).
+    The flags say which of those the plan uses (the others are not computed)."""
+
+    codes: memoryview  # of unsigned ints, as the request's words
+    at: tuple[int, ...]
+    dram: bool
+    pcie: bool
+    nvlink_totals: bool
+    per_link: bool
+
+
+_ZERO_AT = len(METER_RATES)
+_DRAM_AT = _ZERO_AT + 1
+_PCIE_AT = {_PCIE_TX_PER_SEC: _ZERO_AT + 2, _PCIE_RX_PER_SEC: _ZERO_AT + 3}
+_NVLINK_TOTAL_AT = _ZERO_AT + 4  # + 0 (tx) or 1 (rx)
+_LINKS_AT = _ZERO_AT + 6  # + direction * links + link
+
+
+@functools.lru_cache(maxsize=64)
+def _gpm_plan(metric_ids: tuple[int, ...], is_mig: bool, links: int, errors: tuple[tuple[int, Any], ...]) -> _GpmPlan:
+    """The plan for these metrics on a GPU (``is_mig``: a MIG GPU instance) with ``links``
+    NVLink links and these ``FakeGpu.gpm_metric_errors`` items. Cached: a plan is a function of
+    its arguments alone, so a GPU whose errors or links change gets another one."""
+    failing = dict(errors)
+    link_count = 0 if is_mig else links  # links with per-link metrics
+    codes: list[int] = []
+    at: list[int] = []
+    for metric_id in metric_ids:
+        code, position = _OK, _ZERO_AT
+        if metric_id in failing:
+            code = error_code(failing[metric_id])
+        elif metric_id in _GPM_ACTIVITY_AT:
+            position = _GPM_ACTIVITY_AT[metric_id]
+        elif metric_id in _GPM_LINK and _GPM_LINK[metric_id][1] < link_count:
+            direction, link = _GPM_LINK[metric_id]
+            position = _LINKS_AT + direction * link_count + link
+        elif metric_id == _DRAM_BW_UTIL:
+            position = _DRAM_AT
+        elif not is_mig and metric_id in _PCIE_AT:
+            position = _PCIE_AT[metric_id]
+        elif not is_mig and links and metric_id in _GPM_NVLINK_TOTAL:
+            position = _NVLINK_TOTAL_AT + _GPM_NVLINK_TOTAL[metric_id]
+        else:  # a MIG instance's interconnect, a link this GPU lacks, a metric the fake does not know
+            code = _NOT_SUPPORTED
+        codes.append(code)
+        at.append(position)
+    return _GpmPlan(
+        memoryview(array("I", codes)),
+        tuple(at),
+        dram=_DRAM_AT in at,
+        pcie=any(position in at for position in _PCIE_AT.values()),
+        nvlink_totals=_NVLINK_TOTAL_AT in at or _NVLINK_TOTAL_AT + 1 in at,
+        per_link=any(position >= _LINKS_AT for position in at),
+    )

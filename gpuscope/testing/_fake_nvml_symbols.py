@@ -152,9 +152,9 @@ class SymbolsMixin:
 
         def now(self) -> float: ...
 
-        def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str) -> float: ...
+        def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str, now: float | None = None) -> float: ...
 
-        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter: ...
+        def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig, now: float) -> _Meter: ...
 
         def _power_fault(self, gpu_index: int, gpu: FakeGpu) -> int: ...
 
@@ -283,8 +283,9 @@ class SymbolsMixin:
         index, gpu, mig = self._target(handle)
         if mig is not None or gpu.mig:
             return _NOT_SUPPORTED  # as on real GPUs in MIG mode
-        busy = int(round(self._gauge(index, gpu, "gpu_util_percent")))
-        memory = int(round(self._gauge(index, gpu, "memory_busy_percent")))
+        now = self.now() if gpu.wobble else None  # one reading for both gauges
+        busy = int(round(self._gauge(index, gpu, "gpu_util_percent", now)))
+        memory = int(round(self._gauge(index, gpu, "memory_busy_percent", now)))
         return _write(ref._obj, _UTILIZATION, (busy, memory), ("gpu", "memory"))
 
     def _memory(self, handle: Any) -> tuple[int, int]:
@@ -316,7 +317,7 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetTotalEnergyConsumption(self, handle: Any, ref: Any) -> int:
         _, gpu = self._gpu_only(handle)
-        return put(ref, int(self._settle(gpu, gpu).totals[ENERGY_MJ]))
+        return put(ref, int(self._settle(gpu, gpu, self.now()).totals[ENERGY_MJ]))
 
     def _temperature(self, handle: Any, sensor: int) -> int:
         index, gpu = self._gpu_only(handle)
@@ -406,8 +407,11 @@ class SymbolsMixin:
 
     def _sym_nvmlDeviceGetFieldValues(self, handle: Any, count: Any, ref: Any) -> int:
         index, gpu, mig = self._target(handle)
-        meter = self._settle(gpu, gpu)
-        stamp = self._now_us()
+        # one clock reading for the counters, the timestamps and the gauges: a C call is one instant
+        # (a manual FakeClock cannot move within a call; with a real one they now agree exactly)
+        now = self.now()
+        meter = self._settle(gpu, gpu, now)
+        stamp = int(round(now * 1e6))
         # per-link NVLink counters (most of a batch with per-link fields) take the short path;
         # the rest go to _field
         per_link = mig is None and not gpu.field_errors and not gpu.nvlink_scope_ignored
@@ -425,7 +429,7 @@ class SymbolsMixin:
                 kib = int(link_bytes[slot].at(scope) // 1024)
                 pack(entries, offset, field_id, scope, stamp, 0, _ULL, _OK, kib)
                 continue
-            code, value_type, value = self._field(index, gpu, mig, field_id, scope, meter)
+            code, value_type, value = self._field(index, gpu, mig, field_id, scope, meter, now)
             if code != _OK:  # the value is left as it was
                 pack(entries, offset, field_id, scope, stamp, 0, old_type, code, old_value)
             elif value_type == _DOUBLE:
@@ -438,7 +442,7 @@ class SymbolsMixin:
         return _OK
 
     def _field(
-        self, index: int, gpu: FakeGpu, mig: FakeMig | None, field_id: int, scope: int, meter: _Meter
+        self, index: int, gpu: FakeGpu, mig: FakeMig | None, field_id: int, scope: int, meter: _Meter, now: float
     ) -> tuple[int, int, float]:
         if field_id in gpu.field_errors:
             return error_code(gpu.field_errors[field_id]), 0, 0
@@ -449,7 +453,7 @@ class SymbolsMixin:
                 return _NOT_SUPPORTED, 0, 0
             return _OK, _ULL, gpu.ecc_corrected if field_id == _ECC_SBE else gpu.ecc_uncorrected
         if field_id == _MEMORY_TEMP:
-            return _OK, _UINT, round(self._gauge(index, gpu, "temperature_memory_c"))
+            return _OK, _UINT, round(self._gauge(index, gpu, "temperature_memory_c", now))
         if field_id == _ENERGY:
             return _OK, _ULL, int(meter.totals[ENERGY_MJ])
         if field_id in _POWER_FIELDS:
@@ -459,7 +463,7 @@ class SymbolsMixin:
             fault = self._power_fault(index, gpu)
             if fault != _OK:
                 return fault, 0, 0
-            return _OK, _UINT, round(self._gauge(index, gpu, "power_w") * 1000)  # mW, as the call
+            return _OK, _UINT, round(self._gauge(index, gpu, "power_w", now) * 1000)  # mW, as the call
         links = gpu.nvlink_links
         if field_id == _NVLINK_LINK_COUNT:
             return (_OK, _UINT, links) if links else (_NOT_SUPPORTED, 0, 0)

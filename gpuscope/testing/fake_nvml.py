@@ -67,8 +67,11 @@ is decoded once (as the call arrives); the fault and loss machinery is skipped w
 injected or scheduled; a meter integrates its rates in one ``map`` pass and keeps one NVLink
 total for all links while they count alike (:class:`~gpuscope.testing._fake_nvml_model.LinkBytes`);
 field-value and GPM entries and the utilization, memory and temperature structures are read and
-written with ``struct`` in nvml.h's layout (not through pynvml's Python-level structure
-attributes). None of this changes a value: the same clock and seed give the same answers.
+written with ``struct`` or memoryview in nvml.h's layout (not through pynvml's Python-level structure
+attributes); ``nvmlGpmMetricsGet`` follows a plan cached per list of metric ids (and the GPU's links
+and metric errors); a symbol whose answer needs the time more than once reads the clock once (a C
+call is one instant); calling a symbol object is its whole dispatch. None of this changes a value:
+the same clock and seed give the same answers.
 Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
@@ -136,7 +139,10 @@ __all__ = [
 
 
 class _Symbol:
-    """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it."""
+    """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it. Calling
+    it is the whole dispatch (no further Python call before the implementation: each costs about
+    as much as a short symbol's own work); :meth:`FakeNvml.measure_cpu` makes the symbols
+    :class:`_TimedSymbol`."""
 
     def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int], counts: list[int]) -> None:
         self.fake = fake
@@ -146,10 +152,48 @@ class _Symbol:
         self.counts = counts
 
     def __call__(self, *args: Any) -> Any:
-        fake = self.fake
-        if fake.cpu_ns is None:
-            return fake._dispatch(self, args)
-        return fake._timed_dispatch(self, args)
+        fake, name = self.fake, self.name
+        with fake._lock:
+            first: Any = args[0] if args else None
+            if type(first) is _DEVICE:  # the usual call: a device handle, decoded here once
+                address = unpack_pointer(first)[0]
+                fake._handle, fake._address = first, address
+                index = (address >> 16) - 1
+                gpu_index = index if 0 <= index < len(fake.gpus) else None
+            else:
+                gpu_index = fake._gpu_index_of(name, args)
+            counts = self.counts
+            slot = 0 if gpu_index is None else gpu_index + 1
+            if slot >= len(counts):  # a GPU added after the symbol was first looked up
+                counts.extend([0] * (slot + 1 - len(counts)))
+            counts[slot] += 1
+            if fake.initialized <= 0 and name not in NO_INIT_NEEDED:
+                return pynvml.NVML_ERROR_UNINITIALIZED
+            gpu = None if gpu_index is None else fake.gpus[gpu_index]
+            if gpu is not None:
+                if gpu._lose_after_calls is not None or gpu._lose_at_s is not None or gpu._restore_at_s is not None:
+                    fake._update_lost(gpu)
+                if gpu.lost:
+                    return pynvml.NVML_ERROR_GPU_IS_LOST
+            if fake._injections or fake._random is not None:
+                code = fake._injected(name, gpu_index)
+                if code != _SUCCESS:
+                    return code
+            if gpu is not None and name in gpu.errors:
+                return error_code(gpu.errors[name])
+            try:
+                return self.impl(*args)
+            except FakeReturn as early:
+                return early.code
+            finally:
+                fake._handle = None
+
+
+class _TimedSymbol(_Symbol):
+    """A symbol whose calls add their time to :attr:`FakeNvml.cpu_ns` (after :meth:`FakeNvml.measure_cpu`)."""
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fake._timed_dispatch(self, args)
 
 
 #: a meter's rates from a load, in METER_RATES order (one C call)
@@ -236,16 +280,15 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         """Change what GPU ``gpu`` (or its MIG device number ``mig``) does, from now on."""
         with self._lock:
             target = self.gpus[gpu] if mig is None else self.gpus[gpu].mig[mig]
-            self._settle(self.gpus[gpu], target)
+            self._settle(self.gpus[gpu], target, self.now())
             for name, value in values.items():
                 if not hasattr(target.load, name):
                     raise AttributeError(f"FakeLoad has no field {name!r}")
                 setattr(target.load, name, value)
 
-    def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig) -> _Meter:
-        """Integrate ``target``'s load up to now."""
+    def _settle(self, gpu: FakeGpu, target: FakeGpu | FakeMig, now: float) -> _Meter:
+        """Integrate ``target``'s load up to ``now`` (the clock, as the call read it)."""
         meter = target._meter
-        now = self.now()
         if meter.t is None:
             meter.t = now
             return meter
@@ -267,12 +310,13 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         meter.t = now
         return meter
 
-    def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str) -> float:
-        """A load value as a gauge reads it: wobbled by the GPU's seeded generator."""
+    def _gauge(self, gpu_index: int, target: FakeGpu | FakeMig, name: str, now: float | None = None) -> float:
+        """A load value as a gauge reads it: wobbled by the GPU's seeded generator (at ``now``,
+        the clock as the call read it, or read here)."""
         value = float(getattr(target.load, name))
         gpu = self.gpus[gpu_index]
         if gpu.wobble:
-            bucket = int(self.now() * 10)  # a new draw every 0.1 s of fake time
+            bucket = int((self.now() if now is None else now) * 10)  # a new draw every 0.1 s of fake time
             if bucket != self._wobble_bucket:  # every gauge of a sample draws from the same bucket
                 self._wobble_bucket, self._wobble_bucket_text = bucket, str(bucket).encode()
             # crc32 of "seed:index:name:bucket", continued from the crc of its constant start
@@ -333,7 +377,8 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         symbol = self._symbols.get(name)
         if symbol is None:
             counts = self._call_counts.setdefault(name, [0] * (len(self.gpus) + 1))
-            symbol = self._symbols[name] = _Symbol(self, name, getattr(self, "_sym_" + name), counts)
+            kind = _Symbol if self.cpu_ns is None else _TimedSymbol
+            symbol = self._symbols[name] = kind(self, name, getattr(self, "_sym_" + name), counts)
         return symbol
 
     def _gpu_index_of(self, name: str, args: tuple[Any, ...]) -> int | None:
@@ -367,13 +412,15 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         GPUs, inflating what it measured)."""
         with self._lock:
             self.cpu_ns = 0
+            for symbol in self._symbols.values():
+                symbol.__class__ = _TimedSymbol
             self._cpu_file = None if path is None else os.fspath(path)
             self._cpu_file_due_ns = 0
 
     def _timed_dispatch(self, symbol: _Symbol, args: tuple[Any, ...]) -> Any:
         started_ns = time.perf_counter_ns()
         try:
-            return self._dispatch(symbol, args)
+            return _Symbol.__call__(symbol, *args)
         finally:
             ended_ns = time.perf_counter_ns()
             with self._lock:
@@ -391,43 +438,6 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
             os.replace(partial, path)  # a reader never sees half a number
         except OSError:
             pass  # a benchmark aid: never a reason for a sample to fail
-
-    def _dispatch(self, symbol: _Symbol, args: tuple[Any, ...]) -> Any:
-        name = symbol.name
-        with self._lock:
-            first: Any = args[0] if args else None
-            if type(first) is _DEVICE:  # the usual call: a device handle, decoded here once
-                address = unpack_pointer(first)[0]
-                self._handle, self._address = first, address
-                index = (address >> 16) - 1
-                gpu_index = index if 0 <= index < len(self.gpus) else None
-            else:
-                gpu_index = self._gpu_index_of(name, args)
-            counts = symbol.counts
-            slot = 0 if gpu_index is None else gpu_index + 1
-            if slot >= len(counts):  # a GPU added after the symbol was first looked up
-                counts.extend([0] * (slot + 1 - len(counts)))
-            counts[slot] += 1
-            if self.initialized <= 0 and name not in NO_INIT_NEEDED:
-                return pynvml.NVML_ERROR_UNINITIALIZED
-            gpu = None if gpu_index is None else self.gpus[gpu_index]
-            if gpu is not None:
-                if gpu._lose_after_calls is not None or gpu._lose_at_s is not None or gpu._restore_at_s is not None:
-                    self._update_lost(gpu)
-                if gpu.lost:
-                    return pynvml.NVML_ERROR_GPU_IS_LOST
-            if self._injections or self._random is not None:
-                code = self._injected(name, gpu_index)
-                if code != _SUCCESS:
-                    return code
-            if gpu is not None and name in gpu.errors:
-                return error_code(gpu.errors[name])
-            try:
-                return symbol.impl(*args)
-            except FakeReturn as early:
-                return early.code
-            finally:
-                self._handle = None
 
 
 class _SymbolSlot:
