@@ -2,25 +2,30 @@
 
 Rates (CPU utilization, bytes/s) are differences between two reads over monotonic time,
 so the first sample carries ``Unavailable(WARMING_UP)`` for them, never a fake zero.
-Each tick costs a handful of small /proc and /sys reads (no per-process scans; those are in
+Each tick costs a handful of small /proc and /sys reads (kept open and parsed in
+:mod:`gpuscope.telemetry.procfs`; no per-process scans: those are in
 :mod:`gpuscope.telemetry.hostprocs`). Disk I/O is one read of ``/proc/diskstats``.
 """
 
 from __future__ import annotations
 
-import itertools
-import operator
 import os
 import re
 import socket
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from gpuscope.telemetry.procfs import (
+    ProcFile,
+    cpu_times_from_stat,
+    meminfo_fields,
+    memory_from_meminfo,
+    swap_from_meminfo,
+)
 from gpuscope.telemetry.records import CpuCoreSample, HostSample, InfinibandPortSample, NicSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -52,70 +57,6 @@ _NO_LINK_SPEED = Unavailable(Reason.NOT_SUPPORTED, "the driver reports no link s
 #: them). The literal start keeps the search fast (``^`` with MULTILINE, or ``(?:\A|\n)``, is
 #: ten to forty times slower).
 _CPU_MHZ = re.compile(rb"\ncpu MHz[^:\n]*:[ \t]*([0-9]+(?:\.[0-9]*)?)")
-
-
-#: One "Name:   value" line of /proc/meminfo (the value in kB for the fields used here).
-_MEMINFO_LINE = re.compile(rb"^([^:\s]+):[ \t]*([0-9]+)", re.MULTILINE)
-#: The fields psutil.virtual_memory() warns about when missing: where one is, psutil answers.
-_MEMINFO_NEEDED = (b"MemTotal", b"MemFree", b"MemAvailable", b"Buffers", b"Cached", b"Shmem", b"Active", b"Inactive")
-#: psutil releases whose Linux virtual_memory() computes "used" as total - available (7.2 and
-#: newer 7.x; before 7.2 it was total - free - buffers - cached): only these are read here.
-_PSUTIL_USED_IS_TOTAL_MINUS_AVAILABLE = (7, 2) <= tuple(psutil.version_info[:2]) < (8, 0)
-#: /proc/stat's time unit (USER_HZ), as psutil reads it: CPU times are in these ticks.
-_CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-#: The columns psutil.cpu_times reads from a /proc/stat "cpu" line: user, nice, system, idle,
-#: iowait, irq, softirq (always), then steal, guest and guest_nice where the kernel has them.
-_STAT_MIN_COLUMNS = 7
-#: The all-CPU line and the per-CPU lines after it, at the start of /proc/stat.
-_STAT_CPU_LINES = re.compile(rb"cpu [^\n]*\n(?:cpu[0-9][^\n]*\n)*")
-_SUB, _DIVIDE = operator.sub, operator.truediv
-#: Kernel pseudo-files (generated on each read, never replaced) stay open between reads.
-_PSEUDO_FILE_ROOTS = ("/proc/", "/sys/")
-_READ_CHUNK_BYTES = 1 << 16
-
-
-class _ProcFile:
-    """A small kernel file read whole once a tick. A /proc or /sys file stays open and is read
-    again from offset 0 (``pread``: two system calls instead of the nine of open, fstat, ioctl,
-    lseek, read and close); any other file (tests' fake trees) is opened afresh each read, as a
-    replaced file must be seen. A failed read closes the file: the next read opens it again."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._keep = str(path).startswith(_PSEUDO_FILE_ROOTS)
-        self._fd: int | None = None
-        self._closer: weakref.finalize[..., _ProcFile] | None = None
-
-    def read(self) -> bytes:
-        """The file's bytes now. Raises OSError."""
-        fd = self._fd
-        if fd is None:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-            if self._keep:
-                self._fd = fd
-                self._closer = weakref.finalize(self, os.close, fd)  # closed with the collector
-        try:
-            data = os.pread(fd, _READ_CHUNK_BYTES, 0)
-            if data:  # a seq_file answers a page or so per read: read on until the end
-                chunks = [data]
-                offset = len(data)
-                while more := os.pread(fd, _READ_CHUNK_BYTES, offset):
-                    chunks.append(more)
-                    offset += len(more)
-                data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        except OSError:
-            self.close()
-            raise
-        finally:
-            if not self._keep:
-                os.close(fd)
-        return data
-
-    def close(self) -> None:
-        """Close the file if it is open (the next read opens it again)."""
-        closer, self._closer, self._fd = self._closer, None, None
-        if closer is not None:
-            closer()
 
 
 def parse_ib_rate_gbit_per_s(text: str) -> float | None:
@@ -173,14 +114,14 @@ class HostCollector:
         meminfo: str | os.PathLike[str] = "/proc/meminfo",
         stat: str | os.PathLike[str] = "/proc/stat",
     ) -> None:
-        self._stat_file = _ProcFile(Path(stat))
+        self._stat_file = ProcFile(Path(stat))
         self._netdev_path = Path(netdev)
-        self._netdev_file = _ProcFile(self._netdev_path)
-        self._meminfo_file = _ProcFile(Path(meminfo))
+        self._netdev_file = ProcFile(self._netdev_path)
+        self._meminfo_file = ProcFile(Path(meminfo))
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
         self._cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
         self._cpuinfo_path = Path(cpuinfo)
-        self._cpuinfo_file = _ProcFile(self._cpuinfo_path)
+        self._cpuinfo_file = ProcFile(self._cpuinfo_path)
         self._cpufreq_policies = 0  # cpufreq policy folders (psutil's choice of source depends on it)
         self._clock = clock
         self._hostname = socket.gethostname()
@@ -200,7 +141,7 @@ class HostCollector:
         self._ib_link_layer: dict[tuple[str, int], str] = {}
         self._slow_refreshed_at_s: float | None = None
         self._diskstats_path = Path(diskstats)
-        self._diskstats_file = _ProcFile(self._diskstats_path)
+        self._diskstats_file = ProcFile(self._diskstats_path)
         self._block_root = Path(sysfs_root) / "block"
         self._disks: set[str] = set()
         self._disk_prev: _Counter | None = None
@@ -290,39 +231,15 @@ class HostCollector:
         return cores, total_percent
 
     def _cpu_times(self) -> list[tuple[float, float]]:
-        """(busy, total) seconds of each CPU from one read of /proc/stat, with the columns
-        psutil.cpu_times gives (those the all-CPU line has, up to guest_nice); psutil's call
-        where the file is missing or laid out otherwise (a CPU line of another width, or one
-        after other lines). Sums are taken in clock ticks, then divided (psutil divides each
-        column: the seconds may differ from :meth:`_psutil_cpu_times`'s in the last bit).
-        Raises OSError."""
+        """(busy, total) seconds of each CPU from one read of /proc/stat
+        (:func:`~gpuscope.telemetry.procfs.cpu_times_from_stat`); psutil's call where the file
+        is missing or laid out otherwise. Raises OSError."""
         try:
             data = self._stat_file.read()
         except FileNotFoundError:
             return self._psutil_cpu_times()
-        block = _STAT_CPU_LINES.match(data)  # the all-CPU line, then one line per CPU
-        first = data.find(b"\n")
-        if block is None or data.find(b"\ncpu", block.end() - 1) >= 0:
-            return self._psutil_cpu_times()
-        width = len(data[:first].split())  # psutil reads as many columns as this line has
-        words = data[first + 1 : block.end()].split()
-        cpus = data.count(b"\n", first + 1, block.end())
-        if (
-            width - 1 < _STAT_MIN_COLUMNS
-            or len(words) != width * cpus
-            or not all(map(bytes.startswith, words[::width], itertools.repeat(b"cpu")))  # each as wide
-        ):
-            return self._psutil_cpu_times()
-        # user nice system idle iowait irq softirq [steal]: a CPU's total (guest and guest_nice
-        # are counted in user and nice already), a column at a time
-        try:
-            columns = [list(map(int, words[column::width])) for column in range(1, min(width, 9))]
-        except ValueError:  # not a whole number: psutil's float() may take it
-            return self._psutil_cpu_times()
-        totals = list(map(sum, zip(*columns)))
-        busy = map(_SUB, map(_SUB, totals, columns[3]), columns[4])  # less idle and iowait
-        ticks = itertools.repeat(_CLOCK_TICKS_PER_S)
-        return list(zip(map(_DIVIDE, busy, ticks), map(_DIVIDE, totals, ticks)))
+        times = cpu_times_from_stat(data)
+        return self._psutil_cpu_times() if times is None else times
 
     @staticmethod
     def _psutil_cpu_times() -> list[tuple[float, float]]:
@@ -412,20 +329,15 @@ class HostCollector:
         (e.g. out of file descriptors): the last memory reading, or unavailable with the reason
         when there is none yet."""
         try:
-            fields = dict(_MEMINFO_LINE.findall(self._meminfo_file.read()))
+            fields = meminfo_fields(self._meminfo_file.read())
         except OSError as exc:
             missing = Unavailable(Reason.ERROR, f"cannot read {self._meminfo_file.path}: {exc.strerror or exc}")
             return self._last_memory or (missing, missing, missing), self._swap({})
-        # psutil 7.2's virtual_memory(), for a file that has every field it reads and a
-        # MemAvailable (psutil estimates it where the kernel has none or says 0)
-        if _PSUTIL_USED_IS_TOTAL_MINUS_AVAILABLE and all(name in fields for name in _MEMINFO_NEEDED):
-            total, free, available = (int(fields[name]) * 1024 for name in _MEMINFO_NEEDED[:3])
-            if available:
-                if available > total:  # in a container: psutil (and free) take MemFree
-                    available = free
-                self._last_memory = (total, total - available, available)
-                return self._last_memory, self._swap(fields)
-        return self._memory(), self._swap(fields)
+        memory = memory_from_meminfo(fields)
+        if memory is None:
+            return self._memory(), self._swap(fields)
+        self._last_memory = memory
+        return memory, self._swap(fields)
 
     def _memory(self) -> tuple[Metric[int], Metric[int], Metric[int]]:
         """(total, used, available) bytes through psutil, as :meth:`_memory_and_swap` gives them."""
@@ -441,16 +353,15 @@ class HostCollector:
     def _swap(meminfo: dict[bytes, bytes]) -> tuple[Metric[int], Metric[int]]:
         """(total, used) swap bytes: two fields of /proc/meminfo (``meminfo``, name -> kB), else
         psutil.swap_memory (which also parses /proc/vmstat)."""
-        total_kb, free_kb = meminfo.get(b"SwapTotal"), meminfo.get(b"SwapFree")
-        if total_kb is not None and free_kb is not None:
-            total = int(total_kb) * 1024
-            return total, total - int(free_kb) * 1024
+        swap = swap_from_meminfo(meminfo)
+        if swap is not None:
+            return swap
         try:
-            swap = psutil.swap_memory()
+            from_psutil = psutil.swap_memory()
         except (OSError, RuntimeError) as exc:
             missing = Unavailable(Reason.ERROR, f"swap unreadable: {exc}")
             return missing, missing
-        return int(swap.total), int(swap.used)
+        return int(from_psutil.total), int(from_psutil.used)
 
     # --- disks -------------------------------------------------------------------------------
 
