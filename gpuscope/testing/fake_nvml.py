@@ -154,14 +154,7 @@ class _Symbol:
     def __call__(self, *args: Any) -> Any:
         fake, name = self.fake, self.name
         with fake._lock:
-            first: Any = args[0] if args else None
-            if type(first) is _DEVICE:  # the usual call: a device handle, decoded here once
-                address = unpack_pointer(first)[0]
-                fake._handle, fake._address = first, address
-                index = (address >> 16) - 1
-                gpu_index = index if 0 <= index < len(fake.gpus) else None
-            else:
-                gpu_index = fake._gpu_index_of(name, args)
+            gpu_index = fake._gpu_index_of(name, args)  # the handle, decoded once for the call
             counts = self.counts
             slot = 0 if gpu_index is None else gpu_index + 1
             if slot >= len(counts):  # a GPU added after the symbol was first looked up
