@@ -412,3 +412,19 @@ def test_cpu_clocks_from_psutil_where_cpuinfo_does_not_say(
     )
     assert [core.frequency_mhz for core in cores] == [1111.0, 1111.0]
     assert calls == [1]
+
+
+def test_netdev_lines_laid_out_otherwise_are_left_to_psutil() -> None:
+    """/proc/net/dev parsed as psutil parses it (received bytes, then sent bytes as the ninth
+    number); a line without its colon, with too few numbers or with a word where a number
+    belongs makes the whole read psutil's (None here)."""
+    from gpuscope.telemetry.procfs import netdev_bytes
+
+    header = b"Inter-|   Receive\n face |bytes\n"
+    assert netdev_bytes(header + b"  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n    lo: 5 0 0 0 0 0 0 0 5 0\n") == {
+        "eth0": (1, 9),
+        "lo": (5, 5),
+    }
+    assert netdev_bytes(header + b"  eth0 1 2 3 4 5 6 7 8 9 10\n") is None
+    assert netdev_bytes(header + b"  eth0: 1 2 3\n") is None
+    assert netdev_bytes(header + b"  eth0: x 2 3 4 5 6 7 8 9 10\n") is None

@@ -22,8 +22,10 @@ import psutil
 from gpuscope.telemetry.procfs import (
     ProcFile,
     cpu_times_from_stat,
+    cpuinfo_mhz,
     meminfo_fields,
     memory_from_meminfo,
+    netdev_bytes,
     swap_from_meminfo,
 )
 from gpuscope.telemetry.records import CpuCoreSample, HostSample, InfinibandPortSample, NicSample
@@ -52,11 +54,6 @@ _NO_FREQUENCY = Unavailable(Reason.NOT_SUPPORTED, "the OS reports no CPU frequen
 _NO_CPU_TIME = Unavailable(Reason.WARMING_UP, "no CPU time elapsed since the previous sample")
 _NO_LINK_STATE = Unavailable(Reason.NOT_SUPPORTED, "no link state for this interface")
 _NO_LINK_SPEED = Unavailable(Reason.NOT_SUPPORTED, "the driver reports no link speed")
-#: A "cpu MHz" line of /proc/cpuinfo, searched in the text after a newline (psutil takes any
-#: line starting "cpu mhz" in any case: where this finds fewer than one per CPU, psutil reads
-#: them). The literal start keeps the search fast (``^`` with MULTILINE, or ``(?:\A|\n)``, is
-#: ten to forty times slower).
-_CPU_MHZ = re.compile(rb"\ncpu MHz[^:\n]*:[ \t]*([0-9]+(?:\.[0-9]*)?)")
 
 
 def parse_ib_rate_gbit_per_s(text: str) -> float | None:
@@ -279,7 +276,7 @@ class HostCollector:
         one per CPU and psutil would use them (no cpufreq policies, or one per value). None
         otherwise (ARM has no "cpu MHz"; policies shared between CPUs)."""
         try:
-            found = _CPU_MHZ.findall(b"\n" + self._cpuinfo_file.read())
+            found = cpuinfo_mhz(self._cpuinfo_file.read())
         except OSError:
             return None
         policies = self._cpufreq_policies
@@ -429,17 +426,11 @@ class HostCollector:
         reads it (raw counters, without its per-NIC named tuples); psutil's call where the file
         is missing or laid out otherwise."""
         try:
-            lines = self._netdev_file.read().splitlines()[2:]  # two header lines
-            counters: dict[str, tuple[int, int]] = {}
-            for line in lines:
-                name, colon, rest = line.rpartition(b":")
-                fields = rest.split()
-                if not colon or len(fields) < 9:
-                    raise ValueError(line)
-                counters[os.fsdecode(name.strip())] = (int(fields[0]), int(fields[8]))
+            counters = netdev_bytes(self._netdev_file.read())
+        except OSError:
+            counters = None
+        if counters is not None:
             return counters
-        except (OSError, ValueError):
-            pass
         try:
             return {
                 name: (io.bytes_recv, io.bytes_sent)
