@@ -112,13 +112,11 @@ class HostCollector:
         stat: str | os.PathLike[str] = "/proc/stat",
     ) -> None:
         self._stat_file = ProcFile(Path(stat))
-        self._netdev_path = Path(netdev)
-        self._netdev_file = ProcFile(self._netdev_path)
+        self._netdev_file = ProcFile(Path(netdev))
         self._meminfo_file = ProcFile(Path(meminfo))
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
         self._cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
-        self._cpuinfo_path = Path(cpuinfo)
-        self._cpuinfo_file = ProcFile(self._cpuinfo_path)
+        self._cpuinfo_file = ProcFile(Path(cpuinfo))
         self._cpufreq_policies = 0  # cpufreq policy folders (psutil's choice of source depends on it)
         self._clock = clock
         self._hostname = socket.gethostname()
@@ -137,8 +135,7 @@ class HostCollector:
         self._ib_ports: list[tuple[str, int, Path]] = []
         self._ib_link_layer: dict[tuple[str, int], str] = {}
         self._slow_refreshed_at_s: float | None = None
-        self._diskstats_path = Path(diskstats)
-        self._diskstats_file = ProcFile(self._diskstats_path)
+        self._diskstats_file = ProcFile(Path(diskstats))
         self._block_root = Path(sysfs_root) / "block"
         self._disks: set[str] = set()
         self._disk_prev: _Counter | None = None
@@ -367,7 +364,8 @@ class HostCollector:
         try:
             text = self._diskstats_file.read().decode("ascii", errors="replace")
         except OSError as exc:
-            missing = Unavailable(Reason.NOT_SUPPORTED, f"{self._diskstats_path} unreadable ({exc.strerror or exc})")
+            why = f"{self._diskstats_file.path} unreadable ({exc.strerror or exc})"
+            missing = Unavailable(Reason.NOT_SUPPORTED, why)
             return missing, missing
         read_sectors = write_sectors = 0
         for line in text.splitlines():

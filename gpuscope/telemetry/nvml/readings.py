@@ -94,7 +94,6 @@ def fill_missing(sample: GpuSample, value: Unavailable) -> None:
 
 #: What :meth:`MetricCalls.read` returns, in order (each value, or why there is none).
 SAMPLED = ("utilization", "memory", "sm_clock", "memory_clock", "fan", "temperature", "throttle")
-_SUCCESS = 0  # NVML_SUCCESS
 _VALUE = operator.attrgetter("value")
 
 
@@ -181,8 +180,7 @@ class MetricCalls:
             return fn(self.handle, *args)
         except Exception as exc:  # noqa: BLE001 - one failing metric never spoils the rest
             value = failed(getattr(fn, "__name__", key), exc)
-        if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
-            self.static[key] = value
+        self._remember(key, value)
         return value
 
     def read(self) -> list[Metric[Any]]:
@@ -193,15 +191,10 @@ class MetricCalls:
         if queries is None:
             queries = self._queries = self._pending()
         values = self._known.copy()
-        for position, key, candidates in queries:  # session.call_symbol, inlined
+        for position, key, candidates in queries:
             query = candidates[0]
-            fn = query.fn
             try:
-                if fn is None:
-                    fn = query.resolve()
-                code = fn(*query.args)
-                if code != _SUCCESS:
-                    raise pynvml.NVMLError(code)
+                query.check(*query.args)
             except Exception as exc:  # noqa: BLE001 - as in get()
                 values[position] = self._failed(key, candidates, exc)
                 continue
@@ -227,13 +220,16 @@ class MetricCalls:
             candidates.pop(0)  # remembered: the next read starts at the one the driver has
             query = candidates[0]
             try:
-                code = query.resolve()(*query.args)
-                if code != _SUCCESS:
-                    raise pynvml.NVMLError(code)
+                query.check(*query.args)
             except Exception as again:  # noqa: BLE001 - as in get()
                 return self._failed(key, candidates, again)
             return query.decode(query.out)
+        self._remember(key, value)
+        return value
+
+    def _remember(self, key: str, value: Metric[Any]) -> None:
+        """Keep ``value`` as ``key``'s answer for the rest of the run when it is unavailable for
+        good (NotSupported, FunctionNotFound): not asked again (:meth:`read` leaves it out)."""
         if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
             self.static[key] = value
-            self._queries = None  # the next read leaves it out
-        return value
+            self._queries = None

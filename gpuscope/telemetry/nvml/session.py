@@ -121,6 +121,9 @@ def call(
         return failed(what, exc, profiling=profiling, not_found=not_found)
 
 
+_SUCCESS = 0  # NVML_SUCCESS (pynvml may be None where the package is missing)
+
+
 # pynvml private names relied on (nvidia-ml-py has no public way to get a C function):
 # ``_nvmlGetFunctionPointer(name)``, the lookup its own wrappers use (the function, or
 # NVMLError FunctionNotFound / Uninitialized), and, only where it exists, the dict
@@ -153,19 +156,22 @@ class CFunction:
             fn = self.fn = c_function(self.symbol)
         return fn
 
+    def check(self, *args: Any) -> None:
+        """Call the C function with ``args`` as pynvml's wrapper calls it (the answer lands in
+        the buffers ``args`` point to). Raises pynvml.NVMLError for any code but success, as
+        the wrapper's return check does."""
+        code = (self.fn or self.resolve())(*args)
+        if code != _SUCCESS:
+            raise pynvml.NVMLError(code)
+
 
 def call_symbol(what: str, function: CFunction, *args: Any, profiling: bool = False) -> Unavailable | None:
     """The C function called with ``args`` as pynvml's wrapper calls it (the answer lands in
     the buffers ``args`` point to): None when it succeeded, else why not, as :func:`call`
     gives it. Raises only :class:`GpuLostError`. For the per-sample calls whose wrapper would
     build its arguments anew each time."""
-    fn = function.fn
     try:
-        if fn is None:
-            fn = function.resolve()
-        code = fn(*args)
-        if code != pynvml.NVML_SUCCESS:
-            raise pynvml.NVMLError(code)
+        function.check(*args)
     except Exception as exc:  # noqa: BLE001 - as in call()
         return failed(what, exc, profiling=profiling)
     return None
