@@ -35,6 +35,11 @@ TEST_FILES = [
     "tests/test_faults_probe.py",
     "tests/test_faults_exporter.py",
     "tests/test_faults_tui.py",
+    "tests/test_hostile_logfiles.py",
+    "tests/test_hostile_names.py",
+    "tests/test_hostile_tui.py",
+    "tests/test_hostile_usercode.py",
+    "tests/test_hostile_ranges.py",
     "tests/test_security.py",
 ]
 SECTIONS = {
@@ -47,6 +52,11 @@ SECTIONS = {
     "tests/test_faults_probe.py": "Faults while probing",
     "tests/test_faults_exporter.py": "Faults while serving Prometheus",
     "tests/test_faults_tui.py": "Faults in a TUI session",
+    "tests/test_hostile_logfiles.py": "Log files: append, locks that follow the file, streams, signals",
+    "tests/test_hostile_names.py": "Names: terminal controls, names that are not UTF-8, redaction under Unicode",
+    "tests/test_hostile_tui.py": "The dashboard: signals, terminals, settings files, extreme values",
+    "tests/test_hostile_usercode.py": "The command line's edges and the user's own code",
+    "tests/test_hostile_ranges.py": "Ranges: what a writer writes, every reader takes",
     "tests/test_security.py": "Security",
 }
 

@@ -14,12 +14,21 @@ import importlib
 import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from gpuscope import __version__
-from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, GpuscopeError, StdoutError, StdoutReaderLeft
+from gpuscope.errors import (
+    DOCUMENTED_EXIT_CODES,
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    GpuscopeError,
+    StdoutError,
+    StdoutReaderLeft,
+    exception_text,
+)
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -49,6 +58,23 @@ class _Parser(argparse.ArgumentParser):
 
         self.exit(2, f"gpuscope: error: {safe_text(message)}\n")
 
+    def print_help(self, file: Any = None) -> None:
+        # argparse drops write errors, so `--help >/dev/full` would exit 0 having printed nothing:
+        # a failure of standard output reaches main (exit 1).
+        (file or sys.stdout).write(self.format_help())
+
+
+class _Version(argparse.Action):
+    """``--version``, written so that a failure of standard output reaches main (exit 1); argparse's
+    own version action drops it."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        sys.stdout.write(f"gpuscope {__version__}\n")
+        parser.exit()
+
 
 def _command_module(name: str) -> ModuleType:
     return importlib.import_module(f"gpuscope.commands.{name}")
@@ -56,8 +82,8 @@ def _command_module(name: str) -> ModuleType:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gpuscope", description="Terminal hardware monitor and roofline analyzer for GPUs and CPUs.")
-    parser.add_argument("--version", action="version", version=f"gpuscope {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action=_Version, help="show gpuscope's version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
         try:
             module = _command_module(name)
@@ -66,7 +92,6 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue  # a command not built yet
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
-        command_parser.__class__ = _Parser
         module.configure(command_parser)
         command_parser.set_defaults(_module=module)
     return parser
@@ -76,12 +101,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run gpuscope; returns the process exit code (see :mod:`gpuscope.errors`).
 
     The one place that turns what escapes a command into one line on stderr: gpuscope errors
-    (their exit code), Ctrl-C (130), standard output closed, full or failing (exit 1), and the
-    reader of a pipe leaving (``| head``: exit 0, no traceback)."""
+    (their exit code; what the user's code raised is one of them, exit 1), Ctrl-C (130), standard
+    output closed, full or failing (exit 1, ``--help`` and ``--version`` too), and the reader of a
+    pipe leaving (``| head``: exit 0, no traceback); an exception ignored in a ``__del__`` or
+    raised in a thread is one warning line. A deleted working directory is left first
+    (:mod:`gpuscope.workdir`)."""
+    from gpuscope.workdir import leave_if_deleted
+
+    leave_if_deleted()  # a deleted working directory: absolute paths and torch keep working
+    _guard_standard_streams()
+    # The process's own command line keeps the hooks to its end (a __del__ runs at exit); a call
+    # from Python (a test) gives them back.
+    restore_hooks = _install_one_line_hooks()
+    try:
+        return _run(argv)
+    finally:
+        if argv is not None:
+            restore_hooks()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     from gpuscope.fileio import command_scope
     from gpuscope.textsafe import install_ascii_fallback, safe_text
 
-    _guard_standard_streams()
     _tag_stdout()
     install_ascii_fallback(sys.stdout, sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -91,10 +133,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             args = parser.parse_args(argv)
-        except SystemExit:  # --help, --version, a usage error: flush now, never at exit
+        except SystemExit as done:  # --help, --version, a usage error: flush now, never at exit
             try:
                 _flush_stdout()
             except OSError:
+                if done.code in (None, EXIT_OK):
+                    raise  # --help or --version printed nothing: exit 1 with one line, below
                 _silence_stdout()
             raise
         if getattr(args, "_module", None) is None:
@@ -102,8 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _flush_stdout()
             return 2
         from gpuscope.schema.kinds import reading_as
+        from gpuscope.textsafe import terminal_streams
 
-        with command_scope(), reading_as(str(args.command)):  # "x.json is a report file; <command> reads ..."
+        # reading_as: "x.json is a report file; <command> reads ..."; terminal_streams: what it prints is escaped
+        with command_scope(), reading_as(str(args.command)), terminal_streams():
             code = int(args._module.run(args) or 0)
         _flush_stdout()
         return code
@@ -112,11 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except StdoutError as exc:
         _silence_stdout()
-        _error(safe_text(exc))
+        _error(_error_text(exc))
         return exc.exit_code
     except GpuscopeError as exc:
-        _error(safe_text(exc))
-        return exc.exit_code
+        _error(_error_text(exc))
+        # the user's code can raise a GpuscopeError of its own, with any exit code
+        return exc.exit_code if exc.exit_code in DOCUMENTED_EXIT_CODES else EXIT_FAILURE
     except KeyboardInterrupt:
         _error("interrupted", prefix="gpuscope: ")
         return EXIT_INTERRUPTED
@@ -132,6 +179,65 @@ def main(argv: Sequence[str] | None = None) -> int:
             where = f"{safe_text(exc.filename)}: " if exc.filename else ""
             _error(f"{where}{exc.strerror or safe_text(exc)}")
         return EXIT_FAILURE
+
+
+def _error_text(exc: GpuscopeError) -> str:
+    """The escaped message of a gpuscope error; never raises (the user's code can raise a
+    GpuscopeError subclass whose ``__str__`` fails)."""
+    from gpuscope.textsafe import safe_text
+
+    try:
+        return safe_text(str.__str__(str(exc)))
+    except BaseException:  # noqa: BLE001 - fall back to the one rule for any exception
+        return exception_text(exc)
+
+
+#: Warning lines the hooks below print at most (then one saying more are not shown).
+_HOOK_WARNINGS_MAX = 5
+
+
+def _install_one_line_hooks() -> Callable[[], None]:
+    """What Python would print as a traceback outside ``main``'s reach, an exception ignored in a
+    ``__del__`` or raised in a thread (the user's code can do both), becomes one warning line."""
+    import threading
+
+    shown: set[str] = set()  # a __del__ or thread failing on every call of a timed loop: a few lines
+
+    def warn(key: str, message: str, error: Any = _error, limit: int = _HOOK_WARNINGS_MAX) -> None:
+        # defaults bind what is needed: at interpreter exit the module's globals may be gone
+        if key in shown or len(shown) > limit:
+            return
+        shown.add(key)
+        if len(shown) > limit:
+            message = "more exceptions in __del__ methods or threads are not shown"
+        error(message, prefix="gpuscope: warning: ")
+
+    def unraisable(event: Any, describe: Any = exception_text) -> None:
+        try:
+            where = str(getattr(event.object, "__qualname__", None) or type(event.object).__name__)
+            text = describe(event.exc_value) if event.exc_value is not None else "an exception"
+            warn(f"{where} {text}", f"ignored {text} (in {where}; repeats not shown)")
+        except BaseException:  # noqa: BLE001 - at interpreter exit, say nothing rather than a traceback
+            pass
+
+    def thread_failed(event: Any, describe: Any = exception_text) -> None:
+        if event.exc_type is SystemExit:
+            return  # what threading itself ignores
+        try:
+            name = event.thread.name if event.thread is not None else "a thread"
+            text = describe(event.exc_value)
+            warn(f"thread {text}", f"thread {name} raised {text} (repeats not shown)")
+        except BaseException:  # noqa: BLE001
+            pass
+
+    saved = sys.unraisablehook, threading.excepthook
+
+    def restore() -> None:
+        sys.unraisablehook, threading.excepthook = saved
+
+    sys.unraisablehook = unraisable
+    threading.excepthook = thread_failed
+    return restore
 
 
 class StdoutWriteError(OSError):
@@ -249,8 +355,10 @@ def _is_fd1(stream: Any) -> bool:
 
 def _error(message: str, prefix: str = "gpuscope: error: ") -> None:
     try:
-        print(f"{prefix}{message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError, AttributeError):
+        from gpuscope.textsafe import safe_text  # names can come from the user's code: escaped again
+
+        print(f"{prefix}{safe_text(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError, ImportError):
         pass
 
 

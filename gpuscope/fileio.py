@@ -6,12 +6,13 @@ One home for file handling every command shares:
   settings, telemetry log) in bounded chunks, refusing more than :data:`LIMITS_BYTES` allows,
   so ``/dev/zero`` or a 2 GB sparse file costs one chunk of memory, not a ``MemoryError``.
 - :func:`check_output` refuses an ``--output`` that is a FIFO, a device, a symlink to one, or
-  one of the command's own input files (same inode); ``-`` means standard output.
+  one of the command's own input files (same inode); ``-`` means standard output. A stream
+  writer (``gpuscope log``) passes ``streams=True`` to accept FIFOs, sockets and character devices.
 - :func:`write_text_atomic` / :func:`write_json_atomic` write through a temporary file whose name
   fits the file system's name limit and a rename, keeping an existing file's permission bits.
-- :class:`OutputLock` is an exclusive ``flock`` per output path, held in gpuscope's lock folder
-  (``$XDG_RUNTIME_DIR/gpuscope/locks`` or the data folder), so a second writer refuses in one
-  line (:class:`~gpuscope.errors.ResourceError`, exit 4) or, for read-modify-write, waits.
+- :class:`OutputLock` is an exclusive ``flock`` on the output file itself (it moves with the
+  atomic rename), so a second writer reaching the file by any name refuses in one line
+  (:class:`~gpuscope.errors.ResourceError`, exit 4) or, for read-modify-write, waits.
 
 Inputs read while a command runs (:func:`command_scope`, entered by ``gpuscope.cli.main``) are
 remembered, so an output naming one of them is refused even when the command did not say so.
@@ -19,10 +20,10 @@ remembered, so an output naming one of them is refused even when the command did
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import fcntl
-import hashlib
 import os
 import stat
 import sys
@@ -42,6 +43,7 @@ __all__ = [
     "check_input_size",
     "check_output",
     "is_stdout",
+    "is_stream",
     "write_text_atomic",
     "write_json_atomic",
     "OutputLock",
@@ -50,12 +52,14 @@ __all__ = [
 ]
 
 _MIB = 1024 * 1024
-#: The largest file gpuscope reads, per kind, bytes. A results file is kilobytes to a few MB
-#: (a 64-rank cluster run is about 20 MB); a telemetry log is streamed line by line (each line
-#: at most 16 MiB) so its limit only stops a runaway file.
+#: The largest file gpuscope reads, per kind, bytes: what gpuscope itself writes must read back.
+#: A results file is kilobytes to a few MB for one node; a 625-node (5,000-GPU) burn-in written by
+#: ``probe --distributed`` is about 160 MB, and its report.json, which embeds it, about 375 MB. A
+#: telemetry log is streamed line by line (each line at most 16 MiB) so its limit only stops a
+#: runaway file.
 LIMITS_BYTES: dict[str, int] = {
-    "results": 64 * _MIB,
-    "report": 64 * _MIB,
+    "results": 256 * _MIB,
+    "report": 512 * _MIB,
     "suite": 1 * _MIB,
     "theme": 256 * 1024,
     "settings": 256 * 1024,
@@ -183,17 +187,25 @@ def is_stdout(path: str | os.PathLike[str] | None) -> bool:
     return path is not None and os.fspath(path) == "-"
 
 
+def is_stream(info: os.stat_result) -> bool:
+    """True for what is written as a stream, never replaced or continued: a FIFO or pipe, a
+    socket, a character device (a terminal, ``/dev/null``)."""
+    return stat.S_ISFIFO(info.st_mode) or stat.S_ISSOCK(info.st_mode) or stat.S_ISCHR(info.st_mode)
+
+
 def check_output(
     path: str | os.PathLike[str],
     inputs: Iterable[str | os.PathLike[str] | None] = (),
     option: str = "--output",
     *,
     allow_inputs: bool = False,
+    streams: bool = False,
 ) -> None:
     """Raise a one-line :class:`UsageError` when ``path`` must not be written: what it names
-    (after following symlinks) is a FIFO, a device or a socket, or (unless
-    ``allow_inputs``) it is the same file (inode) as one of ``inputs`` or an input already read
-    by the running command. ``-`` (standard output) always passes."""
+    (after following symlinks) is a FIFO, a device or a socket (with ``streams``, a writer of a
+    stream such as a log: only a block device), or (unless ``allow_inputs``) it is the same file
+    (inode) as one of ``inputs`` or an input already read by the running command. ``-`` (standard
+    output) always passes."""
     if is_stdout(path):
         return
     label = os.fspath(path)
@@ -205,13 +217,15 @@ def check_output(
         if exc.errno in (errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP):
             raise UsageError(f"{option} {label}: {exc.strerror}") from None
         return  # e.g. no permission to look: the write reports it
+    if streams and is_stream(info):
+        return
     for test, what in _KINDS:
         if test(info.st_mode):
             target = os.path.realpath(label)
             via = f" ({target})" if target != os.path.abspath(label) else ""
+            accepted = "regular files and streams (FIFOs, pipes, terminals)" if streams else "regular files"
             raise UsageError(
-                f"{option} {label}{via} is {what}; gpuscope writes regular files only "
-                f"(use {option} - for standard output)"
+                f"{option} {label}{via} is {what}; gpuscope writes {accepted} only (use {option} - for standard output)"
             )
     if allow_inputs:
         return
@@ -302,6 +316,7 @@ def _replace(target: Path, text: str) -> None:
         previous = None
     prefix = "." + _short_name(target.name, _name_max(folder) - len(".") - len(".") - 8 - len(".tmp")) + "."
     descriptor, temporary = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=folder)
+    moving: tuple[_Held, int] | None = None  # the output's lock, moving to the new file
     try:
         # mkstemp makes the file 0600: give it the old file's mode, or what open() would give.
         if previous is not None and stat.S_ISREG(previous.st_mode):
@@ -315,11 +330,16 @@ def _replace(target: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+            moving = _lock_new_file(handle.fileno(), str(target))
         os.replace(temporary, target)
     except BaseException:
+        if moving is not None:
+            os.close(moving[1])
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+    if moving is not None:
+        _lock_moved(*moving)
     with contextlib.suppress(OSError):  # make the rename itself durable
         folder_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
@@ -358,98 +378,103 @@ def _umask() -> int:
 
 # --- locks -----------------------------------------------------------------------------------
 
-
-def lock_dir() -> Path:
-    """Where output locks live: ``$XDG_RUNTIME_DIR/gpuscope/locks``, else ``<data dir>/locks``."""
-    from gpuscope.paths import data_dir
-
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK):
-        return Path(runtime) / "gpuscope" / "locks"
-    return data_dir() / "locks"
+_FileKey = tuple[int, int]  # (st_dev, st_ino): a file, whatever name reaches it
 
 
-#: Locks this process holds: lock file path -> [OutputLock, depth]. flock is per open file, so
-#: a second acquire in the same process must reuse the first.
-_HELD: dict[str, list[Any]] = {}
-_HELD_LOCK = threading.RLock()
+class _Held:
+    """A file this process has locked: the descriptor whose ``flock`` holds it, shared by every
+    :class:`OutputLock` of that file here (flock belongs to an open file, so a second flock in the
+    same process would wait for itself)."""
+
+    __slots__ = ("created", "depth", "fd", "key", "path", "pid")
+
+    def __init__(self, fd: int, key: _FileKey, path: str, created: bool) -> None:
+        self.fd, self.key, self.path, self.created, self.depth = fd, key, path, created, 1
+        self.pid = os.getpid()  # a forked child inherits the record, not the right to remove the file
+
+
+_HELD: dict[_FileKey, _Held] = {}
+_HELD_LOCK = threading.Lock()
+_LOCK_OPEN = os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
 
 
 class OutputLock:
-    """An exclusive lock on an output path, shared by every gpuscope process of this user.
+    """An exclusive ``flock`` on the output file itself, so it holds for every process that reaches
+    the file, by any name (a bind mount, a symlink) and in any environment.
 
-    ``wait_s`` 0 refuses at once when another process holds it (one-line
-    :class:`ResourceError`, exit 4); more waits up to that long (read-modify-write of a results
-    file). Re-entrant within one process. When the lock folder cannot be created the lock is
-    skipped (the write itself reports real problems).
+    A file that does not exist yet is created empty to be locked (gpuscope treats an empty output
+    as holding nothing) and removed at release if still empty. :func:`write_text_atomic` locks its
+    new file before renaming it over the old one, so the lock moves with the name. ``wait_s`` 0
+    refuses at once when another process holds the file (one-line :class:`ResourceError`, exit 4);
+    more waits up to that long (read-modify-write of a results file). Re-entrant within one process.
+    A lock that cannot be taken is a :class:`ResourceError`; only a path where nothing can be
+    created (its folder missing or read-only), or that is not a regular file, gets no lock, and the
+    write itself says why.
     """
 
     def __init__(self, path: str | os.PathLike[str], wait_s: float = 0.0) -> None:
         self.path = os.path.realpath(os.fspath(path))
         self.wait_s = wait_s
-        digest = hashlib.sha256(os.fsencode(self.path)).hexdigest()[:40]
-        self._lock_path = str(lock_dir() / f"{digest}.lock")
-        self._fd: int | None = None
+        self._held: _Held | None = None
+
+    @property
+    def file_key(self) -> _FileKey | None:
+        """``(st_dev, st_ino)`` of the file locked now (None when not held or nothing to lock)."""
+        held = self._held
+        return held.key if held is not None else None
 
     def acquire(self) -> None:
-        with _HELD_LOCK:
-            held = _HELD.get(self._lock_path)
-            if held is not None:
-                held[1] += 1
-                return
-            deadline = time.monotonic() + self.wait_s
-            while True:
-                fd = self._open()
-                if fd is None:
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            with _HELD_LOCK:
+                held = _held_at(self.path)
+                if held is not None:
+                    held.depth += 1
+                    self._held = held
                     return
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    holder = _read_pid(fd)
-                    os.close(fd)
-                    if time.monotonic() >= deadline:
-                        who = f"process {holder}" if holder else "another process"
-                        raise ResourceError(
-                            f"{self.path}: {who} is writing this file; wait for it to finish or choose another output"
-                        ) from None
-                    time.sleep(0.02)
-                    continue
-                except OSError:
-                    os.close(fd)
-                    return  # flock unsupported here: go on without
-                if not _same_file(fd, self._lock_path):
-                    os.close(fd)  # removed by its previous holder while we waited: take the new one
-                    continue
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, f"{os.getpid()} {self.path}\n".encode("utf-8", "surrogateescape"), 0)
-                self._fd = fd
-                _HELD[self._lock_path] = [self, 1]
+                outcome, holder = self._try_lock()
+            if outcome != "busy":
                 return
+            if time.monotonic() >= deadline:
+                who = f"process {holder}" if holder else "another process"
+                raise ResourceError(
+                    f"{self.path}: {who} is writing this file; wait for it to finish or choose another output"
+                )
+            time.sleep(0.02)
 
-    def _open(self) -> int | None:
-        try:
-            os.makedirs(os.path.dirname(self._lock_path), mode=0o700, exist_ok=True)
-            return os.open(self._lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-        except OSError:
-            return None
+    def _try_lock(self) -> tuple[str, int | None]:
+        """("locked" | "none" | "busy", the holder's pid when busy and known)."""
+        for _ in range(100):  # the file replaced or removed between open and lock: try the new one
+            opened = _open_to_lock(self.path)
+            if opened is None:
+                return "none", None
+            fd, created = opened
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _lock_holder(os.fstat(fd))
+                os.close(fd)
+                return "busy", holder
+            except OSError as exc:
+                os.close(fd)
+                raise ResourceError(f"{self.path}: cannot lock this file ({exc.strerror or exc})") from None
+            info = os.fstat(fd)
+            if not _names(self.path, info):
+                os.close(fd)
+                continue
+            held = _Held(fd, (info.st_dev, info.st_ino), self.path, created)
+            _HELD[held.key] = self._held = held
+            return "locked", None
+        raise ResourceError(f"{self.path}: cannot lock this file (it keeps being replaced)")
 
     def release(self) -> None:
         with _HELD_LOCK:
-            held = _HELD.get(self._lock_path)
+            held, self._held = self._held, None
             if held is None:
                 return
-            held[1] -= 1
-            if held[1] > 0:
-                return
-            del _HELD[self._lock_path]
-            owner: OutputLock = held[0]
-            fd, owner._fd = owner._fd, None
-            if fd is None:
-                return
-            with contextlib.suppress(OSError):
-                os.unlink(self._lock_path)  # while still locked: a waiter sees a new file and retries
-            os.close(fd)
+            held.depth -= 1
+            if held.depth == 0:
+                _let_go(held)
 
     def __enter__(self) -> OutputLock:
         self.acquire()
@@ -459,17 +484,125 @@ class OutputLock:
         self.release()
 
 
-def _same_file(fd: int, path: str) -> bool:
+def _let_go(held: _Held) -> None:
+    """Unlock ``held`` (call with ``_HELD_LOCK`` held); a file its lock created and nobody wrote is
+    removed first, while still locked, so a waiter sees it gone and retries."""
+    _HELD.pop(held.key, None)
+    if held.created:
+        with contextlib.suppress(OSError):
+            info = os.fstat(held.fd)
+            if info.st_size == 0 and _names(held.path, info):
+                os.unlink(held.path)
+    with contextlib.suppress(OSError):
+        os.close(held.fd)
+
+
+@atexit.register
+def _let_go_at_exit() -> None:
+    """A command that ended by an exception without releasing its lock leaves no empty file."""
+    with _HELD_LOCK:
+        for held in list(_HELD.values()):
+            if held.pid == os.getpid():
+                _let_go(held)
+
+
+def _held_at(path: str) -> _Held | None:
+    """The lock this process holds on the file at ``path`` (call with ``_HELD_LOCK`` held)."""
     try:
-        mine, now = os.fstat(fd), os.stat(path)
+        info = os.stat(path)
+    except OSError:
+        return None
+    return _HELD.get((info.st_dev, info.st_ino))
+
+
+def _open_to_lock(path: str) -> tuple[int, bool] | None:
+    """A descriptor of the regular file ``path`` (created empty when absent) and whether this
+    call created it; None when ``path`` is not a regular file or cannot be created."""
+    for _ in range(100):
+        try:
+            info: os.stat_result | None = os.stat(path)
+        except FileNotFoundError:
+            info = None
+        except OSError:
+            return None  # ENOTDIR, ELOOP, ...: the write reports it
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            return None
+        if info is None:
+            try:
+                return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | _LOCK_OPEN, 0o666), True
+            except FileExistsError:
+                continue
+            except OSError:
+                return None  # folder missing, read-only or not ours: no write can happen there either
+        try:
+            fd = _open_existing(path)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd, False
+        os.close(fd)
+        return None
+    return None
+
+
+def _open_existing(path: str) -> int:
+    """``path`` opened without changing it; flock needs a descriptor, not a permission to read."""
+    try:
+        return os.open(path, os.O_RDONLY | _LOCK_OPEN)
+    except PermissionError:
+        try:
+            return os.open(path, os.O_WRONLY | _LOCK_OPEN)
+        except PermissionError as exc:
+            raise ResourceError(f"{path}: cannot lock this file ({exc.strerror})") from None
+
+
+def _names(path: str, info: os.stat_result) -> bool:
+    """True when ``path`` still names the file ``info`` describes."""
+    try:
+        now = os.stat(path)
     except OSError:
         return False
-    return (mine.st_dev, mine.st_ino) == (now.st_dev, now.st_ino)
+    return (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino)
 
 
-def _read_pid(fd: int) -> int | None:
+def _lock_holder(info: os.stat_result) -> int | None:
+    """The pid holding a flock on the file ``info`` describes, from /proc/locks (None if unknown)."""
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
     try:
-        text = os.pread(fd, 64, 0).decode("ascii", "replace").split()
-        return int(text[0]) if text else None
-    except (OSError, ValueError):
+        with open("/proc/locks", "rb") as handle:
+            text = handle.read(4 * _MIB).decode("ascii", "replace")
+    except OSError:
         return None
+    for line in text.splitlines():
+        fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 9962 fe:00:2146759 0 EOF"; waiters have "->"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
+            pid = int(fields[4])
+            if pid > 0 and pid != os.getpid():
+                return pid
+    return None
+
+
+def _lock_new_file(descriptor: int, target: str) -> tuple[_Held, int] | None:
+    """When this process holds ``target``'s lock: a locked duplicate of ``descriptor`` (the file
+    about to replace it), so the lock moves with the rename (see :func:`_lock_moved`)."""
+    with _HELD_LOCK:
+        held = _held_at(target)
+        if held is None:
+            return None
+        duplicate = os.dup(descriptor)
+        try:
+            fcntl.flock(duplicate, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a new file: nobody else has it
+        except OSError:
+            os.close(duplicate)
+            raise
+        return held, duplicate
+
+
+def _lock_moved(held: _Held, duplicate: int) -> None:
+    """The rename is done: the lock is now the new file's; the old one (gone) is let go."""
+    with _HELD_LOCK:
+        info = os.fstat(duplicate)
+        _HELD.pop(held.key, None)
+        os.close(held.fd)
+        held.fd, held.key, held.created = duplicate, (info.st_dev, info.st_ino), False
+        _HELD[held.key] = held

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from gpuscope.schema import kinds
-from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, decode_json, encode_json
+from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, decode_json, encode_json, timestamp_now_s
 from gpuscope.schema.files import read_bytes
 from gpuscope.schema.results import CEILING_KINDS, CEILING_UNITS, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Results
 
@@ -35,15 +35,13 @@ __all__ = [
 def empty_results(**fields: Any) -> Results:
     """A results document of the current schema version, stamped with this gpuscope's version and
     the time (epoch seconds); ``fields`` set the rest (``system``, ``suite``, ``devices``...)."""
-    import time
-
     from gpuscope import __version__
 
     return Results(
         schema="gpuscope.results",
         schema_version=1,
         gpuscope_version=__version__,
-        created=time.time(),
+        created=timestamp_now_s(),
         **fields,
     )
 

@@ -1,16 +1,23 @@
 """Text that reaches a terminal: names from files shown, never obeyed.
 
-:func:`safe_text` is the one escaping rule for every name gpuscope prints to a terminal (file
-names in error lines, device, workload, host and process names in ``roofline``, ``compare``,
-``doctor`` and ``log`` output): control characters (C0 including newline, tab and ESC, DEL,
-C1) and the bidirectional controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) are
-shown escaped (``\\x1b``, ``\\n``, ``\\u202e``), so a name can neither split a one-line message,
-set the terminal title or colours, nor reorder what is displayed. Lone surrogates
-(``\\udc80``: valid in JSON, not printable as UTF-8) are escaped the same way.
+:func:`safe_text` is the one escaping rule for every name gpuscope shows, in a terminal, a
+JSON file, an HTML or a Markdown page alike (file names in error and success lines, device,
+workload, host and process names): control characters (C0 including newline, tab and ESC) are
+shown as ``\\x1b`` (``\\n``, ``\\t``); DEL, C1, the bidirectional controls (U+061C, U+200E,
+U+200F, U+202A-U+202E, U+2066-U+2069), the line and paragraph separators and lone surrogates as
+``\\u202e`` (so JSON text stays JSON with the same meaning); a byte of a file name that is not
+UTF-8 (``os.fsdecode`` keeps it as U+DC80-U+DCFF) as that byte, ``\\xff``. So a name can neither
+split a one-line message, set the terminal title or colours, reorder what is displayed, nor fail
+to encode.
 
 :func:`install_ascii_fallback` makes a standard stream that cannot encode a character (an
 ASCII terminal, ``LC_ALL=C``) print a close ASCII spelling (``·`` -> ``.``, ``µ`` -> ``u``)
 instead of raising ``UnicodeEncodeError``.
+
+:func:`terminal_streams` applies the same rule to everything a command writes to standard
+output and standard error (a stream that escapes as it writes), so a new message cannot forget
+it; the painters of coloured charts and progress bars write their own SGR and erase-line
+sequences through :func:`write_styled`, which keeps those and escapes the rest.
 """
 
 from __future__ import annotations
@@ -19,29 +26,133 @@ import codecs
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TextIO
 
-__all__ = ["safe_text", "ASCII_FALLBACK_ERRORS", "install_ascii_fallback", "ascii_fallback", "ascii_locale"]
+__all__ = [
+    "safe_text",
+    "has_unsafe",
+    "write_styled",
+    "terminal_streams",
+    "TerminalStream",
+    "ASCII_FALLBACK_ERRORS",
+    "install_ascii_fallback",
+    "ascii_fallback",
+    "ascii_locale",
+]
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-#: Control characters, bidi controls and lone surrogates (which no terminal encoding can print).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + "\ud800-\udfff]")
+#: Control characters (C0, DEL, C1), bidi controls, the Unicode line and paragraph separators
+#: and lone surrogates (which no terminal encoding can print).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + "\u2028\u2029\ud800-\udfff]")
+#: What :func:`write_styled` keeps: SGR (colours), erase-line, carriage return and newline.
+_STYLED = re.compile(r"\x1b\[[0-9;]*[mK]|[\r\n]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def _escape(match: re.Match[str]) -> str:
     char = match.group(0)
-    if char in _NAMED:
-        return _NAMED[char]
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x20:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # a byte of a name that is not UTF-8 (os.fsdecode's surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    # \\u for the rest, so that text that is JSON stays JSON that means the same
+    return f"\\u{code:04x}"
 
 
 def safe_text(value: Any) -> str:
-    """``str(value)`` with control and bidi characters shown as escapes (see the module doc)."""
+    """``value`` as text that is safe to show anywhere (a terminal, a JSON file, a page): control
+    characters as ``\\x1b`` (``\\n``, ``\\r``, ``\\t``), DEL, C1, bidi controls and line
+    separators as ``\\u202e``, each byte of a name that is not UTF-8 as ``\\xff``. Bytes and paths
+    (``os.PathLike``) are decoded as the file system does (undecodable bytes kept as such)."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, (bytes, bytearray)):
+        value = bytes(value).decode("utf-8", "surrogateescape")
     text = value if isinstance(value, str) else str(value)
     return _UNSAFE.sub(_escape, text)
+
+
+def has_unsafe(text: str) -> bool:
+    """True when :func:`safe_text` would change ``text`` (a quick test for hot paths)."""
+    return _UNSAFE.search(text) is not None
+
+
+def _styled_text(text: str) -> str:
+    """``text`` through :func:`safe_text`, the sequences :data:`_STYLED` names kept."""
+    out: list[str] = []
+    start = 0
+    for match in _STYLED.finditer(text):
+        out.append(safe_text(text[start : match.start()]))
+        out.append(match.group(0))
+        start = match.end()
+    out.append(safe_text(text[start:]))
+    return "".join(out)
+
+
+def _terminal_text(text: str) -> str:
+    """What a guarded stream writes: :func:`safe_text` with newlines kept."""
+    if not has_unsafe(text):
+        return text
+    return "\n".join(safe_text(line) for line in text.split("\n"))
+
+
+class TerminalStream:
+    """A text stream (standard output or error) that writes everything through the text-safety
+    rule, newlines kept; every other attribute is the wrapped stream's."""
+
+    def __init__(self, wrapped: TextIO) -> None:
+        self.wrapped = wrapped
+
+    def write(self, text: str) -> int:
+        self.wrapped.write(_terminal_text(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def write_styled(self, text: str) -> int:
+        """Write ``text`` keeping its SGR, erase-line and carriage-return sequences."""
+        self.wrapped.write(_styled_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+def write_styled(stream: TextIO | TerminalStream, text: str) -> None:
+    """Write a painter's ``text`` (a coloured chart, a progress bar) to ``stream``: its SGR colour,
+    erase-line, carriage-return and newline sequences reach the terminal, anything else is
+    escaped by :func:`safe_text`."""
+    if isinstance(stream, TerminalStream):
+        stream.write_styled(text)
+    else:
+        stream.write(_styled_text(text))
+
+
+@contextmanager
+def terminal_streams() -> Iterator[None]:
+    """Within the block, ``sys.stdout`` and ``sys.stderr`` escape what is written to them (see
+    :class:`TerminalStream`); the streams are put back after it (a test's capture included)."""
+    saved = sys.stdout, sys.stderr
+    guards = tuple(
+        stream if stream is None or isinstance(stream, TerminalStream) else TerminalStream(stream) for stream in saved
+    )
+    sys.stdout, sys.stderr = guards  # a TerminalStream writes like the TextIO it wraps
+    try:
+        yield
+    finally:
+        # a stream replaced inside the block (stdout silenced after a failed write) stays replaced
+        if sys.stdout is guards[0]:
+            sys.stdout = saved[0]
+        if sys.stderr is guards[1]:
+            sys.stderr = saved[1]
 
 
 #: Close ASCII spellings of the non-ASCII characters gpuscope itself prints.

@@ -2,9 +2,10 @@
 stop the exporter or the sampler.
 
 A real ``gpuscope serve`` under a lowered RLIMIT_NOFILE gets ~300 idle connections held open:
-it serves at most a bounded number at once (the rest are answered 503 and closed), drops idle
-ones after a few seconds, keeps sampling, and a scrape still succeeds. A /proc read that fails
-(out of file descriptors) is an unavailable metric, not a crash.
+it holds at most a bounded number while their requests arrive (a new one pushes out the oldest),
+drops idle ones after a few seconds, answers 503 only when whole requests queue up, keeps
+sampling, and a scrape still succeeds. A /proc read that fails (out of file descriptors) is an
+unavailable metric, not a crash.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -113,9 +115,9 @@ def test_connection_cap_follows_the_descriptor_limit() -> None:
         assert max_connections() == 4
 
 
-def test_busy_exporter_answers_503_and_keeps_serving() -> None:
-    """With every slot taken by idle clients, a new connection gets 503 at once (not a hang);
-    once they leave, scrapes succeed again."""
+def test_idle_clients_in_every_slot_do_not_lock_a_scrape_out() -> None:
+    """With every connection slot taken by idle clients, a scrape still gets 200 at once: the
+    oldest idle connection makes room (it is closed), and no worker waits on an idle client."""
     from support.samples import make_sample
 
     from gpuscope.exporter import start_exporter
@@ -127,8 +129,52 @@ def test_busy_exporter_answers_503_and_keeps_serving() -> None:
         idle = [socket.create_connection(("127.0.0.1", handle.port), timeout=2) for _ in range(4)]
         time.sleep(0.2)
         status, _ = _scrape(handle.url)
-        assert status == 503
+        assert status == 200
+        assert idle[0].recv(1) == b""  # the oldest idle connection was closed to make room
         for sock in idle:
+            sock.close()
+    finally:
+        handle.close()
+
+
+def test_busy_exporter_answers_503_and_keeps_serving() -> None:
+    """When whole requests queue faster than the workers answer them (every worker stuck in a slow
+    collector and the queue full), the next request gets 503 at once; afterwards scrapes succeed."""
+    import threading
+
+    from gpuscope.exporter import server as exporter_server
+    from gpuscope.exporter import start_exporter
+
+    release = threading.Event()
+    answering: list[int] = []
+
+    def slow_collect(self: object) -> Iterator[object]:
+        answering.append(1)
+        release.wait(10)
+        return iter(())
+
+    def send_request() -> None:
+        sock = socket.create_connection(("127.0.0.1", handle.port), timeout=5)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        stuck.append(sock)
+
+    with mock.patch("gpuscope.exporter.server.max_connections", return_value=4):
+        handle = start_exporter("127.0.0.1:0", process_metrics=False)
+    stuck: list[socket.socket] = []
+    try:
+        with mock.patch.object(exporter_server.SampleCollector, "collect", slow_collect):
+            for _ in range(exporter_server.WORKERS):
+                send_request()
+            deadline = time.monotonic() + 10
+            while len(answering) < exporter_server.WORKERS and time.monotonic() < deadline:
+                time.sleep(0.05)  # every worker is inside the slow collector
+            for _ in range(4):  # then the queue (as long as the connection cap) fills
+                send_request()
+            time.sleep(0.3)
+            status, _ = _scrape(handle.url)
+            assert status == 503
+            release.set()
+        for sock in stuck:
             sock.close()
         deadline = time.monotonic() + 10
         while status != 200 and time.monotonic() < deadline:
@@ -136,6 +182,7 @@ def test_busy_exporter_answers_503_and_keeps_serving() -> None:
             status, _ = _scrape(handle.url)
         assert status == 200
     finally:
+        release.set()
         handle.close()
 
 

@@ -58,6 +58,14 @@ working_sets = ["16KiB", "64KiB"]
 """
 
 
+def _written(path: Path) -> bool:
+    """True once the probe wrote its first measurement (its lock holds the file empty until then)."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
 def _start_probe(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
     suite = tmp_path / "long.toml"
     suite.write_text(LONG_SUITE)
@@ -70,9 +78,9 @@ def _start_probe(tmp_path: Path) -> tuple[subprocess.Popen[str], Path]:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     deadline = time.monotonic() + 90
-    while not output.exists() and time.monotonic() < deadline and process.poll() is None:
+    while not _written(output) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.05)
-    if not output.exists():
+    if not _written(output):
         process.kill()
         raise AssertionError(f"no measurement was written: {process.communicate()[1]}")
     return process, output

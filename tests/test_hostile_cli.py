@@ -65,7 +65,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     doc["ceilings"][1]["value"] = "fast"
     (folder / "wrongtype.json").write_text(json.dumps(doc))
     with open(folder / "huge.json", "wb") as handle:
-        handle.truncate(300 * 1024 * 1024)  # sparse
+        handle.truncate(1024 * 1024 * 1024)  # sparse: past every JSON kind's limit
     (folder / "empty.jsonl").write_bytes(b"")
     (folder / "binary.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     (folder / "deep.jsonl").write_bytes(b'{"schema_version":1,"timestamp":1,"x":' + b"[" * DEEP + b"]" * DEEP + b"}\n")
@@ -430,13 +430,12 @@ def test_results_file_given_to_measure_keeps_its_content_when_bad(files: Path, t
 
 
 def test_log_to_a_full_device_is_one_line_and_exit_1(tmp_path: Path) -> None:
-    """``-o /dev/full`` is refused as a device (never replaced); standard output on /dev/full is
-    a one-line error, exit 1."""
+    """``-o /dev/full`` is written as a stream (a log is one, issue 24.9) and fails with one line,
+    exit 1; standard output on /dev/full is a one-line error, exit 1."""
     result = gpuscope(["log", "--no-gpu", "--interval", "0.1", "--duration", "2", "-o", "/dev/full"], cwd=tmp_path)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        "gpuscope: error: --output /dev/full is a character device; "
-        "gpuscope writes regular files only (use --output - for standard output)"
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [
+        "gpuscope: error: /dev/full: No space left on device after 0 records; the records written are intact"
     ]
     with open("/dev/full", "w") as full:
         done = subprocess.run(

@@ -455,8 +455,8 @@ LOG_CORPUS: list[tuple[str, bytes, str]] = [
     ),
     ("csv-cell-count", b"schema_version,timestamp,unavailable\n1,2\n", ":2: 2 cells, the header has 3"),
     ("csv-float-garbage", b"schema_version,timestamp,unavailable\n1,abc,\n", ":2: bad cell"),
-    ("csv-nan", b"schema_version,timestamp,unavailable\n1,nan,\n", "expected a finite number - at `$.timestamp`"),
-    ("csv-inf", b"schema_version,timestamp,unavailable\n1,inf,\n", "expected a finite number - at `$.timestamp`"),
+    ("csv-nan", b"schema_version,timestamp,unavailable\n1,nan,\n", "expected `float` >= 0.0 - at `$.timestamp`"),
+    ("csv-inf", b"schema_version,timestamp,unavailable\n1,inf,\n", "expected `float` <= 253402214400.0"),
     (
         "csv-unavailable-list",
         b'schema_version,timestamp,unavailable\n1,2.0,"[1]"\n',
@@ -894,7 +894,8 @@ def test_unbounded_input_is_refused_after_one_bounded_read(tmp_path: Path, kind:
         tracemalloc.stop()
     message = str(caught.value)
     assert len(message.splitlines()) == 1 and str(path) in message, message
-    assert "too large" in message or "line longer than" in message, message
+    # a device may also be refused before any read (TOML files gpuscope writes back must be regular)
+    assert any(why in message for why in ("too large", "line longer than", "not a regular file")), message
     held = 16 * 1024 * 1024 if kind == "telemetry log" else LIMITS_BYTES[kind]  # a log is read a line at a time
     bound = held * (2.25 if kind == "telemetry log" else 1.25) + 4 * 1024 * 1024  # readline buffers a line twice
     assert peak < bound, f"{peak / 1e6:.0f} MB held reading {source} as {kind}"

@@ -260,6 +260,17 @@ _csv_text = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), m
 
 def _strategy(annotation: Any, text: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:  # a number with its quantity's range: generate within it
+        base, *extras = typing.get_args(annotation)
+        bounds = {
+            key: getattr(meta, key) for meta in extras for key in ("ge", "le") if getattr(meta, key, None) is not None
+        }
+        if base is float:
+            low, high = bounds.get("ge"), bounds.get("le")
+            return st.floats(min_value=low, max_value=high, allow_nan=False, allow_infinity=False)
+        if base is int:
+            return st.integers(min_value=bounds.get("ge", -(2**62)), max_value=bounds.get("le", 2**62))
+        return _strategy(base, text)
     if origin in (Union, types.UnionType):
         return st.one_of(
             *[
@@ -270,7 +281,7 @@ def _strategy(annotation: Any, text: st.SearchStrategy[str]) -> st.SearchStrateg
     if origin is list:
         return st.lists(_strategy(typing.get_args(annotation)[0], text), max_size=2)
     if dataclasses.is_dataclass(annotation):
-        hints = typing.get_type_hints(annotation)
+        hints = typing.get_type_hints(annotation, include_extras=True)
         fields = {
             f.name: _strategy(hints[f.name], text) for f in dataclasses.fields(annotation) if f.name != "schema_version"
         }

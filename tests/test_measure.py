@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import replace
+from types import SimpleNamespace
+from unittest.mock import patch
 
 import msgspec
 import pytest
@@ -255,13 +257,15 @@ def test_dram_bytes_per_call_integrates_bandwidth():
 
 
 class FakeCollector:
-    """Yields Samples 0.25 s apart whose GPU 0 reports ``bandwidth`` bytes/s."""
+    """Yields Samples 0.25 s apart whose GPU 0 reports ``bandwidth`` bytes/s; ``now_s`` is the
+    monotonic clock the intervals are measured on (it advances 0.25 s per sample)."""
 
     def __init__(self, bandwidth, missing=None) -> None:
         self.bandwidth = bandwidth
         self.missing = missing
         self.tick = 0
         self.closed = False
+        self.now_s = 0.0
 
     def open(self):
         return self.missing
@@ -269,6 +273,7 @@ class FakeCollector:
     def sample(self):
         sample = make_sample(tick=0, gpus=1, timestamp=1000.0 + 0.25 * self.tick)
         self.tick += 1
+        self.now_s += 0.25
         sample.gpus[0] = replace(sample.gpus[0], dram_bandwidth_bytes_per_s=self.bandwidth)
         return sample
 
@@ -277,16 +282,20 @@ class FakeCollector:
 
 
 def _run_dram(collector, window_s=0.05):
+    import gpuscope.roofline.measure as measure_module
+
     calls = []
-    value = _measure_dram_bytes(
-        lambda: calls.append(1),
-        per_call_s=0.01,
-        window_s=window_s,
-        collector_factory=lambda: collector,
-        synchronize=lambda: None,
-        select_gpu=lambda sample: sample.gpus[0] if sample.gpus else None,
-        device_text="cuda:0",
-    )
+    clock = SimpleNamespace(perf_counter=lambda: collector.now_s)  # intervals come from a monotonic clock
+    with patch.object(measure_module, "time", clock):
+        value = _measure_dram_bytes(
+            lambda: calls.append(1),
+            per_call_s=0.01,
+            window_s=window_s,
+            collector_factory=lambda: collector,
+            synchronize=lambda: None,
+            select_gpu=lambda sample: sample.gpus[0] if sample.gpus else None,
+            device_text="cuda:0",
+        )
     return value, len(calls)
 
 

@@ -46,6 +46,14 @@ RUNNER = (
 )
 
 
+def _written(path: Path) -> bool:
+    """True once the probe wrote its first measurement (its lock holds the file empty until then)."""
+    try:
+        return path.stat().st_size > 0
+    except FileNotFoundError:
+        return False
+
+
 def gpuscope(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
@@ -150,9 +158,9 @@ def test_ctrl_c_keeps_partial_results(tmp_path: Path) -> None:
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 90
-        while not output.exists() and time.monotonic() < deadline and process.poll() is None:
+        while not _written(output) and time.monotonic() < deadline and process.poll() is None:
             time.sleep(0.05)
-        assert output.exists(), "no measurement was written"
+        assert _written(output), "no measurement was written"
         process.send_signal(signal.SIGINT)
         # Liveness, not speed: the runner's own hard stop is 20 s after SIGINT.
         process.wait(timeout=40)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from gpuscope.commands.options import path_option
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "results",
         metavar="RESULTS.json",
+        type=path_option,
         nargs="+",
         help="results files (a report.json works too); one multi-node file compares its hosts and ranks",
     )
@@ -25,12 +28,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="text",
         help="output format (default: text)",
     )
-    parser.add_argument("--output", "-o", metavar="PATH", help="write to PATH (atomically) instead of standard output")
+    parser.add_argument(
+        "--output", "-o", metavar="PATH", type=path_option, help="write to PATH (atomically) instead of standard output"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     import json
 
+    from gpuscope.batchgc import few_collections
     from gpuscope.errors import GpuscopeError, UsageError
     from gpuscope.fileio import write_text_atomic
     from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
@@ -41,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.fileio import check_output
 
         check_output(args.output, args.results)  # never a device, FIFO or one of the inputs
-    with reading_as("compare"):
+    with reading_as("compare"), few_collections():
         loaded = [load_input(path, position) for position, path in enumerate(args.results)]
-    inputs = results_inputs(loaded, args.results)
-    result = compare_results(inputs)
+        inputs = results_inputs(loaded, args.results)
+        result = compare_results(inputs)
     from gpuscope.profiling.compare import (
         profile_comparison,
         render_profile_comparison,

@@ -4,9 +4,12 @@ SIGINT and SIGTERM end the run after the record in progress, with exit code 0. S
 writing run on the sampler thread; the main thread only waits and handles signals, so a signal
 can never cut a record in half. Never imports Textual or torch.
 
-``-o FILE`` refuses a file that already holds data unless ``--append`` (continue it, dropping
-a killed run's cut last line) or ``--force`` (replace it); a second logger on the same file
-refuses in one line with exit 4 (the file is locked while a run writes it).
+``-o FILE`` refuses a file that already holds data unless ``--append`` (continue a gpuscope log,
+dropping a killed run's cut last line; any other file is left untouched) or ``--force`` (replace
+it); a second writer of the same file refuses in one line with exit 4 (the file itself is locked
+while a run writes it). A FIFO, pipe or character device is written as a stream, like ``-o -``
+(``--append``/``--force`` change nothing there). Messages go to stderr; when it is closed or full
+they are lost, never the records.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import argparse
 import sys
 from typing import Any
 
-from gpuscope.commands.options import add_sampling
+from gpuscope.commands.options import add_sampling, path_option
 
 __all__ = ["configure", "run"]
 
@@ -24,14 +27,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     """Options of ``gpuscope log`` (imports nothing heavy)."""
     add_sampling(parser)
     parser.add_argument(
-        "--output", "-o", default=None, metavar="PATH",
-        help="file to write (default or -: standard output); an existing file needs --append or --force",
+        "--output", "-o", default=None, metavar="PATH", type=path_option,
+        help="file to write (default or -: standard output; a FIFO or pipe is written as a stream); "
+        "an existing file needs --append or --force",
     )  # fmt: skip
     existing = parser.add_mutually_exclusive_group()
     existing.add_argument(
         "--append",
         action="store_true",
-        help="continue an existing --output file (a killed run's cut last line is dropped)",
+        help="continue an existing gpuscope log (a killed run's cut last line is dropped); other files are refused",
     )
     existing.add_argument("--force", action="store_true", help="replace an existing --output file")
     parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="jsonl (default) or csv")
@@ -46,10 +50,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _say(line: str) -> None:
+    """One ``gpuscope: <line>`` on stderr; a closed, full or failing stderr loses the line, never
+    the records (the logger goes on)."""
+    try:
+        print(f"gpuscope: {line}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def _warn(message: str) -> None:
     from gpuscope.textsafe import safe_text
 
-    print(f"gpuscope: warning: {safe_text(message)}", file=sys.stderr, flush=True)
+    _say(f"warning: {safe_text(message)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuscope.exporter import start_exporter
 
         exporter = start_exporter(args.prometheus)  # a port in use fails before the log file is opened
-        print(f"gpuscope: serving Prometheus metrics on {exporter.url}", file=sys.stderr, flush=True)
+        _say(f"serving Prometheus metrics on {exporter.url}")
     try:
         existing = (
             "append" if getattr(args, "append", False) else "replace" if getattr(args, "force", False) else "refuse"
@@ -82,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise
     from gpuscope.telemetry.logprogress import LogProgress
 
-    progress = LogProgress(lambda line: print(f"gpuscope: {line}", file=sys.stderr, flush=True))
+    progress = LogProgress(_say)
     on_sample = writer.write if exporter is None else _tee(exporter.update, writer.write)
     on_sample = _tee(progress.observe, on_sample)  # alerts are in the record written
     collector = TelemetryCollector(nvml=not args.no_gpu, gpm=not args.no_gpm, processes=not args.no_processes)
@@ -106,15 +119,8 @@ def run(args: argparse.Namespace) -> int:
             if exporter is not None:
                 exporter.close()
             if progress.samples:
-                _say_safely(progress.summary(target, writer.records_written, writer.failure))
+                _say(progress.summary(target, writer.records_written, writer.failure))
     return 0
-
-
-def _say_safely(line: str) -> None:
-    try:
-        print(f"gpuscope: {line}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):  # stderr closed: the summary is not worth an error
-        pass
 
 
 def _tee(first: Any, second: Any) -> Any:

@@ -13,8 +13,8 @@ import argparse
 import sys
 from typing import Any
 
-from gpuscope.commands.options import add_function_target, add_value, call_user
-from gpuscope.errors import ResourceError, UsageError
+from gpuscope.commands.options import add_function_target, add_value, call_user, path_option
+from gpuscope.errors import ResourceError, UsageError, exception_text, message_text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -22,7 +22,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
     parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")
     parser.add_argument(
-        "--output", "-o", metavar="RESULTS.json", help="results file to append the workload to (created when absent)"
+        "--output",
+        "-o",
+        metavar="RESULTS.json",
+        type=path_option,
+        help="results file to append the workload to (created when absent)",
     )
     parser.add_argument(
         "--cold",
@@ -43,43 +47,66 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def load_function(target: str) -> Any:
     """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the callable.
-    Raises :class:`UsageError` with one line when it cannot be found."""
-    import importlib
-    import importlib.util
+    Raises :class:`UsageError` (exit 2) when it cannot be found, :class:`WorkingDirectoryGone`
+    (exit 4) for a relative file once the working directory is gone, and :class:`UserCodeError`
+    (exit 1) when the module's own code raises or exits while it is imported or looked into."""
     import os
+
+    from gpuscope.workdir import check_path
 
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:
         raise UsageError(f"{target!r}: expected MODULE:FUNCTION, e.g. torch:matmul or ./bench.py:step")
+    is_file = module_name.endswith(".py") or os.sep in module_name
+    if is_file:
+        check_path(module_name)
     # Import the user's module without leaving __pycache__ folders next to their files.
     saved_dont_write = sys.dont_write_bytecode
     sys.dont_write_bytecode = True
     try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            if not os.path.isfile(module_name):
-                raise UsageError(f"{module_name}: no such file")
-            spec = importlib.util.spec_from_file_location("_gpuscope_measured", module_name)
-            if spec is None or spec.loader is None:
-                raise UsageError(f"{module_name}: cannot load as a Python module")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-        else:
-            if "" not in sys.path and os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any import failure is the user's module
-        raise UsageError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+        module = call_user(f"importing {module_name!r}", lambda: _import_module(module_name, is_file))
     finally:
         sys.dont_write_bytecode = saved_dont_write
+    return call_user(target, lambda: _attribute(module, module_name, attribute))
+
+
+def _import_module(module_name: str, is_file: bool) -> Any:
+    import importlib
+    import importlib.util
+    import os
+
+    from gpuscope.workdir import working_directory_gone
+
+    if is_file:
+        if not os.path.isfile(module_name):
+            raise UsageError(f"{module_name}: no such file")
+        spec = importlib.util.spec_from_file_location("_gpuscope_measured", module_name)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"{module_name}: cannot load as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    gone = working_directory_gone()
+    if not gone and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name + ".").startswith(exc.name + "."):
+            raise  # the module was found; a module it imports was not: its code failed
+        why = " (the working directory no longer exists: a module in it cannot be found)" if gone else ""
+        raise UsageError(f"cannot import {module_name!r}: {exception_text(exc)}{why}") from None
+
+
+def _attribute(module: Any, module_name: str, attribute: str) -> Any:
     value: Any = module
     for part in attribute.split("."):
-        if not hasattr(value, part):
-            raise UsageError(f"{module_name!r} has no attribute {attribute!r}")
-        value = getattr(value, part)
+        try:
+            value = getattr(value, part)  # a module's __getattr__ is the user's code too
+        except AttributeError:
+            raise UsageError(f"{module_name!r} has no attribute {attribute!r}") from None
     if not callable(value):
-        raise UsageError(f"{target!r} is not callable")
+        raise UsageError(f"{module_name + ':' + attribute!r} is not callable")
     return value
 
 
@@ -186,15 +213,15 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.roofline.measure import measure
 
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("default")  # once per place: the user's code may warn on every call
         result = call_user(args.target, lambda: measure(
             function, *positional, kwargs=keywords, name=args.name or args.target, device=args.device,
             results=args.output, warm=not args.cold, flops=args.flops, bytes_moved=args.bytes_moved,
             samples=args.samples, max_time_s=args.max_time, target_sample_s=args.target_sample,
             warmup_max_s=args.warmup_max, telemetry=not args.no_telemetry,
         ))  # fmt: skip
-    for warning in caught:
-        print(f"gpuscope: warning: {warning.message}", file=sys.stderr)
+    for text in dict.fromkeys(message_text(warning.message) for warning in caught):  # each once, in order
+        print(f"gpuscope: warning: {text}", file=sys.stderr)
     if args.json:
         from gpuscope.schema.core import encode_json
 

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from gpuscope.commands.options import add_value
+from gpuscope.commands.options import add_value, path_option
+from gpuscope.textsafe import write_styled
 
 if TYPE_CHECKING:
     from gpuscope.schema.results import Measurement, Results
@@ -39,7 +40,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a shipped suite (quick, full, transformer) or a suite TOML path (default quick)",
     )
     parser.add_argument(
-        "--output", "-o", default="results.json", metavar="PATH", help="results JSON to write (default results.json)"
+        "--output",
+        "-o",
+        default="results.json",
+        metavar="PATH",
+        type=path_option,
+        help="results JSON to write (default results.json)",
     )
     add_value(
         parser,
@@ -72,6 +78,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report",
         metavar="PATH",
+        type=path_option,
         help="also write a snapshot report of the results (.html, .md or .json; see `gpuscope report`)",
     )
     parser.add_argument(
@@ -146,7 +153,7 @@ class _Progress:
 
             line = f"  {safe_text(measurement.name or '?')}: {safe_text(_describe(measurement))}"
             if self.tty:
-                self.stream.write("\r\033[K" + line + "\n")
+                write_styled(self.stream, "\r\033[K" + line + "\n")
                 self._bar()
             else:
                 print(line, file=self.stream, flush=True)
@@ -154,7 +161,7 @@ class _Progress:
     def message(self, text: str) -> None:
         with self._lock:
             if self.tty:
-                self.stream.write("\r\033[K")
+                write_styled(self.stream, "\r\033[K")
             print(f"gpuscope: warning: {text}", file=self.stream, flush=True)
 
     def _bar(self) -> None:
@@ -165,12 +172,12 @@ class _Progress:
             f"\r\033[K[{'#' * filled}{'.' * (width - filled)}] "
             f"{self.done}/{self.total} {elapsed:5.0f}s {self.label[:60]}"
         )
-        self.stream.write(text)
+        write_styled(self.stream, text)
         self.stream.flush()
 
     def finish(self) -> None:
         if self.tty and not self.quiet:
-            self.stream.write("\r\033[K")
+            write_styled(self.stream, "\r\033[K")
             self.stream.flush()
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuscope.commands.options import add_function_target, add_value, call_user
+from gpuscope.commands.options import add_function_target, add_value, call_user, path_option
 from gpuscope.errors import UsageError
 
 
@@ -32,9 +32,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_value(parser, "--steps", 3, "N", "profiled steps (default 3)")
     add_value(parser, "--warmup", 1, "N", "warm-up steps before the counting step (default 1)")
     roofs_help = "probe results whose measured ceilings judge the ops (repeatable; default: datasheet roofs)"
-    parser.add_argument("--roofs", action="append", default=[], metavar="RESULTS.json", help=roofs_help)
+    parser.add_argument(
+        "--roofs", action="append", default=[], metavar="RESULTS.json", type=path_option, help=roofs_help
+    )
     output_help = "results file to append the profile to (created when absent); its own ceilings are used as roofs too"
-    parser.add_argument("--output", "-o", metavar="RESULTS.json", help=output_help)
+    parser.add_argument("--output", "-o", metavar="RESULTS.json", type=path_option, help=output_help)
     add_value(parser, "--top", 10, "N", "groups in the table (default 10)")
     add_value(parser, "--width", 80, "COLUMNS", "width of the table and chart (default 80)")
     parser.add_argument("--no-chart", action="store_true", help="do not draw the roofline")
@@ -87,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(module_table(result, depth=args.modules, width=args.width)), file=out)
     if not args.no_chart:
         print(file=out)
-        print(render_chart(result, width=args.width, height=22, color=out.isatty()), file=out)
+        from gpuscope.textsafe import write_styled  # the chart's colours reach the terminal
+
+        write_styled(out, render_chart(result, width=args.width, height=22, color=out.isatty()) + "\n")
     if args.output is None:
         print("  not saved: add --output RESULTS.json to keep it", file=out)
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from gpuscope.commands.options import add_repeatable
+from gpuscope.commands.options import add_repeatable, path_option
 
 __all__ = ["configure", "run"]
 
@@ -22,7 +22,9 @@ def _speed(text: str) -> float:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="a telemetry log written by `gpuscope log` (JSON lines or CSV)")
+    parser.add_argument(
+        "file", metavar="FILE", type=path_option, help="a telemetry log written by `gpuscope log` (JSON lines or CSV)"
+    )
     parser.add_argument(
         "--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)"
     )
@@ -41,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         files = [read_results_file(path) for path in args.probes]
 
     from gpuscope.tui.app import GpuscopeApp
+    from gpuscope.tui.terminal import run_in_terminal
 
     app = GpuscopeApp(
         replay=ReplayCursor(samples, speed=args.speed),
@@ -50,5 +53,4 @@ def run(args: argparse.Namespace) -> int:
     if stride > 1:
         message = f"{args.file} is long: the replay shows every {stride}th sample ({len(samples)} of them)"
         app.add_startup_message(message)
-    app.run()
-    return int(app.return_code or 0)
+    return run_in_terminal(app)

@@ -12,7 +12,7 @@ import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from gpuscope.commands.options import add_results_inputs
+    from gpuscope.commands.options import add_results_inputs, path_option
 
     add_results_inputs(
         parser, "results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several"
@@ -21,13 +21,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--from",
         dest="from_report",
         metavar="REPORT.json",
+        type=path_option,
         help="re-render a report.json written earlier (same data, same HTML byte for byte)",
     )
     parser.add_argument(
-        "--log", metavar="TELEMETRY.jsonl", help="telemetry log from `gpuscope log` recorded alongside the probes"
+        "--log",
+        metavar="TELEMETRY.jsonl",
+        type=path_option,
+        help="telemetry log from `gpuscope log` recorded alongside the probes",
     )
     parser.add_argument(
-        "--output", "-o", metavar="PATH", required=True, help="where to write: report.html, report.md or report.json"
+        "--output",
+        "-o",
+        metavar="PATH",
+        type=path_option,
+        required=True,
+        help="where to write: report.html, report.md or report.json",
     )
     parser.add_argument(
         "--format",
@@ -46,6 +55,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuscope.batchgc import few_collections
     from gpuscope.errors import UsageError
     from gpuscope.report import format_for, write_report
     from gpuscope.schema.kinds import REPORT, existing_output, reading_as
@@ -62,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuscope.fileio import check_output
 
     check_output(args.output, [*inputs, args.log])  # never a device, FIFO or one of the inputs
-    with reading_as("report"):
+    with reading_as("report"), few_collections():  # a large file: see gpuscope.batchgc
         path = write_report(args.output, inputs, log_path=args.log, fmt=fmt, redact=args.redact)
     print(f"gpuscope: wrote {fmt} report {path}", file=sys.stderr)
     return 0

@@ -11,9 +11,12 @@ import textwrap
 from gpuscope.commands.options import add_results_inputs
 from gpuscope.errors import UsageError
 
+__all__ = ["configure", "run", "chart_size", "MIN_WIDTH", "MAX_WIDTH", "MIN_HEIGHT", "MAX_HEIGHT"]
+
 MIN_WIDTH = 60
-#: Larger charts are refused: plotext's time and memory grow with the canvas.
+#: Larger charts are never drawn: plotext's time and memory grow with the canvas.
 MAX_WIDTH = 1000
+MIN_HEIGHT = 12
 MAX_HEIGHT = 500
 
 
@@ -55,27 +58,37 @@ def _want_color(choice: bool | None) -> bool:
     return sys.stdout.isatty()
 
 
+def chart_size(width: int | None, height: int | None) -> tuple[int, int]:
+    """``(columns, rows)`` of the chart: ``width``/``height`` (``--width``/``--height``) when given,
+    else the terminal's size ($COLUMNS/$LINES or the terminal, 100 x 32 when neither), held to
+    MIN_WIDTH..MAX_WIDTH and MIN_HEIGHT..MAX_HEIGHT. The one size rule: an option outside the
+    bounds is refused (:class:`UsageError`); the environment is held inside them, since
+    ``COLUMNS=1000000`` is no request for a million-column chart."""
+    if width is not None and width < MIN_WIDTH:
+        raise UsageError(f"--width {width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
+    if width is not None and width > MAX_WIDTH:
+        raise UsageError(f"--width {width} is too wide: at most {MAX_WIDTH} columns")
+    if height is not None and height < MIN_HEIGHT:
+        raise UsageError(f"--height {height} is too short: the chart needs at least {MIN_HEIGHT} rows")
+    if height is not None and height > MAX_HEIGHT:
+        raise UsageError(f"--height {height} is too tall: at most {MAX_HEIGHT} rows")
+    terminal = shutil.get_terminal_size((100, 32))
+    columns = width if width is not None else min(MAX_WIDTH, max(MIN_WIDTH, terminal.columns))
+    rows = height if height is not None else min(40, max(16, terminal.lines - 6))  # fits the terminal
+    return columns, rows
+
+
 def run(args: argparse.Namespace) -> int:
     from gpuscope.roofline.loading import load_model, model_to_json
     from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
     from gpuscope.roofline.tables import bandwidth_table, devices_lines, points_table, roofs_table, stragglers_lines
     from gpuscope.schema.core import encode_json
 
-    if args.width is not None and args.width < MIN_WIDTH:
-        raise UsageError(f"--width {args.width} is too narrow: the chart needs at least {MIN_WIDTH} columns")
-    if args.height is not None and args.height < 12:
-        raise UsageError(f"--height {args.height} is too short: the chart needs at least 12 rows")
-    if args.width is not None and args.width > MAX_WIDTH:
-        raise UsageError(f"--width {args.width} is too wide: at most {MAX_WIDTH} columns")
-    if args.height is not None and args.height > MAX_HEIGHT:
-        raise UsageError(f"--height {args.height} is too tall: at most {MAX_HEIGHT} rows")
+    width, height = chart_size(args.width, args.height)  # a bad option fails before any file is read
     model = load_model(args.probes, datasheet=not args.no_datasheet)
     if args.json:
         print(encode_json(model_to_json(model), indent=2).decode())
         return 0
-    terminal = shutil.get_terminal_size((100, 32))
-    width = args.width or max(MIN_WIDTH, terminal.columns)
-    height = args.height or max(16, min(40, terminal.lines - 6))
     palette = DEFAULT_PALETTE if _want_color(args.color) else MONOCHROME_PALETTE
     out = sys.stdout
     for warning in model.warnings:
@@ -101,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         lines.append("")
         lines.extend(textwrap.wrap("Interconnect bandwidths (data movement, not FLOP roofs; not drawn):", width))
         lines.extend(bandwidths)
-    out.write("\n".join(lines) + "\n")
+    from gpuscope.textsafe import write_styled  # the chart's colours reach the terminal
+
+    write_styled(out, "\n".join(lines) + "\n")
     out.flush()
     return 0

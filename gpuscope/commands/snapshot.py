@@ -9,7 +9,6 @@ seconds apart (default 0.5). Exit codes: 0, 2 for bad options. Never imports Tex
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -112,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
             "simulated": f"GPUSCOPE_FAKE_NVML={simulated}" if simulated else None,
             "record": record_to_dict(sample),
         }
-        print(json.dumps(document, separators=(",", ":"), allow_nan=False))
+        from gpuscope.schema.core import encode_json  # a name that is not UTF-8 written escaped
+
+        print(encode_json(document).decode())
         return 0
     lines = []
     if simulated:

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuscope.tui.app import GpuscopeApp
     from gpuscope.tui.sources import LiveSource, TelemetrySource
+    from gpuscope.tui.terminal import run_in_terminal
 
     source: TelemetrySource
     if args.demo:
@@ -65,5 +66,4 @@ def run(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise BadInputError(f"{path}: no such suite file")
     app = GpuscopeApp(source, interval_s=interval_s, theme=args.theme, probe_results=files, extra_suites=suites)
-    app.run()
-    return int(app.return_code or 0)
+    return run_in_terminal(app)

@@ -20,6 +20,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from gpuscope.telemetry.records import GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.textsafe import safe_text
 
 __all__ = [
     "PREFIX",
@@ -326,6 +327,18 @@ def _text(value: Any) -> str:
     return "" if value is None or isinstance(value, Unavailable) else str(value)
 
 
+def _label_value(text: str) -> str:
+    """``text``, or, where UTF-8 cannot encode it (a NIC or process name that is not UTF-8),
+    the escaped form every gpuscope output writes (:func:`gpuscope.textsafe.safe_text`)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return safe_text(text)
+    return text
+
+
 class _Scrape:
     """Families filled during one scrape; an unavailable value becomes a note, never a sample."""
 
@@ -337,7 +350,7 @@ class _Scrape:
         family = self.families.get(spec.name)
         if family is None:
             family = self.families[spec.name] = spec.family()
-        family.add_metric(list(labels), value)
+        family.add_metric([_label_value(label) for label in labels], value)
 
     def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason) -> None:
         """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values)."""
@@ -374,7 +387,7 @@ class _Scrape:
         if with_unavailable and self.missing:
             family = UNAVAILABLE_METRIC.family()
             for labels in self.missing:
-                family.add_metric(list(labels), 1.0)
+                family.add_metric([_label_value(label) for label in labels], 1.0)
             yield family
 
 

@@ -3,25 +3,31 @@
 A custom collector converts the newest :class:`Sample` at scrape time, so an unavailable metric
 is simply absent and an exporter nobody scrapes costs nothing beyond keeping one reference.
 
-Anyone who can reach the port must not be able to stop the exporter or the sampler: at most
-:func:`max_connections` connections are served at once (each on its own thread; more are
-answered ``503`` and closed at once), a connection that sends nothing for
-:data:`IDLE_TIMEOUT_S` seconds is closed, the listen backlog is :data:`LISTEN_BACKLOG`, and an
-``accept`` that fails because file descriptors ran out waits a moment instead of spinning or
-ending the server.
+Anyone who can reach the port must not be able to stop the exporter, the sampler or a scrape.
+One thread accepts connections and reads their requests through a selector, so a connection
+that sends nothing, or trickles its request a byte at a time, holds no worker: only a request
+that has arrived whole is handed to one of :data:`WORKERS` threads. A connection must deliver
+its request within :data:`IDLE_TIMEOUT_S` seconds of connecting; at most :func:`max_connections`
+are held while they do, and a new one pushes out the oldest, so idle connections can never lock a
+scraper out. ``503`` answers only when whole requests queue faster than the workers serve them.
+The listen backlog is :data:`LISTEN_BACKLOG`, and an ``accept`` that fails because file
+descriptors ran out closes the oldest waiting connection (or waits a moment) instead of spinning
+or ending the server.
 """
 
 from __future__ import annotations
 
 import errno
+import io
 import ipaddress
+import queue
 import re
 import resource
+import selectors
 import socket
 import threading
 import time
 from collections.abc import Iterator
-from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
@@ -42,21 +48,28 @@ __all__ = [
     "max_connections",
     "IDLE_TIMEOUT_S",
     "LISTEN_BACKLOG",
+    "WORKERS",
+    "MAX_REQUEST_BYTES",
 ]
 
 DEFAULT_PORT = 9842
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
-#: A connection that sends nothing for this long is closed, seconds (Prometheus sends its
-#: request at once and waits up to its scrape timeout, 10 s by default, for the answer).
+#: A connection that has not sent a whole request this long after connecting is closed, seconds
+#: (Prometheus sends its request at once and waits up to its scrape timeout, 10 s by default, for
+#: the answer); also the limit on writing an answer to a client that does not read it.
 IDLE_TIMEOUT_S = 5.0
 #: Connections the kernel queues before gpuscope accepts them (Python's default is 5).
 LISTEN_BACKLOG = 128
+#: Threads that answer whole requests (an answer takes milliseconds).
+WORKERS = 4
+#: The longest request head accepted, bytes (a scrape's is about 200).
+MAX_REQUEST_BYTES = 16 * 1024
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 
 
 def max_connections() -> int:
-    """Connections served at once: 64, fewer when the file descriptor limit is low (half of
-    what is left after 64 for gpuscope itself, at least 4)."""
+    """Connections held at once while their requests arrive: 64, fewer when the file descriptor
+    limit is low (half of what is left after 64 for gpuscope itself, at least 4)."""
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     except (OSError, ValueError):
@@ -67,9 +80,18 @@ def max_connections() -> int:
 
 
 class _Handler(WSGIRequestHandler):
-    """Quiet (no access log on stderr), and with a socket timeout: an idle client is dropped."""
+    """Quiet (no access log on stderr); parses the request head the server already read."""
 
     timeout = IDLE_TIMEOUT_S
+
+    def __init__(self, request: socket.socket, client_address: Any, server: Any, head: bytes) -> None:
+        self._head = head
+        super().__init__(request, client_address, server)
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own reader: the head is already here
+        self.rfile = io.BytesIO(self._head)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
@@ -77,50 +99,169 @@ class _Handler(WSGIRequestHandler):
 
 _BUSY_RESPONSE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
 _OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+_HEAD_ENDS = (b"\r\n\r\n", b"\n\n")
 
 
-class _Server(ThreadingMixIn, WSGIServer):
-    """A thread per connection, at most ``slots`` at once."""
+class _Pending:
+    """A connection whose request has not arrived whole yet."""
 
-    daemon_threads = True
+    __slots__ = ("address", "deadline_s", "head")
+
+    def __init__(self, address: Any, deadline_s: float) -> None:
+        self.address = address
+        self.deadline_s = deadline_s
+        self.head = bytearray()
+
+
+class _Server(WSGIServer):
+    """Reads requests on the serving thread (a selector over every waiting connection) and answers
+    whole ones on :data:`WORKERS` threads; holds at most ``slots`` waiting connections."""
+
     allow_reuse_address = True
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(self, *args: Any, slots: int = 64, **kwargs: Any) -> None:
-        self._slots = threading.BoundedSemaphore(slots)
-        super().__init__(*args, **kwargs)
+        self._slots = slots
+        self._pending: dict[socket.socket, _Pending] = {}  # oldest first (one deadline rule for all)
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._stop = threading.Event()
+        self._stopped = threading.Event()
+        self._requests: queue.Queue[tuple[socket.socket, Any, bytes] | None] = queue.Queue(maxsize=slots)
+        self._workers = [
+            threading.Thread(target=self._answer, name=f"gpuscope-exporter-{n}", daemon=True) for n in range(WORKERS)
+        ]
+        super().__init__(*args, **kwargs)  # last: a failed bind calls server_close, which needs the above
 
-    def get_request(self) -> Any:
+    # --- the serving thread -----------------------------------------------------------------
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self.socket.setblocking(False)
+        self._selector.register(self.socket, selectors.EVENT_READ)
+        self._wake_read.setblocking(False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
+        for worker in self._workers:
+            worker.start()
         try:
-            return super().get_request()
+            while not self._stop.is_set():
+                oldest = next(iter(self._pending.values()), None)
+                timeout = None if oldest is None else max(0.0, oldest.deadline_s - time.monotonic())
+                for key, _ in self._selector.select(timeout):
+                    if key.fileobj is self.socket:
+                        self._accept()
+                    elif key.fileobj is self._wake_read:
+                        self._wake_read.recv(64)
+                    else:
+                        self._read(key.fileobj)  # type: ignore[arg-type]  # only sockets are registered
+                self._expire(time.monotonic())
+        finally:
+            for connection in list(self._pending):
+                self._drop(connection)
+            for _ in self._workers:
+                self._requests.put(None)
+            self._stopped.set()
+
+    def _accept(self) -> None:
+        try:
+            connection, address = self.socket.accept()
+        except BlockingIOError:
+            return
         except OSError as exc:
             if exc.errno in _OUT_OF_DESCRIPTORS:
-                time.sleep(0.05)  # the listening socket stays readable: do not spin
-            raise  # socketserver drops this one connection attempt and goes on
+                if self._pending:
+                    self._drop(next(iter(self._pending)))  # free a descriptor for the next one
+                else:
+                    time.sleep(0.05)  # the listening socket stays readable: do not spin
+            return  # this one connection attempt is lost; serving goes on
+        if len(self._pending) >= self._slots:
+            self._drop(next(iter(self._pending)))  # the oldest waiter makes room: idle ones never lock others out
+        try:
+            connection.setblocking(False)
+            self._selector.register(connection, selectors.EVENT_READ)
+        except (OSError, ValueError):  # out of memory for the selector: this one connection is lost
+            self.shutdown_request(connection)
+            return
+        self._pending[connection] = _Pending(address, time.monotonic() + IDLE_TIMEOUT_S)
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            try:
-                request.settimeout(0.5)
-                request.sendall(_BUSY_RESPONSE)
-            except OSError:
-                pass
-            self.shutdown_request(request)
+    def _read(self, connection: socket.socket) -> None:
+        pending = self._pending.get(connection)
+        if pending is None:
             return
         try:
-            super().process_request(request, client_address)
-        except BaseException:  # e.g. RuntimeError: can't start new thread
-            self._slots.release()
-            self.shutdown_request(request)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+            chunk = connection.recv(4096)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            chunk = b""
+        if not chunk or len(pending.head) + len(chunk) > MAX_REQUEST_BYTES:
+            self._drop(connection)
+            return
+        pending.head += chunk
+        if not any(end in pending.head for end in _HEAD_ENDS):
+            return
+        self._selector.unregister(connection)
+        del self._pending[connection]
         try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
+            self._requests.put_nowait((connection, pending.address, bytes(pending.head)))
+        except queue.Full:
+            try:
+                connection.send(_BUSY_RESPONSE)
+            except OSError:
+                pass
+            self.shutdown_request(connection)
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that timed out or reset the connection is not worth a traceback
+    def _expire(self, now_s: float) -> None:
+        """Close the waiting connections past their deadline (the oldest come first)."""
+        while self._pending:
+            connection, pending = next(iter(self._pending.items()))
+            if pending.deadline_s > now_s:
+                return
+            self._drop(connection)
+
+    def _drop(self, connection: socket.socket) -> None:
+        self._pending.pop(connection, None)
+        try:
+            self._selector.unregister(connection)
+        except (KeyError, ValueError):
+            pass
+        self.shutdown_request(connection)
+
+    # --- the workers --------------------------------------------------------------------------
+
+    def _answer(self) -> None:
+        while True:
+            item = self._requests.get()
+            if item is None:
+                return
+            connection, address, head = item
+            try:
+                connection.setblocking(True)
+                connection.settimeout(IDLE_TIMEOUT_S)
+                _Handler(connection, address, self, head)
+            except Exception:  # noqa: BLE001 - a client that timed out or reset is not worth a traceback
+                pass
+            finally:
+                self.shutdown_request(connection)
+
+    # --- stopping -----------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Stop :meth:`serve_forever` and its workers (waits at most a few seconds)."""
+        self._stop.set()
+        try:
+            self._wake_write.send(b"x")
+        except OSError:
+            pass
+        self._stopped.wait(timeout=5.0)
+        for worker in self._workers:
+            if worker.is_alive():
+                worker.join(timeout=IDLE_TIMEOUT_S)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._selector.close()
+        self._wake_read.close()
+        self._wake_write.close()
 
 
 class SampleCollector(Collector):

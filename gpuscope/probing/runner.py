@@ -162,7 +162,7 @@ class ProbeRunner:
                 measurements=list(results.measurements),
                 warnings=list(results.warnings),
                 summary=_summary(results.measurements),
-                duration_s=results.duration_s if results.duration_s is not None else time.time() - self._started_s,
+                duration_s=results.duration_s if results.duration_s is not None else time.monotonic() - self._started_s,
             )
 
     def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> Results:
@@ -180,7 +180,8 @@ class ProbeRunner:
         from gpuscope.results import empty_results
 
         cancel = cancel or threading.Event()
-        started = self._started_s = time.time()
+        # durations from the monotonic clock: a wall clock that NTP steps back would make them negative
+        started = self._started_s = time.monotonic()
         self._telemetry.open()
         driver = self._telemetry.driver_version() if self.device.is_gpu else None
         version_info = versions(self.device, driver)
@@ -230,7 +231,7 @@ class ProbeRunner:
             ctx.close()
             self._telemetry.close()
             with self._lock:
-                results.duration_s = time.time() - started
+                results.duration_s = time.monotonic() - started
                 results.partial = cancelled
                 results.partial_reason = "cancelled (Ctrl-C) before the suite finished" if cancelled else None
                 threshold = settings.contention_threshold_percent

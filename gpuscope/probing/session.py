@@ -58,6 +58,8 @@ class ProbeSession:
     finished: bool = False
     exited: bool = False
     measure_start_s: float = 0.0
+    #: ``time.monotonic()`` at the start, for the elapsed time shown (the wall clock may step)
+    started_monotonic_s: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.measure_start_s = self.started_s
@@ -73,7 +75,8 @@ class ProbeSession:
                 self.total, self.done = event.total, event.done
             if event.phase == "start":
                 self.measure_start_s = event.wall_s
-            self.status = f"{event.done}/{event.total} {event.name} · {time.time() - self.started_s:.0f} s"
+            elapsed_s = time.monotonic() - self.started_monotonic_s
+            self.status = f"{event.done}/{event.total} {event.name} · {elapsed_s:.0f} s"
         elif isinstance(event, MeasurementDone):
             return self._add(event)
         elif isinstance(event, Finished):

@@ -78,6 +78,9 @@ def load_suite(name_or_path: str) -> Suite:
     if name_or_path in shipped and not Path(name_or_path).exists():
         path = shipped[name_or_path]
     else:
+        from gpuscope.workdir import check_path
+
+        check_path(name_or_path)  # a relative file once the working directory is gone: one line, exit 4
         path = Path(name_or_path)
         if not path.exists():
             names = ", ".join(shipped) or "none"

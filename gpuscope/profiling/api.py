@@ -62,8 +62,10 @@ class Profiler:
         self.requested_device = device
         self.steps = steps
         self.warmup = warmup
-        self.roofs = [str(path) for path in roofs]
+        # Files named now, relative to the directory now: the profiled step may change directory.
+        self.roofs = [os.path.abspath(path) for path in roofs]
         self.results = results
+        self._results_path = None if results is None else os.path.abspath(results)
         self.energy = energy
         self.powercap_root = powercap_root
         self.rerun = rerun
@@ -211,7 +213,7 @@ class Profiler:
         if self.results is not None:
             from gpuscope.profiling.build import append_profile
 
-            append_profile(self.results, self.result, self._device)
+            append_profile(self._results_path or self.results, self.result, self._device)
             self.result.results_path = str(self.results)
 
     def _dram_bytes(self) -> float | Unavailable:
@@ -283,7 +285,8 @@ def profile(
     else CUDA's current device when CUDA is available, else CPU). ``roofs``: probe results files
     whose measured ceilings (same device and dtype) judge the ops; the datasheet otherwise.
     ``results``: a results file to append the profile to as a workload. ``energy``: read NVML's or
-    RAPL's energy counter over the profiled steps."""
+    RAPL's energy counter over the profiled steps. Whatever ``fn`` raises propagates unchanged
+    (``SystemExit`` included) and ``results`` is left as it was."""
     if fn is None and args:
         raise UsageError("gpuscope.profile(): positional arguments need a function first")
     if fn is not None and not callable(fn):

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +12,7 @@ from gpuscope.profiling.attribution import ModuleTotal, OpGroup
 from gpuscope.profiling.record import OP_BYTES_RULE
 from gpuscope.profiling.verdict import Verdict
 from gpuscope.roofline.counting import POINTWISE_RULE
+from gpuscope.schema.core import timestamp_now_s
 from gpuscope.telemetry.energy import EnergyResult, energy_fields, flop_per_joule
 from gpuscope.telemetry.values import Unavailable
 
@@ -121,7 +121,7 @@ class ProfileResult:
             "warm": True,
             "source": "profile",
             "notes": list(self.notes),
-            "created": time.time(),
+            "created": timestamp_now_s(),
         }
         workload.update(energy_fields(self.energy, float(self.flops)))
         workload["profile"] = self.profile_json()

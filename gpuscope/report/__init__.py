@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -24,12 +24,17 @@ from gpuscope.fileio import write_json_atomic, write_text_atomic
 from gpuscope.report.io import (
     REPORT_SCHEMA,
     REPORT_SCHEMA_VERSION,
+    ResultsInput,
     format_for,
     load_input,
     results_inputs,
     validate_report,
 )
-from gpuscope.schema.report import Report
+from gpuscope.schema.report import Report, Telemetry
+from gpuscope.textsafe import safe_text
+
+if TYPE_CHECKING:
+    from gpuscope.report.redact import Redaction
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -78,26 +83,46 @@ def build(
         raise BadInputError("no results file given")
     loaded = [load_input(item, position) for position, item in enumerate(items)]
     reports = [entry.typed for entry in loaded if isinstance(entry.typed, Report)]
-    if len(loaded) == 1 and reports and log_path is None and samples is None:
+    redaction = None
+    if len(loaded) == 1 and reports and log_path is None and samples is None and not redact:
         report, document = reports[0], loaded[0].document
-    else:
+    else:  # (a report redacted is built again from its results and telemetry, as with other inputs)
         inputs = results_inputs(loaded, items)
         warnings: list[str] = []
         telemetry = None
         if log_path is not None:
-            telemetry = summarize_samples(read_samples(log_path, warnings), Path(log_path).name, warnings)
+            telemetry = summarize_samples(read_samples(log_path, warnings), safe_text(Path(log_path).name), warnings)
         elif samples is not None:
             telemetry = summarize_samples(samples, samples_label, warnings)
         elif reports:
             telemetry = reports[0].telemetry
+        if redact:  # before the report is built: its title, summary and tables see only aliases
+            redaction, inputs, telemetry = _redacted_inputs(inputs, telemetry)
         report = build_report(inputs, telemetry, warnings)
         document = report_document(report, [item.document for item in inputs])
-    if redact:
-        from gpuscope.report.redact import redact_report
-
-        document = redact_report(document)
+    if redaction is not None:
+        document = {**redaction.apply(document), "redacted": True}
         report = validate_report(document, "the redacted report")
     return report, document
+
+
+def _redacted_inputs(
+    inputs: Sequence[ResultsInput], telemetry: Telemetry | None
+) -> tuple[Redaction, list[ResultsInput], Telemetry | None]:
+    """``inputs`` and ``telemetry`` redacted by one :class:`Redaction` (the same host, the same alias)."""
+    from gpuscope.report.redact import Redaction
+    from gpuscope.results import to_results
+    from gpuscope.schema.core import convert
+
+    telemetry_data = msgspec.to_builtins(telemetry) if telemetry is not None else None
+    redaction = Redaction.of([*(item.document for item in inputs), telemetry_data])
+    redacted = []
+    for item in inputs:
+        label, document = redaction.text(item.label), redaction.apply(item.document)
+        redacted.append(ResultsInput(label, to_results(document, label), document))
+    if telemetry_data is not None:
+        telemetry = convert(redaction.apply(telemetry_data), Telemetry, "the redacted telemetry")
+    return redaction, redacted, telemetry
 
 
 def make_report(

@@ -172,7 +172,8 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
     def colour(device: int) -> str:
         return _PALETTE[_DEVICE_SLOTS[layout.legend[device].colour_index % len(_DEVICE_SLOTS)]]
 
-    rows_table = [_point_row(point.placement, model) for point in layout.points if not point.dram]
+    tagged = [point for point in layout.points if point.tag and not point.dram]
+    rows_table = [_point_row(point.number, point.placement, model) for point in tagged]
     width_in, plot_h_in = 10.0, 5.2
     legend_h_in = 0.2 * (len(layout.legend) + 1) + 0.15 * len(layout.notes)
     table_h_in = 0.16 * (len(rows_table) + 1) + 0.1 if rows_table else 0.0
@@ -212,13 +213,24 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
                 markersize=6 if ridge.envelope else 4, markerfacecolor="none" if not ridge.envelope else _BG,
                 markeredgecolor=colour(ridge.device), markeredgewidth=1.4, zorder=4,
             )  # fmt: skip
+        # a fleet's untagged points: one line of markers per look (a line each costs seconds per 1,000)
+        untagged: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
         for point in layout.points:
             mark = "above_roof" if point.above_roof else ("estimated" if point.estimated else "point")
-            marker = _MARKERS[mark][1]
+            marker, edge = _MARKERS[mark][1], _FG if point.above_roof else colour(point.device)
+            if not point.tag:
+                xs, ys = untagged.setdefault((marker, colour(point.device), edge), ([], []))
+                xs.append(point.x)
+                ys.append(point.y)
+                continue
             axes.plot(
                 [point.x], [point.y], linestyle="none", marker=marker, markersize=7.5, color=colour(point.device),
-                markeredgecolor=_FG if point.above_roof else colour(point.device), zorder=5,
+                markeredgecolor=edge, zorder=5,
             )  # fmt: skip
+        for (marker, face, edge), (xs, ys) in untagged.items():
+            axes.plot(
+                xs, ys, linestyle="none", marker=marker, markersize=7.5, color=face, markeredgecolor=edge, zorder=5
+            )
         box = axes.get_window_extent()
         columns = max(20, int(box.width / _CELL_W_PX))
         rows = max(8, int(box.height / _CELL_H_PX))
@@ -283,13 +295,13 @@ def _legend_line(figure: Any, x: float, y: float, colour: str) -> Any:
     return Line2D([x, x + 0.035], [y, y], transform=figure.transFigure, color=colour, linewidth=2.6)
 
 
-def _point_row(placement: Any, model: Any) -> tuple[str, ...]:
-    """``#, workload, device, bound, eff., headroom`` of one placed point."""
+def _point_row(number: int, placement: Any, model: Any) -> tuple[str, ...]:
+    """``#, workload, device, bound, eff., headroom`` of one placed point (``number``: its tag
+    on the chart, 1-based over the model's placements)."""
     point = placement.point
     efficiency = placement.efficiency
     headroom = "-" if not efficiency or efficiency <= 0 else f"{1 / efficiency:.2g}x"
     bound = placement.bound + (" ABOVE ROOF" if placement.above_roof else "")
-    number = model.placements.index(placement) + 1 if placement in model.placements else 0
     return (
         str(number),
         _short(point.name, 34),

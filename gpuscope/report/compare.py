@@ -24,8 +24,9 @@ from gpuscope.report.model import (
     placement_of,
     workload_spread_percent,
 )
-from gpuscope.report.roofview import datasheet_value, device_type, roofline_view
+from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, datasheet_roofs
 from gpuscope.results import to_results
+from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, ABOVE_DATASHEET_TOLERANCE, is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text
 from gpuscope.schema.results import Measurement
@@ -54,6 +55,13 @@ LOW_MARK = "LOW"
 #: Marks a ceiling more than gpuscope.roofline.model.ABOVE_DATASHEET_TOLERANCE above its datasheet value.
 ABOVE_DATASHEET_MARK = "ABOVE DATASHEET"
 ABOVE_DATASHEET_TOLERANCE_PERCENT = ABOVE_DATASHEET_TOLERANCE * 100.0
+#: More runs than this (a multi-node file: one per host and rank): the text and Markdown tables
+#: show one column per results file (median and range); the JSON keeps every run.
+FLEET_COLUMNS = 16
+_FLEET_TEXT = (
+    f"More than {FLEET_COLUMNS} runs: one column per results file, the median [lowest–highest] of its runs "
+    "(a multi-node file has one per host and rank) and how many are marked; --format json lists every run."
+)
 _KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
 
 
@@ -70,8 +78,8 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
         for item in inputs
     ]
     # the roofs the report holds ceilings against
-    datasheet = roofline_view([(item.label, item.results) for item in items]).datasheet or []
-    runs: list[dict[str, Any]] = []
+    datasheet = DatasheetIndex(datasheet_roofs(build_model([(item.label, item.results) for item in items])))
+    runs: dict[str, dict[str, Any]] = {}  # label -> run, in column order
     above_datasheet: list[dict[str, Any]] = []
     cells: list[dict[str, Any]] = []
     stragglers: list[dict[str, Any]] = []
@@ -83,12 +91,13 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
     for label, doc, _ in items:
         place = placement_of(doc)
         by_id: dict[str | int | None, Measurement] = {m.id: m for m in doc.measurements if m.id is not None}
+        facts = DeviceFacts(doc.devices, doc.system)
         for ceiling in doc.ceilings:
             device = ceiling.device
             host, rank = place(ceiling)
             spread, count = ceiling_spread_percent(by_id.get(ceiling.measurement_id))
             run = _run_label(runs, label, (host, rank), label in multi_host_files)
-            spec = datasheet_value(ceiling.kind, ceiling.name, device, host, rank, datasheet)
+            spec = datasheet.value(ceiling.kind, ceiling.name, device, host, rank)
             percent = ceiling.value / spec * 100.0 if spec else None
             above = is_above_datasheet(percent)
             what = {"device": device, "kind": ceiling.kind, "name": ceiling.name}
@@ -113,13 +122,11 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
                         + " of its ranks",
                     }
                 )  # fmt: skip
-                for entry in runs:
-                    if entry["label"] == run:
-                        entry["straggler"] = True
+                runs[run]["straggler"] = True
             cells.append(
                 {
                     "table": "ceilings", "run": run, "straggler": straggler, **what,
-                    "device_type": device_type(device, doc.devices),
+                    "device_type": facts.type_of(device),
                     "unit": ceiling.unit, "value": ceiling.value, "spread_percent": spread, "n": count,
                     "higher_is_better": True, "datasheet_value": spec, "percent_of_spec": percent,
                     "low": percent is not None and percent < LOW_PERCENT_OF_SPEC.get(ceiling.kind, 0.0),
@@ -132,7 +139,7 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
             cells.append(
                 {
                     "table": "workloads", "run": _run_label(runs, label, place(workload), label in multi_host_files),
-                    "device": workload.device, "device_type": device_type(workload.device, doc.devices),
+                    "device": workload.device, "device_type": facts.type_of(workload.device),
                     "kind": "workload", "name": workload.name, "unit": "s", "value": workload.time_s,
                     "spread_percent": workload_spread_percent(workload), "n": workload.n, "higher_is_better": False,
                 }
@@ -158,7 +165,7 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
     return {
         "schema": COMPARE_SCHEMA,
         "schema_version": 1,
-        "runs": runs,
+        "runs": list(runs.values()),
         "ceilings": tables["ceilings"],
         "workloads": tables["workloads"],
         "flags": flags,
@@ -177,13 +184,13 @@ def _pick(cell: dict[str, Any], keys: str) -> dict[str, Any]:
     return {key: cell.get(key) for key in keys.split()}
 
 
-def _run_label(runs: list[dict[str, Any]], label: str, where: tuple[Any, Any], per_host: bool) -> str:
+def _run_label(runs: dict[str, dict[str, Any]], label: str, where: tuple[Any, Any], per_host: bool) -> str:
     """The column of an entry: the file's label, with host and rank for a multi-node file;
-    registers a new column in ``runs``."""
+    registers a new column in ``runs`` (label -> run)."""
     host, rank = where
     run_label = label + ((f" {host or '?'}" + (f"/r{rank}" if rank is not None else "")) if per_host else "")
-    if run_label not in [run["label"] for run in runs]:
-        runs.append({"label": run_label, "source": label, "host": host, "rank": rank, "straggler": False})
+    if run_label not in runs:
+        runs[run_label] = {"label": run_label, "source": label, "host": host, "rank": rank, "straggler": False}
     return run_label
 
 
@@ -198,9 +205,14 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
             cell["flagged"] = False
         if len(members) < 2:
             continue
-        for cell in members:
-            others = [other for other in members if other is not cell]
-            reference = statistics.median(other["value"] for other in others)
+        # every cell's peers are the group less itself: medians of the sorted group with one value
+        # left out (sorting per cell made a group of n runs cost n^2 log n)
+        values = _LeaveOneOut([cell["value"] for cell in members])
+        spreads = _LeaveOneOut(
+            [DEFAULT_NOISE_PERCENT if c["spread_percent"] is None else c["spread_percent"] for c in members]
+        )
+        for position, cell in enumerate(members):
+            reference = values.median_without(position)
             if reference <= 0:
                 continue
             if cell["higher_is_better"]:
@@ -208,16 +220,13 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
             else:  # a time: positive means faster than the peers
                 difference = (reference / cell["value"] - 1.0) * 100.0
             own = cell["spread_percent"] if cell["spread_percent"] is not None else DEFAULT_NOISE_PERCENT
-            peer_spreads = [
-                o["spread_percent"] if o["spread_percent"] is not None else DEFAULT_NOISE_PERCENT for o in others
-            ]
-            noise = max(MIN_NOISE_PERCENT, own + statistics.median(peer_spreads))
+            noise = max(MIN_NOISE_PERCENT, own + spreads.median_without(position))
             cell["difference_percent"] = difference
             if abs(difference) <= noise:
                 continue
             cell["flagged"] = True
-            peer = others[0]
-            peer_text = "the others" if len(others) > 1 else peer["run"] + (
+            peer = members[1] if position == 0 else members[0]
+            peer_text = "the others" if len(members) > 2 else peer["run"] + (
                 f" {peer['device']}" if peer["device"] != cell["device"] else ""
             )  # fmt: skip
             where = f"{cell['run']} {cell['device']}" if run_count > 1 else cell["device"]
@@ -237,6 +246,28 @@ def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
             )
     flags.sort(key=lambda f: -abs(f["difference_percent"]))
     return flags
+
+
+class _LeaveOneOut:
+    """Values sorted once; :meth:`median_without` is ``statistics.median`` of them less one (the
+    same arithmetic, so the same float)."""
+
+    def __init__(self, values: list[float]) -> None:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        self.sorted = [values[index] for index in order]
+        self.rank = [0] * len(values)  # position -> its place in ``sorted``
+        for place, index in enumerate(order):
+            self.rank[index] = place
+
+    def median_without(self, position: int) -> float:
+        """The median of every value but the one at ``position`` (at least two values)."""
+        skip, count = self.rank[position], len(self.sorted) - 1
+
+        def at(place: int) -> float:
+            return self.sorted[place if place < skip else place + 1]
+
+        half = count // 2
+        return at(half) if count % 2 else (at(half - 1) + at(half)) / 2
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -264,15 +295,51 @@ def _run_header(run: dict[str, Any]) -> str:
     return label + (f" {STRAGGLER_MARK}" if run.get("straggler") else "")
 
 
-def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]]]:
-    runs = [run["label"] for run in result["runs"]]
-    titles = [_run_header(run) for run in result["runs"]]
-    headers = ["device", "kind", "name", *titles] if table == "ceilings" else ["device", "workload (time)", *titles]
+def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]], int]:
+    """Headers, rows and how many value columns end each row: one per run, or for more runs than
+    :data:`FLEET_COLUMNS` (a multi-node file has one per rank) one per results file."""
+    runs = result["runs"]
+    headers = ["device", "kind", "name"] if table == "ceilings" else ["device", "workload (time)"]
+    sources: dict[str, list[str]] = {}  # results file -> the labels of its runs
+    for run in runs:
+        sources.setdefault(run["source"], []).append(run["label"])
+    fleet = len(runs) > FLEET_COLUMNS
+    if fleet:
+        headers += [f"{source} ({len(labels)} runs)" for source, labels in sources.items()]
+    else:
+        headers += [_run_header(run) for run in runs]
     rows = []
     for row in result[table]:
         cells = [row["device"], row["kind"], row["name"]] if table == "ceilings" else [row["device"], row["name"]]
-        rows.append([clean_text(cell, 60) for cell in cells] + [_cell_text(row, run) for run in runs])
-    return headers, rows
+        if fleet:
+            values = [_summary_text(row, labels) for labels in sources.values()]
+        else:
+            values = [_cell_text(row, run["label"]) for run in runs]
+        rows.append([clean_text(cell, 60) for cell in cells] + values)
+    return headers, rows, len(headers) - (3 if table == "ceilings" else 2)
+
+
+def _summary_text(row: dict[str, Any], labels: list[str]) -> str:
+    """A row's values over the runs ``labels`` of one file: median [lowest-highest], and how many
+    are flagged, stragglers, low or above their datasheet value."""
+    entries = [row["values"][label] for label in labels if label in row["values"]]
+    if not entries:
+        return "–"
+
+    def text(value: float) -> str:
+        return fmt_seconds(value) if row["unit"] == "s" else fmt_quantity(value, row["unit"])
+
+    values = [entry["value"] for entry in entries]
+    out, low, high = text(statistics.median(values)), text(min(values)), text(max(values))
+    if low != high:
+        out += f" [{low}–{high}]"
+    marks = (("flagged", "flagged"), ("straggler", STRAGGLER_MARK), ("low", LOW_MARK),
+             ("above_datasheet", ABOVE_DATASHEET_MARK))  # fmt: skip
+    for key, mark in marks:
+        count = sum(1 for entry in entries if entry.get(key))
+        if count:
+            out += f" {count}× {mark}"
+    return out
 
 
 def render_compare_text(result: dict[str, Any]) -> str:
@@ -281,7 +348,7 @@ def render_compare_text(result: dict[str, Any]) -> str:
     for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
         if not result[table]:
             continue
-        headers, rows = _grid(result, table)
+        headers, rows, count = _grid(result, table)
         headers = [clean_text(h, 60) for h in headers]
         widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
         out.append(title)
@@ -290,11 +357,12 @@ def render_compare_text(result: dict[str, Any]) -> str:
         for row in rows:
             out.append(
                 "  ".join(
-                    c.rjust(w) if i >= len(headers) - len(result["runs"]) else c.ljust(w)
-                    for i, (c, w) in enumerate(zip(row, widths))
+                    c.rjust(w) if i >= len(headers) - count else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))
                 ).rstrip()
             )
         out.append("")
+    if len(result["runs"]) > FLEET_COLUMNS and (result["ceilings"] or result["workloads"]):
+        out += [_FLEET_TEXT, ""]
     for number, (title, items) in enumerate(_notes(result, str)):
         if items:
             out += [f"{title}:", *(f"  {clean_text(text, 300)}" for text in items), *([""] if number < 2 else [])]
@@ -333,11 +401,12 @@ def render_compare_markdown(result: dict[str, Any]) -> str:
     for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
         if not result[table]:
             continue
-        headers, rows = _grid(result, table)
-        count = len(result["runs"])
+        headers, rows, count = _grid(result, table)
         out.append(f"\n## {title}\n\n")
         out.append("| " + " | ".join(md_escape(h) or " " for h in headers) + " |\n")
         out.append("|" + "|".join("---:" if i >= len(headers) - count else "---" for i in range(len(headers))) + "|\n")
         out.extend("| " + " | ".join(md_escape(c) for c in row) + " |\n" for row in rows)
+    if len(result["runs"]) > FLEET_COLUMNS:
+        out.append(f"\n_{md_escape(_FLEET_TEXT)}_\n")
     out.append(f"\n_{md_escape(result['rule'])}._\n")
     return "".join(out)

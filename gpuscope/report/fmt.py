@@ -7,6 +7,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from gpuscope.textsafe import safe_text
+
 if TYPE_CHECKING:
     from gpuscope.schema.report import Report
 
@@ -89,21 +91,13 @@ def fmt_time_utc(epoch_s: Any) -> str:
         return "–"
 
 
-_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _unprintable(ch: str) -> bool:
-    """Control characters, lone surrogates (not encodable as UTF-8) and bidi overrides (spoofing)."""
-    return ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff" or ch in _BIDI_CONTROLS
-
-
 def clean_text(value: Any, limit: int = 200) -> str:
-    """Text for display: ``None`` -> ``"–"``, control characters replaced, at most ``limit`` characters.
+    """Text for display: ``None`` -> ``"–"``, control and bidi characters and undecodable bytes
+    escaped (:func:`gpuscope.textsafe.safe_text`, the one rule), at most ``limit`` characters.
     Escaping for HTML or Markdown is the renderer's job; this only keeps the text printable."""
     if value is None:
         return "–"
-    text = str(value)
-    text = "".join("\ufffd" if _unprintable(ch) else ch for ch in text)
+    text = safe_text(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     return text

@@ -21,6 +21,7 @@ from gpuscope.schema.files import read_bytes
 from gpuscope.schema.kinds import KIND_NAMES, current_reader, declared_schema, sniff_kind
 from gpuscope.schema.report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Report
 from gpuscope.schema.results import RESULTS_SCHEMA, Results
+from gpuscope.textsafe import safe_text
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -111,7 +112,7 @@ def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0,
         raw = encode_json(item)
     else:
         source = str(item)
-        label = Path(item).name or source
+        label = safe_text(Path(item).name or source)  # a file name shown as safe_text shows it
         raw = read_bytes(item, "a results or report JSON file", "report")
     kind = sniff_kind(raw)
     if kind == REPORT_SCHEMA:
@@ -147,7 +148,7 @@ def _labels(items: Sequence[Any], loaded: Sequence[Input]) -> list[str]:
     for position, label in enumerate(labels):
         if labels.count(label) > 1 and not isinstance(items[position], dict):
             path = Path(items[position])
-            labels[position] = f"{path.parent.name}/{path.name}" if path.parent.name else label
+            labels[position] = safe_text(f"{path.parent.name}/{path.name}") if path.parent.name else label
     seen: dict[str, int] = {}
     for position, label in enumerate(labels):
         seen[label] = seen.get(label, 0) + 1

@@ -10,11 +10,12 @@ the time it was generated: ``created`` is the newest ``created`` of its inputs.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ResultsInput
-from gpuscope.report.roofview import datasheet_value, device_name, device_type, roofline_view
+from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, device_type, roofline_view
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent
 from gpuscope.schema.core import finite_or_none
@@ -40,6 +41,8 @@ __all__ = [
     "ceiling_spread_percent",
     "workload_spread_percent",
     "placement_of",
+    "FLEET_HOSTS",
+    "hosts_text",
 ]
 
 T = TypeVar("T")
@@ -56,6 +59,10 @@ def _distinct(values: Iterable[T]) -> list[T]:
 LOW_PERCENT_OF_SPEC: dict[str, float] = {"compute": 70.0, "memory": 80.0, "transfer": 60.0, "collective": 60.0}
 
 Place = tuple[str | None, int | None]
+
+#: More hosts than this (a multi-node run): hosts that read alike share one summary line and one
+#: System column, and the title counts the hosts instead of naming each.
+FLEET_HOSTS = 8
 
 
 def measurement_span(measurement: Measurement) -> tuple[float | None, float | None]:
@@ -128,6 +135,7 @@ def build_report(
     thresholds = dict(LOW_PERCENT_OF_SPEC if low_percent_of_spec is None else low_percent_of_spec)
     roofline = roofline_view([(item.label, item.results) for item in inputs])
     notes.extend(str(w) for w in roofline.warnings or [])
+    datasheet = DatasheetIndex(roofline.datasheet or [])
     systems: list[SystemSummary] = []
     ceilings: list[CeilingRow] = []
     measurements: list[MeasurementRow] = []
@@ -144,7 +152,7 @@ def build_report(
         if margin is not None and 0 < margin < 1 and margin not in margins:
             margins.append(margin)
         systems.extend(_systems(label, doc.system, doc.devices))
-        ceilings.extend(_ceilings(label, doc, roofline, thresholds))
+        ceilings.extend(_ceilings(label, doc, datasheet, thresholds))
         place = placement_of(doc)
         for measurement in doc.measurements:
             start, end = measurement_span(measurement)
@@ -171,7 +179,7 @@ def build_report(
         gpuscope_version=__version__,
         title=(f"SIMULATED DATA ({simulated}), not real hardware: " if simulated else "")
         + "gpuscope report"
-        + (f": {', '.join(h for h in hosts if h)}" if any(hosts) else ""),
+        + (f": {_hosts_title([h for h in hosts if h])}" if any(hosts) else ""),
         created=max(created) if created else (telemetry.start if telemetry else None),
         redacted=False,
         low_percent_of_spec=thresholds,
@@ -191,23 +199,23 @@ def build_report(
     return report
 
 
-def _ceilings(label: str, doc: Results, roofline: Roofline, thresholds: dict[str, float]) -> list[CeilingRow]:
+def _ceilings(label: str, doc: Results, datasheet: DatasheetIndex, thresholds: dict[str, float]) -> list[CeilingRow]:
     """The report's ceiling rows of one results file."""
     by_id: dict[str | int | None, Measurement] = {m.id: m for m in doc.measurements if m.id is not None}
     place = placement_of(doc)
+    facts = DeviceFacts(doc.devices, doc.system)
     rows = []
     for ceiling in doc.ceilings:
         host, rank = place(ceiling)
         measurement = by_id.get(ceiling.measurement_id)
         spread, count = ceiling_spread_percent(measurement)
-        spec = datasheet_value(ceiling.kind, ceiling.name, ceiling.device, host, rank, roofline.datasheet or [])
+        spec = datasheet.value(ceiling.kind, ceiling.name, ceiling.device, host, rank)
         percent = ceiling.value / spec * 100.0 if spec else None
         median = median_of(ceiling)
         rows.append(
             CeilingRow(
                 source=label, host=host, rank=rank, device=ceiling.device,
-                device_type=device_type(ceiling.device, doc.devices),
-                device_name=device_name(ceiling.device, doc.devices, doc.system, host),
+                device_type=facts.type_of(ceiling.device), device_name=facts.name_of(ceiling.device, host),
                 kind=ceiling.kind, name=ceiling.name, value=ceiling.value, unit=ceiling.unit,
                 datasheet_value=spec, percent_of_spec=percent,
                 low=percent is not None and percent < thresholds.get(ceiling.kind, 0.0), n=count,
@@ -237,12 +245,17 @@ def _systems(label: str, system: System, devices: list[Device]) -> list[SystemSu
     """One entry per host of a results file (multi-node results have devices on several hosts);
     the ``system`` block describes its ``hostname`` (or the only host)."""
     hosts = _distinct([system.hostname] + [d.host for d in devices if d.host])
+    # each host's GPUs, in file order: those on it and those with no host (one pass over the devices)
+    on_host: dict[str | None, list[int]] = {}
+    for position, d in enumerate(devices):
+        if (d.type if d.type in ("cpu", "gpu") else device_type(d.device)) == "gpu":
+            on_host.setdefault(d.host if len(hosts) > 1 else None, []).append(position)
     out = []
     for host in hosts:
+        mine = sorted({*on_host.get(None, []), *on_host.get(host, [])})
         gpus = [
             GpuSummary(device=d.device, name=d.name, rank=d.rank, memory_total_bytes=d.memory_total_bytes, uuid=d.uuid)
-            for d in devices
-            if device_type(d.device, [d]) == "gpu" and (d.host in (None, host) or len(hosts) == 1)
+            for d in (devices[position] for position in mine)
         ]
         if host == system.hostname or len(hosts) == 1:
             out.append(
@@ -262,6 +275,7 @@ def _workloads(inputs: Sequence[ResultsInput], roofline: Roofline) -> list[Workl
     rows = []
     for label, doc, _ in inputs:
         place = placement_of(doc)
+        facts = DeviceFacts(doc.devices, doc.system)
         for workload in doc.workloads:
             host, rank = place(workload)
             point = points.get((label, workload.name, workload.device, host, rank))
@@ -269,7 +283,7 @@ def _workloads(inputs: Sequence[ResultsInput], roofline: Roofline) -> list[Workl
             rows.append(
                 WorkloadRow(
                     source=label, host=host, rank=rank, name=workload.name, device=workload.device or None,
-                    device_type=device_type(workload.device, doc.devices), flops=workload.flops,
+                    device_type=facts.type_of(workload.device), flops=workload.flops,
                     bytes=workload.bytes, bytes_rule=workload.bytes_rule, time_s=workload.time_s, n=workload.n,
                     spread_percent=workload_spread_percent(workload),
                     intensity_flop_per_byte=intensity,
@@ -294,21 +308,14 @@ def summary_lines(report: Report) -> list[str]:
     """A few sentences for the top of a report and for pasting into an issue tracker."""
     from gpuscope.report.fmt import clean_text, fmt_percent
 
-    lines = []
-    for system in report.systems:
-        gpus = system.gpus or []
-        names = _distinct(g.name for g in gpus)
-        gpu_text = ", ".join(f"{sum(1 for g in gpus if g.name == n)}× {n}" for n in names if n) or "no GPU"
-        parts = [f"{system.host or 'unknown host'}: {system.cpu_model or 'CPU unknown'}"]
-        if system.logical_cores:
-            parts.append(f"{system.logical_cores} logical cores")
-        parts.append(gpu_text)
-        versions = [
-            f"{key} {value}"
-            for key, value in (("driver", system.driver), ("cuda", system.cuda), ("torch", system.torch))
-            if value
-        ]
-        lines.append(", ".join(parts) + (f" ({', '.join(versions)})" if versions else "") + ".")
+    texts = [(system.host or "unknown host", _system_text(system)) for system in report.systems]
+    if len(texts) <= FLEET_HOSTS:
+        lines = [f"{host}: {text}" for host, text in texts]
+    else:  # a fleet: the hosts that read alike share one line
+        hosts_of: dict[str, list[str]] = {}
+        for host, text in texts:
+            hosts_of.setdefault(text, []).append(host)
+        lines = [f"{hosts_text(hosts)}: {text}" for text, hosts in hosts_of.items()]
     stragglers = report.stragglers or []
     if stragglers:
         margin = report.straggler_margin
@@ -364,6 +371,31 @@ def summary_lines(report: Report) -> list[str]:
     if report.telemetry:
         lines.append(_telemetry_line(report.telemetry))
     return lines
+
+
+def _system_text(system: SystemSummary) -> str:
+    """A host's summary sentence less its name: CPU, cores, GPUs, versions."""
+    gpus = Counter(g.name for g in system.gpus or [])
+    gpu_text = ", ".join(f"{count}× {name}" for name, count in gpus.items() if name) or "no GPU"
+    parts = [system.cpu_model or "CPU unknown"]
+    if system.logical_cores:
+        parts.append(f"{system.logical_cores} logical cores")
+    parts.append(gpu_text)
+    versions = [
+        f"{key} {value}"
+        for key, value in (("driver", system.driver), ("cuda", system.cuda), ("torch", system.torch))
+        if value
+    ]
+    return ", ".join(parts) + (f" ({', '.join(versions)})" if versions else "") + "."
+
+
+def _hosts_title(hosts: list[str]) -> str:
+    return ", ".join(hosts) if len(hosts) <= FLEET_HOSTS else hosts_text(hosts)
+
+
+def hosts_text(hosts: Sequence[str]) -> str:
+    """``"node-0001"``, or ``"124 hosts (node-0001 … node-0124)"``."""
+    return hosts[0] if len(hosts) == 1 else f"{len(hosts)} hosts ({hosts[0]} … {hosts[-1]})"
 
 
 def _workloads_line(workloads: list[WorkloadRow]) -> str:

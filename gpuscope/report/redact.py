@@ -1,10 +1,18 @@
-"""``--redact``: drop usernames, command lines and hostnames from a report, everywhere.
+"""``--redact``: drop usernames, command lines, hostnames and folders from a report, everywhere.
 
-Hostnames become ``host-1``, ``host-2`` ... (the same name maps to the same alias, so a multi-host
-report still tells hosts apart); usernames become ``[user]``; a process keeps only the base name
-of its executable; command-line fields are dropped. Every other string in the document, the
-embedded results included, has known hostnames and usernames replaced and ``/home/<name>``
-paths cut.
+Redaction is a property of the document, made before any painter sees it: the results files and
+the telemetry summary are redacted first (so the title, the summary and every table are built
+from the aliases), then the finished report once more.
+
+- Host fields (``hostname``, ``host``, ``node``...) are replaced by value: ``host-1``, ``host-2``
+  ... (one alias per host, so a multi-host report still tells hosts apart), whatever the name's
+  length; usernames become ``[user]``; a process keeps only its executable's base name;
+  command-line fields are dropped; a ``path`` keeps only its file name.
+- Every other string, file labels included, has the known hostnames (and their first label)
+  and usernames replaced wherever they stand as a word, and ``/home/<name>`` cut.
+- Names are matched after Unicode folding (compatibility decomposition, combining marks
+  dropped, case folded): ``café-gpu-07`` written composed (NFC), decomposed (NFD), in capitals
+  or as ``cafe-gpu-07`` is one host, and none of its forms is left.
 """
 
 from __future__ import annotations
@@ -13,54 +21,179 @@ import getpass
 import os
 import re
 import socket
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["redact_report", "HOST_KEYS", "USER_KEYS", "COMMAND_KEYS"]
+__all__ = ["redact_report", "Redaction", "HOST_KEYS", "USER_KEYS", "COMMAND_KEYS"]
 
 HOST_KEYS = frozenset({"hostname", "host", "node", "nodename", "fqdn", "master_addr", "address"})
 HOSTS_LIST_KEYS = frozenset({"hostnames", "hosts"})
 USER_KEYS = frozenset({"user", "username", "owner", "login", "uid_name"})
 COMMAND_KEYS = frozenset({"cmdline", "command", "command_line", "argv", "cwd", "environment", "env"})
+PATH_KEYS = frozenset({"path"})
 USER_PLACEHOLDER = "[user]"
 COMMAND_PLACEHOLDER = "[redacted]"
-#: Names too generic to replace inside free text (they stay replaced in user fields).
+#: Words too common to replace inside free text (a host so named is still replaced in its fields).
 _GENERIC = frozenset(
-    "root user admin nobody ubuntu debian localhost none null unknown [user] cpu gpu cuda host node".split()
+    "root user admin nobody ubuntu debian localhost none null unknown [user] cpu gpu cuda host node "
+    "a an as at be by do go if in is it me my no of ok on or so to up us vs we".split()
 )
 _HOME = re.compile(r"(/home/|/Users/|/users/|C:\\Users\\)[^/\\\s\"'<>]+")
+_ALIAS = re.compile(r"host-\d+")
+
+
+@lru_cache(maxsize=8192)
+def _fold_char(char: str) -> str:
+    """One character folded: compatibility decomposition, case folded, combining marks dropped
+    (``É`` -> ``e``, ``ß`` -> ``ss``, ``ﬁ`` -> ``fi``, a lone combining accent -> ``""``)."""
+    folded = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", char).casefold())
+    return "".join(part for part in folded if not unicodedata.combining(part))
+
+
+def _fold(text: str) -> str:
+    """``text`` as names are compared for redaction (see :func:`_fold_char`)."""
+    if text.isascii():
+        return text.lower()
+    return "".join(_fold_char(char) for char in text)
+
+
+class Redaction:
+    """The hosts and users of a set of documents and how each string of them is redacted."""
+
+    def __init__(self) -> None:
+        #: folded hostname -> alias
+        self.hosts: dict[str, str] = {}
+        #: folded names replaced inside free text, longest first, with what replaces them
+        self._words: list[tuple[str, str]] = []
+        self._users: set[str] = set()
+
+    @classmethod
+    def of(cls, documents: Iterable[Any]) -> Redaction:
+        """The redaction of ``documents`` (dicts and lists as parsed from JSON), this machine's
+        hostname and user included."""
+        redaction = cls()
+        for document in documents:
+            redaction._collect(document, None)
+        local_host = _local_hostname()
+        if local_host:
+            redaction._add_host(local_host)
+        local_user = _local_user()
+        if local_user:
+            redaction._users.add(local_user)
+        words: dict[str, str] = {}
+        for name, alias in redaction.hosts.items():
+            for form in (name, name.split(".")[0]):
+                if len(form) >= 2 and form not in _GENERIC:
+                    words.setdefault(form, alias)
+        for user in redaction._users:
+            folded = _fold(user)
+            if len(folded) >= 3 and folded not in _GENERIC:
+                words.setdefault(folded, USER_PLACEHOLDER)
+        redaction._words = sorted(words.items(), key=lambda item: -len(item[0]))
+        return redaction
+
+    def _add_host(self, name: str) -> None:
+        folded = _fold(name.strip())
+        if folded and not _ALIAS.fullmatch(folded) and folded not in self.hosts:
+            self.hosts[folded] = f"host-{len(self.hosts) + 1}"
+
+    def _collect(self, value: Any, key: str | None) -> None:
+        if isinstance(value, dict):
+            for child_key, child in value.items():
+                self._collect(child, str(child_key).lower())
+        elif isinstance(value, list):
+            for item in value:
+                self._collect(item, key if key in HOSTS_LIST_KEYS else None)
+        elif isinstance(value, str) and value:
+            if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
+                self._add_host(value)
+            elif key in USER_KEYS and value != USER_PLACEHOLDER:
+                self._users.add(value)
+
+    def apply(self, value: Any, key: str | None = None) -> Any:
+        """A redacted copy of ``value`` (a JSON tree or a string; idempotent)."""
+        if isinstance(value, dict):
+            is_process = "pid" in value
+            out: dict[str, Any] = {}
+            for child_key, child in value.items():
+                lowered = str(child_key).lower()
+                if lowered in COMMAND_KEYS:
+                    out[child_key] = COMMAND_PLACEHOLDER if child is not None else None
+                elif lowered in USER_KEYS:
+                    out[child_key] = USER_PLACEHOLDER if child is not None else None
+                elif is_process and lowered == "name" and isinstance(child, str):
+                    out[child_key] = self.text(_process_name(child))
+                elif lowered in PATH_KEYS and isinstance(child, str):
+                    out[child_key] = self.text(re.split(r"[/\\]", child)[-1])
+                else:
+                    out[child_key] = self.apply(child, lowered)
+            return out
+        if isinstance(value, list):
+            return [self.apply(item, key if key in HOSTS_LIST_KEYS else None) for item in value]
+        if isinstance(value, str):
+            if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
+                alias = self.hosts.get(_fold(value.strip()))
+                if alias is not None:
+                    return alias
+            return self.text(value)
+        return value
+
+    def text(self, text: str) -> str:
+        """Free text with home folders cut and every known name replaced where it stands as a
+        word (``_``, ``-``, ``.``, ``/`` and ``:`` separate words; ``host-77`` is not ``host-7``)."""
+        text = _HOME.sub(lambda match: match.group(1) + USER_PLACEHOLDER, text)
+        if not self._words:
+            return text
+        folded, starts, ends = _folded(text)
+        spans: list[tuple[int, int, str]] = []
+        for name, replacement in self._words:
+            position = folded.find(name)
+            while position >= 0:
+                end = position + len(name)
+                before = folded[position - 1] if position else ""
+                after = folded[end] if end < len(folded) else ""
+                if not before.isalnum() and not after.isalnum():  # "" is not alphanumeric either
+                    spans.append((starts[position], ends[end - 1], replacement))
+                position = folded.find(name, position + 1)
+        if not spans:
+            return text
+        out: list[str] = []
+        cursor = 0
+        for start, end, replacement in sorted(spans, key=lambda span: (span[0], -span[1])):
+            if start < cursor:
+                continue  # inside a longer name already replaced
+            while end < len(text) and not _fold_char(text[end]):
+                end += 1  # the combining marks of the last character
+            out.append(text[cursor:start])
+            out.append(replacement)
+            cursor = end
+        out.append(text[cursor:])
+        return "".join(out)
+
+
+def _folded(text: str) -> tuple[str, list[int], list[int]]:
+    """``_fold(text)`` and, for each of its characters, where the original character that gave it
+    starts and ends in ``text``."""
+    if text.isascii():
+        return text.lower(), list(range(len(text))), list(range(1, len(text) + 1))
+    parts: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for index, char in enumerate(text):
+        folded = _fold_char(char)
+        parts.append(folded)
+        starts.extend([index] * len(folded))
+        ends.extend([index + 1] * len(folded))
+    return "".join(parts), starts, ends
 
 
 def redact_report(report: dict[str, Any]) -> dict[str, Any]:
     """A redacted copy of ``report`` (idempotent), with ``redacted`` set true."""
-    hosts: dict[str, str] = {}
-    users: set[str] = set()
-    _collect(report, hosts, users, None)
-    local_host = _local_hostname()
-    if local_host and local_host not in hosts and not re.fullmatch(r"host-\d+", local_host):
-        hosts[local_host] = f"host-{len(hosts) + 1}"
-    local_user = _local_user()
-    if local_user:
-        users.add(local_user)
-    replacements: list[tuple[re.Pattern[str], str]] = []
-    for name, alias in sorted(hosts.items(), key=lambda item: -len(item[0])):
-        if len(name) >= 3 and name.lower() not in _GENERIC:
-            replacements.append((_name_pattern(name), alias))
-            short = name.split(".")[0]
-            if short != name and len(short) >= 3 and short.lower() not in _GENERIC:
-                replacements.append((_name_pattern(short), alias))
-    for name in sorted(users, key=len, reverse=True):
-        if len(name) >= 3 and name.lower() not in _GENERIC:
-            replacements.append((_name_pattern(name), USER_PLACEHOLDER))
-    out: dict[str, Any] = _rewrite(report, hosts, replacements, None)
+    out: dict[str, Any] = Redaction.of([report]).apply(report)
     out["redacted"] = True
     return out
-
-
-def _name_pattern(name: str) -> re.Pattern[str]:
-    """``name`` in any letter case, wherever it is not part of a longer word or number: inside
-    identifiers too, since ``_``, ``-``, ``.``, ``/`` and ``:`` separate (``bench_zz-secret-77``,
-    ``ZZ-SECRET-77.log``), but not ``zz-secret-777``."""
-    return re.compile(rf"(?<![^\W_]){re.escape(name)}(?![^\W_])", re.IGNORECASE)
 
 
 def _local_hostname() -> str | None:
@@ -77,61 +210,7 @@ def _local_user() -> str | None:
         return os.environ.get("USER") or None
 
 
-def _is_alias(value: str) -> bool:
-    return bool(re.fullmatch(r"host-\d+", value))
-
-
-def _collect(value: Any, hosts: dict[str, str], users: set[str], key: str | None) -> None:
-    if isinstance(value, dict):
-        for child_key, child in value.items():
-            _collect(child, hosts, users, str(child_key).lower())
-    elif isinstance(value, list):
-        for item in value:
-            _collect(item, hosts, users, key if key in HOSTS_LIST_KEYS else None)
-    elif isinstance(value, str) and value:
-        if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
-            if not _is_alias(value) and value.lower() not in {known.lower() for known in hosts}:
-                hosts[value] = f"host-{len(hosts) + 1}"
-        elif key in USER_KEYS and value != USER_PLACEHOLDER:
-            users.add(value)
-
-
 def _process_name(name: str) -> str:
     """The executable's base name, without arguments or folders."""
     first = name.strip().split()[0] if name.strip() else ""
     return re.split(r"[/\\]", first)[-1] or COMMAND_PLACEHOLDER
-
-
-def _rewrite(
-    value: Any, hosts: dict[str, str], replacements: list[tuple[re.Pattern[str], str]], key: str | None
-) -> Any:
-    if isinstance(value, dict):
-        is_process = "pid" in value
-        out: dict[str, Any] = {}
-        for child_key, child in value.items():
-            lowered = str(child_key).lower()
-            if lowered in COMMAND_KEYS:
-                out[child_key] = COMMAND_PLACEHOLDER if child is not None else None
-            elif lowered in USER_KEYS:
-                out[child_key] = USER_PLACEHOLDER if child is not None else None
-            elif is_process and lowered == "name" and isinstance(child, str):
-                out[child_key] = _scrub(_process_name(child), replacements)
-            else:
-                out[child_key] = _rewrite(child, hosts, replacements, lowered)
-        return out
-    if isinstance(value, list):
-        return [_rewrite(item, hosts, replacements, key if key in HOSTS_LIST_KEYS else None) for item in value]
-    if isinstance(value, str):
-        if key in HOST_KEYS or key in HOSTS_LIST_KEYS:
-            for name, alias in hosts.items():
-                if value.lower() == name.lower():
-                    return alias
-        return _scrub(value, replacements)
-    return value
-
-
-def _scrub(text: str, replacements: list[tuple[re.Pattern[str], str]]) -> str:
-    text = _HOME.sub(lambda m: m.group(1) + USER_PLACEHOLDER, text)
-    for pattern, alias in replacements:
-        text = pattern.sub(alias, text)
-    return text

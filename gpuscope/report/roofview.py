@@ -18,24 +18,50 @@ from gpuscope.roofline.datasheet import holds_against
 from gpuscope.schema import report as rs
 from gpuscope.schema.results import Device, Results, System
 
-__all__ = ["roofline_view", "model_from_view", "device_type", "device_name", "datasheet_value"]
+__all__ = ["roofline_view", "model_from_view", "datasheet_roofs", "device_type", "DeviceFacts", "DatasheetIndex"]
 
 
-def device_type(device: str | None, devices: Sequence[Device] = ()) -> str:
-    """``"gpu"`` or ``"cpu"`` for a device string like ``cuda:0`` / ``cpu``."""
-    for entry in devices:
-        if entry.device == device and entry.type in ("cpu", "gpu"):
-            return str(entry.type)
+def device_type(device: str | None) -> str:
+    """``"gpu"`` or ``"cpu"`` guessed from a device string like ``cuda:0`` / ``cpu``."""
     text = (device or "").lower()
     return "gpu" if text.startswith(("cuda", "gpu", "rocm", "hip")) else "cpu"
 
 
-def device_name(device: str | None, devices: Sequence[Device], system: System, host: str | None = None) -> str | None:
-    """The hardware name (``NVIDIA H200``, the CPU model) of ``device``, or None."""
-    for entry in devices:
-        if entry.device == device and (host is None or entry.host in (None, host)) and entry.name is not None:
-            return entry.name
-    return system.cpu_model if device_type(device, devices) == "cpu" else None
+class DeviceFacts:
+    """The type and hardware name of each device of one results file: its ``devices`` list
+    indexed once, since a report looks a device up for every ceiling and workload (a scan of the
+    list each time made a 5,000-device file quadratic)."""
+
+    def __init__(self, devices: Sequence[Device], system: System) -> None:
+        self._cpu_model = system.cpu_model
+        self._types: dict[str, str] = {}
+        self._first_name: dict[str, str] = {}
+        self._named: dict[tuple[str, str | None], tuple[int, str]] = {}  # (device, host) -> first named entry
+        for position, entry in enumerate(devices):
+            if entry.type in ("cpu", "gpu"):
+                self._types.setdefault(entry.device, str(entry.type))
+            if entry.name is not None:
+                self._first_name.setdefault(entry.device, entry.name)
+                self._named.setdefault((entry.device, entry.host), (position, entry.name))
+
+    def type_of(self, device: str | None) -> str:
+        """``"gpu"`` or ``"cpu"``: the first ``devices`` entry's type, else :func:`device_type`."""
+        found = self._types.get(device) if device is not None else None
+        return found or device_type(device)
+
+    def name_of(self, device: str | None, host: str | None = None) -> str | None:
+        """The hardware name (``NVIDIA H200``, the CPU model) of ``device``: the first named entry
+        of it (on ``host``, or with no host, when ``host`` is given), else the system's CPU model
+        for a CPU, else None."""
+        name: str | None = None
+        if device is not None and host is None:
+            name = self._first_name.get(device)
+        elif device is not None:
+            found = [hit for hit in (self._named.get((device, host)), self._named.get((device, None))) if hit]
+            name = min(found)[1] if found else None
+        if name is not None:
+            return name
+        return self._cpu_model if self.type_of(device) == "cpu" else None
 
 
 def roofline_view(inputs: Sequence[tuple[str, Results | dict[str, Any]]], local_cpu: Any = None) -> rs.Roofline:
@@ -53,7 +79,6 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
     from gpuscope.roofline.loading import model_to_json
 
     roofs: list[rs.Roof] = []
-    datasheet: list[rs.DatasheetRoof] = []
     notes: list[rs.Scalar] = []
     flagged: list[rs.AboveDatasheet] = []
     for device in model.devices:
@@ -70,9 +95,7 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
                                   value=item.measured.value, datasheet_value=item.datasheet.value, ratio=item.ratio,
                                   text=item.text)
             )  # fmt: skip
-        for roof in sorted(
-            device.roofs, key=lambda r: (_KIND_ORDER.get(r.kind, 9), r.source != "measured", -r.value, r.name)
-        ):
+        for roof in _report_order(device.roofs):
             sheet = roof.source == rm.DATASHEET
             memory_kind = roof.note.split()[-1] if (sheet and roof.kind == "memory" and roof.note) else None
             roofs.append(
@@ -98,11 +121,6 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
                     above_datasheet=above[id(roof)].text if id(roof) in above else None,
                 )
             )
-            if sheet:
-                datasheet.append(
-                    rs.DatasheetRoof(device=key.device, host=key.host, rank=key.rank, kind=roof.kind, name=roof.name,
-                                     value=roof.value, unit=roof.unit)
-                )  # fmt: skip
     points: list[rs.Point] = []
     for placement in model.placements:
         point = placement.point
@@ -132,8 +150,26 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
         )
     return rs.Roofline(
         available=True, notes=notes, warnings=list(model.warnings), roofs=roofs, points=points,
-        datasheet=datasheet, above_datasheet=flagged, dram_rule=rm.DRAM_ROOF_RULE, model=model_to_json(model),
+        datasheet=datasheet_roofs(model), above_datasheet=flagged, dram_rule=rm.DRAM_ROOF_RULE,
+        model=model_to_json(model),
     )  # fmt: skip
+
+
+def _report_order(roofs: Sequence[rm.Roof]) -> list[rm.Roof]:
+    """A device's roofs as the report lists them: by kind, measured first, highest first."""
+    return sorted(roofs, key=lambda r: (_KIND_ORDER.get(r.kind, 9), r.source != "measured", -r.value, r.name))
+
+
+def datasheet_roofs(model: rm.RooflineModel) -> list[rs.DatasheetRoof]:
+    """Every datasheet roof of ``model`` (what measured ceilings are held against), in the
+    report's order: by device, then as :func:`_report_order`."""
+    return [
+        rs.DatasheetRoof(device=device.key.device, host=device.key.host, rank=device.key.rank, kind=roof.kind,
+                         name=roof.name, value=roof.value, unit=roof.unit)
+        for device in model.devices
+        for roof in _report_order(device.roofs)
+        if roof.source == rm.DATASHEET
+    ]  # fmt: skip
 
 
 def model_from_view(view: rs.Roofline) -> rm.RooflineModel | None:
@@ -185,20 +221,26 @@ def model_from_view(view: rs.Roofline) -> rm.RooflineModel | None:
 _KIND_ORDER = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
 
 
-def datasheet_value(
-    kind: Any, name: Any, device: Any, host: Any, rank: Any, datasheet: Sequence[rs.DatasheetRoof]
-) -> float | None:
-    """The datasheet value (FLOP/s or bytes/s) a measured ceiling (``kind``, ``name`` on ``device``
-    of ``host``/``rank``) is held against, or None: the highest datasheet roof of that device that
-    :func:`gpuscope.roofline.datasheet.holds_against` accepts, as the roofline's ``datasheet_twin``."""
-    values = [
-        d.value
-        for d in datasheet
-        if d.device == device
-        and d.host == host
-        and d.kind == kind
-        and d.value is not None
-        and (d.rank == rank or d.rank is None or (rank in (None, 0) and d.rank in (None, 0)))
-        and holds_against(str(kind), str(name or ""), str(d.name))
-    ]
-    return max(values, default=None)
+class DatasheetIndex:
+    """The datasheet roofs of a report's roofline section by (device, host, kind), indexed once:
+    every measured ceiling looks up the value it is held against."""
+
+    def __init__(self, datasheet: Sequence[rs.DatasheetRoof]) -> None:
+        self._roofs: dict[tuple[object, object, object], list[rs.DatasheetRoof]] = {}
+        for roof in datasheet:
+            if roof.value is not None:
+                self._roofs.setdefault((roof.device, roof.host, roof.kind), []).append(roof)
+
+    def value(self, kind: Any, name: Any, device: Any, host: Any, rank: Any) -> float | None:
+        """The datasheet value (FLOP/s or bytes/s) a measured ceiling (``kind``, ``name`` on
+        ``device`` of ``host``/``rank``) is held against, or None: the highest datasheet roof of
+        that device that :func:`gpuscope.roofline.datasheet.holds_against` accepts, as the
+        roofline's ``datasheet_twin``."""
+        values = [
+            d.value
+            for d in self._roofs.get((device, host, kind), [])
+            if d.value is not None
+            and (d.rank == rank or d.rank is None or (rank in (None, 0) and d.rank in (None, 0)))
+            and holds_against(str(kind), str(name or ""), str(d.name))
+        ]
+        return max(values, default=None)

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from gpuscope.report.fmt import clean_text, fmt_number, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
+from gpuscope.report.model import FLEET_HOSTS, hosts_text
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.schema.report import CeilingRow, MeasurementRow, Report, SystemSummary, WorkloadRow
 
@@ -65,10 +66,11 @@ def _scope(report: Report) -> tuple[bool, bool]:
 
 
 def system_table(report: Report) -> Table:
-    """One column per host (per results file): CPU, cores, GPUs and software versions."""
+    """One column per host (per results file): CPU, cores, GPUs and software versions. With more
+    than :data:`~gpuscope.report.model.FLEET_HOSTS` hosts, the hosts whose columns read alike
+    share one column, headed by their count."""
     systems = report.systems
     headers = ["", *[f"{s.host or 'unknown host'}" + (f" ({s.source})" if len(systems) > 1 else "") for s in systems]]
-    table = Table("system", "System", headers)
 
     def gpus(system: SystemSummary) -> str:
         items = system.gpus or []
@@ -90,8 +92,16 @@ def system_table(report: Report) -> Table:
         ("OS", lambda s: s.os),
         ("Python", lambda s: s.python),
     ]
-    for label, getter in rows:
-        table.add([label, *[getter(s) for s in systems]])
+    columns = [[getter(s) for _, getter in rows] for s in systems]
+    if len(systems) > FLEET_HOSTS:  # a fleet: the hosts whose columns read alike share one
+        hosts_of: dict[tuple[str, ...], tuple[list[Any], list[str]]] = {}
+        for header, column in zip(headers[1:], columns):
+            hosts_of.setdefault(tuple(clean_text(cell) for cell in column), (column, []))[1].append(header)
+        headers = ["", *(hosts_text(hosts) for _, hosts in hosts_of.values())]
+        columns = [column for column, _ in hosts_of.values()]
+    table = Table("system", "System", headers)
+    for number, (label, _) in enumerate(rows):
+        table.add([label, *(column[number] for column in columns)])
     return table
 
 

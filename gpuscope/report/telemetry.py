@@ -293,7 +293,7 @@ def _line(key: str, label: str, series: _Series, times: array[float], start: flo
 def _energy(track: _GpuTrack, label: str) -> Energy:
     """Energy over the log: the cumulative counter's difference when it is there and never went
     backwards, else power integrated over time (trapezoids; gaps longer than 5 intervals skipped)."""
-    duration = (track.times[-1] - track.times[0]) if len(track.times) > 1 else 0.0
+    duration = (max(track.times) - min(track.times)) if len(track.times) > 1 else 0.0  # a clock may step back
     joules: float | None
     if track.energy_ok and track.energy_first_j is not None and track.energy_last_j is not None and duration > 0:
         joules = track.energy_last_j - track.energy_first_j

@@ -13,7 +13,9 @@ matplotlib (report SVG). No Textual, plotext or matplotlib import here.
 - one label per roof ("fp32 204 GFLOP/s", "DRAM triad 37 GB/s") anchored at its line;
 - points with their number (1-based over the model's placements, then live placements), the
   tag the painters show instead of a name (the table beside the chart carries the name);
-- the legend: one entry per device (colour, name, measured or datasheet).
+- the legend: one entry per device (colour, name, measured or datasheet); a fleet (more than
+  :data:`~gpuscope.roofline.layout_fleet.FLEET_DEVICES` devices) has one per hardware model, its
+  median device, beside its worst stragglers (:mod:`gpuscope.roofline.layout_fleet`).
 
 Default roofs: per device the envelope (the dtypes its workloads use; with no workloads the
 highest measured compute roof, else datasheet bf16/fp32) plus DRAM, and the other dtypes its
@@ -34,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gpuscope.roofline.layout_fleet import chart_devices
 from gpuscope.roofline.model import (
     DATASHEET,
     MEASURED,
@@ -221,12 +224,20 @@ def envelope_roofs(model: RooflineModel, device: DeviceRoofs) -> tuple[Roof | No
 
     The peak is the highest roof among the dtypes the device's workloads use; without workloads
     (or dtypes) the highest measured compute roof, else the datasheet bf16 (fp32 for a CPU)."""
+    placements = model.placements_of(device.key)
+    return _envelope(device, placements, [p.compute_roof for p in placements if p.compute_roof is not None])
+
+
+def _envelope(
+    device: DeviceRoofs, placements: Sequence[Placement], bounding: list[Roof]
+) -> tuple[Roof | None, Roof | None, list[Roof]]:
+    """:func:`envelope_roofs` of ``device`` whose points are ``placements`` (``bounding``: the
+    compute roofs of ``device`` that bound them)."""
     dram = memory_roof_for(device)
-    used = sorted({p.point.dtype for p in model.placements if p.point.key == device.key and p.point.dtype})
+    used = sorted({p.point.dtype for p in placements if p.point.dtype})
     used_roofs = [roof for roof in (dtype_roof(device, dtype) for dtype in used) if roof is not None]
     if not used_roofs:
-        bound = [p.compute_roof for p in model.placements if p.point.key == device.key and p.compute_roof is not None]
-        used_roofs = bound
+        used_roofs = bounding
     if not used_roofs:
         peak = best_roof(device.of_kind("compute", MEASURED))
         if peak is None:
@@ -258,13 +269,18 @@ def layout_roofline(
     the next whole decade (the report's chart, whose ticks need not fall on the axis ends)."""
     plans: list[tuple[int, DeviceRoofs, Roof | None, Roof | None, list[Roof], list[Roof]]] = []
     legend: list[LegendEntry] = []
-    notes: list[str] = []
     cpu_slots, gpu_slots = 0, 0
-    devices = [
-        device for device in model.devices if device.roofs or any(p.point.key == device.key for p in model.placements)
-    ]
-    for device in devices:
-        peak, dram, others = envelope_roofs(model, device)
+    entries, notes = chart_devices(model)
+    fleet = any(entry.group for entry in entries)
+    slots: dict[DeviceKey, int] = {}  # each device's legend entry (a group's members: the group's)
+    for entry in entries:
+        device = entry.device
+        if entry.group:
+            placements = [p for member in entry.members for p in model.placements_of(member.key)]
+            bounding = [roof for p in placements if (roof := compute_roof_for(device, p.point.dtype)) is not None]
+            peak, dram, others = _envelope(device, placements, bounding)
+        else:
+            peak, dram, others = envelope_roofs(model, device)
         levels: list[Roof] = []
         if all_roofs:
             drawn = {id(roof) for roof in [peak, dram, *others] if roof is not None}
@@ -282,20 +298,25 @@ def layout_roofline(
         source = "measured" if both_measured else "datasheet" if set(given) <= {DATASHEET} else "measured + datasheet"
         parts = [_roof_text(roof) for roof in (peak, dram) if roof is not None]
         envelope_text = (" · ".join(parts) or "no roofs") + f" ({source})"
-        flags = tuple(item.text for item in above_datasheet(device))
-        for roof in device.stragglers:
-            below = roof.below_median_percent
-            flags += (f"straggler: {roof.name}" + (f" -{below:.0f}% vs median" if below is not None else ""),)
-        legend.append(
-            LegendEntry(model.device_label(device.key), device.name, device.device_type, slot, envelope_text, flags)
-        )
+        label = entry.label(model)
+        if entry.group:  # the range across its devices goes to the notes: a legend line must stay short
+            envelope_text = f"median of {label}: {envelope_text}"
+            flags = (f"across them {entry.ranges_text([peak, dram])}", *_group_flags(entry.members))
+        else:
+            flags = tuple(item.text for item in above_datasheet(device))
+            for roof in device.stragglers:
+                below = roof.below_median_percent
+                flags += (f"straggler: {roof.name}" + (f" -{below:.0f}% vs median" if below is not None else ""),)
+        # in a fleet the devices drawn on their own are stragglers or one of a kind: name which
+        name = f"{label} ({device.name})" if fleet and not entry.group and device.name else device.name
+        legend.append(LegendEntry(label, name, device.device_type, slot, envelope_text, flags))
         for flag in flags:  # above-datasheet ceilings and straggler roofs
-            notes.append(f"{model.device_label(device.key)}: {flag}")
+            notes.append(f"{label}: {flag}")
         if dram is None and peak is not None:
-            notes.append(
-                f"{model.device_label(device.key)}: no DRAM roof, so no slope and no ridge "
-                "(points there are bound 'unknown')"
-            )
+            notes.append(f"{label}: no DRAM roof, so no slope and no ridge (points there are bound 'unknown')")
+        for member in entry.members:
+            if not entry.group or member.key not in slots:  # a straggler drawn on its own keeps its entry
+                slots[member.key] = index
         plans.append((index, device, peak, dram, others, levels))
 
     # Axis ranges: every ridge of a drawn roof and every point, with margin; whole decades.
@@ -312,7 +333,8 @@ def layout_roofline(
         for level in levels:
             if peak is not None:
                 xs.append(peak.value / level.value)
-    marks = _point_marks(model, extra_placements, highlight, {plan[1].key: plan[0] for plan in plans})
+    tagged = {entry.device.key for entry in entries if not entry.group} if fleet else None
+    marks = _point_marks(model, extra_placements, highlight, slots, tagged)
     for mark in marks:
         xs.append(mark.x)
         ys.append(mark.y)
@@ -322,7 +344,7 @@ def layout_roofline(
         ys = [1e9, 1e12]
     x_lo, x_hi = _decades(min(xs) / 4, max(xs) * 4)
     y_top = max(ys) * 3
-    point_ys = [mark.y for mark in marks]
+    point_ys = {mark.y for mark in marks}
     peak_ys = [y for y in ys if y not in point_ys] or ys
     y_bottom = min(min(peak_ys) / 30, min(point_ys) / 3 if point_ys else math.inf)
     y_lo, y_hi = _decades(y_bottom, y_top)
@@ -373,9 +395,23 @@ def layout_roofline(
     return layout
 
 
+def _group_flags(members: Sequence[DeviceRoofs]) -> tuple[str, ...]:
+    """A group's flags: how many of its devices have a roof above its datasheet roof, and how many
+    are stragglers (each device's own are in the tables)."""
+    above = sum(1 for member in members if above_datasheet(member))
+    stragglers = sum(1 for member in members if member.straggler)
+    flags = (f"{above} of them have a measured roof above its datasheet roof",) if above else ()
+    return flags + ((f"{stragglers} of them are stragglers",) if stragglers else ())
+
+
 def _point_marks(
-    model: RooflineModel, extra: Sequence[Placement], highlight: int | str | None, slots: dict[DeviceKey, int]
+    model: RooflineModel,
+    extra: Sequence[Placement],
+    highlight: int | str | None,
+    slots: dict[DeviceKey, int],
+    tagged: set[DeviceKey] | None,
 ) -> list[PointMark]:
+    """The point marks; only points of the devices in ``tagged`` (None: all) carry a tag."""
     marks: list[PointMark] = []
     placements = list(model.placements) + list(extra)
     for number, placement in enumerate(placements, start=1):
@@ -389,12 +425,14 @@ def _point_marks(
         estimated = point.estimated or is_extra
         name = point.name
         x = point.intensity_flop_per_byte
+        tag = is_extra or highlighted or tagged is None or point.key in tagged
         if is_finite_positive(x):
             marks.append(
                 PointMark(
-                    x, y, number, str(number), name, device, placement, estimated, placement.above_roof, highlighted
+                    x, y, number, str(number) if tag else "", name, device, placement, estimated,
+                    placement.above_roof, highlighted,
                 )
-            )
+            )  # fmt: skip
         dram_x = point.dram_intensity_flop_per_byte
         if is_finite_positive(dram_x):
             marks.append(
@@ -402,7 +440,7 @@ def _point_marks(
                     dram_x,
                     y,
                     number,
-                    f"{number}d",
+                    f"{number}d" if tag else "",
                     f"{name} (DRAM bytes)",
                     device,
                     placement,

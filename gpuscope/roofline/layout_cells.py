@@ -116,6 +116,10 @@ def place_labels(
         placement.marks.setdefault(cell, ("point", number))
     taken: set[tuple[int, int]] = set(placement.lines) | set(placement.marks) | set(blocked)
     padded: set[tuple[int, int]] = set()
+    # each label's segments by (roof, device), found once: a search per label was quadratic
+    segments_of: dict[tuple[int, int], list[Segment]] = {}
+    for segment in layout.segments:
+        segments_of.setdefault((id(segment.roof), segment.device), []).append(segment)
 
     def fits(row: int, start: int, length: int) -> bool:
         if row < 0 or row >= rows or start < 0 or start + length > columns:
@@ -140,6 +144,8 @@ def place_labels(
     order = sorted(range(len(layout.points)), key=lambda n: (not layout.points[n].highlighted, n))
     for number in order:
         point = layout.points[number]
+        if not point.tag:  # a point of a fleet's grouped device is drawn untagged (the table lists it)
+            continue
         row, column = cell_of(layout, point.x, point.y, columns, rows)
         if not (0 <= row < rows and 0 <= column < columns):
             placement.dropped.append(("point", number))
@@ -170,8 +176,8 @@ def place_labels(
             first = max(
                 (
                     cell_of(layout, seg.x0, seg.y0, columns, rows)[1]
-                    for seg in layout.segments
-                    if seg.roof is label.roof and seg.device == label.device and seg.y0 == seg.y1
+                    for seg in segments_of.get((id(label.roof), label.device), [])
+                    if seg.y0 == seg.y1
                 ),
                 default=0,
             )
@@ -198,9 +204,7 @@ def place_labels(
     def slanted(label: RoofLabel, number: int) -> bool:
         """Place a slope label along its line; False when no place is free."""
         assert slanted_aspect is not None
-        segment = next(
-            (s for s in layout.segments if s.roof is label.roof and s.device == label.device and s.y0 != s.y1), None
-        )
+        segment = next((s for s in segments_of.get((id(label.roof), label.device), []) if s.y0 != s.y1), None)
         if segment is None:
             return False
         r0, c0 = cell_of(layout, segment.x0, segment.y0, columns, rows)

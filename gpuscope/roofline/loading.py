@@ -22,6 +22,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from gpuscope.batchgc import few_collections
 from gpuscope.errors import BadInputError
 from gpuscope.results import read_results, to_results
 from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, match_gpu_datasheet
@@ -58,8 +59,9 @@ def load_model(
 ) -> RooflineModel:
     """Read results files (raising :class:`BadInputError` with one line for a bad one) and build
     the model. ``datasheet=False`` leaves out the built-in datasheet roofs."""
-    documents = [(str(path), read_results(path)) for path in paths]
-    return build_model(documents, datasheet=datasheet, local_cpu=local_cpu, local_hostname=local_hostname)
+    with few_collections():  # a large file: see gpuscope.batchgc
+        documents = [(str(path), read_results(path)) for path in paths]
+        return build_model(documents, datasheet=datasheet, local_cpu=local_cpu, local_hostname=local_hostname)
 
 
 def _text(value: object) -> str | None:
@@ -136,8 +138,8 @@ class _Identities:
                 if model:
                     self.cpu_models.setdefault(key.host, set()).add(model.strip())
 
-    def key_of(self, raw: DeviceKey, document: Results, multi_rank: bool) -> DeviceKey:
-        entry = _device_entry(document, raw)
+    def key_of(self, raw: DeviceKey, document: Results, entries: _DeviceEntries, multi_rank: bool) -> DeviceKey:
+        entry = entries.find(raw)
         if _is_cpu(raw.device, entry.type if entry else None):
             model = (_text(entry.name) if entry else None) or _text(document.system.cpu_model)
             if model is None or len(self.cpu_models.get(raw.host, set())) <= 1:
@@ -149,18 +151,24 @@ class _Identities:
         return found
 
 
-def _device_entry(document: Results, raw: DeviceKey) -> Device | None:
-    """The ``devices`` entry of ``raw`` in ``document`` (same device, host and rank where given)."""
-    default_host = _text(document.system.hostname)
-    fallback: Device | None = None
-    for entry in document.devices:
-        if safe_text(entry.device) != raw.device:
-            continue
-        host = _text(entry.host) or default_host
-        if host == raw.host and (entry.rank is None or raw.rank is None or entry.rank == raw.rank):
-            return entry
-        fallback = fallback or (entry if host == raw.host else None)
-    return fallback
+class _DeviceEntries:
+    """The ``devices`` entries of one document by (device, host), indexed once: every ceiling,
+    measurement and workload looks its device up (a scan of the list each made a fleet quadratic)."""
+
+    def __init__(self, document: Results) -> None:
+        default_host = _text(document.system.hostname)
+        self.by_place: dict[tuple[str, str | None], list[Device]] = {}
+        for entry in document.devices:
+            self.by_place.setdefault((safe_text(entry.device), _text(entry.host) or default_host), []).append(entry)
+
+    def find(self, raw: DeviceKey) -> Device | None:
+        """The entry of ``raw`` (same device and host; the same rank where both give one), else
+        the first entry of that device on that host, else None."""
+        entries = self.by_place.get((raw.device, raw.host), [])
+        for entry in entries:
+            if entry.rank is None or raw.rank is None or entry.rank == raw.rank:
+                return entry
+        return entries[0] if entries else None
 
 
 def _multi_rank(document: Results) -> bool:
@@ -238,10 +246,11 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
     default_host = _text(document.system.hostname)
     placement = _device_placement(document, default_host)
     multi_rank = _multi_rank(document)
+    entries = _DeviceEntries(document)
 
     def key_of(item: _Entry) -> DeviceKey | None:
         raw = _raw_key(item, placement, default_host)
-        return None if raw is None else identities.key_of(raw, document, multi_rank)
+        return None if raw is None else identities.key_of(raw, document, entries, multi_rank)
 
     for entry in document.devices:
         key = key_of(entry)

@@ -21,12 +21,13 @@ from typing import Any
 
 import msgspec
 
-from gpuscope.errors import UsageError
+from gpuscope.errors import GpuscopeError, UsageError
 from gpuscope.probing.environment import torch_device, torch_device_name
 from gpuscope.roofline.counting import BYTES_RULE, FLOP_COUNTING_RULE, POINTWISE_RULE, CountResult, count_call
 from gpuscope.roofline.model import PerCallRates
 from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
+from gpuscope.schema.core import timestamp_now_s
 from gpuscope.schema.results import Device, Results, System, Workload
 from gpuscope.telemetry.energy import energy_fields
 from gpuscope.telemetry.values import Reason, Unavailable
@@ -100,7 +101,7 @@ class MeasuredWorkload(PerCallRates):
             dram_intensity_flop_per_byte=self.dram_intensity_flop_per_byte,
             source="measure",
             notes=[*self.notes, *timing.notes, *counts.notes],
-            created=time.time(),
+            created=timestamp_now_s(),
             **energy_fields(self.energy, self.flops),  # energy_j per call, or why not (never 0 J)
         )
 
@@ -226,20 +227,21 @@ def _measure_dram_bytes(
             reason = getattr(previous, "gpu_unavailable", None)
             return reason or Unavailable(Reason.NOT_APPLICABLE, f"telemetry does not list {device_text}")
         intervals: list[tuple[float, Any, int]] = []
-        started = time.perf_counter()
+        started = previous_at = time.perf_counter()  # not the samples' wall timestamps: that clock may step
         while time.perf_counter() - started < window_s:
             for _ in range(batch):
                 call()
             synchronize()
             current = collector.sample()
+            now = time.perf_counter()
             gpu = select_gpu(current)
             bandwidth = (
                 gpu.dram_bandwidth_bytes_per_s
                 if gpu is not None
                 else Unavailable(Reason.GPU_LOST, "GPU left the sample")
             )
-            intervals.append((current.timestamp - previous.timestamp, bandwidth, batch))
-            previous = current
+            intervals.append((now - previous_at, bandwidth, batch))
+            previous_at = now
         return dram_bytes_per_call(intervals)
     except Exception as exc:  # noqa: BLE001 - telemetry must never spoil a measurement
         return Unavailable(Reason.ERROR, f"telemetry failed during the run: {exc}")
@@ -274,7 +276,7 @@ def append_workload(path: str | os.PathLike[str], workload: Workload, device: De
     check_output(target, allow_inputs=True)
     with OutputLock(target, wait_s=300.0):
         document: Results | dict[str, object]
-        if target.exists():
+        if target.exists() and target.stat().st_size > 0:  # empty: the lock's new file, nothing to keep
             raw = read_bytes(target, "a results JSON file")
             known = {(entry.device, entry.host) for entry in parse_results(raw, str(target)).devices}
             kept = document = dict(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))  # every field as written
@@ -287,8 +289,8 @@ def append_workload(path: str | os.PathLike[str], workload: Workload, device: De
             document = empty_results(system=system, devices=[device], workloads=[workload])
         try:
             write_json_atomic(target, document, replace_input=True)
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+        except OSError as exc:  # disk full, I/O error: the run failed, the command line was fine (exit 1)
+            raise GpuscopeError(f"{path}: cannot write ({exc.strerror or exc}); nothing was written") from None
 
 
 # --- the public function -----------------------------------------------------------------------
@@ -334,9 +336,16 @@ def measure(
       sampling DRAM bandwidth and record the DRAM bytes moved per call.
     - ``energy``: where the device has an energy counter (NVML on NVIDIA GPUs, RAPL on CPUs), run
       about 1 s more between two reads of it and record the joules of one call.
+
+    Whatever ``fn`` raises (``SystemExit`` and ``KeyboardInterrupt`` included) propagates
+    unchanged and ``results`` is left as it was: it is written once, after the last call.
+    ``results`` is resolved when ``measure`` starts (``fn`` may change directory). The command
+    line turns what ``fn`` raised into one line, exit 1.
     """
     import torch
 
+    # The file named now, relative to the directory now: ``fn`` may change directory.
+    results_path = None if results is None else os.path.abspath(results)
     kwargs = dict(kwargs or {})
     label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     resolved = torch_device(device, (args, kwargs))
@@ -428,6 +437,6 @@ def measure(
         from gpuscope.probing.environment import device_info, parse_device, system_info
 
         spec = parse_device(device_text)  # the probe's device entry and system: one identity
-        append_workload(results, workload.to_workload(), device_info(spec), system_info(spec))
+        append_workload(results_path or results, workload.to_workload(), device_info(spec), system_info(spec))
         workload.results_path = str(results)
     return workload

@@ -318,6 +318,36 @@ class RooflineModel:
     warnings: list[str] = field(default_factory=list)
     straggler_margin: float | None = None  # the margin a multi-rank run flagged stragglers with
     bandwidths: list[BandwidthPoint] = field(default_factory=list)  # transfers and collectives by message size
+    # Lookups by device key, built once per list (a fleet has thousands of devices and points:
+    # a scan per lookup made loading and every table quadratic). Rebuilt when the list is replaced
+    # or grows; the list is kept so its id cannot be reused by another.
+    _by_key: tuple[list[DeviceRoofs], int, dict[DeviceKey, DeviceRoofs], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _placed: tuple[list[Placement], int, dict[DeviceKey, list[Placement]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def _device_index(self) -> tuple[dict[DeviceKey, DeviceRoofs], bool]:
+        """key -> the first device with that key, and :attr:`multi_host`, for the current list."""
+        cached = self._by_key
+        if cached is None or cached[0] is not self.devices or cached[1] != len(self.devices):
+            index: dict[DeviceKey, DeviceRoofs] = {}
+            for device in self.devices:
+                index.setdefault(device.key, device)
+            multi = len({(key.host, key.rank) for key in index}) > 1
+            cached = self._by_key = (self.devices, len(self.devices), index, multi)
+        return cached[2], cached[3]
+
+    def placements_of(self, key: DeviceKey) -> list[Placement]:
+        """The placements of the points of device ``key``, in model order."""
+        cached = self._placed
+        if cached is None or cached[0] is not self.placements or cached[1] != len(self.placements):
+            grouped: dict[DeviceKey, list[Placement]] = {}
+            for placement in self.placements:
+                grouped.setdefault(placement.point.key, []).append(placement)
+            cached = self._placed = (self.placements, len(self.placements), grouped)
+        return cached[2].get(key, [])
 
     @property
     def stragglers(self) -> list[tuple[DeviceRoofs, Roof]]:
@@ -329,10 +359,8 @@ class RooflineModel:
         ]
 
     def device(self, key: DeviceKey) -> DeviceRoofs | None:
-        for device in self.devices:
-            if device.key == key:
-                return device
-        return None
+        """The first device with ``key``, or None."""
+        return self._device_index()[0].get(key)
 
     @property
     def above_datasheet(self) -> list[AboveDatasheet]:
@@ -342,7 +370,7 @@ class RooflineModel:
     @property
     def multi_host(self) -> bool:
         """True when devices come from more than one host or rank (labels then name the host)."""
-        return len({(device.key.host, device.key.rank) for device in self.devices}) > 1
+        return self._device_index()[1]
 
     def device_label(self, key: DeviceKey) -> str:
         return key.label(with_host=self.multi_host)

@@ -6,7 +6,9 @@ Rules, each stated once:
   a number, a number is never a string, ``null`` only where the type says ``| None``;
 - *non-finite numbers*: JSON has no NaN or infinity; a literal that overflows a float (``1e400``)
   is refused by the decoder, and :data:`Finite` refuses NaN and infinity in values built in memory;
-- *ranges*: ``Annotated[float, Meta(ge=..., le=...)]`` on the field (:data:`Rate`, :data:`Seconds`...);
+- *ranges*: ``Annotated[float, Meta(ge=..., le=...)]`` on the field (:data:`Rate`, :data:`Seconds`...),
+  one per quantity (:data:`Timestamp`, :data:`Watts`...), the same for the writer that checks a
+  sample (:func:`gpuscope.schema.telemetry.within_ranges`), every reader and every display;
 - *unknown fields*: documents written by gpuscope (results, report) may carry fields a reader does
   not declare (a newer 1.x writer, a probe's extra detail): they are kept in the dict view and
   ignored by the typed view; hand-written files (suites, themes, settings) refuse unknown keys,
@@ -20,8 +22,10 @@ finite-JSON cleaner of the package.
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 import msgspec
 
@@ -30,6 +34,22 @@ from gpuscope.errors import BadInputError
 __all__ = [
     "MAX_FLOAT",
     "Finite",
+    "Real",
+    "MAX_TIMESTAMP_S",
+    "Timestamp",
+    "ElapsedS",
+    "Percent",
+    "Watts",
+    "Joules",
+    "Celsius",
+    "Megahertz",
+    "BytesPerS",
+    "Index",
+    "LoadAverage",
+    "GbitPerS",
+    "MbitPerS",
+    "range_of",
+    "timestamp_now_s",
     "NonNegative",
     "Magnitude",
     "Rate",
@@ -69,8 +89,37 @@ Rate = Magnitude
 #: A duration: 0 or at least MIN_MAGNITUDE seconds is not expressible as one bound, so durations
 #: that divide (a workload's time per call) use Magnitude; free durations use this.
 Seconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_MAGNITUDE)]
-#: A count (samples, cores, ranks).
+#: A count (samples, cores, ranks, ECC errors) or a size in bytes: a signed 64-bit integer's range.
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+#: A signed number of sane magnitude (a ratio, a spread, a median): what a report derives from it
+#: (a percentage, a product with a rate) stays within the report's own range.
+Real = Annotated[float, msgspec.Meta(ge=-MAX_MAGNITUDE, le=MAX_MAGNITUDE)]
+
+# --- one range per measured quantity: writer (within_ranges), readers, schemas and displays ---
+#: Wall-clock timestamps, seconds since the epoch. From 1970: Linux refuses to set its clock
+#: earlier (settimeofday: EINVAL), so no gpuscope writer can stamp a time before it. Up to
+#: 9999-12-31 00:00 UTC: the last instant every display (datetime, strftime) shows in every time
+#: zone (UTC+14 is still year 9999); the kernel's own limit (year 2262) lies inside.
+MAX_TIMESTAMP_S = 253402214400.0
+Timestamp = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMESTAMP_S)]
+#: A time measured on a monotonic clock (never negative), at most the span of :data:`Timestamp`.
+ElapsedS = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIMESTAMP_S)]
+#: Percentages: NVML's fan speed and GPM's bandwidth share may pass 100, never 1000.
+Percent = Annotated[float, msgspec.Meta(ge=0, le=1000)]
+#: Board power and power limits (a GPU board draws about 1 kW).
+Watts = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+#: Energy counters (NVML's is a 64-bit millijoule counter: at most 1.8e16 J).
+Joules = Annotated[float, msgspec.Meta(ge=0, le=1e20)]
+#: Temperatures: absolute zero to far above any part's limit.
+Celsius = Annotated[float, msgspec.Meta(ge=-273.15, le=1000)]
+Megahertz = Annotated[float, msgspec.Meta(ge=0, le=1e6)]
+#: Data rates (1e18 B/s is an exabyte a second; a counter glitch beyond that is no reading).
+BytesPerS = Annotated[float, msgspec.Meta(ge=0, le=1e18)]
+#: Indices and identifiers (core, GPU, link, port, PID, Xid, PCIe generation): 32 bits.
+Index = Annotated[int, msgspec.Meta(ge=0, le=2**32 - 1)]
+LoadAverage = Annotated[float, msgspec.Meta(ge=0, le=1e9)]
+GbitPerS = Annotated[float, msgspec.Meta(ge=0, le=1e9)]
+MbitPerS = Annotated[float, msgspec.Meta(ge=0, le=1e12)]
 #: Free text shown as text.
 Text = str
 #: A JSON scalar (numbers finite).
@@ -87,6 +136,25 @@ Detail = Scalar | list[_D5] | dict[str, _D5]
 #: The deepest nesting a gpuscope JSON document may have (gpuscope writes at most about 10).
 MAX_DEPTH = 32
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+def range_of(annotation: Any) -> tuple[float, float] | None:
+    """``(low, high)`` of a range type such as :data:`Watts` (``Annotated[float, Meta(ge, le)]``);
+    None when ``annotation`` declares no range."""
+    if get_origin(annotation) is not Annotated:
+        return None
+    for meta in get_args(annotation)[1:]:
+        if isinstance(meta, msgspec.Meta) and meta.ge is not None and meta.le is not None:
+            return meta.ge, meta.le  # as declared: an int bound stays exact (2**63 - 1 is no float)
+    return None
+
+
+def timestamp_now_s() -> float:
+    """The wall clock (``time.time()``, seconds since the epoch) within :data:`Timestamp`'s range:
+    the stamp every gpuscope writer puts in a file (a clock that lies past the range is clamped,
+    so the file still reads back). Durations come from ``time.monotonic``/``perf_counter``, never
+    from differences of these."""
+    return min(max(time.time(), 0.0), MAX_TIMESTAMP_S)
 
 
 def finite_or_none(value: Any) -> float | None:
@@ -181,10 +249,30 @@ def _enc_hook(value: Any) -> Any:
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
+def _escape_undecodable(value: Any) -> Any:
+    """``value`` with every string that UTF-8 cannot encode (lone surrogates: the bytes of a name
+    that is not UTF-8) written as :func:`gpuscope.textsafe.safe_text` shows it (``r\\xff.json``)."""
+    from gpuscope.textsafe import safe_text
+
+    if isinstance(value, str):
+        return value if value.isascii() or not _SURROGATE.search(value) else safe_text(value)
+    if isinstance(value, dict):
+        return {_escape_undecodable(key): _escape_undecodable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_escape_undecodable(item) for item in value]
+    return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def encode_json(value: Any, indent: int | None = None) -> bytes:
     """``value`` (structs, dicts, lists, records with ``to_json``) as JSON; NaN and infinity
     become ``null``. ``indent``: pretty-print with that many spaces."""
-    data = _ENCODER.encode(value)
+    try:
+        data = _ENCODER.encode(value)
+    except UnicodeEncodeError:  # a name that is not UTF-8 (a file name's bytes, an argument)
+        data = _ENCODER.encode(_escape_undecodable(msgspec.to_builtins(value, enc_hook=_enc_hook)))
     if indent:
         data = msgspec.json.format(data, indent=indent)
     return data

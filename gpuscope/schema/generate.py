@@ -31,6 +31,10 @@ SCHEMAS: dict[str, tuple[str, str]] = {
         "gpuscope TUI settings, config.toml (TOML, shown as JSON)",
         "gpuscope.tui.config:Settings",
     ),
+    "alerts.schema.json": (
+        "gpuscope alert thresholds, alerts.toml (TOML, shown as JSON)",
+        "gpuscope.schema.alerts:AlertsFile",
+    ),
     "probe-event.schema.json": (
         "one line of the probe child's event stream (JSON lines)",
         "gpuscope.schema.events:ProbeEvent",

@@ -6,8 +6,9 @@ documents (``results[].document``) are checked as :class:`~gpuscope.schema.resul
 
 Field kinds: *text* (:data:`Scalar`: a JSON scalar shown as text and usable as a key), *detail*
 (``Any``: copied from a results file, shown with ``str()``), *number* (:data:`Number`: null or a
-finite number of magnitude up to 1e100), chart values (the results files' own range, so every
-chart limit computed from them stays finite).
+finite number of magnitude up to 1e100), timestamps and durations (:data:`Timestamp`,
+:data:`ElapsedS`: the ranges of the logs and results they come from), chart values (the results
+files' own range, so every chart limit computed from them stays finite).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 
 import msgspec
 
-from gpuscope.schema.core import Magnitude, Seconds
+from gpuscope.schema.core import ElapsedS, Magnitude, Timestamp
 from gpuscope.schema.results import Results
 
 __all__ = ["REPORT_SCHEMA", "REPORT_SCHEMA_VERSION", "MAX_PANELS", "MAX_POINTS_PER_LINE", "LineStyle", "Report"]
@@ -76,7 +77,7 @@ class Source(msgspec.Struct, kw_only=True):
     suite: Scalar = None
     gpuscope_version: Scalar = None
     samples: Scalar = None
-    created: Number = None
+    created: Timestamp | None = None
     partial: bool | None = None
     partial_reason: Any = None
 
@@ -149,8 +150,8 @@ class MeasurementRow(_Where, kw_only=True):
     statistic: Any = None
     error: Any = None
     n: Any = None
-    start: Number = None
-    end: Number = None
+    start: Timestamp | None = None
+    end: Timestamp | None = None
     flop_per_s: Number = None
     bytes_per_s: Number = None
     time_s: Number = None
@@ -219,7 +220,7 @@ class Roofline(msgspec.Struct, kw_only=True):
 class Line(msgspec.Struct, kw_only=True):
     key: Scalar
     label: Scalar
-    t: Annotated[list[Seconds], msgspec.Meta(max_length=MAX_POINTS_PER_LINE)]
+    t: Annotated[list[ElapsedS], msgspec.Meta(max_length=MAX_POINTS_PER_LINE)]  # s since the log's start
     v: Annotated[list[ChartValue | None], msgspec.Meta(max_length=MAX_POINTS_PER_LINE)]
     metric: Scalar = None
     style: LineStyle | None = None
@@ -256,7 +257,7 @@ class Stat(_Metric, kw_only=True):
 class Energy(_Subject, kw_only=True):
     method: Scalar = None
     energy_j: Number = None
-    duration_s: Number = None
+    duration_s: ElapsedS | None = None
     mean_power_w: Number = None
 
 
@@ -271,19 +272,19 @@ class ProcessRow(_Subject, kw_only=True):
     kind: Scalar = None
     max_gpu_memory_bytes: Number = None
     max_sm_percent: Number = None
-    first_seen: Number = None
-    last_seen: Number = None
+    first_seen: Timestamp | None = None
+    last_seen: Timestamp | None = None
 
 
 class Telemetry(msgspec.Struct, kw_only=True):
     source: Scalar = None
     samples: Scalar = None
     gpu_unavailable: Scalar = None
-    start: Number = None
-    end: Number = None
-    duration_s: Number = None
-    interval_s: Number = None
-    mean_sample_cost_s: Number = None
+    start: Timestamp | None = None
+    end: Timestamp | None = None
+    duration_s: ElapsedS | None = None
+    interval_s: ElapsedS | None = None
+    mean_sample_cost_s: ElapsedS | None = None
     #: Hostnames the log names (``--redact`` replaces them everywhere) and the NVIDIA driver.
     hostnames: list[Scalar] | None = None
     driver: Scalar = None
@@ -313,7 +314,7 @@ class Report(msgspec.Struct, kw_only=True):
     results: list[EmbeddedResults]
     gpuscope_version: Scalar = None
     title: Scalar = None
-    created: Number = None
+    created: Timestamp | None = None
     redacted: bool | None = None
     low_percent_of_spec: dict[str, Annotated[float, msgspec.Meta(ge=-1e100, le=1e100)]] = msgspec.field(
         default_factory=dict

@@ -17,7 +17,17 @@ from typing import Literal
 
 import msgspec
 
-from gpuscope.schema.core import MIN_MAGNITUDE, Count, Detail, Finite, Magnitude, NonEmpty, NonNegative, Seconds
+from gpuscope.schema.core import (
+    MIN_MAGNITUDE,
+    Count,
+    Detail,
+    Magnitude,
+    NonEmpty,
+    NonNegative,
+    Real,
+    Seconds,
+    Timestamp,
+)
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -75,7 +85,7 @@ class _Rated(_Measured, kw_only=True):
 
     n: Count | None = None
     statistic: str | None = None  # "best", "median", "mean of profiled steps"
-    samples_s: list[Finite] | None = None
+    samples_s: list[Real] | None = None
     time_p10_s: Seconds | None = None
     time_p90_s: Seconds | None = None
     flop_per_s: NonNegative | None = None
@@ -174,8 +184,8 @@ class Ceiling(_Measured, kw_only=True):
     #: A ceiling that is not a roof (failed, skipped): named by its status and left out.
     status: str | None = None
     #: The median of this ceiling across the ranks of a multi-rank run, and this one's fraction of it.
-    median_value: Finite | None = None
-    fraction_of_median: Finite | None = None
+    median_value: Real | None = None
+    fraction_of_median: Real | None = None
 
 
 class DramCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -185,7 +195,7 @@ class DramCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
     level: str | None = None
     probe_bytes_per_s: NonNegative | None = None
     reported_dram_bytes_per_s: NonNegative | None = None
-    ratio: Finite | None = None
+    ratio: Real | None = None
     ok: bool | None = None
     near_zero: bool | None = None
     rule: str | None = None
@@ -209,7 +219,7 @@ class Measurement(_Rated, kw_only=True):
     time_min_s: Seconds | None = None
     time_median_s: Seconds | None = None
     time_max_s: Seconds | None = None
-    spread: Finite | None = None
+    spread: Real | None = None
     #: A collective's bus and algorithm bandwidth (nccl-tests' busbw and algbw).
     busbw_bytes_per_s: NonNegative | None = None
     algbw_bytes_per_s: NonNegative | None = None
@@ -219,16 +229,16 @@ class Measurement(_Rated, kw_only=True):
     #: What the GPU's DRAM counter said during the measurement (mean B/s), next to ``bytes_per_s``.
     reported_dram_bytes_per_s: NonNegative | None = None
     dram_check: DramCheck | None = None
-    validation_error: Finite | None = None
-    validation_tolerance: Finite | None = None
-    start: Finite | None = None
-    end: Finite | None = None
+    validation_error: Real | None = None
+    validation_tolerance: Real | None = None
+    start: Timestamp | None = None
+    end: Timestamp | None = None
     library: str | None = None
     implementation: str | None = None
     level: str | None = None
     workload_name: str | None = None
     ceiling_name: str | None = None
-    host_contention_percent: Finite | None = None
+    host_contention_percent: Real | None = None
     timing: Detail = None
     versions: Detail = None
     telemetry_before: Detail = None
@@ -256,7 +266,7 @@ class Workload(_Rated, kw_only=True):
     profile: Detail = None  # gpuscope.profile: groups, verdicts, modules (docs/profile.md)
     # --- ``gpuscope measure`` and ``gpuscope profile`` points: how they were counted and timed
     device_name: str | None = None
-    created: Finite | None = None
+    created: Timestamp | None = None
     read_bytes: NonNegative | None = None
     written_bytes: NonNegative | None = None
     flop_counting_rule: str | None = None
@@ -303,10 +313,10 @@ class Straggler(msgspec.Struct, kw_only=True, omit_defaults=True):
     kind: str | None = None
     name: str | None = None
     unit: str | None = None
-    value: Finite | None = None
-    median: Finite | None = None
-    fraction_of_median: Finite | None = None
-    below_median_percent: Finite | None = None
+    value: Real | None = None
+    median: Real | None = None
+    fraction_of_median: Real | None = None
+    below_median_percent: Real | None = None
 
 
 class Distributed(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -334,13 +344,13 @@ class Results(msgspec.Struct, kw_only=True):
     schema: Literal["gpuscope.results"]
     schema_version: Literal[1]
     gpuscope_version: str | None = None
-    created: Finite | None = None
+    created: Timestamp | None = None
     partial: bool = False
     partial_reason: str | None = None
     suite: SuiteRef | None = None
     settings: Detail = None
     device: str | None = None
-    memory_fraction: Finite | None = None
+    memory_fraction: Real | None = None
     system: System = msgspec.field(default_factory=System)
     devices: list[Device] = msgspec.field(default_factory=list)
     ceilings: list[Ceiling] = msgspec.field(default_factory=list)
@@ -353,5 +363,5 @@ class Results(msgspec.Struct, kw_only=True):
     #: A multi-rank run (``probe --distributed``, gpuscope.probing.cluster), the margin that
     #: flags a straggler (a fraction below the median), and the ceilings it flagged.
     distributed: Distributed | None = None
-    straggler_margin: Finite | None = None
+    straggler_margin: Real | None = None
     stragglers: list[Straggler] | None = None

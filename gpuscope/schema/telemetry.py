@@ -8,6 +8,11 @@ fields are ignored (a log from a newer gpuscope still replays); a missing field 
 ``Unavailable(error, "missing in log")`` (an older gpuscope), except ``timestamp``, which every
 record has. A metric ``null`` without a reason becomes ``error: null in log``.
 
+Ranges: every number of a record is declared with its quantity's range in
+:mod:`gpuscope.telemetry.records` (:data:`~gpuscope.schema.core.Watts`...); the wire types check
+it when reading, and :func:`within_ranges` applies the same ranges to a sample before anything
+writes it, so a log gpuscope writes always reads back.
+
 :func:`decode_record` turns one JSON line into a :class:`~gpuscope.telemetry.records.Sample`;
 :func:`convert_record` does the same for a dict (a CSV row, unflattened).
 """
@@ -24,11 +29,20 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
-from gpuscope.schema.core import Finite, problem_of
+from gpuscope.schema.core import Finite, problem_of, range_of
 from gpuscope.telemetry.records import SCHEMA_VERSION, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = ["WireSample", "RecordError", "VersionError", "decode_record", "convert_record", "wire_type"]
+__all__ = [
+    "WireSample",
+    "RecordError",
+    "VersionError",
+    "decode_record",
+    "convert_record",
+    "wire_type",
+    "field_ranges",
+    "within_ranges",
+]
 
 #: An integer field: a 64-bit integer, or a float with an integral value (as older writers and
 #: ``memory_used_bytes = 30e9`` produce; kept as written).
@@ -62,6 +76,7 @@ class _Plan:
     record_at: tuple[tuple[int, type, bool], ...]
     reason_at: tuple[int, ...]
     metric_values: Callable[[Sequence[Any]], tuple[Any, ...]]  # the metric fields' values, for the None check
+    ranged: tuple[tuple[str, float, float, bool, bool], ...]  # (field, low, high, is a metric, is an int)
 
 
 _WIRE: dict[type, type] = {}
@@ -91,6 +106,12 @@ def _wire_of(annotation: Any) -> tuple[Any, type | None, bool]:
         return list[element], record, True  # type: ignore[valid-type]  # built at run time
     if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return wire_type(annotation), annotation, False
+    bounds = range_of(annotation)
+    if bounds is not None and get_args(annotation)[0] is int:  # integral floats too, as in _Int
+        integral = Annotated[float, msgspec.Meta(multiple_of=1, ge=bounds[0], le=bounds[1])]
+        return Union[annotation, integral], None, False  # noqa: UP007 - built at run time
+    if bounds is not None:
+        return annotation, None, False
     return _SCALARS.get(annotation, Any), None, False
 
 
@@ -106,11 +127,15 @@ def wire_type(cls: type) -> type:
     found = _WIRE.get(cls)
     if found is not None:
         return found
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields: list[tuple[str, Any, Any]] = []
     records, metrics, defaults, reasons = [], set(), set(), set()
+    ranged: list[tuple[str, float, float, bool, bool]] = []
     for field in dataclasses.fields(cls):
         inner, nullable, metric = _split(hints[field.name])
+        bounds = range_of(inner)
+        if bounds is not None:
+            ranged.append((field.name, *bounds, metric, get_args(inner)[0] is int))
         if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
             defaults.add(field.name)
         if inner is None:  # Unavailable | None: the reason string, or null
@@ -139,8 +164,45 @@ def wire_type(cls: type) -> type:
         tuple((positions[name], record, as_list) for name, record, as_list in records),
         tuple(positions[name] for name in reasons),
         _getter(tuple(positions[name] for name in metrics)),
+        tuple(ranged),
     )  # fmt: skip
     return struct
+
+
+def field_ranges(cls: type) -> dict[str, tuple[float, float, bool]]:
+    """``field -> (low, high, is an int)`` of the numbers of record class ``cls`` (its declared ranges)."""
+    wire_type(cls)
+    return {name: (low, high, is_int) for name, low, high, _, is_int in _PLANS[cls].ranged}
+
+
+def within_ranges(sample: Sample) -> Sample:
+    """``sample`` (changed in place) with every number inside its declared range, so whatever
+    writes it, a reader accepts: a reading out of range (NaN, a driver's 0xFFFFFFFF) becomes
+    ``error: out of range``; a number that is no reading (a timestamp from a clock that lies,
+    an index) is clamped into its range. Costs a few microseconds per GPU."""
+    _bound(Sample, sample)
+    return sample
+
+
+def _bound(cls: type, record: Any) -> None:
+    plan = _PLANS[cls]
+    for name, low, high, metric, is_int in plan.ranged:
+        value = getattr(record, name)
+        if value.__class__ is not float and value.__class__ is not int:
+            continue  # None, Unavailable, a bool; a wrong type is the wire types' to refuse
+        if low <= value <= high:
+            continue
+        if metric:
+            setattr(record, name, Unavailable(Reason.ERROR, f"out of range: {value!r} is not in {low:g}..{high:g}"))
+        else:
+            clamped = low if value != value or value < low else high  # NaN (value != value) to low
+            setattr(record, name, int(clamped) if is_int else clamped)
+    for name, child, as_list in plan.records:
+        value = getattr(record, name)
+        if value is None or value.__class__ is Unavailable:
+            continue
+        for item in value if as_list else (value,):
+            _bound(child, item)
 
 
 _UNSET = msgspec.UNSET

@@ -12,13 +12,13 @@ board's enforced power limit.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuscope.errors import BadInputError
 from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.records import GpuSample, Sample, XidEvent
 from gpuscope.telemetry.xid import xid_level
@@ -236,42 +236,48 @@ def load_thresholds(path: Path | None = None) -> tuple[AlertThresholds, str | No
     one-line problem naming the file and field (or None). A missing file gives the defaults.
 
     The file holds triples, e.g. ``gpu_temperature_c = [75, 83, 88]``, and a
-    ``[throttle_levels]`` table (``sw_power_cap = "warning"``)."""
+    ``[throttle_levels]`` table (``sw_power_cap = "warning"``), as declared by
+    :class:`gpuscope.schema.alerts.AlertsFile`; it is read bounded like the settings (``/dev/zero``
+    costs one chunk). A field that breaks the rules (NaN, a bound out of order, a typo) keeps its
+    default and is named in the problem; the other fields still apply."""
+    from gpuscope.fileio import read_bytes_bounded
+    from gpuscope.schema.alerts import TRIPLES, AlertsFile
+    from gpuscope.schema.core import convert
     from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
     path = path or thresholds_path()
     thresholds = AlertThresholds()
     try:
-        data = parse_toml(path.read_bytes().decode("utf-8"))
+        data = parse_toml(read_bytes_bounded(path, "settings").decode("utf-8"))
     except FileNotFoundError:
         return thresholds, None
-    except (OSError, UnicodeDecodeError) as exc:
-        return thresholds, f"{path}: cannot read ({exc}); default alert thresholds used"
+    except OSError as exc:  # unreadable, a directory, too large (/dev/zero, a sparse file)
+        return thresholds, f"{path}: cannot read ({exc.strerror or exc}); default alert thresholds used"
+    except UnicodeDecodeError as exc:
+        return thresholds, f"{path}: not UTF-8 text (byte {exc.start}); default alert thresholds used"
     except TomlSyntaxError as exc:
-        return thresholds, f"{path}:{exc.line or ''}: not valid TOML ({exc.message}); default alert thresholds used"
-    problem = None
-    names = {f.name for f in dataclasses.fields(AlertThresholds)}
-    for key, value in data.items():
-        if key not in names:
-            problem = f"{path}: unknown field {key!r} (known: {', '.join(sorted(names))}); ignored"
-        elif key == "throttle_levels":
-            if isinstance(value, dict) and all(isinstance(v, str) and v in LEVELS for v in value.values()):
-                thresholds.throttle_levels = {
-                    **thresholds.throttle_levels,
-                    **{k: v for k, v in value.items() if v != "ok"},
-                }
-                for k, v in value.items():
-                    if v == "ok":
-                        thresholds.throttle_levels.pop(k, None)
-            else:
-                problem = f"{path}: field 'throttle_levels' must map reasons to one of {', '.join(LEVELS)}; ignored"
-        elif (
-            isinstance(value, list)
-            and len(value) == 3
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-            and list(value) == sorted(value)
-        ):
-            setattr(thresholds, key, tuple(float(v) for v in value))
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        return thresholds, f"{where}: not valid TOML ({exc.message}); default alert thresholds used"
+    problems: list[str] = []
+    for key, value in data.items():  # one field at a time: a bad one keeps its default, the rest apply
+        if isinstance(value, list) and any(isinstance(v, float) and math.isnan(v) for v in value):
+            problems.append(f"{path}: {key} holds nan; give three numbers (inf: never); ignored")
+            continue
+        try:
+            field_value = getattr(convert({key: value}, AlertsFile, str(path)), key)
+        except BadInputError as exc:
+            problems.append(f"{exc}; ignored")
+            continue
+        if key in TRIPLES:
+            finite = [bound for bound in field_value if bound != math.inf]  # inf: that level is never raised
+            if finite != sorted(finite):
+                problems.append(f"{path}: {key} must be increasing [careful, warning, critical] (inf: never); ignored")
+                continue
+            setattr(thresholds, key, tuple(field_value))
         else:
-            problem = f"{path}: field {key!r} must be three increasing numbers [careful, warning, critical]; ignored"
-    return thresholds, problem
+            levels = {**thresholds.throttle_levels, **field_value}
+            thresholds.throttle_levels = {reason: level for reason, level in levels.items() if level != "ok"}
+    if not problems:
+        return thresholds, None
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return thresholds, problems[0] + more

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from gpuscope.schema.telemetry import within_ranges
 from gpuscope.telemetry.host import HostCollector
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
@@ -122,7 +123,7 @@ class TelemetryCollector:
                     gpus = list(side.gpus)
                     driver, nvml_version, cuda = side.driver_version, side.nvml_version, side.cuda_driver_version
                     unavailable = side.unavailable
-            return Sample(
+            sample = Sample(
                 timestamp=timestamp,
                 host=host,
                 gpus=gpus,
@@ -132,6 +133,8 @@ class TelemetryCollector:
                 gpu_unavailable=unavailable,
                 sample_cost_s=time.perf_counter() - started,
             )
+        # every number inside its declared range: what a log, the exporter or the TUI gets reads back
+        return within_ranges(sample)
 
     def close(self) -> None:
         """Release NVML and the host side's open /proc files. Safe to call twice; ``sample``

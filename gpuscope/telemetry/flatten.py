@@ -72,6 +72,13 @@ def encode_cell(value: Any) -> str:
     text = str(value)
     if "\n" in text or "\r" in text:
         text = text.replace("\r", " ").replace("\n", " ")  # one record, one line
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a name that is not UTF-8: written as encode_json writes it
+            from gpuscope.textsafe import safe_text
+
+            text = safe_text(text)
     return text
 
 

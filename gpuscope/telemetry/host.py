@@ -401,7 +401,7 @@ class HostCollector:
         self._cpufreq_policies = self._count_cpufreq_policies()
         try:
             self._nic_stats = dict(psutil.net_if_stats())
-        except OSError:
+        except (OSError, UnicodeError):  # UnicodeError: psutil cannot pass on a NIC name that is not UTF-8
             self._nic_stats = {}
         self._links = {}
         ports: list[tuple[str, int, Path]] = []

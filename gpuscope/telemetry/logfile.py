@@ -8,8 +8,10 @@ docs/telemetry-schema.md.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
+import fcntl
 import io
 import itertools
 import json
@@ -21,12 +23,12 @@ from typing import Any
 
 import msgspec
 
-from gpuscope.errors import BadInputError, GpuscopeError, UsageError
+from gpuscope.errors import BadInputError, GpuscopeError, ResourceError, UsageError
 from gpuscope.fileio import check_input_size
 from gpuscope.schema.core import encode_json, problem_of
 from gpuscope.schema.telemetry import RecordError, VersionError, convert_record, decode_record
 from gpuscope.telemetry.flatten import ABSENT_PREFIX, column_converter, encode_cell, flatten_record, unflatten_row
-from gpuscope.telemetry.records import Sample, record_to_dict
+from gpuscope.telemetry.records import SCHEMA_VERSION, Sample, record_to_dict
 
 __all__ = [
     "FORMATS",
@@ -90,16 +92,45 @@ class LogWriter:
         self._lock: Any = None  # the OutputLock of a file opened by open_log_writer
         try:
             self._seekable = stat.S_ISREG(os.fstat(fd).st_mode)
-            self._good_offset = os.lseek(fd, 0, os.SEEK_CUR) if self._seekable else 0
+            self._appending = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
         except OSError:
-            self._seekable, self._good_offset = False, 0
+            self._seekable = self._appending = False
+        #: Where the record being written starts (a regular file): a full disk cuts back to it.
+        self._record_start = 0
 
     def write(self, sample: Sample) -> None:
         """Append one record and flush it."""
-        self._write_line(self._format(sample))
+        data = self._format(sample)
+        if self._seekable:
+            data = self._follow_truncation() + data
+        self._write_line(data)
 
     def _format(self, sample: Sample) -> bytes:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _restart(self) -> bytes:
+        """What a file emptied under the writer must begin with again (CSV: its header)."""
+        return b""
+
+    def _follow_truncation(self) -> bytes:
+        """Notice a file cut under the writer (logrotate's copytruncate, ``: > file``): writing at
+        the old offset would leave a hole of NUL bytes no reader accepts, so go on at the new end.
+        Returns what must come first there."""
+        try:
+            offset = os.lseek(self._fd, 0, os.SEEK_CUR)
+            size = os.fstat(self._fd).st_size
+        except OSError:
+            return b""
+        if offset <= size:
+            self._record_start = size if self._appending else offset
+            return b""
+        with contextlib.suppress(OSError):
+            os.lseek(self._fd, 0, os.SEEK_END)  # O_APPEND writes go there anyway; standard output may lack it
+        self._record_start = size
+        self._on_warning(
+            f"{self.label} was truncated by another program ({offset} -> {size} bytes); logging goes on at its new end"
+        )
+        return self._restart() if size == 0 else b""
 
     def _write_line(self, data: bytes) -> None:
         view = memoryview(data)
@@ -119,15 +150,13 @@ class LogWriter:
                     "the records written are intact"
                 ) from None
             raise GpuscopeError(f"cannot write {self.label}: {exc.strerror or exc}") from None
-        self._good_offset += len(data)
         self.records_written += 1
 
     def _cut_back(self) -> None:
         if self._seekable:
-            try:
-                os.ftruncate(self._fd, self._good_offset)
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):
+                if os.fstat(self._fd).st_size > self._record_start:
+                    os.ftruncate(self._fd, self._record_start)
 
     def close(self) -> None:
         if self._close_fd:
@@ -177,6 +206,11 @@ class CsvWriter(LogWriter):
         self._column_set: frozenset[str] = frozenset(columns or ())
         self._warned_extra = False
 
+    def _restart(self) -> bytes:
+        if self._columns is None:
+            return b""  # the next record writes the header anyway
+        return (_csv_line([*self._columns, UNAVAILABLE_COLUMN]) + "\n").encode("utf-8")
+
     def _format(self, sample: Sample) -> bytes:
         values, missing = flatten_record(sample_to_json_dict(sample))
         buffer = io.StringIO()
@@ -214,13 +248,17 @@ def open_log_writer(
 ) -> LogWriter:
     """A writer for ``path`` (``None`` or ``"-"``: standard output).
 
+    A stream (a FIFO or pipe, ``/dev/fd/N``, a terminal, ``/dev/null``) is written like standard
+    output: nothing to lock, continue or replace, so ``existing`` does not apply. A regular file
+    is locked (:class:`~gpuscope.fileio.OutputLock`, on the file itself) until the writer is
+    closed: a second writer gets a one-line :class:`~gpuscope.errors.ResourceError` (exit 4).
     ``existing`` says what to do with a file that already holds data: ``"replace"`` (the
     library default) truncates it, ``"refuse"`` raises :class:`UsageError` (``gpuscope log``
-    without ``--append``/``--force``), ``"append"`` continues it after dropping an incomplete
-    last line (a killed run), reusing a CSV file's header. The file is locked
-    (:class:`~gpuscope.fileio.OutputLock`) until the writer is closed: a second writer gets a
-    one-line :class:`~gpuscope.errors.ResourceError` (exit 4). FIFOs, devices and symlinks to
-    them are refused (write to standard output instead); an existing file keeps its mode.
+    without ``--append``/``--force``), ``"append"`` continues a file whose first record reads
+    back as a gpuscope log of format ``fmt`` (reusing a CSV header), after dropping an incomplete
+    last line (a killed run); any other file is refused and left byte for byte as it was. Writes
+    always go to the file's end, so a file cut under the writer (logrotate's copytruncate) goes on
+    from its new end. Block devices are refused; an existing file keeps its mode.
     """
     from gpuscope.fileio import OutputLock, check_output
 
@@ -232,15 +270,21 @@ def open_log_writer(
     if path is None or str(path) == "-":
         return cls(1, "standard output", close_fd=False, on_warning=on_warning)
     label = os.fspath(path)
-    check_output(label, option="--output")
+    check_output(label, option="--output", streams=True)
+    stream = _open_stream(label)
+    if stream is not None:
+        return cls(stream, label, close_fd=True, on_warning=on_warning)
     lock = OutputLock(label)
     lock.acquire()
     try:
         try:
-            fd = os.open(label, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+            fd = os.open(label, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOCTTY | os.O_CLOEXEC, 0o666)
         except OSError as exc:
             raise UsageError(f"cannot write output {label}: {exc.strerror or exc}") from None
         try:
+            info = os.fstat(fd)
+            if lock.file_key not in (None, (info.st_dev, info.st_ino)):
+                raise ResourceError(f"{label}: the file was replaced while being opened; run again")
             columns = _prepare_existing(fd, label, fmt, existing)
             writer: LogWriter = (
                 CsvWriter(fd, label, close_fd=True, on_warning=on_warning, columns=columns)
@@ -257,45 +301,110 @@ def open_log_writer(
     return writer
 
 
+def _open_stream(label: str) -> int | None:
+    """A write descriptor of ``label`` when it is a stream (see :func:`gpuscope.fileio.is_stream`;
+    a FIFO waits here for its reader), else None."""
+    from gpuscope.fileio import is_stream
+
+    try:
+        if not is_stream(os.stat(label)):
+            return None
+        fd = os.open(label, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        hint = " (a socket cannot be opened by name: use -o - and redirect)" if exc.errno == errno.ENXIO else ""
+        raise UsageError(f"cannot write output {label}: {exc.strerror or exc}{hint}") from None
+    if is_stream(os.fstat(fd)):
+        return fd
+    os.close(fd)  # replaced by a regular file meanwhile: write it as one
+    return None
+
+
 def _prepare_existing(fd: int, label: str, fmt: str, existing: str) -> list[str] | None:
-    """Truncate, refuse or position ``fd`` for appending (see :func:`open_log_writer`); returns
-    the CSV header's data columns when continuing a CSV log."""
+    """Truncate, refuse or check ``fd`` for appending (see :func:`open_log_writer`); returns the
+    CSV header's data columns when continuing a CSV log. Nothing is changed before the file is
+    known to be a gpuscope log of format ``fmt``."""
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         raise UsageError(f"--output {label}: not a regular file; write to standard output with -o - instead")
     size = info.st_size
-    if size == 0:
-        return None
-    if existing == "refuse":
+    columns: list[str] | None = None
+    if size and existing == "refuse":
         raise UsageError(
             f"--output {label} already exists ({size} bytes); add --append to continue it or --force to replace it"
         )
-    if existing == "replace":
+    if size and existing == "replace":
         os.ftruncate(fd, 0)
-        return None
+    elif size:
+        found, header = _identify_log(fd, label)
+        if found != fmt:
+            kind = "a JSON lines log" if found == "jsonl" else "a CSV log"
+            raise UsageError(f"--append {label}: the file is {kind}, left as it was; add --format {found}")
+        kept = _check_tail(fd, label, size, header)
+        if kept < size:
+            os.ftruncate(fd, kept)
+        columns = next(csv.reader([header]))[:-1] if header else None
+    os.lseek(fd, 0, os.SEEK_END)  # the offset the writer checks for a file cut under it
+    return columns
+
+
+_LEFT = "the file was left as it was (choose another --output, or --force to replace it)"
+
+
+def _identify_log(fd: int, label: str) -> tuple[str, str | None]:
+    """``("jsonl", None)`` or ``("csv", its header line)`` when the file open as ``fd`` is a
+    gpuscope telemetry log, known by its first record reading back; else a one-line
+    :class:`UsageError`. Only reads."""
+    with os.fdopen(os.dup(fd), "rb") as handle:
+        try:
+            handle.seek(0)
+            next(_records_in(handle, label, lambda message: None, "gpuscope log --append"))
+        except BadInputError as exc:
+            raise UsageError(f"--append: {exc}; {_LEFT}") from None
+        except OSError as exc:
+            raise UsageError(f"--append {label}: cannot read it ({exc.strerror or exc})") from None
+        handle.seek(0)
+        text = ""
+        for _, text, _, _ in _lines_with_last_flag(handle, label):
+            if text.strip(_BLANK):
+                break
+    return ("csv", text) if text.startswith("schema_version,") else ("jsonl", None)
+
+
+def _check_tail(fd: int, label: str, size: int, header: str | None) -> int:
+    """Where appending starts: the end of the last complete line, once that line reads back as a
+    record and what follows it (if anything) is the start of one, cut by a killed writer; else a
+    one-line :class:`UsageError` (something else was added to the log: nothing is dropped)."""
     kept = _last_complete_line_end(fd, size)
-    if kept < size:
-        os.ftruncate(fd, kept)
-    os.lseek(fd, 0, os.SEEK_END)
-    if kept == 0:
-        return None
-    head = os.pread(fd, min(kept, MAX_LINE_BYTES), 0).split(b"\n", 1)[0].decode("utf-8", "replace").rstrip("\r")
-    if head.lstrip(_BLANK).startswith("{"):
-        if fmt != "jsonl":
-            raise UsageError(f"--append {label}: the file is a JSON lines log; add --format jsonl")
-        return None
-    if head.startswith("schema_version,"):
-        if fmt != "csv":
-            raise UsageError(f"--append {label}: the file is a CSV log; add --format csv")
-        columns = next(csv.reader([head]))
-        if columns[-1:] != [UNAVAILABLE_COLUMN]:
-            raise UsageError(
-                f"--append {label}: its CSV header does not end with '{UNAVAILABLE_COLUMN}'; not a gpuscope log"
-            )
-        return columns[:-1]
-    raise UsageError(
-        f"--append {label}: not a gpuscope telemetry log; choose another --output or --force to replace it"
-    )
+    cut = os.pread(fd, min(size - kept, 64), kept)
+    start = (f"{SCHEMA_VERSION}," if header else '{"schema_version":').encode()
+    if cut and not (cut.startswith(start) or start.startswith(cut)):
+        raise UsageError(f"--append {label}: its last line is neither a record nor a cut record; {_LEFT}")
+    if cut and size - kept <= MAX_LINE_BYTES and _is_record(label, os.pread(fd, size - kept, kept), header, True):
+        os.write(fd, b"\n")  # a whole record that only lacks its newline is kept
+        return size + 1
+    begins = _last_complete_line_end(fd, kept - 1) if kept else 0
+    if kept - begins > MAX_LINE_BYTES:
+        raise UsageError(f"--append {label}: its last line is longer than any record; {_LEFT}")
+    if (header is None or begins > 0) and not _is_record(label, os.pread(fd, kept - begins, begins), header, False):
+        raise UsageError(f"--append {label}: its last complete line is not a gpuscope record; {_LEFT}")
+    return kept
+
+
+def _is_record(label: str, line: bytes, header: str | None, unfinished: bool) -> bool:
+    """True when ``line`` reads back as a record of the log (``header``: its CSV header);
+    ``unfinished``: the line lacks its newline (read as the reader reads a file's last line)."""
+    if not line.strip(b" \t\r\n"):
+        return True  # a blank line, skipped by the reader
+    quiet: Callable[[str], None] = lambda message: None  # noqa: E731 - a cut line is just "no record"
+    text = (1, _decode(line, label, 1), True, not unfinished)
+    try:
+        if header is None:
+            return any(True for _ in _read_jsonl(label, [text], iter(()), quiet))
+        return any(True for _ in _read_csv(label, (0, header, False, True), iter([text]), quiet))
+    except BadInputError:
+        return False
 
 
 def _last_complete_line_end(fd: int, size: int) -> int:
@@ -361,7 +470,6 @@ def _kind_problem(label: str, handle: io.BufferedReader, reader: str | None) -> 
 def _read_numbered(
     label: str, on_warning: Callable[[str], None] | None, reader: str | None
 ) -> Iterator[tuple[int, Sample]]:
-    warn = on_warning or _warn
     try:
         handle = open(label, "rb")  # noqa: SIM115 - closed below; a generator owns it
     except OSError as exc:
@@ -371,35 +479,42 @@ def _read_numbered(
             check_input_size(handle.fileno(), label, "telemetry log")
         except OSError as exc:
             raise BadInputError(f"{label}: cannot read telemetry log: {exc.strerror or exc}") from None
-        lines = _lines_with_last_flag(handle, label)
+        yield from _records_in(handle, label, on_warning or _warn, reader)
+
+
+def _records_in(
+    handle: io.BufferedReader, label: str, warn: Callable[[str], None], reader: str | None
+) -> Iterator[tuple[int, Sample]]:
+    """The numbered samples of the log open as ``handle`` (from its current offset)."""
+    lines = _lines_with_last_flag(handle, label)
+    first = next(lines, None)
+    while first is not None and not first[1].strip(_BLANK):
         first = next(lines, None)
-        while first is not None and not first[1].strip(_BLANK):
-            first = next(lines, None)
-        if first is None:
-            raise BadInputError(f"{label}: empty telemetry log (no records)")
-        number, text, is_last, complete = first
-        if text.lstrip(_BLANK).startswith("{"):
-            records = _read_jsonl(label, [(number, text, is_last, complete)], lines, warn)
-        elif text.startswith("schema_version,"):
-            records = _read_csv(label, (number, text, is_last, complete), lines, warn)
-        elif is_last and not complete and "schema_version,".startswith(text):
-            warn(f"{label}:{number}: {_CUT}")
-            records = iter(())
-        else:
-            raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
-        count = 0
-        try:
-            for number, sample in records:
-                count += 1
-                yield number, sample
-        except BadInputError:
-            if count == 0:  # the first record failed: perhaps a gpuscope file of another kind
-                problem = _kind_problem(label, handle, reader)
-                if problem:
-                    raise BadInputError(problem) from None
-            raise
-        if count == 0:
-            raise BadInputError(f"{label}: empty telemetry log (no complete records)")
+    if first is None:
+        raise BadInputError(f"{label}: empty telemetry log (no records)")
+    number, text, is_last, complete = first
+    if text.lstrip(_BLANK).startswith("{"):
+        records = _read_jsonl(label, [(number, text, is_last, complete)], lines, warn)
+    elif text.startswith("schema_version,"):
+        records = _read_csv(label, (number, text, is_last, complete), lines, warn)
+    elif is_last and not complete and "schema_version,".startswith(text):
+        warn(f"{label}:{number}: {_CUT}")
+        records = iter(())
+    else:
+        raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
+    count = 0
+    try:
+        for number, sample in records:
+            count += 1
+            yield number, sample
+    except BadInputError:
+        if count == 0:  # the first record failed: perhaps a gpuscope file of another kind
+            problem = _kind_problem(label, handle, reader)
+            if problem:
+                raise BadInputError(problem) from None
+        raise
+    if count == 0:
+        raise BadInputError(f"{label}: empty telemetry log (no complete records)")
 
 
 def _lines_with_last_flag(handle: io.BufferedReader, label: str) -> Iterator[tuple[int, str, bool, bool]]:

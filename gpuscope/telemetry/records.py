@@ -1,6 +1,9 @@
 """Typed telemetry records. Units live in field names; GB means 1e9 bytes.
 
-Every metric field holds a value or an :class:`Unavailable` naming the reason.
+Every metric field holds a value or an :class:`Unavailable` naming the reason. Every number is
+declared with its quantity's range (:mod:`gpuscope.schema.core`: :data:`Watts`, :data:`Timestamp`...):
+the log's wire types, the reader and :func:`gpuscope.schema.telemetry.within_ranges` (which
+turns an out-of-range reading into "unavailable" before anything is written) take it from here.
 In JSON a record becomes an object whose unavailable fields are ``null`` and whose
 ``unavailable`` member maps each such field name to ``"reason: detail"``. The
 record schema is documented in ``docs/telemetry-schema.md``.
@@ -12,6 +15,21 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuscope.schema.core import (
+    BytesPerS,
+    Celsius,
+    Count,
+    ElapsedS,
+    GbitPerS,
+    Index,
+    Joules,
+    LoadAverage,
+    MbitPerS,
+    Megahertz,
+    Percent,
+    Timestamp,
+    Watts,
+)
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = [
@@ -38,18 +56,18 @@ NOT_COLLECTED = Unavailable(Reason.ERROR, "not collected")
 
 @dataclass(slots=True)
 class CpuCoreSample:
-    core: int
-    utilization_percent: Metric[float]
-    frequency_mhz: Metric[float]
+    core: Index
+    utilization_percent: Metric[Percent]
+    frequency_mhz: Metric[Megahertz]
 
 
 @dataclass(slots=True)
 class NicSample:
     name: str
-    rx_bytes_per_s: Metric[float]
-    tx_bytes_per_s: Metric[float]
+    rx_bytes_per_s: Metric[BytesPerS]
+    tx_bytes_per_s: Metric[BytesPerS]
     is_up: Metric[bool]
-    speed_mbit_per_s: Metric[float]
+    speed_mbit_per_s: Metric[MbitPerS]
     is_loopback: bool = False  # `lo`: kept in the record, hidden by default in views
 
 
@@ -58,50 +76,50 @@ class InfinibandPortSample:
     """An InfiniBand or RoCE port from /sys/class/infiniband (counters are 4-byte words)."""
 
     device: str
-    port: int
+    port: Index
     link_layer: str  # "InfiniBand" or "Ethernet" (RoCE)
     state: str
-    rate_gbit_per_s: Metric[float]
-    rx_bytes_per_s: Metric[float]
-    tx_bytes_per_s: Metric[float]
+    rate_gbit_per_s: Metric[GbitPerS]
+    rx_bytes_per_s: Metric[BytesPerS]
+    tx_bytes_per_s: Metric[BytesPerS]
 
 
 @dataclass(slots=True)
 class HostSample:
     hostname: str
     cpu_model: str
-    logical_cores: int
-    physical_cores: Metric[int]
-    cpu_utilization_percent: Metric[float]  # all cores
+    logical_cores: Index
+    physical_cores: Metric[Index]
+    cpu_utilization_percent: Metric[Percent]  # all cores
     cores: list[CpuCoreSample]
-    load_average_1m: Metric[float]
-    load_average_5m: Metric[float]
-    load_average_15m: Metric[float]
-    memory_total_bytes: Metric[int]
-    memory_used_bytes: Metric[int]
-    memory_available_bytes: Metric[int]
-    swap_total_bytes: Metric[int]
-    swap_used_bytes: Metric[int]
+    load_average_1m: Metric[LoadAverage]
+    load_average_5m: Metric[LoadAverage]
+    load_average_15m: Metric[LoadAverage]
+    memory_total_bytes: Metric[Count]
+    memory_used_bytes: Metric[Count]
+    memory_available_bytes: Metric[Count]
+    swap_total_bytes: Metric[Count]
+    swap_used_bytes: Metric[Count]
     nics: list[NicSample]
     infiniband_ports: list[InfinibandPortSample]
-    disk_read_bytes_per_s: Metric[float] = NOT_COLLECTED  # all physical disks
-    disk_write_bytes_per_s: Metric[float] = NOT_COLLECTED
+    disk_read_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # all physical disks
+    disk_write_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
 
 
 @dataclass(slots=True)
 class NvLinkLinkSample:
-    link: int
-    tx_bytes_per_s: Metric[float]
-    rx_bytes_per_s: Metric[float]
+    link: Index
+    tx_bytes_per_s: Metric[BytesPerS]
+    rx_bytes_per_s: Metric[BytesPerS]
 
 
 @dataclass(slots=True)
 class GpuProcessSample:
-    pid: int
+    pid: Index
     name: Metric[str]
     user: Metric[str]
-    gpu_memory_bytes: Metric[int]
-    sm_percent: Metric[float]
+    gpu_memory_bytes: Metric[Count]
+    sm_percent: Metric[Percent]
     kind: str  # "compute" or "graphics"
 
 
@@ -112,70 +130,70 @@ class XidEvent:
     NVML gives no time with an event: the times are when gpuscope read them (wall clock, seconds
     since the epoch), at most one sample interval late."""
 
-    xid: int
-    count: int  # events of this Xid merged into this entry
-    first_time_s: float
-    last_time_s: float
+    xid: Index
+    count: Count  # events of this Xid merged into this entry
+    first_time_s: Timestamp
+    last_time_s: Timestamp
     meaning: str  # e.g. "GPU has fallen off the bus"; "" for an Xid gpuscope does not know
-    gpu_instance_id: int | None = None  # the MIG instance NVML named, if any
-    compute_instance_id: int | None = None
+    gpu_instance_id: Index | None = None  # the MIG instance NVML named, if any
+    compute_instance_id: Index | None = None
 
 
 @dataclass(slots=True)
 class GpuSample:
     """One GPU, or one MIG instance (``mig_parent_index`` set), at one instant."""
 
-    index: int
+    index: Index
     name: str
     uuid: str
     pci_bus_id: str
     architecture: str
     state: str  # "ok" or "lost"
-    mig_parent_index: int | None = None
-    mig_gpu_instance_id: int | None = None
-    mig_compute_instance_id: int | None = None
+    mig_parent_index: Index | None = None
+    mig_gpu_instance_id: Index | None = None
+    mig_compute_instance_id: Index | None = None
     mig_mode: Metric[bool] = NOT_COLLECTED
-    utilization_percent: Metric[float] = NOT_COLLECTED
-    memory_busy_percent: Metric[float] = NOT_COLLECTED  # time memory was busy, NOT bandwidth
-    memory_used_bytes: Metric[int] = NOT_COLLECTED
-    memory_total_bytes: Metric[int] = NOT_COLLECTED
-    dram_bandwidth_bytes_per_s: Metric[float] = NOT_COLLECTED
-    dram_bandwidth_percent_of_peak: Metric[float] = NOT_COLLECTED
-    dram_peak_bytes_per_s: Metric[float] = NOT_COLLECTED  # bus width x max mem clock x 2 / 8
-    sm_activity_percent: Metric[float] = NOT_COLLECTED
-    sm_occupancy_percent: Metric[float] = NOT_COLLECTED
-    tensor_activity_percent: Metric[float] = NOT_COLLECTED  # any tensor pipe
-    hmma_tensor_activity_percent: Metric[float] = NOT_COLLECTED
-    imma_tensor_activity_percent: Metric[float] = NOT_COLLECTED
-    dfma_tensor_activity_percent: Metric[float] = NOT_COLLECTED
-    fp64_activity_percent: Metric[float] = NOT_COLLECTED
-    fp32_activity_percent: Metric[float] = NOT_COLLECTED
-    fp16_activity_percent: Metric[float] = NOT_COLLECTED
-    pcie_tx_bytes_per_s: Metric[float] = NOT_COLLECTED
-    pcie_rx_bytes_per_s: Metric[float] = NOT_COLLECTED
-    pcie_link_generation: Metric[int] = NOT_COLLECTED
-    pcie_link_width: Metric[int] = NOT_COLLECTED
-    nvlink_tx_bytes_per_s: Metric[float] = NOT_COLLECTED
-    nvlink_rx_bytes_per_s: Metric[float] = NOT_COLLECTED
-    nvlink_active_links: Metric[int] = NOT_COLLECTED
-    nvlink_version: Metric[int] = NOT_COLLECTED
-    nvlink_link_peak_bytes_per_s: Metric[float] = NOT_COLLECTED  # one direction, one link
+    utilization_percent: Metric[Percent] = NOT_COLLECTED
+    memory_busy_percent: Metric[Percent] = NOT_COLLECTED  # time memory was busy, NOT bandwidth
+    memory_used_bytes: Metric[Count] = NOT_COLLECTED
+    memory_total_bytes: Metric[Count] = NOT_COLLECTED
+    dram_bandwidth_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
+    dram_bandwidth_percent_of_peak: Metric[Percent] = NOT_COLLECTED
+    dram_peak_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # bus width x max mem clock x 2 / 8
+    sm_activity_percent: Metric[Percent] = NOT_COLLECTED
+    sm_occupancy_percent: Metric[Percent] = NOT_COLLECTED
+    tensor_activity_percent: Metric[Percent] = NOT_COLLECTED  # any tensor pipe
+    hmma_tensor_activity_percent: Metric[Percent] = NOT_COLLECTED
+    imma_tensor_activity_percent: Metric[Percent] = NOT_COLLECTED
+    dfma_tensor_activity_percent: Metric[Percent] = NOT_COLLECTED
+    fp64_activity_percent: Metric[Percent] = NOT_COLLECTED
+    fp32_activity_percent: Metric[Percent] = NOT_COLLECTED
+    fp16_activity_percent: Metric[Percent] = NOT_COLLECTED
+    pcie_tx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
+    pcie_rx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
+    pcie_link_generation: Metric[Index] = NOT_COLLECTED
+    pcie_link_width: Metric[Index] = NOT_COLLECTED
+    nvlink_tx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
+    nvlink_rx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED
+    nvlink_active_links: Metric[Index] = NOT_COLLECTED
+    nvlink_version: Metric[Index] = NOT_COLLECTED
+    nvlink_link_peak_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # one direction, one link
     nvlink_links: list[NvLinkLinkSample] = field(default_factory=list)
-    sm_clock_mhz: Metric[float] = NOT_COLLECTED
-    sm_clock_max_mhz: Metric[float] = NOT_COLLECTED
-    memory_clock_mhz: Metric[float] = NOT_COLLECTED
-    memory_clock_max_mhz: Metric[float] = NOT_COLLECTED
-    power_w: Metric[float] = NOT_COLLECTED
-    power_limit_w: Metric[float] = NOT_COLLECTED
-    energy_j: Metric[float] = NOT_COLLECTED  # cumulative since driver load
-    temperature_gpu_c: Metric[float] = NOT_COLLECTED
-    temperature_memory_c: Metric[float] = NOT_COLLECTED
-    fan_speed_percent: Metric[float] = NOT_COLLECTED
+    sm_clock_mhz: Metric[Megahertz] = NOT_COLLECTED
+    sm_clock_max_mhz: Metric[Megahertz] = NOT_COLLECTED
+    memory_clock_mhz: Metric[Megahertz] = NOT_COLLECTED
+    memory_clock_max_mhz: Metric[Megahertz] = NOT_COLLECTED
+    power_w: Metric[Watts] = NOT_COLLECTED
+    power_limit_w: Metric[Watts] = NOT_COLLECTED
+    energy_j: Metric[Joules] = NOT_COLLECTED  # cumulative since driver load
+    temperature_gpu_c: Metric[Celsius] = NOT_COLLECTED
+    temperature_memory_c: Metric[Celsius] = NOT_COLLECTED
+    fan_speed_percent: Metric[Percent] = NOT_COLLECTED
     throttle_reasons: Metric[list[str]] = NOT_COLLECTED  # empty list: not throttled
-    ecc_corrected_errors: Metric[int] = NOT_COLLECTED  # volatile, since driver load
-    ecc_uncorrected_errors: Metric[int] = NOT_COLLECTED
+    ecc_corrected_errors: Metric[Count] = NOT_COLLECTED  # volatile, since driver load
+    ecc_uncorrected_errors: Metric[Count] = NOT_COLLECTED
     xid_events: Metric[list[XidEvent]] = NOT_COLLECTED  # read since the previous sample; [] when none
-    xid_events_dropped: Metric[int] = NOT_COLLECTED  # read since the previous sample but not kept in xid_events
+    xid_events_dropped: Metric[Count] = NOT_COLLECTED  # read since the previous sample but not kept in xid_events
     xid_recent: Metric[list[XidEvent]] = NOT_COLLECTED  # the last 5 minutes, one entry per Xid (alerts hold on it)
     processes: Metric[list[GpuProcessSample]] = NOT_COLLECTED
 
@@ -184,14 +202,14 @@ class GpuSample:
 class Sample:
     """One tick of the sampler: the host and every GPU (and MIG instance) at one instant."""
 
-    timestamp: float  # wall clock, seconds since the epoch
+    timestamp: Timestamp  # wall clock, seconds since the epoch
     host: HostSample
     gpus: list[GpuSample]
     driver_version: Metric[str]
     nvml_version: Metric[str]
     cuda_driver_version: Metric[str]
     gpu_unavailable: Unavailable | None = None  # why there is no GPU side at all
-    sample_cost_s: float = 0.0  # wall time spent collecting this sample
+    sample_cost_s: ElapsedS = 0.0  # wall time spent collecting this sample
     schema_version: int = SCHEMA_VERSION
     alerts: list[str] = field(default_factory=list)  # "level kind message" (gpuscope.telemetry.alerts), worst first
 

@@ -2,8 +2,10 @@
 
 :class:`Sampler` calls a collect function on a drift-free schedule: tick ``k`` is due at
 ``start + k * interval`` on the monotonic clock. A tick that comes late (collection took longer
-than the interval, the machine stalled) is not made up for: the missed ticks are skipped and
-counted, so the sampler never bursts. :class:`RingBuffer` keeps a fixed number of recent items.
+than the interval, the machine stalled, the process was stopped) is not made up for: the missed
+ticks, and a tick less than half an interval after the late sample, are skipped and counted, so
+the sampler never bursts and two samples never begin less than :data:`MIN_INTERVAL_S` apart.
+:class:`RingBuffer` keeps a fixed number of recent items.
 Neither imports Textual; the TUI uses :class:`RingBuffer` with its own thread workers.
 """
 
@@ -169,23 +171,26 @@ class Sampler(Generic[T]):
         deadline = None if self.duration_s is None else start + self.duration_s
         tick = 0
         while not self._stop.is_set():
+            started = self._clock()
             result = self._collect()
             self.samples_taken += 1
             if self.history is not None:
                 self.history.append(result)
             if self._on_sample is not None:
                 self._on_sample(result)
-            tick += 1
             now = self._clock()
+            # The next tick is the first one still ahead and at least half an interval after this
+            # sample began: a late sample (slow collection, a stall, SIGSTOP) skips the missed
+            # ticks and is never followed by a catch-up burst.
+            earliest = max(now, started + interval / 2)
+            following = max(tick + 1, math.ceil((earliest - start) / interval - 1e-9))
+            self.ticks_skipped += following - tick - 1
+            tick = following
             due = start + tick * interval
-            if now > due:  # late: skip the ticks already missed instead of bursting
-                behind = math.floor((now - start) / interval) + 1
-                self.ticks_skipped += behind - tick
-                tick = behind
-                due = start + tick * interval
             if deadline is not None and due >= deadline - 1e-9:
                 break
-            if self._wait(max(0.0, due - now)):
+            # GPM needs MIN_INTERVAL_S between samples even when this one began a little late.
+            if self._wait(max(0.0, due - now, started + MIN_INTERVAL_S - now)):
                 break
             if self._stop.is_set():
                 break
@@ -205,7 +210,8 @@ def stopped_by_signals(sampler: Sampler[Any]) -> Iterator[None]:
     def _stop(signum: int, frame: object) -> None:
         now = time.monotonic()
         if first_signal_at and now - first_signal_at[0] >= _FORCE_AFTER_S:
-            print("gpuscope: sampler stuck; exiting without waiting for it", file=sys.stderr, flush=True)
+            with contextlib.suppress(OSError, ValueError):  # a full stderr must not keep a stuck process alive
+                print("gpuscope: sampler stuck; exiting without waiting for it", file=sys.stderr, flush=True)
             os._exit(EXIT_INTERRUPTED)
         if not first_signal_at:
             first_signal_at.append(now)

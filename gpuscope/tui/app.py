@@ -15,10 +15,12 @@ from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.filter import LineFilter
 from textual.message import Message
 from textual.screen import Screen
 from textual.theme import BUILTIN_THEMES
 
+from gpuscope.errors import GpuscopeError
 from gpuscope.resources import themes_dir
 from gpuscope.schema.results import Results
 from gpuscope.telemetry.alerts import Alert, evaluate, load_thresholds
@@ -29,6 +31,7 @@ from gpuscope.tui import config
 from gpuscope.tui.history import WINDOWS_S, History, capacity_for, window_label
 from gpuscope.tui.poller import MAX_BACKOFF_S, Polled, Poller, PollFailed
 from gpuscope.tui.roofline_data import LoadedResults
+from gpuscope.tui.safe_lines import SAFE_TEXT
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.screens.dashboard import PANEL_KEYS, PANELS, DashboardScreen
 from gpuscope.tui.screens.probes import ProbesScreen
@@ -151,6 +154,11 @@ class GpuscopeApp(App[None]):
 
         return quiet_driver_class(super().get_driver_class())
 
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the text-safety filter: whatever a widget shows, nothing from a
+        name reaches the terminal raw (gpuscope.tui.safe_lines)."""
+        return [*super().get_line_filters(), SAFE_TEXT]
+
     def add_startup_message(self, message: str, severity: str = "warning") -> None:
         """A notification to show once the app is up (used by the commands)."""
         self._startup_messages.append((message, severity))
@@ -201,12 +209,8 @@ class GpuscopeApp(App[None]):
             return
         try:
             config.save_settings(self.settings, self._settings_path)
-        except OSError as exc:
-            self.notify(
-                f"Could not save settings to {self._settings_path}: {exc.strerror or exc}",
-                severity="warning",
-                markup=False,
-            )
+        except GpuscopeError as exc:  # the choice holds for this run; the file stays as it was
+            self.notify(f"Settings not saved: {exc}", severity="warning", markup=False)
 
     def set_panel_hidden(self, name: str, hidden: bool) -> None:
         """Remember that dashboard panel ``name`` is hidden (or shown) across runs."""

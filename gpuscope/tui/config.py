@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from gpuscope.errors import GpuscopeError
 from gpuscope.fileio import read_bytes_bounded, write_text_atomic
 from gpuscope.paths import config_dir, data_dir
 from gpuscope.schema.core import problem_of
 from gpuscope.schema.themes import Name
-from gpuscope.tomlfile import TomlSyntaxError, parse_toml
+from gpuscope.textsafe import safe_text
+from gpuscope.tomlfile import TomlSyntaxError, parse_toml, update_toml
 
 __all__ = [
     "Settings",
@@ -64,19 +67,58 @@ class Settings(msgspec.Struct, kw_only=True):
     """Dashboard panels the user hid (``gpus``, ``cpu``, ``memory``, ``network``)."""
 
 
-def read_toml(path: Path, kind: str) -> dict[str, Any]:
-    """The parsed TOML of a ``kind`` file (bounded: never /dev/zero into memory). Raises
-    ``FileNotFoundError``, or ``ValueError`` with one line naming the file (and line)."""
+_FILE_TYPES = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def _not_a_regular_file(path: Path) -> str | None:
+    """Why ``path`` cannot be one of gpuscope's own files (settings, themes), which it reads and
+    replaces: what it names, after links, is not a regular file (a link to /dev/null, a FIFO
+    that would block the read). None for a regular file, a link to one, or no file."""
     try:
-        return parse_toml(read_bytes_bounded(path, kind).decode("utf-8"))
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing or not reachable: the read or the write says why
+    if stat.S_ISREG(mode):
+        return None
+    what = _FILE_TYPES.get(stat.S_IFMT(mode), "not a regular file")
+    via = f"a link to {safe_text(os.path.realpath(path))}, " if os.path.islink(path) else ""
+    return f"{safe_text(path)}: {via}{what}, not a regular file"
+
+
+def _read_text(path: Path, kind: str) -> str:
+    """The UTF-8 text of gpuscope's own ``kind`` file (bounded: never /dev/zero into memory).
+    Raises ``FileNotFoundError``, or ``ValueError`` with one line naming the file."""
+    problem = _not_a_regular_file(path)
+    if problem:
+        raise ValueError(problem)
+    try:
+        return read_bytes_bounded(path, kind).decode("utf-8")
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise ValueError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise ValueError(f"{safe_text(path)}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise ValueError(f"{safe_text(path)}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _toml_problem(path: Path, exc: TomlSyntaxError) -> str:
+    return f"{safe_text(path)}{f':{exc.line}' if exc.line else ''}: not valid TOML ({exc.message})"
+
+
+def read_toml(path: Path, kind: str) -> dict[str, Any]:
+    """The parsed TOML of a ``kind`` file (bounded; a regular file or a link to one). Raises
+    ``FileNotFoundError``, or ``ValueError`` with one line naming the file (and line)."""
+    text = _read_text(path, kind)
+    try:
+        return parse_toml(text)
     except TomlSyntaxError as exc:
-        raise ValueError(f"{f'{path}:{exc.line}' if exc.line else path}: not valid TOML ({exc.message})") from None
+        raise ValueError(_toml_problem(path, exc)) from None
 
 
 def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
@@ -104,17 +146,34 @@ def load_settings(path: Path | None = None) -> tuple[Settings, str | None]:
     return Settings(), problem
 
 
-def _toml_string(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
+#: What a settings file gpuscope creates starts with.
+_HEADER = "# gpuscope TUI settings (written by gpuscope; safe to edit: your comments and other keys are kept)\n"
 
 
 def save_settings(settings: Settings, path: Path | None = None) -> None:
-    """Write the settings file atomically (temporary file + rename). Raises OSError."""
+    """Write ``settings`` into the settings file, keeping everything else the file holds (keys a
+    newer gpuscope wrote, the user's comments and layout: :func:`gpuscope.tomlfile.update_toml`),
+    atomically (temporary file + rename; a link is kept and its target replaced). Nothing is
+    written when nothing changed, nor into a file that is not valid TOML (it would be lost) or
+    not a regular file (a link to /dev/null stays one). Raises :class:`GpuscopeError` with one
+    line naming the file."""
     path = path or config_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["# gpuscope TUI settings (written by gpuscope; safe to edit)"]
-    if settings.theme:
-        lines.append(f"theme = {_toml_string(settings.theme)}")
-    lines.append("hidden_panels = [" + ", ".join(_toml_string(p) for p in settings.hidden_panels) + "]")
-    write_text_atomic(path, "\n".join(lines) + "\n")
+    try:
+        text = _read_text(path, "settings")
+    except FileNotFoundError:
+        text = _HEADER
+    except ValueError as exc:
+        raise GpuscopeError(str(exc)) from None
+    try:
+        updated = update_toml(text, {"theme": settings.theme, "hidden_panels": list(settings.hidden_panels)})
+    except TomlSyntaxError as exc:
+        raise GpuscopeError(f"{_toml_problem(path, exc)}; left as it is") from None
+    except ValueError as exc:  # a key of another type (a newer gpuscope's table): kept
+        raise GpuscopeError(f"{safe_text(path)}: {exc}") from None
+    if updated == text:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, updated)
+    except OSError as exc:
+        raise GpuscopeError(f"{safe_text(path)}: {exc.strerror or safe_text(exc)}") from None

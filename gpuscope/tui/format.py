@@ -2,18 +2,25 @@
 
 No Textual import. GB means 1e9 bytes (as everywhere in gpuscope); GPU memory is shown in
 MiB/GiB (2**20, 2**30 bytes), as nvidia-smi shows it.
+
+Every formatter here is total: any number (an int of any size, a float however large, NaN,
+infinity, negative) gives a short text and never raises, so no value a reader lets through can
+stop the display. A number past the range a unit's prefixes cover is shown in exponent form
+(``1e+300 W``); what is not a finite number reads ``n/a``, a time no clock can show ``--:--:--``.
 """
 
 from __future__ import annotations
 
-import math
+import time
 from collections.abc import Callable
 from typing import Any
 
+from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.values import Reason, Unavailable
 
 __all__ = [
     "NA",
+    "NO_TIME",
     "si",
     "fmt_bytes",
     "fmt_mib",
@@ -25,12 +32,20 @@ __all__ = [
     "fmt_celsius",
     "fmt_flops",
     "fmt_metric",
+    "fmt_time_of_day",
+    "fmt_duration",
     "reason_text",
     "bar",
 ]
 
 #: What an unavailable metric reads as.
 NA = "n/a"
+#: What a time no clock can show reads as.
+NO_TIME = "--:--:--"
+#: Past this magnitude a number with a prefix is shown in exponent form (beyond the last prefix).
+_EXPONENT_FROM = 1e18
+#: Past this magnitude a whole number (``1980 MHz``) is shown in exponent form (too wide for a cell).
+_WHOLE_UP_TO = 1e9
 
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
@@ -48,14 +63,18 @@ _REASON_WORDS = {
 
 
 def si(value: float, unit: str = "", digits: int = 3) -> str:
-    """``value`` with an SI prefix and ``digits`` significant digits: ``si(3.2e12, "B/s")`` -> ``3.20 TB/s``."""
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+    """``value`` with an SI prefix and ``digits`` significant digits: ``si(3.2e12, "B/s")`` -> ``3.20 TB/s``;
+    ``n/a`` when it is not a finite number."""
+    number = finite_or_none(value)
+    if number is None:
         return NA
-    magnitude = abs(value)
+    magnitude = abs(number)
+    if magnitude >= _EXPONENT_FROM * 0.9995:
+        return f"{number:.{max(1, digits)}g} {unit}".rstrip()
     for scale, prefix in _PREFIXES:
         if magnitude >= scale * 0.9995:
-            return f"{_sig(value / scale, digits)} {prefix}{unit}".rstrip()
-    return f"{_sig(value, digits)} {unit}".rstrip()
+            return f"{_sig(number / scale, digits)} {prefix}{unit}".rstrip()
+    return f"{_sig(number, digits)} {unit}".rstrip()
 
 
 def _sig(value: float, digits: int) -> str:
@@ -67,16 +86,26 @@ def _sig(value: float, digits: int) -> str:
     return f"{value:.{max(0, digits - 1)}f}"
 
 
+def _whole_number(value: Any) -> str:
+    """A number rounded to a whole one (``1980``), in exponent form past :data:`_WHOLE_UP_TO`,
+    ``n/a`` when it is not a finite number."""
+    number = finite_or_none(value)
+    if number is None:
+        return NA
+    return f"{number:.0f}" if abs(number) < _WHOLE_UP_TO else f"{number:.3g}"
+
+
 def _with_prefix(unit: str) -> Callable[[float], str]:
     def fmt(value: float) -> str:
-        return si(float(value), unit)
+        return si(value, unit)
 
     return fmt
 
 
 def _whole(unit: str) -> Callable[[float], str]:
     def fmt(value: float) -> str:
-        return f"{value:.0f}{unit}"
+        text = _whole_number(value)
+        return text if text == NA else text + unit
 
     return fmt
 
@@ -89,12 +118,41 @@ fmt_percent, fmt_mhz, fmt_watts, fmt_celsius = _whole("%"), _whole(" MHz"), _who
 
 def fmt_mib(value: float) -> str:
     """Bytes in binary mebibytes, as nvidia-smi shows GPU memory: ``61440 MiB``."""
-    return f"{value / 2**20:.0f} MiB"
+    number = finite_or_none(value)
+    return NA if number is None else f"{_whole_number(number / 2**20)} MiB"
 
 
 def fmt_gib(value: float) -> str:
     """Bytes in binary gibibytes: ``79.6 GiB``."""
-    return f"{value / 2**30:.1f} GiB"
+    number = finite_or_none(value)
+    if number is None:
+        return NA
+    gib = number / 2**30
+    return f"{gib:.1f} GiB" if abs(gib) < _WHOLE_UP_TO else f"{gib:.3g} GiB"
+
+
+def fmt_time_of_day(timestamp_s: float | None) -> str:
+    """``HH:MM:SS`` in local time for a timestamp (seconds since the epoch); ``--:--:--`` for
+    none (or 0) and for one this platform's clock cannot show (not finite, out of its range)."""
+    number = finite_or_none(timestamp_s)
+    if not number:
+        return NO_TIME
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(number))
+    except (OverflowError, OSError, ValueError):
+        return NO_TIME
+
+
+def fmt_duration(seconds: float) -> str:
+    """``H:MM:SS`` for a duration in seconds (a negative one as 0); ``123 d`` past 99,999 hours;
+    ``--:--:--`` when it is not a finite number."""
+    number = finite_or_none(seconds)
+    if number is None:
+        return NO_TIME
+    if number >= 100_000 * 3600:
+        return f"{number / 86400:.3g} d"
+    whole = max(0, int(number))
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
 def fmt_metric(value: Any, formatter: Callable[[Any], str] = str) -> str:
@@ -121,7 +179,7 @@ def bar(fraction: float, width: int) -> str:
     """A horizontal bar ``width`` cells wide filled to ``fraction`` (0..1), in eighths."""
     if width <= 0:
         return ""
-    fraction = min(1.0, max(0.0, fraction if math.isfinite(fraction) else 0.0))
+    fraction = min(1.0, max(0.0, finite_or_none(fraction) or 0.0))
     eighths = round(fraction * width * 8)
     full, part = divmod(eighths, 8)
     text = "█" * full + (_EIGHTHS[part] if part else "")

@@ -19,6 +19,7 @@ from textual.widgets import DataTable, Input, Static
 from gpuscope.telemetry.hostprocs import HostProcess, may_signal, send_signal
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.values import Unavailable
+from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import NA, fmt_mib, reason_text
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.widgets.host_extra import fmt_elapsed, fmt_rss
@@ -84,12 +85,16 @@ def process_rows(sample: Sample, host: Any = None, include_host: bool = False) -
     rows: list[ProcessRow] = []
     problems: list[str] = []
     on_gpu: set[int] = set()
+    listed: set[tuple[str, int, str]] = set()
     for gpu in sample.gpus:
         label = _gpu_label(gpu)
         if isinstance(gpu.processes, Unavailable):
             problems.append(f"GPU {label}: {reason_text(gpu.processes)}")
             continue
         for proc in gpu.processes:
+            if (label, proc.pid, proc.kind) in listed:
+                continue  # listed twice (a log may say so): one row per process, GPU and kind
+            listed.add((label, proc.pid, proc.kind))
             on_gpu.add(proc.pid)
             h = by_pid.get(proc.pid)
             name = proc.name
@@ -185,9 +190,11 @@ def _cell(row: ProcessRow, column: str, prefix: str = "") -> Text:
         return Text(fmt_elapsed(value))
     if column == "kind":
         return Text({"compute": "C", "graphics": "G", "host": "-"}.get(str(value), str(value)[:1].upper()))
+    # names escaped before Rich sees them (it would drop a BEL or CR silently; the app's
+    # line filter escapes the rest, gpuscope.tui.safe_lines)
     if column == "command":
-        return Text(prefix + str(value), no_wrap=True, overflow="ellipsis")
-    return Text(str(value))
+        return Text(prefix + safe_text(value), no_wrap=True, overflow="ellipsis")
+    return Text(safe_text(value))
 
 
 class ProcessesScreen(GpuscopeScreen):

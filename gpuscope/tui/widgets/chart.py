@@ -151,7 +151,11 @@ def chart_lines(
     known = _known_columns(top, rows)
 
     def column(value: float) -> tuple[str, ...]:
-        cells = gap if not isfinite(value) else bars[min(eighths, max(0, round(value / top * eighths)))]
+        if isfinite(value):
+            ratio = value / top  # infinite for a huge value over a tiny scale: a full column
+            cells = bars[eighths if ratio >= 1 else 0 if ratio <= 0 else round(ratio * eighths)]
+        else:
+            cells = gap
         if value == value:  # (a NaN is never found again)
             known[value] = cells
         return cells

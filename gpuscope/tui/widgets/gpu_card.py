@@ -14,6 +14,7 @@ from textual.strip import Strip
 
 from gpuscope.telemetry.records import GpuSample
 from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import (
     fmt_celsius,
     fmt_gib,
@@ -157,7 +158,7 @@ def gpu_title(g: GpuSample) -> str:
         parts.append(g.architecture)
     if g.state != "ok":
         parts.append(g.state.upper())
-    return " · ".join(parts)
+    return safe_text(" · ".join(parts))  # escaped before Textual's title drops a BEL unseen
 
 
 def _cell_columns(width: int) -> int:

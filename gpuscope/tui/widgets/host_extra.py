@@ -7,6 +7,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
+from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.records import HostSample
 from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, fmt_rate, reason_text
@@ -16,8 +17,14 @@ __all__ = ["DiskLine", "DiskPanel", "ProcessLines", "TopProcessesPanel", "fmt_el
 
 
 def fmt_elapsed(seconds: float) -> str:
-    """``59s``, ``12:03`` (min:s), ``3:12h`` (h:min), ``4d03h``: as top's TIME column, compact."""
-    seconds = max(0, int(seconds))
+    """``59s``, ``12:03`` (min:s), ``3:12h`` (h:min), ``4d03h``: as top's TIME column, compact
+    (``n/a`` when not a finite number, a negative one as 0, ``1.2e+07d`` past 99,999 days)."""
+    number = finite_or_none(seconds)
+    if number is None:
+        return NA
+    if number >= 100_000 * 86400:
+        return f"{number / 86400:.2g}d"
+    seconds = max(0, int(number))
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:
@@ -28,10 +35,16 @@ def fmt_elapsed(seconds: float) -> str:
 
 
 def fmt_rss(value: float) -> str:
-    """Resident memory in binary units: ``812M``, ``3.4G``."""
-    if value >= 2**30:
+    """Resident memory in binary units: ``812M``, ``3.4G`` (``n/a`` when not a finite number)."""
+    number = finite_or_none(value)
+    if number is None:
+        return NA
+    value, magnitude = number, abs(number)  # (a negative size is shown as such, not as a huge one)
+    if magnitude >= 2**40 * 1000:
+        return f"{value / 2**30:.2g}G"
+    if magnitude >= 2**30:
         return f"{value / 2**30:.1f}G"
-    if value >= 2**20:
+    if magnitude >= 2**20:
         return f"{value / 2**20:.0f}M"
     return f"{value / 2**10:.0f}K"
 

@@ -30,6 +30,8 @@ from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from gpuscope.textsafe import has_unsafe, safe_text
+from gpuscope.tui.safe_lines import SafeText
 from gpuscope.tui.textual_compat import LightStrip, repaint
 
 __all__ = ["Edges", "LineWidget", "Paint", "PlainLines", "Run", "query_cached", "set_title"]
@@ -37,7 +39,9 @@ __all__ = ["Edges", "LineWidget", "Paint", "PlainLines", "Run", "query_cached", 
 
 def set_title(widget: Widget, title: str) -> None:
     """Set ``widget``'s border title only when it changed, repainting only the row that shows
-    it (Textual's setter repaints the whole widget and its children, even to the same text)."""
+    it (Textual's setter repaints the whole widget and its children, even to the same text).
+    Names in it are shown escaped (gpuscope.textsafe.safe_text)."""
+    title = safe_text(title)
     if widget.border_title != title:
         from gpuscope.tui.textual_compat import set_border_title
 
@@ -257,6 +261,8 @@ def _strip(
     length = 0
     for text, style in runs:
         if text:
+            if has_unsafe(text):  # a name from outside: shown escaped, measured as shown
+                text = safe_text(text)
             resolved = final.get(style) if per_style else None
             if resolved is None:
                 resolved = base + style if style is not None else base
@@ -266,7 +272,7 @@ def _strip(
             length += _cells(text)
     if length > width or not per_style:  # rare: Textual cuts it, or filters we cannot map by style
         strip = Strip(
-            [Segment(text, base + style if style is not None else base) for text, style in runs if text]
+            [Segment(safe_text(text), base + style if style is not None else base) for text, style in runs if text]
         ).adjust_cell_length(width, base)
         return _finished(strip, filters, background, edges)
     if length < width:
@@ -304,8 +310,9 @@ def _finished(strip: Strip, filters: Sequence[LineFilter], background: Color, ed
 #: tuple's Python-level ``__new__`` (a line of a GPU card is a dozen segments).
 _segment = tuple.__new__
 
-#: Textual's line filters, each of which maps a segment's style on its own (text unchanged).
-_STYLE_FILTERS = frozenset((ANSIToTruecolor, DimFilter, Monochrome, NoColor))
+#: Line filters that map each segment's style on its own: Textual's (text unchanged), and the
+#: text-safety filter, whose work :func:`_strip` does as it builds a line (styles unchanged).
+_STYLE_FILTERS = frozenset((ANSIToTruecolor, DimFilter, Monochrome, NoColor, SafeText))
 
 
 def _per_style(filters: Sequence[LineFilter]) -> bool:

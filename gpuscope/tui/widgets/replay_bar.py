@@ -7,15 +7,10 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
+from gpuscope.tui.format import fmt_duration
 from gpuscope.tui.sources import ReplayCursor
 
-__all__ = ["ReplayBar", "fmt_clock"]
-
-
-def fmt_clock(seconds: float) -> str:
-    """``H:MM:SS`` for a duration in seconds."""
-    seconds = max(0, int(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+__all__ = ["ReplayBar"]
 
 
 class ReplayBar(Widget):
@@ -51,7 +46,7 @@ class ReplayBar(Widget):
             return Text("replay: loading…")
         position, count, paused, speed, elapsed, duration, at_end = self._state
         icon = "■ end" if at_end else ("‖ paused" if paused else "▶ playing")
-        head = f" {icon} ×{speed:g}  {fmt_clock(elapsed)}/{fmt_clock(duration)}  {position + 1}/{count} "
+        head = f" {icon} ×{speed:g}  {fmt_duration(elapsed)}/{fmt_duration(duration)}  {position + 1}/{count} "
         keys = " space pause · ←→ step · [ ] seek · +/- speed"
         width = self.size.width
         bar_width = max(0, width - len(head) - len(keys) - 1)

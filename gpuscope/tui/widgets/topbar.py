@@ -3,13 +3,13 @@ time of the sample shown."""
 
 from __future__ import annotations
 
-import time
-
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.strip import Strip
 
+from gpuscope.textsafe import safe_text
+from gpuscope.tui.format import fmt_time_of_day
 from gpuscope.tui.textual_compat import repaint
 from gpuscope.tui.widgets.lines import PlainLines
 
@@ -44,8 +44,8 @@ class TopBar(PlainLines):
         self._line: tuple[tuple[int, str, str], Strip] | None = None
 
     def set_status(self, host: str, source: str, timestamp: float | None) -> None:
-        clock = time.strftime("%H:%M:%S", time.localtime(timestamp)) if timestamp else "--:--:--"
-        right = f"{host} · {source} · {clock}"
+        clock = fmt_time_of_day(timestamp)
+        right = safe_text(f"{host} · {source} · {clock}")  # laid out as the line filter will show it
         if right != self._right:
             self._right = right
             repaint(self)
