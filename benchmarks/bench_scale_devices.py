@@ -9,8 +9,8 @@ merged by the real ``merge_rank_results`` (stragglers flagged: about 1% of ranks
 one roof) with the collective roofs of ``collective_records``, and checked by the real reader
 (``read_results_file``). The second file of a size is the same fleet measured again (other noise,
 other stragglers): what ``compare`` is given. Measurement records are kept lean (no timing,
-version or telemetry detail): with them a 5,000-device file is about 160 MB, over the reader's
-64 MiB limit for a results file.
+version or telemetry detail): with them a 5,000-device file is about 160 MB (the reader takes up
+to 256 MiB), and the lean files keep the benchmark's own build short.
 
 Each command runs as its own process (``python -m gpuscope ...``, output to a scratch file); its
 cost is the CPU time of that process (user + system, from ``wait4``: the machine is shared; wall
