@@ -34,16 +34,17 @@ def _pictures() -> dict[str, Any]:
     from gpuscope.roofline.loading import build_model
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # tests/support
-    from support.roofline import CHART_PICTURES
+    from support.roofline import CHART_PICTURES, typed
 
     labels = {"cpu_only": "cpu only", "cpu_h200_a100": "cpu + h200 + a100", "dozen_workloads": "dozen workloads"}
     return {
-        labels[name]: build_model([(f"{name}.json", make())], local_cpu=None) for name, make in CHART_PICTURES.items()
+        labels[name]: build_model(typed([(f"{name}.json", make())]), local_cpu=None)
+        for name, make in CHART_PICTURES.items()
     }
 
 
 def measure() -> list[dict[str, Any]]:
-    from gpuscope.roofline.layout import legibility, place_labels
+    from gpuscope.roofline.layout_cells import legibility, place_labels
     from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline_labelled
 
     rows = []

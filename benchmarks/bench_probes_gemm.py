@@ -63,7 +63,9 @@ def gpuscope_ceiling(dtype: str) -> dict[str, float | str]:
     from gpuscope.probing.timing import TimingPolicy
 
     suite = load_suite("quick")
-    spec = next(p for p in suite.probes if p.kind == "matmul" and p.runs_on("cpu"))
+    from gpuscope.schema.suites import MatmulOptions
+
+    options = next(p.options for p in suite.probes if isinstance(p.options, MatmulOptions) and p.runs_on("cpu"))
     settings = suite.settings
     device = parse_device("cpu")
     ctx = ProbeContext(
@@ -76,10 +78,10 @@ def gpuscope_ceiling(dtype: str) -> dict[str, float | str]:
         versions=versions(device),
         max_call_s=settings.max_call_s,
     )
-    best = matmul_ceiling(dtype, spec.options["shapes"], spec.options["libraries"], ctx, lambda record: None)
-    if best is None:
+    best = matmul_ceiling(dtype, options.matmul_shapes(), list(options.libraries), ctx, lambda record: None)
+    if best is None or best.flop_per_s is None:
         raise SystemExit(f"gpuscope found no {dtype} ceiling")
-    return {"value": best["flop_per_s"], "library": best["library"], "shape": best["name"]}
+    return {"value": best.flop_per_s, "library": best.library or "?", "shape": best.name or "?"}
 
 
 def main() -> int:

@@ -91,7 +91,7 @@ def _rank_results(rank: int, host: str, local_rank: int, rng: random.Random, slo
     """One rank's own results document (one GPU); ``slow``: the ceiling name measured 25% low."""
     import msgspec
 
-    from gpuscope.probing.runner import derive_ceilings, derive_workloads
+    from gpuscope.probing.derive import derive_ceilings, derive_workloads
     from gpuscope.schema.results import Measurement
 
     device = f"cuda:{local_rank}"
@@ -147,8 +147,12 @@ def _rank_results(rank: int, host: str, local_rank: int, rng: random.Random, slo
 
 def burn_in_results(devices: int, seed: int) -> dict[str, Any]:
     """The merged results of a ``devices``-GPU burn-in (``devices / 8`` nodes), stragglers flagged."""
-    from gpuscope.probing.cluster import RankReport, collective_records, group_sizes, merge_rank_results
-    from gpuscope.probing.collective import OPS
+    from gpuscope.probing.cluster import RankReport, collective_records, merge_rank_results
+    from gpuscope.probing.collective import CollectiveTiming, group_sizes
+    from gpuscope.results import to_results
+    from gpuscope.schema.core import encode_json
+    from gpuscope.schema.results import SuiteRef
+    from gpuscope.schema.suites import OPS
 
     rng = random.Random(seed)
     slow_names = [dtype for dtype, *_ in _MATMUL[:2]] + ["dram.triad", "h2d.pinned"]
@@ -157,13 +161,14 @@ def burn_in_results(devices: int, seed: int) -> dict[str, Any]:
         host, local_rank = f"node-{rank // GPUS_PER_NODE:04d}", rank % GPUS_PER_NODE
         slow = rng.choice(slow_names) if rng.random() < STRAGGLER_SHARE else None
         reports.append(RankReport(
-            rank=rank, host=host, status="ok", results=_rank_results(rank, host, local_rank, rng, slow),
+            rank=rank, host=host, status="ok",
+            results=to_results(_rank_results(rank, host, local_rank, rng, slow), f"rank {rank}"),
             local_rank=local_rank, device=f"cuda:{local_rank}",
         ))  # fmt: skip
     hosts = {report.rank: report.host for report in reports}
     items = [
-        {"op": op, "size_bytes": size, "group_size": n, "ranks": list(range(n)), "iters": 20, "validation_error": 0.0,
-         "samples_s": [size / 4e11 * (1 + 0.1 * n.bit_length()) * (1 + 0.01 * i) for i in range(5)]}
+        CollectiveTiming(op=op, size_bytes=size, group_size=n, ranks=list(range(n)), iters=20, validation_error=0.0,
+                         samples_s=[size / 4e11 * (1 + 0.1 * n.bit_length()) * (1 + 0.01 * i) for i in range(5)])
         for op in OPS for n in group_sizes(devices)
         for size in (1 << 20, 1 << 28)
     ]  # fmt: skip
@@ -171,11 +176,12 @@ def burn_in_results(devices: int, seed: int) -> dict[str, Any]:
         items, device="cuda:0", host=hosts[0], hosts_by_rank=hosts, backend="nccl"
     )
     merged = merge_rank_results(
-        reports, world_size=devices, suite={"name": "burn-in"}, backend="nccl",
+        reports, world_size=devices, suite=SuiteRef(name="burn-in"), backend="nccl",
         collective_measurements=measurements, collective_ceilings=ceilings,
     )  # fmt: skip
-    merged["created"] = 1_700_000_200.0 + seed
-    return merged
+    merged.created = 1_700_000_200.0 + seed
+    plain: dict[str, Any] = json.loads(encode_json(merged))  # as the file holds it
+    return plain
 
 
 def write_burn_in(path: Path, devices: int, seed: int) -> int:

@@ -88,7 +88,8 @@ async def run(condition: str, suite: str, presses: int) -> dict[str, object]:
             still_running = lambda: screen.job is not None  # noqa: E731
             await pilot.press("2")
         elif condition == "thread":
-            from gpuscope.probing import ProbeRunner, load_suite
+            from gpuscope.probing.runner import ProbeRunner
+            from gpuscope.probing.suite import load_suite
 
             cancel = threading.Event()
             runner = ProbeRunner(load_suite(suite), "cpu")

@@ -101,8 +101,8 @@ def main() -> int:
     import msgspec
 
     from gpuscope.results import read_results
-    from gpuscope.schema.telemetry import WireSample
     from gpuscope.telemetry.logfile import read_log
+    from gpuscope.telemetry.wire import WireSample
 
     decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder(WireSample)
     with tempfile.TemporaryDirectory() as folder:

@@ -1,32 +1,42 @@
 """gpuscope: a terminal hardware monitor and roofline analyzer for GPU and CPU machines.
 
-Importing the package is cheap: nothing heavy (torch, Textual, NVML) loads until used.
+The public API: :func:`measure` (:func:`gpuscope.measuring.measure.measure`, returns a
+:class:`MeasuredWorkload`) and :func:`profile` (:func:`gpuscope.profiling.api.profile`, returns a
+:class:`Profiler` or a :class:`ProfileResult`). Importing the package is cheap: they load on first
+use (``gpuscope --help`` must not pay for msgspec, telemetry and the probe environment), and torch
+only when they run. Type checkers and editors see the real signatures.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
-__all__ = ["__version__", "measure", "profile"]
+from gpuscope.version import __version__
+
+if TYPE_CHECKING:
+    from gpuscope.measuring.measure import MeasuredWorkload, measure
+    from gpuscope.profiling.api import Profiler, profile
+    from gpuscope.profiling.result import ProfileResult
+
+__all__ = ["__version__", "measure", "profile", "MeasuredWorkload", "Profiler", "ProfileResult"]
+
+#: Public name -> the module that defines it, loaded on first access (PEP 562).
+_LAZY = {
+    "measure": "gpuscope.measuring.measure",
+    "MeasuredWorkload": "gpuscope.measuring.measure",
+    "profile": "gpuscope.profiling.api",
+    "Profiler": "gpuscope.profiling.api",
+    "ProfileResult": "gpuscope.profiling.result",
+}
 
 
-def measure(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Time ``fn(*args)`` with the probe timing rules and place it on the roofline.
-
-    See :func:`gpuscope.roofline.measure.measure` for the keyword arguments.
-    """
-    from gpuscope.roofline.measure import measure as _measure
-
-    return _measure(fn, *args, **kwargs)
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuscope' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
-def profile(*args: Any, **kwargs: Any) -> Any:
-    """Where a step's time goes, op by op, against the roofline: ``with gpuscope.profile() as p``
-    per step, or ``gpuscope.profile(fn, *args, steps=N)``.
-
-    See :func:`gpuscope.profiling.api.profile` for the keyword arguments.
-    """
-    from gpuscope.profiling.api import profile as _profile
-
-    return _profile(*args, **kwargs)
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

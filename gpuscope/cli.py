@@ -1,9 +1,10 @@
 """The ``gpuscope`` command line.
 
-Each subcommand lives in ``gpuscope/commands/<name>.py`` with two functions:
-``configure(parser)`` adds its options (importing nothing heavy) and ``run(args) -> int``
-does the work (importing what it needs). So ``gpuscope --help`` stays fast and
-``log``, ``probe`` and ``doctor`` never import Textual.
+Every subcommand's options are declared in :mod:`gpuscope.commands.parsers`, which imports no
+command; the command itself, ``gpuscope/commands/<name>.py`` with ``run(args) -> int``, imports its
+engine at its top and is loaded by :func:`main` only for the command being run (the one lazy import
+of the command line). So ``gpuscope --help`` stays fast and ``log``, ``probe``, ``doctor`` and
+``serve`` never import Textual.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import importlib
 import io
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from types import ModuleType
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
-from gpuscope import __version__
+from gpuscope.commands.parsers import CONFIGURE
 from gpuscope.errors import (
     DOCUMENTED_EXIT_CODES,
     EXIT_FAILURE,
@@ -29,6 +30,14 @@ from gpuscope.errors import (
     StdoutReaderLeft,
     exception_text,
 )
+from gpuscope.fileio import command_scope
+from gpuscope.schema.kinds import reading_as
+from gpuscope.textsafe import install_ascii_fallback, safe_text, terminal_streams
+from gpuscope.version import __version__
+from gpuscope.workdir import leave_if_deleted
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -54,11 +63,9 @@ class _Parser(argparse.ArgumentParser):
     first for every subcommand too (the README's promise)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        from gpuscope.textsafe import safe_text
-
         self.exit(2, f"gpuscope: error: {safe_text(message)}\n")
 
-    def print_help(self, file: Any = None) -> None:
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
         # argparse drops write errors, so `--help >/dev/full` would exit 0 having printed nothing:
         # a failure of standard output reaches main (exit 1).
         (file or sys.stdout).write(self.format_help())
@@ -71,30 +78,32 @@ class _Version(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         sys.stdout.write(f"gpuscope {__version__}\n")
         parser.exit()
 
 
-def _command_module(name: str) -> ModuleType:
-    return importlib.import_module(f"gpuscope.commands.{name}")
-
-
 def build_parser() -> argparse.ArgumentParser:
+    """Every command's options (no command module is imported)."""
     parser = _Parser(prog="gpuscope", description="Terminal hardware monitor and roofline analyzer for GPUs and CPUs.")
     parser.add_argument("--version", action=_Version, help="show gpuscope's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, help_text in COMMANDS.items():
-        try:
-            module = _command_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != f"gpuscope.commands.{name}":
-                raise
-            continue  # a command not built yet
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module.configure(command_parser)
-        command_parser.set_defaults(_module=module)
+        CONFIGURE[name](command_parser)
     return parser
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """Import the command named by ``args`` (its engine with it) and run it."""
+    command = importlib.import_module(f"gpuscope.commands.{args.command}")
+    return int(command.run(args) or 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -106,8 +115,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     pipe leaving (``| head``: exit 0, no traceback); an exception ignored in a ``__del__`` or
     raised in a thread is one warning line. A deleted working directory is left first
     (:mod:`gpuscope.workdir`)."""
-    from gpuscope.workdir import leave_if_deleted
-
     leave_if_deleted()  # a deleted working directory: absolute paths and torch keep working
     _guard_standard_streams()
     # The process's own command line keeps the hooks to its end (a __del__ runs at exit); a call
@@ -121,9 +128,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    from gpuscope.fileio import command_scope
-    from gpuscope.textsafe import install_ascii_fallback, safe_text
-
     _tag_stdout()
     install_ascii_fallback(sys.stdout, sys.stderr)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -141,16 +145,13 @@ def _run(argv: Sequence[str] | None) -> int:
                     raise  # --help or --version printed nothing: exit 1 with one line, below
                 _silence_stdout()
             raise
-        if getattr(args, "_module", None) is None:
+        if args.command is None:
             parser.print_help()
             _flush_stdout()
             return 2
-        from gpuscope.schema.kinds import reading_as
-        from gpuscope.textsafe import terminal_streams
-
         # reading_as: "x.json is a report file; <command> reads ..."; terminal_streams: what it prints is escaped
         with command_scope(), reading_as(str(args.command)), terminal_streams():
-            code = int(args._module.run(args) or 0)
+            code = _run_command(args)
         _flush_stdout()
         return code
     except StdoutReaderLeft:
@@ -184,8 +185,6 @@ def _run(argv: Sequence[str] | None) -> int:
 def _error_text(exc: GpuscopeError) -> str:
     """The escaped message of a gpuscope error; never raises (the user's code can raise a
     GpuscopeError subclass whose ``__str__`` fails)."""
-    from gpuscope.textsafe import safe_text
-
     try:
         return safe_text(str.__str__(str(exc)))
     except BaseException:  # noqa: BLE001 - fall back to the one rule for any exception
@@ -199,11 +198,9 @@ _HOOK_WARNINGS_MAX = 5
 def _install_one_line_hooks() -> Callable[[], None]:
     """What Python would print as a traceback outside ``main``'s reach, an exception ignored in a
     ``__del__`` or raised in a thread (the user's code can do both), becomes one warning line."""
-    import threading
-
     shown: set[str] = set()  # a __del__ or thread failing on every call of a timed loop: a few lines
 
-    def warn(key: str, message: str, error: Any = _error, limit: int = _HOOK_WARNINGS_MAX) -> None:
+    def warn(key: str, message: str, error: Callable[..., None] = _error, limit: int = _HOOK_WARNINGS_MAX) -> None:
         # defaults bind what is needed: at interpreter exit the module's globals may be gone
         if key in shown or len(shown) > limit:
             return
@@ -212,7 +209,7 @@ def _install_one_line_hooks() -> Callable[[], None]:
             message = "more exceptions in __del__ methods or threads are not shown"
         error(message, prefix="gpuscope: warning: ")
 
-    def unraisable(event: Any, describe: Any = exception_text) -> None:
+    def unraisable(event: sys.UnraisableHookArgs, describe: Callable[[BaseException], str] = exception_text) -> None:
         try:
             where = str(getattr(event.object, "__qualname__", None) or type(event.object).__name__)
             text = describe(event.exc_value) if event.exc_value is not None else "an exception"
@@ -220,12 +217,14 @@ def _install_one_line_hooks() -> Callable[[], None]:
         except BaseException:  # noqa: BLE001 - at interpreter exit, say nothing rather than a traceback
             pass
 
-    def thread_failed(event: Any, describe: Any = exception_text) -> None:
+    def thread_failed(
+        event: threading.ExceptHookArgs, describe: Callable[[BaseException], str] = exception_text
+    ) -> None:
         if event.exc_type is SystemExit:
             return  # what threading itself ignores
         try:
             name = event.thread.name if event.thread is not None else "a thread"
-            text = describe(event.exc_value)
+            text = describe(event.exc_value) if event.exc_value is not None else "an exception"
             warn(f"thread {text}", f"thread {name} raised {text} (repeats not shown)")
         except BaseException:  # noqa: BLE001
             pass
@@ -247,7 +246,7 @@ class StdoutWriteError(OSError):
 class _StdoutRaw(io.FileIO):
     """fd 1, with write failures tagged as :class:`StdoutWriteError`."""
 
-    def write(self, data: Any) -> int | None:  # type: ignore[override]
+    def write(self, data: bytes | bytearray | memoryview) -> int | None:  # type: ignore[override]
         try:
             return super().write(data)
         except BrokenPipeError:
@@ -346,19 +345,20 @@ def _silence_stdout() -> None:
             pass
 
 
-def _is_fd1(stream: Any) -> bool:
+def _is_fd1(stream: IO[str]) -> bool:
     try:
         return bool(stream.fileno() == 1)
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def _error(message: str, prefix: str = "gpuscope: error: ") -> None:
+def _error(message: str, prefix: str = "gpuscope: error: ", escape: Callable[[object], str] = safe_text) -> None:
+    """One line on stderr; ``escape`` is bound at definition, since at interpreter exit (an
+    exception in a ``__del__``) the module's globals may be gone. Names can come from the user's
+    code: escaped again."""
     try:
-        from gpuscope.textsafe import safe_text  # names can come from the user's code: escaped again
-
-        print(f"{prefix}{safe_text(message)}", file=sys.stderr, flush=True)
-    except (OSError, ValueError, AttributeError, ImportError):
+        print(f"{prefix}{escape(message)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError, TypeError):
         pass
 
 

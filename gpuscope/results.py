@@ -14,7 +14,9 @@ import msgspec
 from gpuscope.schema import kinds
 from gpuscope.schema.core import MAX_MAGNITUDE, MIN_MAGNITUDE, decode_json, encode_json, timestamp_now_s
 from gpuscope.schema.files import read_bytes
+from gpuscope.schema.kinds import KIND_NAMES, wrong_kind_message
 from gpuscope.schema.results import CEILING_KINDS, CEILING_UNITS, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, Results
+from gpuscope.version import __version__
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -22,7 +24,6 @@ __all__ = [
     "CEILING_KINDS",
     "CEILING_UNITS",
     "empty_results",
-    "new_results",
     "read_results",
     "read_results_file",
     "parse_results",
@@ -35,8 +36,6 @@ __all__ = [
 def empty_results(**fields: Any) -> Results:
     """A results document of the current schema version, stamped with this gpuscope's version and
     the time (epoch seconds); ``fields`` set the rest (``system``, ``suite``, ``devices``...)."""
-    from gpuscope import __version__
-
     return Results(
         schema="gpuscope.results",
         schema_version=1,
@@ -46,21 +45,13 @@ def empty_results(**fields: Any) -> Results:
     )
 
 
-def new_results(system: dict[str, Any] | None = None, suite: dict[str, Any] | None = None) -> dict[str, Any]:
-    """:func:`empty_results` as dicts and lists (for writers that still build dicts)."""
-    document: dict[str, Any] = msgspec.to_builtins(empty_results(system=system or {}, suite=suite))
-    return document
-
-
-def _kind_problem(data: Any, source: str) -> str | None:
+def _kind_problem(data: object, source: str) -> str | None:
     """One line when ``data`` is not a results document of this version (another kind, another
     version), else None."""
     if not isinstance(data, dict):
         return f"{source}: not a gpuscope results file (top level is {type(data).__name__}, expected an object)"
     schema = data.get("schema")
     if schema != RESULTS_SCHEMA:
-        from gpuscope.schema.kinds import KIND_NAMES
-
         if isinstance(schema, str) and schema in KIND_NAMES:
             return f"{source} is {KIND_NAMES[schema]}, not a probe results file"
         return f"{source}: not a gpuscope results file (field 'schema' is {schema!r}, expected {RESULTS_SCHEMA!r})"
@@ -73,7 +64,7 @@ def _kind_problem(data: Any, source: str) -> str | None:
     return None
 
 
-def to_results(data: Any, source: str) -> Results:
+def to_results(data: object, source: str) -> Results:
     """An in-memory results document (dicts and lists, e.g. a run in progress) as the typed view
     of the file it would write (:func:`~gpuscope.schema.core.encode_json`: NaN and infinity become
     null), checked as :func:`parse_results` checks a file. A :class:`Results` is returned as it is."""
@@ -85,8 +76,6 @@ def parse_results(raw: bytes, source: str, reader: str | None = None) -> Results
     command in "x.json is a report file; <reader> reads a probe results file"."""
 
     def better(error: Exception) -> str | None:
-        from gpuscope.schema.kinds import wrong_kind_message
-
         kind = wrong_kind_message(source, raw, kinds.RESULTS, reader)
         if kind:
             return kind

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from support.reports import HOSTILE, make_results, write_results
+from support.roofline import typed
 
 from gpuscope.cli import main
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_USAGE
@@ -15,7 +16,7 @@ from gpuscope.report.compare import compare_results, render_compare_markdown, re
 def test_slow_gpu_flagged_against_the_others():
     a = make_results(hostname="node-a", gpus=4, hbm_bytes_per_s=[3.0e12, 3.01e12, 2.99e12, 2.67e12])
     b = make_results(hostname="node-b", gpus=4, hbm_bytes_per_s=[3.0e12, 3.02e12, 2.98e12, 3.0e12])
-    result = compare_results([("a.json", a), ("b.json", b)])
+    result = compare_results(typed([("a.json", a), ("b.json", b)]))
     assert [run["label"] for run in result["runs"]] == ["a.json", "b.json"]
     texts = [flag["text"] for flag in result["flags"]]
     assert len(texts) == 1, texts
@@ -30,11 +31,11 @@ def test_differences_within_the_spread_are_not_flagged():
     # a 3% difference with samples spread by 4% each: noise
     a = make_results(gpus=1, hbm_bytes_per_s=[3.0e12], spread=0.02)
     b = make_results(gpus=1, hbm_bytes_per_s=[2.91e12], spread=0.02)
-    assert compare_results([("a", a), ("b", b)])["flags"] == []
+    assert compare_results(typed([("a", a), ("b", b)]))["flags"] == []
     # the same 3% with tight samples (0.2% spread) is beyond the noise
     a = make_results(gpus=1, hbm_bytes_per_s=[3.0e12], spread=0.001)
     b = make_results(gpus=1, hbm_bytes_per_s=[2.91e12], spread=0.001)
-    flags = compare_results([("a", a), ("b", b)])["flags"]
+    flags = compare_results(typed([("a", a), ("b", b)]))["flags"]
     assert {flag["run"] for flag in flags} == {"a", "b"}
     assert "b cuda:0 HBM (dram.triad) 3% below a (spread ±2.0%)" in [flag["text"] for flag in flags]
 
@@ -46,7 +47,7 @@ def test_workload_slower_is_flagged():
         if workload["name"].startswith("gemm"):
             for key in ("time_s", "time_p10_s", "time_p90_s"):
                 workload[key] *= 1.25
-    flags = compare_results([("a", a), ("b", b)])["flags"]
+    flags = compare_results(typed([("a", a), ("b", b)]))["flags"]
     texts = [flag["text"] for flag in flags if flag["table"] == "workloads"]
     assert any(text.startswith("b cuda:0 workload 'gemm 8192 bf16' 20% slower than a") for text in texts), texts
 
@@ -61,7 +62,7 @@ def test_multi_rank_results_compare_per_host_and_rank():
     for ceiling in other["ceilings"]:
         ceiling["measurement_id"] = "r1-" + ceiling["measurement_id"]
     doc["measurements"] += other["measurements"]
-    result = compare_results([("multi.json", doc)])
+    result = compare_results(typed([("multi.json", doc)]))
     assert [run["label"] for run in result["runs"]] == ["multi.json node-1/r0", "multi.json node-2/r1"]
     assert any(
         flag["text"].startswith("multi.json node-2/r1 cuda:0 HBM (dram.triad) 20% below multi.json node-1/r0")
@@ -96,7 +97,7 @@ def test_cli_formats_and_errors(tmp_path, capsys):
 
 
 def test_markdown_escapes_hostile_names():
-    text = render_compare_markdown(compare_results([("a", make_results(hostile=True)), ("b", make_results())]))
+    text = render_compare_markdown(compare_results(typed([("a", make_results(hostile=True)), ("b", make_results())])))
     assert HOSTILE not in text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
 
@@ -147,7 +148,12 @@ def test_ceiling_above_its_datasheet_is_flagged_in_text_markdown_and_json(tmp_pa
 def test_ceiling_low_against_its_datasheet_is_marked_beside_above_datasheet():
     # 2.4 TB/s is 72% of the H100's 3.35 TB/s: below the report's 80% LOW threshold for memory
     result = compare_results(
-        [("a", make_results(gpus=1, hbm_bytes_per_s=[2.4e12])), ("b", make_results(gpus=1, hbm_bytes_per_s=[3.6e12]))]
+        typed(
+            [
+                ("a", make_results(gpus=1, hbm_bytes_per_s=[2.4e12])),
+                ("b", make_results(gpus=1, hbm_bytes_per_s=[3.6e12])),
+            ]
+        )
     )
     row = next(r for r in result["ceilings"] if r["name"] == "dram.triad" and r["device"] == "cuda:0")
     assert (row["values"]["a"]["low"], row["values"]["a"]["above_datasheet"]) == (True, False)

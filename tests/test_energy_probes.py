@@ -7,15 +7,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+from results_files import new_document as new_results
 
 from gpuscope.probing.context import ProbeContext
+from gpuscope.probing.derive import derive_ceilings
 from gpuscope.probing.environment import DeviceSpec, MemoryBudget, parse_device
-from gpuscope.probing.runner import _typed_measurement, derive_ceilings
+from gpuscope.probing.runner import checked_measurement
 from gpuscope.probing.timing import CpuClock, TimingPolicy
 from gpuscope.profiling.energy_roofline import energy_roofs_from_ceilings
-from gpuscope.profiling.report_section import energy_section_html
-from gpuscope.results import new_results, to_results
+from gpuscope.report.profile_section import energy_section_html
+from gpuscope.results import to_results
+from gpuscope.schema.report import EmbeddedResults
+from gpuscope.schema.results import Ceiling, Measurement
 from gpuscope.telemetry import powercap
 from gpuscope.telemetry.energy import EnergyMeter
 from gpuscope.telemetry.nvml import mapping
@@ -76,7 +81,7 @@ MEMORY = {
     "device": "cpu",
     "parameters": {"kernel": "triad", "footprint_bytes": 3 << 30},
     "flops": 2.0 * (1 << 27),
-    "bytes_": 24.0 * (1 << 27),
+    "bytes": 24.0 * (1 << 27),
     "counting_rule": "STREAM",
     "level": "dram",
 }
@@ -86,22 +91,21 @@ MATMUL = {
     "device": "cpu",
     "parameters": {"dtype": "fp32", "role": "ceiling"},
     "flops": 2.0 * 1024**3,
-    "bytes_": 12.0 * 1024**2,
+    "bytes": 12.0 * 1024**2,
     "counting_rule": "2MNK",
 }
 
 
 def _measure(ctx: ProbeContext, call: Any, record: dict[str, Any], ident: str) -> dict[str, Any]:
-    result = ctx.measure(call, statistic="best", validate=None, record=dict(record))
-    result["id"] = ident
-    return result
+    draft = msgspec.convert(record, Measurement)
+    result = ctx.measure(call, statistic="best", validate=None, record=draft)
+    built: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(result, id=ident))
+    return built
 
 
 def _ceilings(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The runner's ceilings of these probe records, as the results file holds them."""
-    import msgspec
-
-    typed = [_typed_measurement(record, record["id"]) for record in records]
+    typed = [checked_measurement(msgspec.convert(record, Measurement), record["id"]) for record in records]
     return [msgspec.to_builtins(ceiling) for ceiling in derive_ceilings(typed)]
 
 
@@ -131,11 +135,13 @@ def test_probe_ceilings_carry_the_exact_joules_of_their_timed_samples(tmp_path: 
     assert "flop_per_j" not in dram
 
     # the energy roofline needs no more than these ceilings
-    (roofs,) = energy_roofs_from_ceilings(ceilings.values())
+    (roofs,) = energy_roofs_from_ceilings(msgspec.convert(c, Ceiling) for c in ceilings.values())
     assert roofs.device == "cpu" and (roofs.compute_ceiling, roofs.memory_ceiling) == ("fp32", "dram.triad")
     power_w = dram["energy_j"] / dram["energy_window_s"]
     assert roofs.j_per_byte == pytest.approx(power_w / dram["value"])
-    section = energy_section_html({"results": [{"document": {"ceilings": list(ceilings.values()), "workloads": []}}]})
+    document = new_results()
+    document.update(ceilings=list(ceilings.values()))
+    section = energy_section_html([EmbeddedResults(label="energy.json", document=to_results(document, "energy.json"))])
     assert section is not None and "<svg" in section and "unavailable" not in section
 
     # and a results file with these ceilings passes the strict decoder (the report reads it so;
@@ -155,7 +161,7 @@ def test_without_powercap_the_ceiling_says_why_and_never_zero(tmp_path: Path) ->
     assert ceiling.get("energy_j") is None and ceiling.get("energy_j") != 0
     assert ceiling["energy_unavailable"].startswith("not_supported: no powercap interface")
     assert "flop_per_j" not in ceiling and "flop_per_j" not in record["timing"]
-    assert energy_roofs_from_ceilings([ceiling]) == []
+    assert energy_roofs_from_ceilings([msgspec.convert(ceiling, Ceiling)]) == []
 
 
 def test_energy_off_leaves_the_timing_without_a_meter(tmp_path: Path) -> None:
@@ -193,9 +199,10 @@ def test_a_real_memory_probe_carries_the_scripted_joules(tmp_path: Path, monkeyp
         contention_retries=0,
         powercap_root=tmp_path / "powercap",
     )
-    records: list[dict[str, Any]] = []
-    memory.memory_probe(["triad"], [16 * 1024], "fp64", ctx, records.append)
+    measured: list[Measurement] = []
+    memory.memory_probe(["triad"], [16 * 1024], "fp64", ctx, measured.append)
     ctx.close()
+    records: list[dict[str, Any]] = [msgspec.to_builtins(m) for m in measured]
     (record,) = records
     assert record["status"] == "ok", record["error"]
     assert record["timing"]["energy_j"] == pytest.approx(2.5, abs=1e-12)

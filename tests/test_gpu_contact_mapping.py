@@ -144,14 +144,14 @@ def test_mig_device_by_uuid_and_its_parent_power() -> None:
 
 
 def test_measure_uses_the_same_mapping(reordered: tuple[Any, FakeClock], monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuscope.roofline.measure import _match_gpu
+    from gpuscope.measuring.dram import match_gpu
 
     fake, clock = reordered
     sample = _sample_of(fake, clock)
     uuids = cuda_uuids(fake)
     monkeypatch.setattr(mapping, "cuda_device_uuid", lambda index: uuids[index])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert _match_gpu(sample, SimpleNamespace(type="cuda", index=0)).index == 2
+    assert match_gpu(sample, SimpleNamespace(type="cuda", index=0)).index == 2
 
 
 def test_live_position_names_the_cuda_device(reordered: tuple[Any, FakeClock], monkeypatch: pytest.MonkeyPatch) -> None:

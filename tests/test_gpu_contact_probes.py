@@ -18,6 +18,8 @@ from gpuscope.probing.memory import (
     dram_check,
     plan_working_sets,
 )
+from gpuscope.schema.core import DetailMap, as_detail, detail_map
+from gpuscope.schema.results import Measurement
 
 H200_L2_BYTES = 50 * 1024 * 1024  # what torch reports as L2_cache_size on H100/H200 SXM
 
@@ -34,7 +36,7 @@ def test_tf32_detection_survives_the_new_precision_api() -> None:
     code = textwrap.dedent(
         """
         import torch
-        from gpuscope.roofline.counting import tf32_allowed, torch_dtype_roof_name
+        from gpuscope.measuring.counting import tf32_allowed, torch_dtype_roof_name
         assert torch_dtype_roof_name(torch.float32, "cuda") == "fp32"
         torch.backends.cuda.matmul.fp32_precision = "tf32"
         try:
@@ -104,18 +106,14 @@ def test_measure_records_why_a_call_was_not_graphed() -> None:
         clock_factory=CpuClock,
     )
     ctx.synchronize = lambda: None  # type: ignore[method-assign]
-    record = {
-        "kind": "transfer",
-        "name": "h2d pageable",
-        "device": "cuda:0",
-        "parameters": {},
-        "flops": 0,
-        "bytes_": 1024,
-        "counting_rule": "bytes",
-    }
+    record = Measurement(kind="transfer", name="h2d pageable", device="cuda:0", flops=0, bytes=1024)
     result = ctx.measure(lambda: None, statistic="best", validate=None, record=record, graphable=False)
-    assert result["timing"]["launch"]["mode"] == "eager"
-    assert "never captured" in result["timing"]["launch"]["cuda_graph"]
+    assert _launch(result)["mode"] == "eager"
+    assert "never captured" in str(_launch(result)["cuda_graph"])
+
+
+def _launch(result: Measurement) -> DetailMap:
+    return detail_map(detail_map(result.timing).get("launch"))
 
 
 # --- item 5: GPU L2 working set -----------------------------------------------------------------
@@ -139,22 +137,22 @@ def test_half_of_l2_is_not_classified_l2_on_a_gpu() -> None:
     assert classify(WorkingSet("copy", H200_L2_BYTES // 4, None), caches) == "l2"
 
 
-def _result(level: str, probe: float, reported: float | None) -> dict:
-    during = {"available": True, "n": 10}
+def _result(level: str, probe: float, reported: float | None) -> Measurement:
+    during: DetailMap = {"available": True, "n": 10}
     if reported is not None:
         during["dram_bandwidth_bytes_per_s_mean"] = reported
-    return {"level": level, "bytes_per_s": probe, "telemetry_during": during}
+    return Measurement(level=level, bytes_per_s=probe, telemetry_during=as_detail(during))
 
 
 def test_dram_check_of_l2_and_dram_ceilings() -> None:
     quiet = dram_check(_result("l2", 10e12, 0.05e12))
-    assert quiet["ok"] is True and quiet["near_zero"] is True and quiet["ratio"] == pytest.approx(0.005)
+    assert quiet.ok is True and quiet.near_zero is True and quiet.ratio == pytest.approx(0.005)
     leaky = dram_check(_result("l2", 10e12, 2.5e12))  # half of L2 on Hopper: DRAM traffic
-    assert leaky["ok"] is False and leaky["near_zero"] is False
-    assert dram_check(_result("dram", 4.5e12, 4.6e12))["ok"] is True
-    assert dram_check(_result("dram", 4.5e12, 3.0e12))["ok"] is False
+    assert leaky.ok is False and leaky.near_zero is False
+    assert dram_check(_result("dram", 4.5e12, 4.6e12)).ok is True
+    assert dram_check(_result("dram", 4.5e12, 3.0e12)).ok is False
     missing = dram_check(_result("dram", 4.5e12, None))
-    assert missing["ok"] is None and "no DRAM bandwidth" in missing["reason"]
+    assert missing.ok is None and "no DRAM bandwidth" in (missing.reason or "")
 
 
 def test_a_failed_capture_turns_graphs_off_for_the_rest_of_the_run() -> None:
@@ -175,16 +173,8 @@ def test_a_failed_capture_turns_graphs_off_for_the_rest_of_the_run() -> None:
     ctx._graphed = failing_capture  # type: ignore[method-assign]
     ctx.clock = CpuClock  # type: ignore[method-assign,assignment]
     ctx.synchronize = lambda: synced.append(1)  # type: ignore[method-assign]
-    record = {
-        "kind": "matmul",
-        "name": "mm",
-        "device": "cuda:0",
-        "parameters": {},
-        "flops": 2,
-        "bytes_": 0,
-        "counting_rule": "x",
-    }
+    record = Measurement(kind="matmul", name="mm", device="cuda:0", flops=2, bytes=0, counting_rule="x")
     first = ctx.measure(lambda: None, statistic="best", validate=None, record=record)
-    assert "stream is capturing" in first["timing"]["launch"]["cuda_graph_error"] and synced
+    assert "stream is capturing" in str(_launch(first)["cuda_graph_error"]) and synced
     second = ctx.measure(lambda: None, statistic="best", validate=None, record=record)
-    assert len(tries) == 1 and "CUDA graphs turned off" in second["timing"]["launch"]["cuda_graph"]
+    assert len(tries) == 1 and "CUDA graphs turned off" in str(_launch(second)["cuda_graph"])

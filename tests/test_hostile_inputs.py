@@ -199,7 +199,8 @@ def test_huge_results_file_is_refused_before_reading(tmp_path: Path) -> None:
 
 def test_extreme_but_valid_numbers_load_and_chart(tmp_path: Path) -> None:
     """The edges of the accepted range still give a finite model and a chart."""
-    from gpuscope.roofline.loading import load_model, model_to_json
+    from gpuscope.roofline.loading import load_model
+    from gpuscope.roofline.model_json import model_to_json
     from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline
 
     doc = cpu_results()
@@ -290,7 +291,8 @@ def test_random_json_as_results_is_bad_input_or_a_document(tmp_path: Path, value
 def test_mutated_results_load_and_build_a_finite_model_or_fail_in_one_line(
     tmp_path: Path, seed: int, count: int, base: str
 ) -> None:
-    from gpuscope.roofline.loading import load_model, model_to_json
+    from gpuscope.roofline.loading import load_model
+    from gpuscope.roofline.model_json import model_to_json
     from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline
 
     document = mutate(h200_results() if base == "h200" else cpu_results(), random.Random(seed), WEIRD_VALUES, count)

@@ -34,7 +34,6 @@ from support.samples import make_sample
 from gpuscope.cli import main
 from gpuscope.errors import BadInputError
 from gpuscope.schema.core import MAX_TIMESTAMP_S
-from gpuscope.schema.telemetry import field_ranges, within_ranges
 from gpuscope.telemetry.logfile import open_log_writer, read_log, sample_to_json_dict
 from gpuscope.telemetry.records import (
     CpuCoreSample,
@@ -48,6 +47,7 @@ from gpuscope.telemetry.records import (
     XidEvent,
 )
 from gpuscope.telemetry.values import Unavailable
+from gpuscope.telemetry.wire import field_ranges, within_ranges
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "tests" / "data" / "results-v1-dict-writers.json"

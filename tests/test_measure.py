@@ -21,10 +21,11 @@ from support.samples import make_sample  # noqa: E402
 import gpuscope  # noqa: E402
 from gpuscope.cli import main  # noqa: E402
 from gpuscope.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_USAGE, ResourceError  # noqa: E402
-from gpuscope.roofline.counting import POINTWISE_RULE  # noqa: E402
+from gpuscope.measuring.counting import POINTWISE_RULE  # noqa: E402
+from gpuscope.measuring.dram import dram_bytes_per_call, match_gpu, measure_dram_bytes  # noqa: E402
+from gpuscope.measuring.measure import UncountedOpsWarning, measure  # noqa: E402
+from gpuscope.measuring.timing import MIN_TIMER_TICKS, percentile, time_callable  # noqa: E402
 from gpuscope.roofline.loading import load_model  # noqa: E402
-from gpuscope.roofline.measure import UncountedOpsWarning, _measure_dram_bytes, dram_bytes_per_call, measure  # noqa: E402
-from gpuscope.roofline.timing import MIN_TIMER_TICKS, percentile, time_callable  # noqa: E402
 from gpuscope.telemetry.values import Reason, Unavailable  # noqa: E402
 
 FAST = {"samples": 3, "target_sample_s": 0.001, "max_time_s": 0.5, "warmup_max_s": 0.05}
@@ -84,7 +85,7 @@ def test_axpy_is_two_flops_per_element_and_memory_bound_intensity():
 
 
 def test_pointwise_formulas_per_element():
-    from gpuscope.roofline.counting import POINTWISE_FLOPS_PER_ELEMENT, count_call
+    from gpuscope.measuring.counting import POINTWISE_FLOPS_PER_ELEMENT, count_call
 
     x = torch.randn(64, 32)
     cases = {
@@ -282,12 +283,12 @@ class FakeCollector:
 
 
 def _run_dram(collector, window_s=0.05):
-    import gpuscope.roofline.measure as measure_module
+    import gpuscope.measuring.dram as dram_module
 
     calls = []
     clock = SimpleNamespace(perf_counter=lambda: collector.now_s)  # intervals come from a monotonic clock
-    with patch.object(measure_module, "time", clock):
-        value = _measure_dram_bytes(
+    with patch.object(dram_module, "time", clock):
+        value = measure_dram_bytes(
             lambda: calls.append(1),
             per_call_s=0.01,
             window_s=window_s,
@@ -318,7 +319,7 @@ def test_dram_bytes_unavailable_reasons():
     def broken():
         raise ImportError("no collector")
 
-    value = _measure_dram_bytes(lambda: None, 0.01, 0.01, broken, lambda: None, lambda s: None, "cuda:0")
+    value = measure_dram_bytes(lambda: None, 0.01, 0.01, broken, lambda: None, lambda s: None, "cuda:0")
     assert isinstance(value, Unavailable) and "no collector" in value.detail
     assert not math.isnan(0.0)
 
@@ -394,19 +395,17 @@ def test_measure_command_refuses_a_bad_output_file(tmp_path, capsys):
 def test_telemetry_gpu_matched_by_visible_index(monkeypatch):
     from types import SimpleNamespace
 
-    from gpuscope.roofline.measure import _match_gpu
-
     sample = make_sample(gpus=4)
     device = SimpleNamespace(type="cuda", index=1)
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda _device: (_ for _ in ()).throw(RuntimeError("no CUDA"))
     )
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert _match_gpu(sample, device).index == 1
+    assert match_gpu(sample, device).index == 1
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    assert _match_gpu(sample, device).index == 3
+    assert match_gpu(sample, device).index == 3
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda _device: SimpleNamespace(uuid="00000002"))
-    assert _match_gpu(sample, device).index == 2  # the UUID wins over the index
+    assert match_gpu(sample, device).index == 2  # the UUID wins over the index
 
 
 def test_sample_budget_comes_from_a_warm_uncounted_call(monkeypatch):
@@ -414,7 +413,7 @@ def test_sample_budget_comes_from_a_warm_uncounted_call(monkeypatch):
     fast function keeps all its samples even when its counted call took longer than the budget."""
     import time as time_module
 
-    import gpuscope.roofline.measure as measure_module
+    import gpuscope.measuring.measure as measure_module
 
     real = measure_module.count_call
 
@@ -435,3 +434,35 @@ def test_sample_budget_comes_from_a_warm_uncounted_call(monkeypatch):
     )
     assert result.timing.n == 5
     assert not any("samples instead" in note for note in result.timing.notes)
+
+
+def test_public_api_is_typed_and_loads_on_first_use() -> None:
+    """``gpuscope.measure`` and ``gpuscope.profile`` are the real functions (an editor sees their
+    keywords and result types, no ``**kwargs: Any``), loaded on first use: ``import gpuscope``
+    stays cheap."""
+    import inspect
+    import subprocess
+    import sys
+
+    from gpuscope.measuring.measure import MeasuredWorkload
+    from gpuscope.measuring.measure import measure as measure_function
+    from gpuscope.profiling.api import Profiler
+    from gpuscope.profiling.api import profile as profile_function
+    from gpuscope.profiling.result import ProfileResult
+
+    assert gpuscope.measure is measure_function and gpuscope.profile is profile_function
+    assert (gpuscope.MeasuredWorkload, gpuscope.Profiler, gpuscope.ProfileResult) == (
+        MeasuredWorkload, Profiler, ProfileResult,
+    )  # fmt: skip
+    for function in (gpuscope.measure, gpuscope.profile):
+        kinds = {parameter.kind for parameter in inspect.signature(function).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD not in kinds
+    assert inspect.signature(gpuscope.measure).return_annotation == "MeasuredWorkload"
+    assert {"measure", "profile", "ProfileResult"} <= set(dir(gpuscope))
+    with pytest.raises(AttributeError, match="no attribute 'mesure'"):
+        gpuscope.mesure  # noqa: B018
+    code = (
+        "import sys, gpuscope; assert 'msgspec' not in sys.modules and 'gpuscope.measuring' not in sys.modules;"
+        " gpuscope.measure; assert 'gpuscope.measuring.measure' in sys.modules and 'torch' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,10 +9,10 @@ import pynvml
 import pytest
 from support.samples import make_sample
 
-from gpuscope.schema.telemetry import convert_record
 from gpuscope.telemetry.nvml import GpuSide
 from gpuscope.telemetry.records import record_to_dict
 from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.wire import convert_record
 from gpuscope.testing.fake_nvml import (
     FakeClock,
     FakeGpu,
@@ -213,21 +213,16 @@ def test_one_batched_field_call_per_gpu_per_sample_and_no_pcie_throughput(clock:
     assert fake.calls["nvmlDeviceGetPcieThroughput"] == 0
 
 
-def test_field_request_is_built_once_and_rebuilt_when_a_field_drops(clock: FakeClock) -> None:
+def test_a_field_the_gpu_lacks_is_dropped_at_open(clock: FakeClock) -> None:
     fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.l4()], clock=clock)
     with opened_collector(fake, clock) as collector:
-        hopper, l4 = (gpu.fields for gpu in collector._gpus)
-        assert hopper is not None and l4 is not None
-        clock.advance(1.0)
-        collector.sample()  # from here GPM gives the H100's PCIe and NVLink rates
-        assert hopper._request is not None
-        request = hopper._request[0]
+        l4 = collector._gpus[1].fields
+        assert l4 is not None
         for _ in range(3):
             clock.advance(1.0)
             collector.sample()
-        assert hopper._request[0] is request  # the same nvmlFieldValue_t array every sample
-        # the L4 has no memory sensor: that field was dropped at open and the array rebuilt
-        assert l4._request is not None and len(l4._request[0]) == len(l4._fields)
+        # the L4 has no memory sensor: that field was dropped at open and is not asked again
+        assert "temperature_memory_c" not in l4.asked
         assert all(field.key != "temperature_memory_c" for field in l4._fields)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pynvml
 import pytest
 
@@ -16,6 +14,7 @@ from gpuscope.testing.fake_nvml import (
     error_code,
     install_fake_nvml,
     no_nvml_library,
+    opened_collector,
 )
 
 
@@ -279,42 +278,76 @@ def test_calls_are_counted_per_symbol_and_gpu_whatever_the_handle(clock: FakeClo
     assert fake.calls["nvmlDeviceGetClockInfo"] == 3 and fake.calls["nvmlDeviceGetMemoryInfo"] == 2
 
 
-def test_the_fake_times_its_own_symbols_for_benchmarks(clock: FakeClock, tmp_path: Path) -> None:
-    """``measure_cpu`` counts the CPU the simulation takes (calls behave as before) and writes it
-    to a file a benchmark of the whole process reads; without it nothing is counted."""
-    fake = FakeNvml.with_gpus([FakeGpu.h200()], clock=clock)
+def test_a_new_fake_gets_new_functions(clock: FakeClock) -> None:
+    first = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
+    second = FakeNvml.with_gpus([FakeGpu.h100()], clock=clock)
+    for fake in (first, second):
+        with opened_collector(fake, clock) as collector:
+            fake.reset_calls()
+            for _ in range(2):
+                clock.advance(1.0)
+                collector.sample()
+    assert first.calls["nvmlDeviceGetUtilizationRates"] == 2
+    assert second.calls["nvmlDeviceGetUtilizationRates"] == 2
+    assert second.calls["nvmlDeviceGetFieldValues"] == 2
+
+
+def test_calls_are_counted_per_symbol_and_gpu() -> None:
+    fake = FakeNvml.with_gpus([FakeGpu.h100(), FakeGpu.l4()], clock=FakeClock())
     with install_fake_nvml(fake):
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        pynvml.nvmlDeviceGetMemoryInfo(handle)
-        assert fake.cpu_ns is None
-        cpu_file = tmp_path / "fake-cpu-ns"
-        fake.measure_cpu(cpu_file)
-        for _ in range(200):
-            pynvml.nvmlDeviceGetMemoryInfo(handle)
-            pynvml.nvmlDeviceGetUtilizationRates(handle)
-        fake.inject("nvmlDeviceGetClockInfo", "Unknown")
-        with pytest.raises(pynvml.NVMLError_Unknown):  # faults pass through the timed path too
-            pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(index) for index in (0, 1)]
+        for _ in range(3):
+            pynvml.nvmlDeviceGetMemoryInfo(handles[1])
+        pynvml.nvmlDeviceGetMemoryInfo(handles[0])
+        with pytest.raises(pynvml.NVMLError_NotSupported):
+            pynvml.nvmlDeviceGetFanSpeed(handles[0])  # refused calls count too
+        assert fake.calls["nvmlDeviceGetMemoryInfo"] == 4 and fake.calls["nvmlDeviceGetFanSpeed"] == 1
+        assert fake.device_calls[("nvmlDeviceGetMemoryInfo", 1)] == 3
+        assert fake.device_calls[("nvmlDeviceGetHandleByIndex_v2", 0)] == 1
+        assert fake.device_calls[("nvmlInitWithFlags", None)] == 1
+        assert ("nvmlDeviceGetFanSpeed", 1) not in fake.device_calls  # never called: no entry
+        fake.reset_calls()
+        assert not fake.calls and not fake.device_calls
+        pynvml.nvmlDeviceGetMemoryInfo(handles[0])
+        assert dict(fake.device_calls) == {("nvmlDeviceGetMemoryInfo", 0): 1}
         pynvml.nvmlShutdown()
-    assert fake.cpu_ns is not None and fake.cpu_ns > 0
-    written = int(cpu_file.read_text())
-    assert 0 < written <= fake.cpu_ns  # the first call's total at least, never more than counted
-    assert not (tmp_path / "fake-cpu-ns.partial").exists()
-    assert fake.calls["nvmlDeviceGetMemoryInfo"] == 201
 
 
-def test_a_process_on_the_environments_fake_writes_the_simulations_cpu(tmp_path: Path) -> None:
-    """GPUSCOPE_FAKE_NVML_CPU_FILE: what benchmarks/bench_tui_idle.py reads to tell the fake's
-    cost from gpuscope's in a whole process."""
-    import os
-    import subprocess
-    import sys
+def _gpm_read(fake: FakeNvml, clock: FakeClock, metric_ids: list[int]) -> list[tuple[int, int, float]]:
+    """(metric id, return code, value) of one nvmlGpmMetricsGet over a fresh 0.5 s window on GPU 0."""
+    handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    samples = [pynvml.nvmlGpmSampleAlloc(), pynvml.nvmlGpmSampleAlloc()]
+    pynvml.nvmlGpmSampleGet(handle, samples[0])
+    clock.advance(0.5)
+    pynvml.nvmlGpmSampleGet(handle, samples[1])
+    request = pynvml.c_nvmlGpmMetricsGet_t()
+    request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+    request.numMetrics = len(metric_ids)
+    request.sample1, request.sample2 = samples
+    for slot, metric_id in enumerate(metric_ids):
+        request.metrics[slot].metricId = metric_id
+    pynvml.nvmlGpmMetricsGet(request)
+    for sample in samples:
+        pynvml.nvmlGpmSampleFree(sample)
+    return [(m.metricId, m.nvmlReturn, m.value) for m in request.metrics[: len(metric_ids)]]
 
-    cpu_file = tmp_path / "fake-cpu-ns"
-    env = dict(os.environ, GPUSCOPE_FAKE_NVML="gpus=1xh200", GPUSCOPE_FAKE_NVML_CPU_FILE=str(cpu_file))
-    done = subprocess.run(
-        [sys.executable, "-m", "gpuscope", "doctor", "--no-torch"], capture_output=True, text=True, timeout=60, env=env
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert int(cpu_file.read_text()) > 0
+
+def test_gpm_metrics_follow_metric_errors_and_link_count() -> None:
+    """nvmlGpmMetricsGet answers what the GPU has now: its metric errors and links as they are."""
+    clock = FakeClock()
+    gpu = FakeGpu.h100(nvlink_links=4)
+    fake = FakeNvml.with_gpus([gpu], clock=clock)
+    fake.set_load(0, sm_activity_percent=40.0, nvlink_tx_bytes_per_s=[2 * 2**20, 4 * 2**20, 0.0, 8 * 2**20])
+    sm, link3_tx, total_tx = pynvml.NVML_GPM_METRIC_SM_UTIL, pynvml.NVML_GPM_METRIC_NVLINK_L3_TX_PER_SEC, 61
+    ok, unknown, not_supported = pynvml.NVML_SUCCESS, pynvml.NVML_ERROR_UNKNOWN, pynvml.NVML_ERROR_NOT_SUPPORTED
+    with install_fake_nvml(fake):
+        pynvml.nvmlInit()
+        ids = [sm, link3_tx, total_tx]
+        assert _gpm_read(fake, clock, ids) == [(sm, ok, 40.0), (link3_tx, ok, 8.0), (total_tx, ok, 14.0)]
+        gpu.gpm_metric_errors[sm] = "Unknown"  # changed in place
+        assert _gpm_read(fake, clock, ids)[0] == (sm, unknown, 0.0)
+        gpu.gpm_metric_errors.clear()
+        gpu.nvlink_links = 3  # link 3 is gone
+        assert _gpm_read(fake, clock, ids) == [(sm, ok, 40.0), (link3_tx, not_supported, 0.0), (total_tx, ok, 6.0)]
+        pynvml.nvmlShutdown()

@@ -64,7 +64,7 @@ def test_gpu_lost_mid_run_others_keep_updating_then_it_comes_back(clock: FakeClo
         assert sum(count for (symbol, gpu), count in fake.device_calls.items() if gpu == 1) == 0
 
         fake.restore_gpu(1)
-        clock.advance(collector.LOST_RETRY_INTERVAL_S)
+        clock.advance(collector.lost_retry_interval_s)
         back = collector.sample().gpus
         assert [gpu.state for gpu in back] == ["ok", "ok", "ok"]
         assert back[1].uuid == before[1].uuid
@@ -97,7 +97,7 @@ def test_gpu_lost_at_a_chosen_time_and_before_open(clock: FakeClock) -> None:
         assert [gpu.state for gpu in collector.sample().gpus] == ["lost", "lost"]
         fake.restore_gpu(0)
         fake.restore_gpu(1)
-        clock.advance(collector.LOST_RETRY_INTERVAL_S)
+        clock.advance(collector.lost_retry_interval_s)
         recovered = collector.sample().gpus
     assert [gpu.state for gpu in recovered] == ["ok", "ok"]
     assert recovered[1].name == "NVIDIA L4"
@@ -297,3 +297,22 @@ def test_failed_open_is_retried_now_and_then(clock: FakeClock) -> None:
         collector.close()
     assert side.unavailable is None and side.gpus[0].name == "NVIDIA L4"
     assert fake.calls["nvmlInitWithFlags"] == 2
+
+
+def test_the_lost_gpu_retry_interval_is_the_collectors_option_and_a_loss_can_end(clock: FakeClock) -> None:
+    """``lost_retry_interval_s`` belongs to one collector (a scenario's ``lost_retry_s`` passes
+    it); a loss scheduled with an end (``lose_gpu(until_time_s=)``) ends by itself."""
+    fake = FakeNvml.with_gpus([FakeGpu.l4()], clock=clock)
+    fake.lose_gpu(0, at_time_s=clock() + 1.0, until_time_s=clock() + 2.0)
+    with install_fake_nvml(fake):
+        quick = NvmlCollector(clock=clock, lost_retry_interval_s=0.5)
+        assert quick.open() is None
+        try:
+            clock.advance(1.0)
+            assert quick.sample().gpus[0].state == "lost"
+            assert "retried every 0.5 s" in str(quick.sample().gpus[0].power_w)
+            clock.advance(1.0)  # the loss is over; the next retry is due within 0.5 s
+            assert quick.sample().gpus[0].state == "ok"
+        finally:
+            quick.close()
+    assert NvmlCollector().lost_retry_interval_s == 5.0  # the default, per collector

@@ -10,6 +10,8 @@ from gpuscope.probing.collective import bus_factor, collective_probe
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import MemoryBudget, parse_device
 from gpuscope.probing.timing import TimingPolicy
+from gpuscope.schema.core import detail_map
+from gpuscope.schema.results import Measurement
 
 
 def test_bus_factors_match_nccl_tests() -> None:
@@ -26,26 +28,28 @@ def test_gloo_allreduce_and_allgather_between_two_processes() -> None:
     ctx = ProbeContext(
         device=device, budget=MemoryBudget(device), ceiling_policy=TimingPolicy(samples=2, target_sample_s=0.005)
     )
-    records: list[dict] = []
+    records: list[Measurement] = []
     collective_probe(["allreduce", "allgather"], [65536], 2, ctx, records.append, timeout_s=120)
-    assert [r["parameters"]["op"] for r in records] == ["allreduce", "allgather"]
+    assert [detail_map(r.parameters)["op"] for r in records] == ["allreduce", "allgather"]
     for record in records:
-        assert record["status"] == "ok", record["error"]
-        assert record["validation_error"] == 0.0
-        assert record["parameters"]["backend"] == "gloo" and record["parameters"]["world_size"] == 2
-        assert record["algbw_bytes_per_s"] == pytest.approx(record["bytes"] / record["time_s"])
-        assert record["busbw_bytes_per_s"] == pytest.approx(
-            record["algbw_bytes_per_s"] * bus_factor(record["parameters"]["op"], 2)
+        assert record.status == "ok", record.error
+        assert record.validation_error == 0.0
+        parameters = detail_map(record.parameters)
+        assert parameters["backend"] == "gloo" and parameters["world_size"] == 2
+        assert record.bytes is not None and record.time_s and record.algbw_bytes_per_s is not None
+        assert record.algbw_bytes_per_s == pytest.approx(record.bytes / record.time_s)
+        assert record.busbw_bytes_per_s == pytest.approx(
+            record.algbw_bytes_per_s * bus_factor(str(parameters["op"]), 2)
         )
-        assert len(record["samples_s"]) == 2
+        assert record.samples_s is not None and len(record.samples_s) == 2
 
 
 def test_one_rank_is_skipped_with_a_reason() -> None:
     device = parse_device("cpu")
     ctx = ProbeContext(device=device, budget=MemoryBudget(device))
-    records: list[dict] = []
+    records: list[Measurement] = []
     collective_probe(["allreduce"], [1024], 1, ctx, records.append)
-    assert records[0]["status"] == "skipped" and "two or more" in records[0]["error"]
+    assert records[0].status == "skipped" and "two or more" in (records[0].error or "")
 
 
 def test_children_import_this_gpuscope(tmp_path, monkeypatch):

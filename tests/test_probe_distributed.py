@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from results_files import results_json
@@ -18,8 +17,11 @@ from results_files import results_json
 from gpuscope.cli import main
 from gpuscope.errors import UsageError
 from gpuscope.fileio import write_json_atomic
-from gpuscope.probing.cluster import RankReport, collective_records, group_sizes, merge_rank_results
+from gpuscope.probing.cluster import RankReport, collective_records, merge_rank_results
+from gpuscope.probing.collective import CollectiveTiming, group_sizes
 from gpuscope.probing.distributed import Launch
+from gpuscope.results import empty_results
+from gpuscope.schema.results import Ceiling, Device, Measurement, Results, SuiteRef, System
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Runs gpuscope on every rank and breaks one rank on purpose (``kill:R``, ``hang:R``).
@@ -53,41 +55,26 @@ sizes = ["64KiB"]
 # --- pure parts ---------------------------------------------------------------------------------
 
 
-def _rank_doc(rank: int, fp32: float, copy: float) -> dict[str, Any]:
+def _rank_doc(rank: int, fp32: float, copy: float) -> Results:
     measurements = [
-        {"id": "m0001", "kind": "matmul", "name": "gemm", "device": "cpu", "status": "ok", "flop_per_s": fp32},
-        {"id": "m0002", "kind": "memory", "name": "copy", "device": "cpu", "status": "ok", "bytes_per_s": copy},
+        Measurement(id="m0001", kind="matmul", name="gemm", device="cpu", status="ok", flop_per_s=fp32),
+        Measurement(id="m0002", kind="memory", name="copy", device="cpu", status="ok", bytes_per_s=copy),
     ]
-    return {
-        "system": {"hostname": f"node{rank // 2}"},
-        "devices": [{"device": "cpu", "type": "cpu", "name": "Test CPU", "host": f"node{rank // 2}", "rank": 0}],
-        "measurements": measurements,
-        "ceilings": [
-            {
-                "device": "cpu",
-                "kind": "compute",
-                "name": "fp32",
-                "value": fp32,
-                "unit": "FLOP/s",
-                "measurement_id": "m0001",
-                "host": None,
-                "rank": 0,
-            },
-            {
-                "device": "cpu",
-                "kind": "memory",
-                "name": "dram.copy",
-                "value": copy,
-                "unit": "B/s",
-                "measurement_id": "m0002",
-                "host": None,
-                "rank": 0,
-            },
+    return empty_results(
+        system=System(hostname=f"node{rank // 2}"),
+        devices=[Device(device="cpu", type="cpu", name="Test CPU", host=f"node{rank // 2}", rank=0)],
+        measurements=measurements,
+        ceilings=[
+            Ceiling(
+                device="cpu", kind="compute", name="fp32", value=fp32, unit="FLOP/s", measurement_id="m0001", rank=0
+            ),
+            Ceiling(
+                device="cpu", kind="memory", name="dram.copy", value=copy, unit="B/s", measurement_id="m0002", rank=0
+            ),
         ],
-        "workloads": [],
-        "warnings": ["noisy"],
-        "duration_s": 1.0,
-    }
+        warnings=["noisy"],
+        duration_s=1.0,
+    )
 
 
 def _reports(values: list[tuple[float, float]]) -> list[RankReport]:
@@ -108,17 +95,17 @@ def test_group_sizes() -> None:
 
 
 def test_merge_tags_every_entry_with_host_and_rank(tmp_path: Path) -> None:
-    merged = merge_rank_results(_reports([(100e9, 20e9)] * 4), world_size=4, suite={"name": "t"})
-    assert merged["partial"] is False and merged["partial_reason"] is None
-    for key in ("devices", "ceilings", "measurements"):
-        assert len(merged[key]) == (4 if key == "devices" else 8)
-        for entry in merged[key]:
-            assert entry["host"] == f"node{entry['rank'] // 2}"
-    ids = [m["id"] for m in merged["measurements"]]
+    merged = merge_rank_results(_reports([(100e9, 20e9)] * 4), world_size=4, suite=SuiteRef(name="t"))
+    assert merged.partial is False and merged.partial_reason is None
+    assert len(merged.devices) == 4 and len(merged.ceilings) == len(merged.measurements) == 8
+    for entry in [*merged.devices, *merged.ceilings, *merged.measurements]:
+        assert entry.rank is not None and entry.host == f"node{entry.rank // 2}"
+    ids = [m.id for m in merged.measurements]
     assert len(ids) == len(set(ids)) and "r3.m0002" in ids
-    assert {c["measurement_id"] for c in merged["ceilings"]} == set(ids)
-    assert merged["distributed"]["world_size"] == 4 and merged["distributed"]["hosts"] == ["node0", "node1"]
-    assert merged["warnings"][0] == "rank 0 (node0): noisy"
+    assert {c.measurement_id for c in merged.ceilings} == set(ids)
+    assert merged.distributed is not None
+    assert merged.distributed.world_size == 4 and merged.distributed.hosts == ["node0", "node1"]
+    assert merged.warnings[0] == "rank 0 (node0): noisy"
     write_json_atomic(tmp_path / "r.json", merged)
     assert results_json(tmp_path / "r.json")["stragglers"] == []
 
@@ -128,72 +115,72 @@ def test_straggler_below_margin_is_flagged_and_within_is_not() -> None:
     merged = merge_rank_results(
         _reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None
     )
-    assert [(s["rank"], s["name"]) for s in merged["stragglers"]] == [(2, "fp32")]
-    item = merged["stragglers"][0]
-    assert item["host"] == "node1" and item["median"] == pytest.approx(99.5e9)
-    assert item["below_median_percent"] == pytest.approx((1 - 80 / 99.5) * 100)
-    flags = {(c["rank"], c["name"]): c["straggler"] for c in merged["ceilings"]}
+    assert merged.stragglers is not None
+    assert [(s.rank, s.name) for s in merged.stragglers] == [(2, "fp32")]
+    item = merged.stragglers[0]
+    assert item.host == "node1" and item.median == pytest.approx(99.5e9)
+    assert item.below_median_percent == pytest.approx((1 - 80 / 99.5) * 100)
+    flags = {(c.rank, c.name): c.straggler for c in merged.ceilings}
     assert flags[(2, "fp32")] is True and flags[(3, "dram.copy")] is False and flags[(0, "fp32")] is False
-    assert [d["straggler"] for d in merged["devices"]] == [False, False, True, False]
-    assert [m["id"] for m in merged["measurements"] if m.get("straggler")] == ["r2.m0001"]
+    assert [d.straggler for d in merged.devices] == [False, False, True, False]
+    assert [m.id for m in merged.measurements if m.straggler] == ["r2.m0001"]
     # a tighter margin catches rank 3's copy too; the margin is recorded
     tight = merge_rank_results(
         _reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None, margin=0.03
     )
-    assert [(s["rank"], s["name"]) for s in tight["stragglers"]] == [(2, "fp32"), (3, "dram.copy")]
-    assert tight["straggler_margin"] == 0.03
+    assert [(s.rank, s.name) for s in tight.stragglers or []] == [(2, "fp32"), (3, "dram.copy")]
+    assert tight.straggler_margin == 0.03
 
 
 def test_different_device_models_are_not_compared() -> None:
     reports = _reports([(100e9, 20e9), (10e9, 2e9)])
-    reports[1].results["devices"][0]["name"] = "Other CPU"  # type: ignore[index]
-    assert merge_rank_results(reports, world_size=2, suite=None)["stragglers"] == []
+    assert reports[1].results is not None
+    reports[1].results.devices[0].name = "Other CPU"
+    assert merge_rank_results(reports, world_size=2, suite=None).stragglers == []
 
 
 def test_missing_rank_is_named_and_keeps_what_it_published() -> None:
     reports = _reports([(100e9, 20e9), (100e9, 20e9)])
-    published = _rank_doc(2, 90e9, 20e9)["measurements"][:1]
+    published = _rank_doc(2, 90e9, 20e9).measurements[:1]
     for m in published:
-        m["parameters"] = {"role": "ceiling", "dtype": "fp32"}
+        m.parameters = {"role": "ceiling", "dtype": "fp32"}
     reports.append(
         RankReport(rank=2, host="node1", status="missing", reason="died or was killed (no heartbeat for 10 s)",
-                   measurements=published, device_entry={"device": "cpu", "type": "cpu", "name": "Test CPU"})
+                   measurements=published, device_entry=Device(device="cpu", type="cpu", name="Test CPU"))
     )  # fmt: skip
     merged = merge_rank_results(reports, world_size=4, suite=None, notes=["collectives not measured"])
-    assert merged["partial"] is True
-    reason = merged["partial_reason"]
+    assert merged.partial is True
+    reason = merged.partial_reason or ""
     assert reason.startswith("rank 2 (node1) missing: died or was killed")
     assert "rank 3 (host unknown) missing: never reported" in reason and "collectives not measured" in reason
-    assert merged["distributed"]["missing_ranks"] == [2, 3]
-    rank2 = [c for c in merged["ceilings"] if c["rank"] == 2]
-    assert [(c["name"], c["measurement_id"]) for c in rank2] == [("fp32", "r2.m0001")]
-    statuses = {r["rank"]: r["status"] for r in merged["distributed"]["ranks"]}
+    assert merged.distributed is not None and merged.distributed.missing_ranks == [2, 3]
+    rank2 = [c for c in merged.ceilings if c.rank == 2]
+    assert [(c.name, c.measurement_id) for c in rank2] == [("fp32", "r2.m0001")]
+    statuses = {r.rank: r.status for r in merged.distributed.ranks or []}
     assert statuses == {0: "ok", 1: "ok", 2: "missing", 3: "missing"}
 
 
 def test_collective_timings_become_network_roofs_per_group_size() -> None:
     items = [
-        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 20, "iters": 4,
-         "samples_s": [0.002, 0.001], "validation_error": 0.0},
-        {"op": "allreduce", "group_size": 2, "ranks": [0, 1], "size_bytes": 1 << 24, "iters": 1,
-         "samples_s": [0.01], "validation_error": 0.0},
-        {"op": "allreduce", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4,
-         "samples_s": [0.004], "validation_error": 0.0},
-        {"op": "allgather", "group_size": 4, "ranks": [0, 1, 2, 3], "size_bytes": 1 << 20, "iters": 4,
-         "samples_s": [0.004], "validation_error": 0.5},
+        CollectiveTiming(op="allreduce", group_size=2, ranks=[0, 1], size_bytes=1 << 20, iters=4,
+                         samples_s=[0.002, 0.001], validation_error=0.0),
+        CollectiveTiming(op="allreduce", group_size=2, ranks=[0, 1], size_bytes=1 << 24, iters=1, samples_s=[0.01],
+                         validation_error=0.0),
+        CollectiveTiming(op="allreduce", group_size=4, ranks=[0, 1, 2, 3], size_bytes=1 << 20, iters=4,
+                         samples_s=[0.004], validation_error=0.0),
+        CollectiveTiming(op="allgather", group_size=4, ranks=[0, 1, 2, 3], size_bytes=1 << 20, iters=4,
+                         samples_s=[0.004], validation_error=0.5),
     ]  # fmt: skip
-    hosts = {0: "a", 1: "a", 2: "b", 3: "b"}
+    hosts: dict[int, str | None] = {0: "a", 1: "a", 2: "b", 3: "b"}
     measurements, ceilings = collective_records(items, device="cpu", host="a", hosts_by_rank=hosts, backend="gloo")
-    assert [m["status"] for m in measurements] == ["ok", "ok", "ok", "failed"]
-    assert all(
-        c["kind"] == "collective" and c["unit"] == "B/s" and c["rank"] == 0 and c["host"] == "a" for c in ceilings
-    )
-    by_name = {c["name"]: c for c in ceilings}
+    assert [m.status for m in measurements] == ["ok", "ok", "ok", "failed"]
+    assert all(c.kind == "collective" and c.unit == "B/s" and c.rank == 0 and c.host == "a" for c in ceilings)
+    by_name = {c.name: c for c in ceilings}
     assert set(by_name) == {"allreduce.busbw.2ranks", "allreduce.busbw.4ranks"}
     # best busbw of the two sizes for 2 ranks: 16 MiB / 10 ms x 2(n-1)/n = 1.68 GB/s beats 1 MiB / 1 ms = 1.05
-    assert by_name["allreduce.busbw.2ranks"]["value"] == pytest.approx((1 << 24) / 0.01 * 1.0)
-    assert by_name["allreduce.busbw.4ranks"]["value"] == pytest.approx((1 << 20) / 0.004 * 1.5)
-    assert by_name["allreduce.busbw.4ranks"]["group_hosts"] == ["a", "b"]
+    assert by_name["allreduce.busbw.2ranks"].value == pytest.approx((1 << 24) / 0.01 * 1.0)
+    assert by_name["allreduce.busbw.4ranks"].value == pytest.approx((1 << 20) / 0.004 * 1.5)
+    assert by_name["allreduce.busbw.4ranks"].group_hosts == ["a", "b"]
     merged = merge_rank_results(
         _reports([(1e9, 1e9)] * 4),
         world_size=4,
@@ -201,8 +188,8 @@ def test_collective_timings_become_network_roofs_per_group_size() -> None:
         collective_measurements=measurements,
         collective_ceilings=ceilings,
     )
-    assert "straggler" not in by_name["allreduce.busbw.2ranks"]  # shared by a group: never compared
-    assert {c["name"] for c in merged["ceilings"] if c["kind"] == "collective"} == set(by_name)
+    assert by_name["allreduce.busbw.2ranks"].straggler is None  # shared by a group: never compared
+    assert {c.name for c in merged.ceilings if c.kind == "collective"} == set(by_name)
 
 
 def test_launch_needs_torchrun() -> None:
@@ -410,9 +397,9 @@ def test_mailbox_and_liveness_on_a_store() -> None:
 
     store = _DictStore()
     mailbox = Mailbox(store, "gpuscope/probe/0/")
-    assert mailbox.get("result/1") is None
+    assert mailbox.get("result/1", dict) is None
     mailbox.put("result/1", {"status": "ok", "value": float("inf")})
-    assert mailbox.get("result/1")["status"] == "ok"
+    assert mailbox.get("result/1", dict) == {"status": "ok", "value": None}  # as JSON holds it
     assert all(key.startswith("gpuscope/probe/0/") for key in store.data)
     assert mailbox.clone() is mailbox  # a store without clone() shares the connection
     liveness = Liveness(mailbox, [1, 2])
@@ -420,3 +407,22 @@ def test_mailbox_and_liveness_on_a_store() -> None:
     liveness.poll(every_s=0)
     assert liveness.ever_beat(1) and not liveness.ever_beat(2)
     assert liveness.silent_s(1) < liveness.silent_s(2) + 1e-9
+
+
+def test_rank_summary_names_the_median_the_slowest_rank_and_the_stragglers() -> None:
+    import io
+
+    from gpuscope.commands.probe import print_rank_summary
+
+    merged = merge_rank_results(
+        _reports([(100e9, 20e9), (101e9, 20e9), (80e9, 20e9), (99e9, 19e9)]), world_size=4, suite=None
+    )
+    out = io.StringIO()
+    print_rank_summary(merged, Path("r.json"), out)
+    lines = out.getvalue().splitlines()
+    fp32 = next(line for line in lines if line.startswith("compute") and " fp32 " in line)
+    assert "median 99.5 GFLOP/s" in " ".join(fp32.split()) and "slowest 80.0 GFLOP/s on node1/r2" in fp32
+    assert "4 rank(s) on 2 host(s); results in r.json" in lines
+    assert [line for line in lines if line.startswith("straggler:")] == [
+        "straggler: node1/r2 cpu compute fp32 80.0 GFLOP/s is 20% below the median 99.5 GFLOP/s"
+    ]

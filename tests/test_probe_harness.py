@@ -34,10 +34,10 @@ def test_best_is_minimum_and_median_is_middle() -> None:
     samples = [3.0, 1.0, 2.0, 10.0, 4.0]
     best = summarize(samples, "best")
     median = summarize(samples, "median")
-    assert best["time_s"] == 1.0 and best["statistic"] == "best"
-    assert median["time_s"] == 3.0 and median["statistic"] == "median"
-    assert median["n"] == best["n"] == 5
-    assert median["time_p10_s"] < median["time_s"] < median["time_p90_s"]
+    assert best.time_s == 1.0 and best.statistic == "best"
+    assert median.time_s == 3.0 and median.statistic == "median"
+    assert median.n == best.n == 5
+    assert median.time_p10_s < median.time_s < median.time_p90_s
     with pytest.raises(ValueError):
         summarize(samples, "mean")
 

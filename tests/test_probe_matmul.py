@@ -7,9 +7,12 @@ import pytest
 from gpuscope.probing import matmul
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import MemoryBudget, parse_device
-from gpuscope.probing.matmul import MatmulCase, MatmulShape, matmul_bytes, matmul_flops, measure_matmul
+from gpuscope.probing.matmul import MatmulCase, matmul_bytes, matmul_flops, measure_matmul
 from gpuscope.probing.timing import TimingPolicy
 from gpuscope.probing.transformer import transformer_shapes
+from gpuscope.schema.core import detail_map
+from gpuscope.schema.results import Measurement
+from gpuscope.schema.suites import MatmulShape, TransformerOptions
 
 FAST = TimingPolicy(samples=3, target_sample_s=0.001, warmup_max_s=0.2)
 
@@ -42,12 +45,12 @@ def test_bytes_read_a_and_b_once_and_write_c_once() -> None:
 def test_real_gemm_validates_and_reports_rates(library: str, dtype: str) -> None:
     shape = MatmulShape(m=96, n=80, k=64, batch=2, transpose="tn")
     record = measure_matmul(shape, dtype, library, cpu_context(), "median", "workload")
-    assert record["status"] == "ok", record["error"]
-    assert record["flops"] == 2 * 2 * 96 * 80 * 64
-    assert record["validation_error"] <= record["validation_tolerance"]
-    assert record["flop_per_s"] == pytest.approx(record["flops"] / record["time_s"])
-    assert record["time_s"] == record["time_median_s"]
-    assert record["parameters"]["transpose"] == "tn"
+    assert record.status == "ok", record.error
+    assert record.flops == 2 * 2 * 96 * 80 * 64
+    assert record.validation_error <= record.validation_tolerance
+    assert record.flop_per_s == pytest.approx(record.flops / record.time_s)
+    assert record.time_s == record.time_median_s
+    assert detail_map(record.parameters)["transpose"] == "tn"
 
 
 def test_wrong_kernel_is_a_failed_probe_without_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,18 +70,18 @@ def test_wrong_kernel_is_a_failed_probe_without_a_number(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(matmul, "build_matmul", corrupted)
     record = measure_matmul(MatmulShape(64, 64, 64), "fp32", "torch", cpu_context(), "best", "ceiling")
-    assert record["status"] == "failed"
-    assert "validation failed" in record["error"]
-    assert record["flop_per_s"] is None and record["time_s"] is None
-    assert record["validation_error"] > record["validation_tolerance"]
+    assert record.status == "failed"
+    assert "validation failed" in record.error
+    assert record.flop_per_s is None and record.time_s is None
+    assert record.validation_error > record.validation_tolerance
 
 
 def test_memory_budget_skips_a_gemm_that_does_not_fit() -> None:
     record = measure_matmul(
         MatmulShape(512, 512, 512), "fp32", "torch", cpu_context(free_bytes=1000), "best", "ceiling"
     )
-    assert record["status"] == "skipped"
-    assert "budget" in record["error"] and "--memory-fraction" in record["error"]
+    assert record.status == "skipped"
+    assert "budget" in record.error and "--memory-fraction" in record.error
 
 
 def test_out_of_memory_is_skipped_and_reported(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,8 +90,8 @@ def test_out_of_memory_is_skipped_and_reported(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(matmul, "_build_torch", out_of_memory)
     record = measure_matmul(MatmulShape(64, 64, 64), "fp32", "torch", cpu_context(), "best", "ceiling")
-    assert record["status"] == "skipped"
-    assert record["error"].startswith("out of memory")
+    assert record.status == "skipped"
+    assert record.error.startswith("out of memory")
 
 
 def test_unsupported_dtypes_are_skipped_with_a_reason() -> None:
@@ -97,32 +100,24 @@ def test_unsupported_dtypes_are_skipped_with_a_reason() -> None:
     assert "GPU" in matmul.dtype_support("fp8", ctx)
     assert "numpy" in matmul.dtype_support("bf16", ctx, "numpy")
     record = measure_matmul(MatmulShape(32, 32, 32), "fp8", "torch", ctx, "best", "ceiling")
-    assert record["status"] == "skipped"
+    assert record.status == "skipped"
 
 
 def test_ceiling_search_keeps_the_best_and_skips_too_slow_shapes() -> None:
     ctx = cpu_context()
     ctx.max_call_s = 0.5
-    emitted: list[dict] = []
+    emitted: list[Measurement] = []
     shapes = [MatmulShape(128, 128, 128), MatmulShape(64, 64, 64), MatmulShape(100_000, 100_000, 100_000)]
     best = matmul.matmul_ceiling("fp32", shapes, ["torch", "numpy"], ctx, emitted.append)
-    ok = [r for r in emitted if r["status"] == "ok"]
-    assert best is not None and best["flop_per_s"] == max(r["flop_per_s"] for r in ok)
-    assert {r["library"] for r in ok} == {"torch", "numpy"}
-    huge = [r for r in emitted if r["parameters"]["m"] == 100_000]
-    assert len(huge) == 2 and all(r["status"] == "skipped" for r in huge)
+    ok = [r for r in emitted if r.status == "ok"]
+    assert best is not None and best.flop_per_s == max(r.flop_per_s for r in ok)
+    assert {r.library for r in ok} == {"torch", "numpy"}
+    huge = [r for r in emitted if detail_map(r.parameters).get("m") == 100_000]
+    assert len(huge) == 2 and all(r.status == "skipped" for r in huge)
 
 
 def test_transformer_layer_shapes() -> None:
-    options = {
-        "hidden": 4096,
-        "ffn": 14336,
-        "heads": 32,
-        "kv_heads": 8,
-        "context": 2048,
-        "tokens": [1, 512],
-        "attention": True,
-    }
+    options = TransformerOptions(hidden=4096, ffn=14336, heads=32, kv_heads=8, context=2048, tokens=[1, 512])
     shapes = transformer_shapes(options)
     by_label = {s.label: s for s in shapes}
     qkv = by_label["T=1 decode qkv_proj"]

@@ -9,6 +9,8 @@ from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import MemoryBudget, parse_device
 from gpuscope.probing.memory import CacheSizes, WorkingSet, classify, memory_probe, plan_working_sets, stream_bytes
 from gpuscope.probing.timing import TimingPolicy
+from gpuscope.schema.core import detail_map
+from gpuscope.schema.results import Measurement
 
 FAST = TimingPolicy(samples=3, target_sample_s=0.001, warmup_max_s=0.2)
 CACHES = CacheSizes(l1_bytes=48 * 1024, l2_bytes=1024 * 1024, llc_bytes=32 * 1024 * 1024, threads=2)
@@ -27,7 +29,7 @@ def cpu_context(free_bytes: int = 1 << 34, fraction: float = 0.5) -> ProbeContex
 @pytest.mark.parametrize("kernel,arrays", [("copy", 2), ("scale", 2), ("add", 3), ("triad", 3), ("read", 1)])
 def test_stream_counts_each_named_array_once(kernel: str, arrays: int) -> None:
     assert stream_bytes(kernel, 1000, 8) == arrays * 1000 * 8
-    assert memory.KERNELS[kernel][0] == arrays
+    assert memory.KERNEL_ARRAYS[kernel][0] == arrays
 
 
 def test_write_allocate_is_not_counted() -> None:
@@ -55,24 +57,25 @@ def test_auto_plan_has_one_size_per_level_and_dram_arrays_four_times_the_llc() -
 
 @pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad", "read"])
 def test_tiny_kernels_run_validate_and_count_bytes(kernel: str) -> None:
-    records: list[dict] = []
+    records: list[Measurement] = []
     memory_probe([kernel], [64 * 1024], "fp64", cpu_context(), records.append)
     (record,) = records
-    assert record["status"] == "ok", record["error"]
-    p = record["parameters"]
-    per_pass = stream_bytes(kernel, p["elements_per_thread"], 8)
-    assert record["bytes"] == per_pass * p["passes_per_call"] * p["threads"]
-    assert record["bytes_per_s"] == pytest.approx(record["bytes"] / record["time_s"])
-    assert record["statistic"] == "best" and record["n"] == 3
-    assert record["implementation"]
+    assert record.status == "ok", record.error
+    p = detail_map(record.parameters)
+    elements, passes, threads = (p[key] for key in ("elements_per_thread", "passes_per_call", "threads"))
+    assert isinstance(elements, int) and isinstance(passes, int) and isinstance(threads, int)
+    assert record.bytes == stream_bytes(kernel, elements, 8) * passes * threads
+    assert record.bytes_per_s == pytest.approx(record.bytes / record.time_s)
+    assert record.statistic == "best" and record.n == 3
+    assert record.implementation
 
 
 def test_memory_fraction_caps_the_working_set() -> None:
-    records: list[dict] = []
+    records: list[Measurement] = []
     # 10 MB free at fraction 0.5: a 64 MiB working set is refused before any allocation
     memory_probe(["copy"], [64 * 1024 * 1024], "fp64", cpu_context(free_bytes=10_000_000), records.append)
-    assert records[0]["status"] == "skipped"
-    assert "budget" in records[0]["error"]
+    assert records[0].status == "skipped"
+    assert "budget" in records[0].error
 
 
 def test_out_of_memory_at_one_size_is_skipped_and_the_next_size_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,10 +87,10 @@ def test_out_of_memory_at_one_size_is_skipped_and_the_next_size_runs(monkeypatch
         return real(kernel, elements, np_dtype, seed)
 
     monkeypatch.setattr(memory, "_ThreadArrays", allocate)
-    records: list[dict] = []
+    records: list[Measurement] = []
     memory_probe(["copy"], [8 * 1024 * 1024, 32 * 1024], "fp64", cpu_context(), records.append)
-    assert [r["status"] for r in records] == ["skipped", "ok"]
-    assert "out of memory" in records[0]["error"]
+    assert [r.status for r in records] == ["skipped", "ok"]
+    assert "out of memory" in records[0].error
 
 
 def test_wrong_memory_kernel_fails_validation(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,9 +102,9 @@ def test_wrong_memory_kernel_fails_validation(monkeypatch: pytest.MonkeyPatch) -
         return [memory._Variant("broken copy", run)]
 
     monkeypatch.setattr(memory, "_cpu_variants", broken)
-    records: list[dict] = []
+    records: list[Measurement] = []
     memory_probe(["copy"], [32 * 1024], "fp64", cpu_context(), records.append)
-    assert records[0]["status"] == "failed" and records[0]["bytes_per_s"] is None
+    assert records[0].status == "failed" and records[0].bytes_per_s is None
 
 
 @pytest.mark.parametrize("kernel", ["copy", "scale", "add", "triad", "read"])
@@ -124,3 +127,13 @@ def test_every_implementation_computes_the_kernel(kernel: str, reps: int) -> Non
             variant.run()
             error, tolerance = memory._validate_cpu(kernel, per_thread, "fp64")
             assert error <= tolerance, variant.name
+
+
+def test_fp32_cpu_arrays_are_filled_in_their_own_dtype() -> None:
+    """A suite may ask for fp32 on the CPU: numpy's generator refuses a float32 ``out`` unless
+    told the dtype, which used to fail every fp32 CPU memory measurement."""
+    records: list[Measurement] = []
+    memory_probe(["triad"], [64 * 1024], "fp32", cpu_context(), records.append)
+    (record,) = records
+    assert record.status == "ok", record.error
+    assert detail_map(record.parameters)["dtype"] == "fp32"

@@ -6,14 +6,16 @@ import json
 import threading
 from typing import Any
 
+import msgspec
 from support.samples import make_sample
 
+from gpuscope.probing.derive import derive_ceilings
 from gpuscope.probing.environment import parse_device
-from gpuscope.probing.runner import ProbeRunner, derive_ceilings
+from gpuscope.probing.runner import ProbeRunner
 from gpuscope.probing.suite import parse_suite
 from gpuscope.probing.telemetry import ProbeTelemetry
 from gpuscope.results import to_results
-from gpuscope.schema.core import Detail, encode_json
+from gpuscope.schema.core import Detail, as_detail, detail_map, encode_json
 from gpuscope.schema.results import Measurement, SuiteRef
 
 SUITE = """\
@@ -91,20 +93,20 @@ def test_runner_progress_measurements_and_telemetry() -> None:
     ]
 
 
-def test_every_field_a_probe_records_is_declared(monkeypatch: Any) -> None:
-    """The runner reads each probe's record into a Measurement: a field the schema does not
-    declare would silently drop out of the results file."""
+def test_every_measurement_a_probe_builds_reads_back_as_built(monkeypatch: Any) -> None:
+    """The runner checks each probe's Measurement as the file will hold it: none of the probes'
+    own measurements breaks the schema (which would turn it into a failed one)."""
     from gpuscope.probing import runner as runner_module
 
-    records: list[dict[str, Any]] = []
-    typed = runner_module._typed_measurement
+    built: list[Measurement] = []
+    checked = runner_module.checked_measurement
     monkeypatch.setattr(
-        runner_module, "_typed_measurement", lambda record, id_: records.append(record) or typed(record, id_)
+        runner_module, "checked_measurement", lambda record, id_: built.append(record) or checked(record, id_)
     )
-    ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False).run(threading.Event())
-    assert records and all(set(record) <= set(Measurement.__struct_fields__) for record in records), [
-        set(record) - set(Measurement.__struct_fields__) for record in records
-    ]
+    results = ProbeRunner(parse_suite(SUITE, "runner.toml"), "cpu", telemetry=False).run(threading.Event())
+    assert len(built) == len(results.measurements) == 3
+    for before, after in zip(built, results.measurements):
+        assert after == msgspec.structs.replace(before, id=after.id), after.error
 
 
 def test_telemetry_missing_is_recorded_with_a_reason() -> None:
@@ -160,12 +162,12 @@ def test_ceilings_take_the_best_ok_measurement_per_name() -> None:
 
 
 def test_a_record_that_breaks_the_schema_is_a_failed_measurement_that_says_why() -> None:
-    from gpuscope.probing.runner import _typed_measurement
+    from gpuscope.probing.runner import checked_measurement
 
-    kept = _typed_measurement({"name": "x", "kind": "memory", "device": "cpu", "bytes_per_s": -5.0}, "m0007")
+    kept = checked_measurement(Measurement(name="x", kind="memory", device="cpu", bytes_per_s=-5.0), "m0007")
     assert (kept.id, kept.status, kept.name, kept.kind) == ("m0007", "failed", "x", "memory")
     assert kept.error is not None and "`$.bytes_per_s`" in kept.error
-    nan = _typed_measurement({"name": "y", "status": "ok", "spread": float("nan")}, "m0008")
+    nan = checked_measurement(Measurement(name="y", status="ok", spread=float("nan")), "m0008")
     assert (nan.status, nan.spread) == ("ok", None)  # as the file would hold it
 
 
@@ -188,19 +190,12 @@ def test_contended_cpu_measurement_is_retried_and_labelled(monkeypatch: Any) -> 
         lambda: sum(range(100)),
         statistic="best",
         validate=None,
-        record={
-            "kind": "matmul",
-            "name": "x",
-            "device": "cpu",
-            "parameters": {},
-            "flops": 100,
-            "bytes_": 8,
-            "counting_rule": {},
-        },
+        record=Measurement(kind="matmul", name="x", device="cpu", parameters={}, flops=100, bytes=8, counting_rule={}),
     )
-    assert [a["host_contention_percent"] for a in record["attempts"]] == [80.0, 50.0, 5.0]
-    assert record["status"] == "ok"
-    assert record["host_contention_percent"] in (80.0, 50.0, 5.0)
+    assert isinstance(record.attempts, list)
+    assert [detail_map(a).get("host_contention_percent") for a in record.attempts] == [80.0, 50.0, 5.0]
+    assert record.status == "ok"
+    assert record.host_contention_percent in (80.0, 50.0, 5.0)
 
 
 def test_a_step_that_raises_is_a_failed_measurement_and_the_run_goes_on(monkeypatch: Any) -> None:
@@ -233,16 +228,17 @@ def test_torch_cpu_allocator_failure_counts_as_out_of_memory() -> None:
 def test_a_gpu_memory_record_with_its_dram_check_is_typed_field_by_field() -> None:
     """What the GPU memory probe adds (no GPU needed): the DRAM counter's B/s and the check of it."""
     from gpuscope.probing.memory import dram_check
-    from gpuscope.probing.runner import _typed_measurement
-    from gpuscope.schema.results import DramCheck
+    from gpuscope.probing.runner import checked_measurement
 
     for level, reported in (("l2", 0.05e12), ("dram", 4.6e12), ("dram", None), ("l1", 1e9)):
-        during: dict[str, Any] = {"available": True, "n": 10}
+        during: dict[str, Detail] = {"available": True, "n": 10}
         if reported is not None:
             during["dram_bandwidth_bytes_per_s_mean"] = reported
-        record = {"kind": "memory", "name": "memory copy", "device": "cuda:0", "status": "ok", "level": level,
-                  "bytes_per_s": 4.5e12, "telemetry_during": during, "reported_dram_bytes_per_s": reported}  # fmt: skip
-        record["dram_check"] = check = dram_check(record)
-        typed = _typed_measurement(record, "m0001")
+        record = Measurement(kind="memory", name="memory copy", device="cuda:0", status="ok", level=level,
+                             bytes_per_s=4.5e12, telemetry_during=as_detail(during),
+                             reported_dram_bytes_per_s=reported)  # fmt: skip
+        check = dram_check(record)
+        typed = checked_measurement(msgspec.structs.replace(record, dram_check=check), "m0001")
         assert typed.status == "ok" and typed.reported_dram_bytes_per_s == reported
-        assert typed.dram_check == DramCheck(**check) and set(check) <= set(DramCheck.__struct_fields__)
+        assert typed.dram_check == check
+        assert check.ok is {"l2": True, "dram": None if reported is None else True, "l1": None}[level]

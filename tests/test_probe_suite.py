@@ -37,9 +37,9 @@ def test_shipped_suites_parse() -> None:
 def test_a_good_suite() -> None:
     suite = parse_suite(GOOD, "tiny.toml")
     assert suite.name == "tiny" and suite.settings.samples == 3
-    shapes = suite.probes[0].options["shapes"]
+    shapes = suite.probes[0].options.shapes
     assert (shapes[1].batch, shapes[1].transpose, shapes[1].label) == (2, "nt", "x")
-    assert suite.probes[1].options["working_sets"] == [32 * 1024, 65536]
+    assert suite.probes[1].options.working_sets == [32 * 1024, 65536]
     assert suite.probes[1].line == 10
 
 
@@ -100,8 +100,8 @@ def test_missing_suite_file_lists_the_shipped_ones() -> None:
 
 def test_a_probe_can_set_its_own_sample_count() -> None:
     suite = parse_suite(GOOD + "samples = 12\n", "tiny.toml")
-    assert suite.settings.samples == 3 and suite.probes[1].options["samples"] == 12
-    assert parse_suite(GOOD, "tiny.toml").probes[1].options["samples"] is None
+    assert suite.settings.samples == 3 and suite.probes[1].options.samples == 12
+    assert parse_suite(GOOD, "tiny.toml").probes[1].options.samples is None
     with pytest.raises(BadInputError, match=r"tiny.toml:14: expected `int` >= 1 - at `\$.probe\[1\].samples`"):
         parse_suite(GOOD + "samples = 0\n", "tiny.toml")
 

@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results_files import new_document as new_results  # noqa: E402
 from results_files import results_json  # noqa: E402
 
 from gpuscope.cli import main  # noqa: E402
@@ -24,9 +25,15 @@ from gpuscope.profiling.energy_roofline import (  # noqa: E402
     energy_balance_flop_per_byte,
     energy_roofs_from_ceilings,
 )
-from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # noqa: E402
 from gpuscope.report import write_report  # noqa: E402
-from gpuscope.results import new_results  # noqa: E402
+from gpuscope.report.profile_section import energy_section_html, profile_section_html  # noqa: E402
+from gpuscope.results import read_results, to_results  # noqa: E402
+from gpuscope.schema.report import EmbeddedResults  # noqa: E402
+
+
+def _embedded(document: dict, label: str = "r") -> list[EmbeddedResults]:
+    """A report's results: one document, checked as the report checks it."""
+    return [EmbeddedResults(label=label, document=to_results(document, label))]
 
 
 def _roofs_file(path: Path, energy: bool = False) -> Path:
@@ -93,7 +100,7 @@ def test_where_the_time_goes_section_renders(profiled: Path, tmp_path: Path) -> 
 
 def test_energy_roofline_from_ceilings_with_energy(profiled: Path) -> None:
     document = results_json(profiled)
-    (roofs,) = energy_roofs_from_ceilings(document["ceilings"])
+    (roofs,) = energy_roofs_from_ceilings(read_results(profiled).ceilings)
     assert roofs.j_per_flop == pytest.approx(100.0 / 50e9)
     assert roofs.j_per_byte == pytest.approx(80.0 / 10e9)
     assert (
@@ -102,15 +109,14 @@ def test_energy_roofline_from_ceilings_with_energy(profiled: Path) -> None:
         == energy_balance_flop_per_byte(roofs.j_per_flop, roofs.j_per_byte)
     )
     assert attainable_flop_per_j(4.0, roofs.j_per_flop, roofs.j_per_byte) == pytest.approx(0.5 / roofs.j_per_flop)
-    report = {"results": [{"label": "r", "document": document}]}
-    html = energy_section_html(report)
+    html = energy_section_html(_embedded(document))
     assert html is not None and "energy balance point 4 FLOP/byte" in html and "<svg" in html
 
 
 def test_no_profile_no_section() -> None:
     document = new_results()
-    assert profile_section_html({"results": [{"label": "x", "document": document}]}) is None
-    assert energy_section_html({"results": [{"label": "x", "document": document}]}) is None
+    assert profile_section_html(_embedded(document, "x")) is None
+    assert energy_section_html(_embedded(document, "x")) is None
 
 
 def test_report_section_in_chromium(profiled: Path, tmp_path: Path) -> None:
@@ -168,7 +174,7 @@ def test_compare_two_profiles_group_by_group(tmp_path: Path, capsys: pytest.Capt
         results=results,
         powercap_root=tmp_path / "none",
     )
-    (pair,) = profile_comparison([("both", results_json(results))])
+    (pair,) = profile_comparison([("both", read_results(results))])
     statuses = {row["label"]: row["status"] for row in pair["groups"]}
     assert statuses["mm fp32 32x32, 32x32"] == "gone" and statuses["mm fp32 64x64, 64x64"] == "new"
     assert pair["step_speedup"] is not None
@@ -178,13 +184,14 @@ def test_compare_two_profiles_group_by_group(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_profile_reads_back_as_points_and_rows(profiled: Path) -> None:
-    from gpuscope.profiling.view import profile_points, profile_rows, profile_workloads
+    from gpuscope.profiling.stored import profiled_workloads
+    from gpuscope.profiling.view import profile_points, profile_rows
     from gpuscope.roofline.model import DeviceKey
 
-    (workload,) = profile_workloads(results_json(profiled))
+    (profiled_step,) = profiled_workloads(read_results(profiled))
     key = DeviceKey(socket.gethostname(), None, "cpu")
-    points, rows = profile_points(workload, key), profile_rows(workload)
-    assert len(points) == len(rows) == len(workload["profile"]["groups"][:10])
+    points, rows = profile_points(profiled_step.profile, key), profile_rows(profiled_step.profile)
+    assert len(points) == len(rows) == len(profiled_step.profile.groups[:10])
     mm = next(index for index, row in enumerate(rows) if row[1].startswith("mm fp32 48x48"))
     assert points[mm].flops == 2 * 48**3 and points[mm].flop_per_s is not None
     assert all(p.flop_per_s is None for p, row in zip(points, rows, strict=True) if p.flops == 0)
@@ -198,7 +205,9 @@ def test_markdown_report_has_the_section(profiled: Path, tmp_path: Path) -> None
     assert "| op dtype shapes |" in text and "mm fp32 48x48, 48x48" in text
 
 
-def test_malformed_profile_objects_do_not_crash_report_or_compare() -> None:
+def test_malformed_profile_objects_read_as_plain_workloads_in_report_and_compare() -> None:
+    """A profile object this version cannot read (gpuscope.profiling.stored) is no profile: the
+    report and compare leave it out; nothing crashes."""
     bad_groups = [
         5,
         {"op": {"x": 1}, "shapes": [[1, {"a": 2}], "s"], "modules": 7, "time_s": "fast", "label": None},
@@ -218,14 +227,13 @@ def test_malformed_profile_objects_do_not_crash_report_or_compare() -> None:
                 "profile": {"groups": groups, "modules": 3},
             }
         ]
-        documents.append(("x", document))
-    report = {"results": [{"label": label, "document": document} for label, document in documents]}
-    assert profile_section_html(report) is not None
-    from gpuscope.profiling.report_section import profile_markdown_lines
+        documents.append(("x", to_results(document, "x")))
+    results = [EmbeddedResults(label=label, document=document) for label, document in documents]
+    assert profile_section_html(results) is None
+    from gpuscope.report.profile_section import profile_markdown_lines
 
-    assert profile_markdown_lines(report, str)
-    (pair,) = profile_comparison(documents)
-    assert len(pair["groups"]) == 2
+    assert profile_markdown_lines(results, str) == []
+    assert profile_comparison(documents) == []
 
 
 def test_profile_tables_are_the_reports_tables_with_hostile_text_escaped() -> None:
@@ -235,7 +243,7 @@ def test_profile_tables_are_the_reports_tables_with_hostile_text_escaped() -> No
     document = profile_results()
     workload = next(w for w in document["workloads"] if w.get("profile"))
     workload["profile"]["groups"][0]["label"] = HOSTILE + ' "quoted" ' + "x" * 300
-    html = profile_section_html({"results": [{"label": "r", "document": document}]})
+    html = profile_section_html(_embedded(document))
     assert html is not None and HOSTILE not in html
     table = html[html.index('<table id="table-profile-1">') :]
     table = table[: table.index("</table>")]
@@ -247,6 +255,7 @@ def test_profile_tables_are_the_reports_tables_with_hostile_text_escaped() -> No
 def test_profile_tables_write_numbers_alike() -> None:
     from support.profiles import profile_results
 
+    from gpuscope.profiling.stored import read_profile
     from gpuscope.profiling.view import group_numbers, profile_rows
 
     document = profile_results()
@@ -255,8 +264,9 @@ def test_profile_tables_write_numbers_alike() -> None:
     group.update(time_s=1.2346, time_lost_s=0.0123456, efficiency=12.0, step_speedup=1.5)
     assert group_numbers(1.2346, 2.0, 12.0, 0.0123456, 1.5) == ("1235", "62%", "999%", "12.3", "1.50x")
     # the TUI's rows and the report's table: the same cells for the same group
-    assert profile_rows(workload)[0][4:] == ("1235", "999%", "12.3", "1.50x")
-    html = profile_section_html({"results": [{"label": "r", "document": document}]})
+    stored = read_profile(workload["profile"])
+    assert stored is not None and profile_rows(stored)[0][4:] == ("1235", "999%", "12.3", "1.50x")
+    html = profile_section_html(_embedded(document))
     assert html is not None
     first_row = html[html.index("<tbody>", html.index('id="table-profile-1"')) :].split("</tr>")[0]
     rank, ms, _share, *rest = re.findall(r'<td class="num">([^<]*)</td>', first_row)

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from results_files import new_document as new_results  # noqa: E402
 from results_files import results_json  # noqa: E402
 
 from gpuscope.profiling.api import Profiler, profile  # noqa: E402
@@ -22,7 +23,6 @@ from gpuscope.profiling.examples import (  # noqa: E402
     transformer_train_step,
 )
 from gpuscope.profiling.render import render_chart, summary_lines, top_table  # noqa: E402
-from gpuscope.results import new_results  # noqa: E402
 
 SMALL = {"d_model": 64, "heads": 4, "seq": 16, "batch": 2, "device": "cpu"}
 
@@ -268,7 +268,7 @@ def test_step_energy_and_flop_per_joule_exact_with_a_fake_powercap_tree(
     assert result.flops == 2 * 16**3
     assert result.flop_per_j == pytest.approx(2 * 16**3 / 3.0)
     workload = result.to_workload()
-    assert workload["energy_j"] == pytest.approx(3.0) and workload["flop_per_j"] == pytest.approx(2 * 16**3 / 3.0)
+    assert workload.energy_j == pytest.approx(3.0) and workload.flop_per_j == pytest.approx(2 * 16**3 / 3.0)
     assert any("3 J per step" in line for line in summary_lines(result))
 
 

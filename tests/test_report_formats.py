@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 from support.reports import make_log_samples, make_results, write_log, write_results
+from support.roofline import typed
 
 from gpuscope.report import make_report, render_report, write_report
 
@@ -200,7 +201,7 @@ def test_roofline_caption_names_every_line_style_and_marker_drawn(inputs, monkey
 
     monkeypatch.setattr(Axes, "plot", recording_plot)
     doc = results_doc(hbm_bytes_per_s=[2.0e12, 3.0e12])  # decode gemv at 2.5 TFLOP/s: above a 2 TB/s roof
-    assert charts.roofline_svg(roofline_view([("r", doc)]), all_roofs=True) is not None
+    assert charts.roofline_svg(roofline_view(typed([("r", doc)])), all_roofs=True) is not None
     caption = re.search(r"<figcaption>(.*?)</figcaption>", html_text[html_text.index('id="roofline"') :]).group(1)
     words = {marker: text for text, marker in charts._MARKERS.values()}
     lines = {repr(style["linestyle"]): text for text, style in charts._STYLES.values()}

@@ -13,9 +13,9 @@ from support.reports import make_results
 
 from gpuscope.commands.options import add_value, call_user
 from gpuscope.errors import BadInputError, GpuscopeError, UsageError
+from gpuscope.measuring.measure import append_workload
 from gpuscope.results import parse_results, read_results, to_results
 from gpuscope.roofline.loading import build_model, load_model
-from gpuscope.roofline.measure import append_workload
 from gpuscope.schema.core import encode_json
 from gpuscope.schema.results import Device, System, Workload
 
@@ -83,17 +83,16 @@ def test_the_model_reads_typed_and_dict_documents_alike(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text(json.dumps(document))
     from_file = load_model([path], datasheet=False)
-    from_dict = build_model([(str(path), document)], datasheet=False)
+    from_dict = build_model([(str(path), to_results(document, str(path)))], datasheet=False)
     assert [(r.key, r.name, r.value) for d in from_file.devices for r in d.roofs] == [
         (r.key, r.name, r.value) for d in from_dict.devices for r in d.roofs
     ]
     assert [p.name for p in from_file.points] == [p.name for p in from_dict.points] != []
 
 
-def test_a_dict_that_is_not_results_is_left_out_with_a_warning() -> None:
-    model = build_model([("good", make_results()), ("bad", {"schema": "gpuscope.report", "schema_version": 1})])
-    assert model.sources == ["good"]
-    assert any(w.startswith("bad is") and w.endswith("; ignored") for w in model.warnings), model.warnings
+def test_a_dict_that_is_not_results_is_refused_in_one_line() -> None:
+    with pytest.raises(BadInputError, match=r"^bad is a report file; .* reads a probe results file$"):
+        to_results({"schema": "gpuscope.report", "schema_version": 1}, "bad")
 
 
 def test_in_memory_nan_reads_as_the_file_would_hold_it() -> None:
@@ -105,13 +104,22 @@ def test_in_memory_nan_reads_as_the_file_would_hold_it() -> None:
         to_results(document, "run")
 
 
-def test_terminal_controls_in_a_results_file_are_escaped_in_the_model() -> None:
+def test_terminal_controls_in_a_results_file_are_kept_in_the_model_and_escaped_on_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Text is made safe once, where it reaches the terminal (gpuscope.textsafe), not in the model."""
+    from gpuscope.cli import main
+
     document = make_results()
     document["workloads"][0]["name"] = "evil\x1b[2J"
     document["ceilings"][0]["note"] = "bell\x07"
-    model = build_model([("r\x1b.json", document)], datasheet=False)
-    texts = [p.name for p in model.points] + [r.note for d in model.devices for r in d.roofs] + model.sources
-    assert not any("\x1b" in text or "\x07" in text for text in texts), texts
+    model = build_model([("r.json", to_results(document, "r.json"))], datasheet=False)
+    assert "evil\x1b[2J" in [p.name for p in model.points]
+    path = tmp_path / "r\x1b.json"
+    path.write_text(json.dumps(document))
+    assert main(["roofline", "--probes", str(path), "--no-color", "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "evil\\x1b[2J" in out and "\x1b" not in out and "\x07" not in out
 
 
 def test_call_user_names_the_function_and_passes_gpuscope_errors() -> None:

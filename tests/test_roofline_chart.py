@@ -10,10 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
-from support.roofline import ceiling, fleet_results, h200_results, results_document, workload, write_results
+from support.roofline import ceiling, fleet_results, h200_results, results_document, typed, workload, write_results
 
 from gpuscope.cli import main
-from gpuscope.roofline.layout import layout_roofline, legibility, place_labels
+from gpuscope.roofline.layout import layout_roofline
+from gpuscope.roofline.layout_cells import legibility, place_labels
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.paint_text import MONOCHROME_PALETTE, render_roofline_labelled
 
@@ -105,12 +106,12 @@ def test_above_datasheet_ceiling_is_flagged_in_json_text_and_report(
         max_frequency_source="test",
     )  # 2 x 32 x 2 GHz = 128 GFLOP/s
     documents = [(path, json.loads(Path(path).read_text())) for path in files]
-    model = build_model(documents, local_cpu=slow_clock)
+    model = build_model(typed(documents), local_cpu=slow_clock)
     assert [(item.measured.name, round(item.ratio, 2)) for item in model.above_datasheet] == [
         ("fp32", 1.59),
         ("fp64", 1.67),
     ]
-    view = roofline_view(documents, local_cpu=slow_clock)
+    view = roofline_view(typed(documents), local_cpu=slow_clock)
     flagged = {
         roof.name: roof.above_datasheet
         for roof in view.roofs or []
@@ -123,7 +124,7 @@ def test_above_datasheet_ceiling_is_flagged_in_json_text_and_report(
 
 
 def test_envelope_ridge_and_default_roofs(files: list[str]) -> None:
-    model = build_model([(path, json.loads(Path(path).read_text())) for path in files], datasheet=False)
+    model = build_model(typed([(path, json.loads(Path(path).read_text())) for path in files]), datasheet=False)
     layout = layout_roofline(model)
     envelope = [(s.roof.name, s.style) for s in layout.segments]
     assert envelope == [("dram.triad", "envelope"), ("fp32", "envelope")]  # fp64, fp16, copy, collectives: --all-roofs
@@ -140,7 +141,7 @@ def test_envelope_ridge_and_default_roofs(files: list[str]) -> None:
 
 @pytest.mark.parametrize("width", [60, 80, 120, 160])
 def test_labels_never_overlap_nor_cover_lines_and_lines_fit(width: int) -> None:
-    model = build_model([("fleet.json", fleet_results())], local_cpu=None)
+    model = build_model(typed([("fleet.json", fleet_results())]), local_cpu=None)
     rendered = render_roofline_labelled(model, width, 24, palette=MONOCHROME_PALETTE)
     assert rendered.placement is not None
     counts = legibility(rendered.placement)
@@ -172,7 +173,7 @@ def test_report_svg_paints_the_same_layout(files: list[str]) -> None:
     from gpuscope.report.charts import roofline_svg
     from gpuscope.report.roofview import roofline_view
 
-    view = roofline_view([(path, json.loads(Path(path).read_text())) for path in files], local_cpu=None)
+    view = roofline_view(typed([(path, json.loads(Path(path).read_text())) for path in files]), local_cpu=None)
     svg = roofline_svg(view)
     assert svg is not None and svg.startswith("<svg")
     assert "ridge 8.87 FLOP/B" in svg and "fp32 204 GFLOP/s" in svg and "DRAM triad 23 GB/s" in svg
@@ -193,7 +194,7 @@ def test_report_chart_writes_every_bandwidth_label_along_its_line(name: str) -> 
     from gpuscope.report.roofview import roofline_view
 
     document = h200_results() if name == "h200" else CHART_PICTURES[name]()
-    svg = roofline_svg(roofline_view([(f"{name}.json", document)], local_cpu=None))
+    svg = roofline_svg(roofline_view(typed([(f"{name}.json", document)]), local_cpu=None))
     assert svg is not None
     angles = {
         text: float(angle)
@@ -215,7 +216,7 @@ def test_report_chart_axes_end_a_little_past_the_last_ridge_roof_and_point() -> 
     from gpuscope.report.roofview import roofline_view
 
     document = make_results()
-    model = build_model([("a.json", document)], local_cpu=None)
+    model = build_model(typed([("a.json", document)]), local_cpu=None)
     decades = layout_roofline(model)
     furthest = max([ridge.x for ridge in decades.ridges] + [p.x for p in decades.points])
     highest = max([ridge.y for ridge in decades.ridges] + [p.y for p in decades.points])
@@ -226,7 +227,7 @@ def test_report_chart_axes_end_a_little_past_the_last_ridge_roof_and_point() -> 
     assert tight.y_range[1] < decades.y_range[1]
     assert decades.x_range[1] == 5  # whole decades where tick labels need them
     assert decades.y_range[1] == int(decades.y_range[1])
-    svg = roofline_svg(roofline_view([("a.json", document)], local_cpu=None))
+    svg = roofline_svg(roofline_view(typed([("a.json", document)]), local_cpu=None))
     assert svg is not None and ">10 k<" in svg.replace("</text>", "<") and ">100 k<" not in svg.replace("</text>", "<")
 
 
@@ -248,7 +249,7 @@ def test_report_flags_the_above_datasheet_ceiling(
         fp32_flop_per_cycle_per_core=32,
         max_frequency_source="test",
     )
-    monkeypatch.setattr(loading, "_local_cpu_info", lambda: slow_clock)
+    monkeypatch.setattr(loading, "cpu_info", lambda: slow_clock)
     monkeypatch.setattr(loading.socket, "gethostname", lambda: "vm")
     out = tmp_path / "report.md"
     assert main(["report", "--probes", *files, "--output", str(out)]) == 0
@@ -265,7 +266,7 @@ def test_theme_device_colours_reach_the_terminal_chart() -> None:
 
     from gpuscope.roofline.paint_text import DEFAULT_PALETTE, render_roofline
 
-    model = build_model([("a.json", make_results(gpus=1))], local_cpu=None)
+    model = build_model(typed([("a.json", make_results(gpus=1))]), local_cpu=None)
     themed = render_roofline(
         model, 100, 30, palette=DEFAULT_PALETTE.with_colors(gpu_roofs=((1, 2, 3),), cpu_roofs=((4, 5, 6),))
     )

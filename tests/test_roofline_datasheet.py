@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.roofline import typed
 
 from gpuscope.roofline.datasheet import DATASHEETS, cpu_datasheet_peaks, datasheet_by_key, match_gpu_datasheet
 
@@ -154,7 +155,7 @@ def test_report_and_roofline_hold_ceilings_against_the_same_datasheet_roof(sheet
     doc["devices"][1]["name"] = sheet.label
 
     def gpu() -> Any:
-        return next(device for device in build_model([("probe", doc)]).devices if device.key.device == "cuda:0")
+        return next(device for device in build_model(typed([("probe", doc)])).devices if device.key.device == "cuda:0")
 
     device = gpu()
     names = {(roof.kind, roof.name) for roof in device.roofs if roof.source == DATASHEET} | set(_PROBE_NAMES)

@@ -12,7 +12,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+from support.roofline import typed
 
 from gpuscope.cli import main
 from gpuscope.report import build
@@ -54,14 +56,20 @@ def _rank(rank: int, rng: random.Random) -> dict[str, Any]:
 def fleet_document() -> dict[str, Any]:
     """40 H100s on 10 nodes merged as ``probe --distributed`` merges them; ranks 5 and 17 are stragglers."""
     from gpuscope.probing.cluster import RankReport, merge_rank_results
+    from gpuscope.results import to_results
+    from gpuscope.schema.results import SuiteRef
 
     rng = random.Random(7)
     reports = [
-        RankReport(rank=rank, host=f"node-{rank // PER_NODE}", status="ok", results=_rank(rank, rng),
-                   local_rank=rank % PER_NODE, device=f"cuda:{rank % PER_NODE}")
+        RankReport(rank=rank, host=f"node-{rank // PER_NODE}", status="ok",
+                   results=to_results(_rank(rank, rng), f"rank {rank}"), local_rank=rank % PER_NODE,
+                   device=f"cuda:{rank % PER_NODE}")
         for rank in range(RANKS)
     ]  # fmt: skip
-    return merge_rank_results(reports, world_size=RANKS, suite={"name": "burn-in"})
+    merged: dict[str, Any] = msgspec.to_builtins(
+        merge_rank_results(reports, world_size=RANKS, suite=SuiteRef(name="burn-in"))
+    )
+    return merged
 
 
 @pytest.fixture
@@ -74,7 +82,7 @@ def fleet_path(tmp_path: Path) -> Path:
 def test_fleet_is_drawn_as_its_median_device_and_its_stragglers() -> None:
     """40 devices of one model: one median envelope, the two stragglers on their own, 80 points."""
     assert RANKS > FLEET_DEVICES and len(SLOW) <= FLEET_STRAGGLERS
-    model = build_model([("fleet.json", fleet_document())], local_cpu=None)
+    model = build_model(typed([("fleet.json", fleet_document())]), local_cpu=None)
     layout = layout_roofline(model)
     group, *own = layout.legend
     assert group.label == f"{RANKS} devices"
@@ -116,7 +124,7 @@ def test_a_few_devices_are_each_drawn() -> None:
     keep = {(d["host"], d["rank"]) for d in document["devices"][:FLEET_DEVICES]}
     for field in ("devices", "ceilings", "workloads"):
         document[field] = [item for item in document[field] if (item.get("host"), item.get("rank")) in keep]
-    layout = layout_roofline(build_model([("few.json", document)], local_cpu=None))
+    layout = layout_roofline(build_model(typed([("few.json", document)]), local_cpu=None))
     labels = [f"node-{rank // PER_NODE}/r{rank}:cuda:{rank % PER_NODE}" for rank in range(FLEET_DEVICES)]
     assert [entry.label for entry in layout.legend] == labels
     assert all(mark.tag for mark in layout.points)
@@ -153,7 +161,7 @@ def test_fleet_report_and_compare_summarize_hosts_and_ranks(fleet_path: Path) ->
     ]
     assert system_table(report).headers[1].startswith(f"{RANKS // PER_NODE} hosts (")
     assert report.title.endswith(f"{RANKS // PER_NODE} hosts (node-0 … node-{RANKS // PER_NODE - 1})")
-    result = compare_results([("fleet.json", json.loads(fleet_path.read_text(encoding="utf-8")))])
+    result = compare_results(typed([("fleet.json", json.loads(fleet_path.read_text(encoding="utf-8")))]))
     assert len(result["runs"]) == RANKS  # the JSON keeps every rank
     text = render_compare_text(result)
     header = text.splitlines()[1]

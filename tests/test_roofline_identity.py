@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from support.roofline import ceiling, fleet_results, results_document, workload
+from support.roofline import ceiling, fleet_results, results_document, typed, workload
 
-from gpuscope.roofline.loading import build_model, model_from_json, model_to_json
+from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.model_json import model_from_json, model_to_json
 from gpuscope.roofline.tables import bandwidth_table
 from gpuscope.telemetry.cpuinfo import read_cpu_info
 
@@ -35,7 +36,7 @@ def test_a_gpu_is_its_uuid_in_every_file() -> None:
         "node", [{"device": "cuda:1", "type": "gpu", "name": "NVIDIA H200", "host": "node", "uuid": "gpu-1234"}], [],
         [workload("gemm", "cuda:1", 1e12, 1e9, 0.002, dtype="bf16")],
     )  # fmt: skip
-    model = build_model([("probe.json", probe), ("measure.json", measured)], datasheet=False)
+    model = build_model(typed([("probe.json", probe), ("measure.json", measured)]), datasheet=False)
     assert [device.key.device for device in model.devices] == ["cuda:0"]
     (placement,) = model.placements
     assert placement.compute_roof is not None and placement.compute_roof.source == "measured"
@@ -49,7 +50,7 @@ def test_ranks_of_a_multi_rank_file_stay_apart_without_uuid_but_cpus_of_one_host
         [ceiling("cuda:0", "compute", "bf16", v, rank=r) for r, v in ((0, 790e12), (1, 780e12))]
         + [ceiling("cpu", "compute", "fp32", v, rank=r) for r, v in ((0, 1e11), (1, 9e10))],
     )
-    model = build_model([("multi.json", doc)], datasheet=False)
+    model = build_model(typed([("multi.json", doc)]), datasheet=False)
     keys = sorted((d.key.device, d.key.rank) for d in model.devices)
     assert keys == [("cpu", None), ("cuda:0", 0), ("cuda:0", 1)]
     cpu = next(d for d in model.devices if d.device_type == "cpu")
@@ -77,7 +78,7 @@ def test_cpu_clock_sources(tmp_path: Path) -> None:
 
 
 def test_model_json_reads_back_to_the_same_placements() -> None:
-    model = build_model([("fleet.json", fleet_results())], local_cpu=None)
+    model = build_model(typed([("fleet.json", fleet_results())]), local_cpu=None)
     data = json.loads(json.dumps(model_to_json(model)))
     again = model_from_json(data)
     assert [(p.bound, round(p.efficiency or 0, 6)) for p in again.placements] == [
@@ -105,7 +106,7 @@ def test_bandwidth_table_by_message_size() -> None:
         }
         for i, (s, v) in enumerate(((1048576, 0.7e9), (16777216, 1.6e9)))
     ]
-    model = build_model([("c.json", doc)], datasheet=False)
+    model = build_model(typed([("c.json", doc)]), datasheet=False)
     header, row = bandwidth_table(model, 100)[:2]
     assert header.split() == ["device", "link", "best", "datasheet", "1.05", "MB", "16.8", "MB"]
     assert row.split()[:2] == ["cpu", "allreduce"] and "700 MB/s" in row and row.endswith("1.6 GB/s")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from support.roofline import ceiling, results_document
+from support.roofline import ceiling, results_document, typed
 from support.samples import make_gpu_sample
 
 from gpuscope.roofline.live import LIVE_LABEL, estimate_live_position
@@ -105,7 +105,7 @@ def test_live_point_placed_against_the_device_roofs():
         [{"device": "cuda:0", "type": "gpu", "name": "NVIDIA H100 80GB HBM3"}],
         [ceiling("cuda:0", "compute", "bf16", 750e12), ceiling("cuda:0", "memory", "dram.triad", 3.0e12)],
     )
-    model = build_model([("r.json", document)])
+    model = build_model(typed([("r.json", document)]))
     estimate = estimate_live_position(make_gpu_sample())
     assert not isinstance(estimate, Unavailable)
     point = estimate.to_point(host="node-a")
@@ -140,7 +140,7 @@ def test_tui_live_points_and_devices_carry_the_cuda_name(monkeypatch: pytest.Mon
     sample = _reordered_sample(monkeypatch)
     document = live_document(sample)
     assert document is not None
-    named = {entry["device"]: entry.get("uuid") for entry in document["devices"] if entry["type"] == "gpu"}
+    named = {entry.device: entry.uuid for entry in document.devices if entry.type == "gpu"}
     assert named == {"cuda:0": "GPU-00000002", "cuda:1": "GPU-00000000", "cuda:2": "GPU-00000001"}
     model = build_screen_model([], sample)
     placements, reasons = live_placements(model, sample)

@@ -4,28 +4,25 @@ hosts kept apart, the JSON form."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pytest
-from support.roofline import ceiling, cpu_results, h200_results, results_document, workload, write_results
+from support.roofline import ceiling, cpu_results, h200_results, results_document, typed, workload, write_results
 
 from gpuscope.errors import BadInputError
-from gpuscope.roofline.loading import build_model, load_model, model_to_json
+from gpuscope.roofline.loading import build_model, load_model
 from gpuscope.roofline.model import DATASHEET, MEASURED, DeviceKey
+from gpuscope.roofline.model_json import model_to_json
+from gpuscope.telemetry.cpuinfo import CpuInfo
 
 
-@dataclass
-class FakeCpu:
-    model: str = "Fake CPU 9000"
-
-    def peak_flop_per_s(self, dtype: str = "fp32") -> float:
-        return 4e12 if dtype == "fp32" else 2e12
+def FakeCpu() -> CpuInfo:  # noqa: N802 - reads as the class it stands for
+    """A CPU of 4 TFLOP/s fp32 and 2 TFLOP/s fp64 datasheet peak: 100 cores x 16 FLOP/cycle x 2.5 GHz."""
+    return CpuInfo("Fake CPU 9000", "x", "x86_64", 100, 100, None, 2500.0, fp32_flop_per_cycle_per_core=16)
 
 
 def build(*documents, datasheet=True, cpu=None):
-    return build_model(
-        [(f"file{i}.json", doc) for i, doc in enumerate(documents)], datasheet=datasheet, local_cpu=cpu or FakeCpu()
-    )
+    named = typed([(f"file{i}.json", doc) for i, doc in enumerate(documents)])
+    return build_model(named, datasheet=datasheet, local_cpu=cpu or FakeCpu())
 
 
 def test_measured_and_datasheet_roofs_of_one_file():

@@ -11,7 +11,7 @@ import io
 from typing import Any
 
 import pytest
-from support.roofline import CHART_PICTURES
+from support.roofline import CHART_PICTURES, typed
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 
@@ -46,7 +46,7 @@ def _cpu() -> Any:
 def _model(name: str) -> Any:
     from gpuscope.roofline.loading import build_model
 
-    return build_model([(f"{name}.json", PICTURES[name]())], local_cpu=_cpu())
+    return build_model(typed([(f"{name}.json", PICTURES[name]())]), local_cpu=_cpu())
 
 
 @pytest.mark.parametrize("name", list(PICTURES))
@@ -67,6 +67,6 @@ def test_report_chart(name: str, snapshot: Any) -> None:
     from gpuscope.report.charts import roofline_svg
     from gpuscope.report.roofview import roofline_view
 
-    svg = roofline_svg(roofline_view([(f"{name}.json", PICTURES[name]())], local_cpu=_cpu()))
+    svg = roofline_svg(roofline_view(typed([(f"{name}.json", PICTURES[name]())]), local_cpu=_cpu()))
     assert svg is not None
     assert svg == snapshot(extension_class=SvgExtension)

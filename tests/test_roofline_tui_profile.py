@@ -13,7 +13,8 @@ from support.profiles import PROFILE_NAME, profile_results
 from textual.widgets import DataTable
 from tui_samples import fixed_cpu_info, make_app, run_async, tui_env, wait_for_sample  # noqa: F401
 
-from gpuscope.profiling.view import profile_rows, profile_workloads
+from gpuscope.profiling.stored import StoredProfile, profiled_workloads
+from gpuscope.profiling.view import profile_rows
 from gpuscope.results import to_results
 from gpuscope.tui.roofline_data import build_screen_model
 from gpuscope.tui.screens.roofline import RooflineScreen
@@ -24,6 +25,12 @@ def _file(tmp_path: Path, document: dict) -> dict:
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     return results_json(path)
+
+
+def _profile(document: dict) -> StoredProfile:
+    """The one profile of a results document."""
+    (profiled,) = profiled_workloads(to_results(document, "profile.json"))
+    return profiled.profile
 
 
 def _table(app) -> list[list[str]]:
@@ -39,7 +46,7 @@ async def _roofline(pilot) -> None:
 
 def test_profile_workload_becomes_its_groups_points_in_table_order(tmp_path: Path) -> None:
     document = _file(tmp_path, profile_results())
-    (workload,) = profile_workloads(document)
+    workload = _profile(document)
     model = build_screen_model([to_results(document, "profile.json")], None, local_cpu=fixed_cpu_info())
     names = [placement.point.name for placement in model.placements]
     assert PROFILE_NAME not in names  # the step's one point is replaced by the cloud
@@ -53,7 +60,7 @@ def test_profile_workload_becomes_its_groups_points_in_table_order(tmp_path: Pat
 @run_async
 async def test_roofline_screen_lists_the_profile_groups(tui_env: Path, tmp_path: Path) -> None:
     document = _file(tmp_path, profile_results())
-    (workload,) = profile_workloads(document)
+    workload = _profile(document)
     expected = profile_rows(workload)
     app = make_app(gpus=False, persist_settings=False, probe_results=[document])
     app.local_cpu_info = fixed_cpu_info()
@@ -80,9 +87,9 @@ async def test_roofline_screen_lists_the_profile_groups(tui_env: Path, tmp_path:
 @run_async
 async def test_a_real_cpu_profile_on_the_roofline_screen(tui_env: Path, tmp_path: Path) -> None:
     import torch
+    from results_files import new_document as new_results
 
     from gpuscope.profiling.api import profile
-    from gpuscope.results import new_results
 
     results = tmp_path / "results.json"
     document = new_results(system={"hostname": socket.gethostname()})
@@ -105,7 +112,7 @@ async def test_a_real_cpu_profile_on_the_roofline_screen(tui_env: Path, tmp_path
         powercap_root=tmp_path / "none",
     )
     loaded = results_json(results)
-    (workload,) = profile_workloads(loaded)
+    workload = _profile(loaded)
     expected = profile_rows(workload)
     app = make_app(gpus=False, persist_settings=False, probe_results=[loaded])
     async with app.run_test(size=(120, 40)) as pilot:

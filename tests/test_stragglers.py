@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.cluster import STRAGGLER_RANK, multi_rank_results
 from support.reports import HOSTILE
-from support.roofline import h200_results
+from support.roofline import h200_results, typed
 from tui_samples import make_app, run_async, tui_env, wait_for_sample  # noqa: F401 - tui_env is a fixture
 
 from gpuscope.cli import main
@@ -21,7 +21,8 @@ from gpuscope.report.compare import STRAGGLER_MARK, compare_results, render_comp
 from gpuscope.report.io import validate_report
 from gpuscope.report.tables import report_tables
 from gpuscope.roofline.layout import layout_roofline
-from gpuscope.roofline.loading import build_model, model_to_json
+from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.model_json import model_to_json
 from gpuscope.roofline.tables import devices_lines, roofs_table, stragglers_lines
 
 SLOW = "node-b/r2:cuda:0"  # rank 2 is local rank 0 on node-b
@@ -35,7 +36,7 @@ def merged_path(tmp_path: Path) -> Path:
 
 
 def _model(document: dict[str, Any]) -> Any:
-    return build_model([("merged.json", document)], local_cpu=None)
+    return build_model(typed([("merged.json", document)]), local_cpu=None)
 
 
 # --- roofline ------------------------------------------------------------------------------------
@@ -215,7 +216,7 @@ def test_single_host_report_has_no_stragglers() -> None:
 
 
 def test_compare_flags_the_straggler_rank(merged_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    result = compare_results([("merged.json", multi_rank_results())])
+    result = compare_results(typed([("merged.json", multi_rank_results())]))
     assert [(run["rank"], run["straggler"]) for run in result["runs"]] == [
         (0, False),
         (1, False),
@@ -246,7 +247,7 @@ def test_compare_flags_the_straggler_rank(merged_path: Path, capsys: pytest.Capt
 def test_compare_without_stragglers_has_no_mark() -> None:
     from support.reports import make_results
 
-    result = compare_results([("a", make_results(hostname="node-a")), ("b", make_results(hostname="node-b"))])
+    result = compare_results(typed([("a", make_results(hostname="node-a")), ("b", make_results(hostname="node-b"))]))
     assert result["stragglers"] == [] and not any(run["straggler"] for run in result["runs"])
     assert STRAGGLER_MARK not in render_compare_text(result) and "Stragglers" not in render_compare_markdown(result)
 

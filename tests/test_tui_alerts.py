@@ -86,8 +86,8 @@ def test_log_progress_annotates_records_and_says_start_alerts_and_summary() -> N
 
 
 def test_alerts_survive_the_log_round_trip() -> None:
-    from gpuscope.schema.telemetry import decode_record
     from gpuscope.telemetry.records import record_to_dict
+    from gpuscope.telemetry.wire import decode_record
 
     hot = _with(0, temperature_gpu_c=91.0)
     LogProgress(lambda line: None, AlertThresholds()).observe(hot)

@@ -1,6 +1,6 @@
-"""The quiet Linux driver (gpuscope.tui.textual_compat.quiet_driver_class): its input thread
-sleeps until input arrives, yet keys still reach the app and quitting still ends the thread
-(setting exit_event wakes it). Run in a pseudo-terminal, as a user would."""
+"""Textual's own Linux driver, as the dashboard runs it: keys reach the app (a lone escape too,
+through the parser's timeout) and quitting ends its input thread. Run in a pseudo-terminal, as a
+user would."""
 
 from __future__ import annotations
 
@@ -12,10 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.drivers.headless_driver import HeadlessDriver
-from textual.drivers.linux_driver import LinuxDriver
-
-from gpuscope.tui.textual_compat import quiet_driver_class
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,12 +27,6 @@ open(sys.argv[2], "w").write(app.driver_class.__name__)
 app.run()
 open(sys.argv[2], "a").write(" exited")
 """
-
-
-def test_quiet_driver_only_replaces_the_linux_driver() -> None:
-    quiet = quiet_driver_class(LinuxDriver)
-    assert quiet is not LinuxDriver and issubclass(quiet, LinuxDriver)
-    assert quiet_driver_class(HeadlessDriver) is HeadlessDriver
 
 
 def _read_until(fd: int, needle: bytes, deadline: float) -> bytes:
@@ -85,4 +75,4 @@ def test_keys_reach_the_app_and_quit_ends_the_input_thread(tmp_path: Path) -> No
             child.wait()
         os.close(leader)
     assert child.returncode == 0
-    assert report.read_text() == "QuietLinuxDriver exited"
+    assert report.read_text() == "LinuxDriver exited"

@@ -1,18 +1,14 @@
 """The shortcuts a dashboard sample takes (issue 15's idle cost) give what the general paths
-give: the same alerts, history, chart rows, cell widths, dirty regions and terminal output; and a
-frame leaves nothing for the garbage collector."""
+give: the same alerts, history, chart rows and cell widths."""
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 
 import pytest
 from rich.cells import cell_len
-from textual.geometry import Region
-from textual.strip import Strip
-from tui_samples import T0, make_app, make_many_gpu_app, run_async, sample, shown, tui_env  # noqa: F401
+from tui_samples import sample
 
 from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.alerts import evaluate
@@ -136,128 +132,3 @@ def test_chart_columns_looked_up_are_the_ones_worked_out() -> None:
 )
 def test_cells_counts_as_rich_does(text: str) -> None:
     assert _cells(text) == cell_len(text)
-
-
-def _eight_gpu_step(app, step: int):  # noqa: ANN001, ANN202 - test helper
-    base = app.latest_sample
-    gpus = [
-        dataclasses.replace(gpu, power_w=100.0 + 7 * step + index, utilization_percent=float((step * 13 + index) % 100))
-        for index, gpu in enumerate(base.gpus)
-    ]
-    return dataclasses.replace(base, timestamp=T0 + 100 + step, gpus=gpus)
-
-
-def test_frames_leave_no_cycles_and_write_what_textual_writes(tui_env) -> None:  # noqa: ANN001, F811 - fixture
-    """Painting a sample's changes makes no reference cycles (Strip.divide caches a one-piece
-    strip in itself: a Strip, its caches and its segments per line, for the garbage collector);
-    the terminal text is ChopsUpdate's, with each cursor move made once."""
-    from textual._compositor import ChopsUpdate
-
-    @run_async
-    async def check() -> None:
-        app = make_many_gpu_app(persist_settings=False)
-        async with shown(app, (160, 48)) as pilot:
-            screen = app.screen
-            written: list[tuple[str, str]] = []
-            compositor = screen._compositor
-            render_update = compositor.render_update
-
-            def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-                update = render_update(*args, **kwargs)
-                if update is not None and type(update) is not ChopsUpdate and isinstance(update, ChopsUpdate):
-                    written.append(
-                        (update.render_segments(app.console), ChopsUpdate.render_segments(update, app.console))
-                    )
-                return update
-
-            compositor.render_update = spy
-            app._deliver(_eight_gpu_step(app, 0))
-            await pilot.pause(0.1)
-            gc.collect()
-            gc.disable()
-            try:
-                for step in (1, 2, 3):
-                    app._deliver(_eight_gpu_step(app, step))
-                    await pilot.pause(0.1)
-                gc.set_debug(gc.DEBUG_SAVEALL)
-                gc.collect()
-                strips = [o for o in gc.garbage if isinstance(o, Strip)]
-            finally:
-                gc.set_debug(0)
-                gc.garbage.clear()
-                gc.enable()
-            assert strips == []
-            assert len(written) >= 3 and all(ours == theirs and ours for ours, theirs in written)
-
-    check()
-
-
-def test_repaint_marks_the_regions_textual_marks(tui_env) -> None:  # noqa: ANN001, F811 - fixture
-    """``textual_compat.repaint`` takes the content offset from the styles' gutter: the same
-    regions as ``Widget._set_dirty`` for a bordered card and for the scrolling body."""
-    from textual.containers import VerticalScroll
-
-    from gpuscope.tui.textual_compat import repaint
-    from gpuscope.tui.widgets.gpu_card import DenseGpuCard
-
-    @run_async
-    async def check() -> None:
-        app = make_many_gpu_app(persist_settings=False)
-        async with shown(app, (160, 24)):
-            card = app.screen.query(DenseGpuCard).first()
-            body = app.screen.query_one("#body", VerticalScroll)
-            assert body.max_scroll_y > 0, "the body should scroll at 160x24"
-            for widget in (card, body):
-                assert widget.content_offset == widget.styles.gutter.top_left
-                regions = (Region(0, 1, 10, 2), Region(-2, 0, 20, 1))
-                widget._dirty_regions.clear()
-                widget._repaint_regions.clear()
-                widget._set_dirty(*regions)
-                theirs = (set(widget._dirty_regions), set(widget._repaint_regions))
-                widget._dirty_regions.clear()
-                widget._repaint_regions.clear()
-                repaint(widget, *regions)
-                assert (set(widget._dirty_regions), set(widget._repaint_regions)) == theirs
-                assert widget in app.screen._dirty_widgets
-
-    check()
-
-
-def test_repaint_leaves_a_widget_out_of_view_to_the_scroll(tui_env) -> None:  # noqa: ANN001, F811 - fixture
-    """``textual_compat.repaint`` of a widget scrolled out of the body marks its lines but does
-    not hand it to the screen (Textual's compositor takes such a widget for a new one and
-    rebuilds its map unmarked, behind a pending layout: stale rows, tests/test_tui_terminal_state.py);
-    once scrolled into view it shows what a fresh render shows."""
-    from textual.containers import VerticalScroll
-
-    from gpuscope.tui.textual_compat import repaint
-    from gpuscope.tui.widgets.host_panels import CoreBars
-    from gpuscope.tui.widgets.topbar import TopBar
-
-    @run_async
-    async def check() -> None:
-        app = make_app(persist_settings=False)
-        async with shown(app, (80, 24)) as pilot:
-            screen = app.screen
-            compositor = screen._compositor
-            bars, top = screen.query_one(CoreBars), screen.query_one(TopBar)
-            assert bars not in compositor.visible_widgets and top in compositor.visible_widgets
-            await pilot.pause(0.1)
-            screen._dirty_widgets.clear()
-            repaint(bars, Region(0, 0, 4, 1))
-            repaint(top)
-            assert bars not in screen._dirty_widgets and top in screen._dirty_widgets
-            assert bars._styles_cache.is_dirty(bars.styles.gutter.top)
-            for step in range(40, 43):  # the bars change while out of view
-                app._deliver(sample(step))
-                await pilot.pause(0.1)
-                assert not compositor._full_map_invalidated
-            screen.query_one("#body", VerticalScroll).scroll_end(animate=False, immediate=True)
-            await pilot.pause(0.2)
-            assert bars in compositor.visible_widgets
-            crop = Region(0, 0, *bars.outer_size)
-            shown_lines = [strip.text for strip in bars.render_lines(crop)]
-            bars._styles_cache.clear()
-            assert [strip.text for strip in bars.render_lines(crop)] == shown_lines
-
-    check()

@@ -9,7 +9,7 @@ import random
 import pytest
 from support.samples import make_sample
 
-from gpuscope.schema import telemetry
+from gpuscope.telemetry import wire as telemetry
 from gpuscope.telemetry.logfile import sample_to_json_dict
 from gpuscope.telemetry.records import Sample
 

@@ -11,12 +11,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from support.samples import make_sample
 
 from gpuscope.exporter.server import SampleCollector
-from gpuscope.schema.telemetry import decode_record
 from gpuscope.telemetry.alerts import annotate
 from gpuscope.telemetry.nvml.collector import GpuSide, NvmlCollector
 from gpuscope.telemetry.nvml.events import MAX_ENTRIES_PER_GPU, MAX_READS_PER_SAMPLE, RECENT_S
 from gpuscope.telemetry.records import Sample, XidEvent, record_to_dict
 from gpuscope.telemetry.values import Reason
+from gpuscope.telemetry.wire import decode_record
 from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, opened_collector, reason_of
 
 

@@ -393,7 +393,7 @@ def fixed_cpu_info():
 
 def results_document() -> dict:
     """A probe results file for node01: measured ceilings and three workloads."""
-    from gpuscope.results import new_results
+    from results_files import new_document as new_results
 
     doc = new_results(
         system={"hostname": "node01", "cpu_model": "AMD EPYC 7B13"}, suite={"name": "quick", "path": "quick.toml"}

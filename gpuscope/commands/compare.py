@@ -8,55 +8,27 @@ things to compare; 3 bad input file; 1 the output could not be written.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
-from gpuscope.commands.options import path_option
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "results",
-        metavar="RESULTS.json",
-        type=path_option,
-        nargs="+",
-        help="results files (a report.json works too); one multi-node file compares its hosts and ranks",
-    )
-    parser.add_argument(
-        "--format",
-        dest="fmt",
-        choices=("text", "md", "markdown", "json"),
-        default="text",
-        help="output format (default: text)",
-    )
-    parser.add_argument(
-        "--output", "-o", metavar="PATH", type=path_option, help="write to PATH (atomically) instead of standard output"
-    )
+from gpuscope.batchgc import few_collections
+from gpuscope.errors import GpuscopeError, UsageError
+from gpuscope.fileio import check_output, write_text_atomic
+from gpuscope.profiling.compare import profile_comparison, render_profile_comparison
+from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
+from gpuscope.report.io import load_input, results_inputs
+from gpuscope.schema.kinds import reading_as
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from gpuscope.batchgc import few_collections
-    from gpuscope.errors import GpuscopeError, UsageError
-    from gpuscope.fileio import write_text_atomic
-    from gpuscope.report.compare import compare_results, render_compare_markdown, render_compare_text
-    from gpuscope.report.io import load_input, results_inputs
-    from gpuscope.schema.kinds import reading_as
-
     if args.output:
-        from gpuscope.fileio import check_output
-
         check_output(args.output, args.results)  # never a device, FIFO or one of the inputs
     with reading_as("compare"), few_collections():
         loaded = [load_input(path, position) for position, path in enumerate(args.results)]
         inputs = results_inputs(loaded, args.results)
-        result = compare_results(inputs)
-    from gpuscope.profiling.compare import (
-        profile_comparison,
-        render_profile_comparison,
-    )  # hook: two profiles, group by group
+        result = compare_results([(item.label, item.results) for item in inputs])
 
-    profiles = profile_comparison([(item.label, item.document) for item in inputs])
+    profiles = profile_comparison([(item.label, item.results) for item in inputs])
     if profiles:
         result["profiles"] = profiles
     cells = sum(len(row["values"]) for table in ("ceilings", "workloads") for row in result[table])

@@ -11,9 +11,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import TextIO
 
-__all__ = ["configure", "run", "DOCTOR_SCHEMA_VERSION"]
+from gpuscope.schema.core import Detail, DetailMap, as_detail
+from gpuscope.telemetry.cpuinfo import cpu_info
+from gpuscope.telemetry.nvml import mapping
+from gpuscope.telemetry.nvml.capabilities import Check, probe
+from gpuscope.telemetry.nvml.mapping import match_cuda_device
+from gpuscope.testing.scenarios import install_from_environment
+from gpuscope.textsafe import safe_text
+
+__all__ = ["run", "DOCTOR_SCHEMA_VERSION"]
 
 DOCTOR_SCHEMA_VERSION = 1
 #: exit code when at least one check is a problem (README: exit codes)
@@ -21,26 +31,14 @@ EXIT_PROBLEMS = 1
 _NAME_WIDTH = 16
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Options of ``gpuscope doctor`` (imports nothing heavy)."""
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    parser.add_argument(
-        "--no-torch", action="store_true", help="skip the torch/CUDA check (importing torch takes seconds)"
-    )
-
-
 def _version(distribution: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version(distribution)
     except PackageNotFoundError:
         return None
 
 
-def _torch_checks(skip: bool) -> list[Any]:
-    from gpuscope.telemetry.nvml.capabilities import Check
-
+def _torch_checks(skip: bool) -> list[Check]:
     if skip:
         return [Check("torch", "unavailable", "not checked (--no-torch)")]
     try:
@@ -94,17 +92,14 @@ def _cuda_uuids(skip: bool) -> list[str | None]:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     except Exception:  # noqa: BLE001 - reported by the torch checks
         return []
-    from gpuscope.telemetry.nvml import mapping
 
     return [mapping.cuda_device_uuid(index) for index in range(count)]
 
 
-def cuda_order_check(nvml_gpus: list[Any], cuda_uuids: list[str | None]) -> Any:
+def cuda_order_check(nvml_gpus: Sequence[object], cuda_uuids: list[str | None]) -> Check | None:
     """Which NVML GPU each CUDA device is (by UUID; nvml.h: the two numberings need not agree),
     or None without CUDA devices. Shown so a person can tell "GPU 2" in the monitor from
     ``cuda:0`` in a probe."""
-    from gpuscope.telemetry.nvml.capabilities import Check
-    from gpuscope.telemetry.nvml.mapping import match_cuda_device
 
     if not cuda_uuids:
         return None
@@ -133,10 +128,7 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes} B"
 
 
-def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
-    from gpuscope.telemetry.cpuinfo import cpu_info
-    from gpuscope.telemetry.nvml.capabilities import Check
-
+def _cpu_section() -> tuple[list[Check], DetailMap]:
     try:
         info = cpu_info()
     except Exception as exc:  # noqa: BLE001
@@ -162,7 +154,10 @@ def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
         checks.append(Check("peak (datasheet)", "ok", f"{peak / 1e9:.0f} GFLOP/s fp32"))
     else:
         checks.append(Check("peak (datasheet)", "unavailable", "no CPU clock found"))
-    facts = {
+    cache_levels: list[Detail] = [
+        {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances} for c in info.caches
+    ]
+    facts: DetailMap = {
         "model": info.model,
         "vendor": info.vendor,
         "architecture": info.architecture,
@@ -171,27 +166,20 @@ def _cpu_section() -> tuple[list[Any], dict[str, Any]]:
         "max_frequency_mhz": info.max_frequency_mhz,
         "simd": info.simd,
         "fp32_flop_per_cycle_per_core": info.fp32_flop_per_cycle_per_core,
-        "caches": [
-            {"level": c.level, "kind": c.kind, "size_bytes": c.size_bytes, "instances": c.instances}
-            for c in info.caches
-        ],
+        "caches": as_detail(cache_levels),
         "peak_fp32_flop_per_s": peak,
     }
     return checks, facts
 
 
-def _package_check(label: str, distribution: str, fix: str, purpose: str) -> Any:
-    from gpuscope.telemetry.nvml.capabilities import Check
-
+def _package_check(label: str, distribution: str, fix: str, purpose: str) -> Check:
     version = _version(distribution)
     if version is None:
         return Check(label, "problem", f"not installed ({purpose})", fix)
     return Check(label, "ok", f"{distribution} {version}")
 
 
-def _print_checks(checks: list[Any], out: Any) -> None:
-    from gpuscope.textsafe import safe_text
-
+def _print_checks(checks: list[Check], out: TextIO) -> None:
     for check in checks:
         print(f"  {check.marker}  {check.name:<{_NAME_WIDTH}} {safe_text(check.detail)}", file=out)
         if check.fix:
@@ -201,8 +189,6 @@ def _print_checks(checks: list[Any], out: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the report. 0 when no check is a problem (a missing GPU is a finding, not a
     failure), else :data:`EXIT_PROBLEMS`."""
-    from gpuscope.telemetry.nvml.capabilities import probe
-    from gpuscope.testing.scenarios import install_from_environment
 
     install_from_environment()  # test hook: a no-op unless GPUSCOPE_FAKE_NVML is set
     nvml = probe()
@@ -216,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         _package_check("textual", "textual", "pip install textual", "no dashboard; `gpuscope log` still works"),
         _package_check("plotext", "plotext", "pip install plotext", "no charts in the dashboard"),
     ]
-    sections: list[tuple[str, list[Any]]] = [("NVIDIA (NVML)", [nvml.library, *nvml.versions])]
+    sections: list[tuple[str, list[Check]]] = [("NVIDIA (NVML)", [nvml.library, *nvml.versions])]
     ordered = sorted(
         nvml.gpus,
         key=lambda g: (
@@ -250,7 +236,6 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return code
-    from gpuscope.textsafe import safe_text
 
     out = sys.stdout
     print("gpuscope doctor   (OK works, -- not available here, !! can be fixed)", file=out)

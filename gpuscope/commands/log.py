@@ -16,38 +16,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from collections.abc import Callable
 
-from gpuscope.commands.options import add_sampling, path_option
+from gpuscope.exporter import start_exporter
+from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.telemetry.logfile import open_log_writer
+from gpuscope.telemetry.logprogress import LogProgress
+from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
+from gpuscope.textsafe import safe_text
 
-__all__ = ["configure", "run"]
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Options of ``gpuscope log`` (imports nothing heavy)."""
-    add_sampling(parser)
-    parser.add_argument(
-        "--output", "-o", default=None, metavar="PATH", type=path_option,
-        help="file to write (default or -: standard output; a FIFO or pipe is written as a stream); "
-        "an existing file needs --append or --force",
-    )  # fmt: skip
-    existing = parser.add_mutually_exclusive_group()
-    existing.add_argument(
-        "--append",
-        action="store_true",
-        help="continue an existing gpuscope log (a killed run's cut last line is dropped); other files are refused",
-    )
-    existing.add_argument("--force", action="store_true", help="replace an existing --output file")
-    parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="jsonl (default) or csv")
-    parser.add_argument(
-        "--no-gpm", action="store_true", help="do not read GPM metrics (DRAM bandwidth, SM/tensor activity)"
-    )
-    parser.add_argument(
-        "--prometheus",
-        default=None,
-        metavar="HOST:PORT",
-        help="also serve each sample to Prometheus at HOST:PORT/metrics (see docs/prometheus.md)",
-    )
+__all__ = ["run"]
 
 
 def _say(line: str) -> None:
@@ -60,26 +39,17 @@ def _say(line: str) -> None:
 
 
 def _warn(message: str) -> None:
-    from gpuscope.textsafe import safe_text
-
     _say(f"warning: {safe_text(message)}")
 
 
 def run(args: argparse.Namespace) -> int:
     """Log until the duration ends or SIGINT/SIGTERM arrives; 0 on a clean stop."""
-    from gpuscope.telemetry.sampler import check_duration, check_interval
 
     interval_s = check_interval(args.interval)
     duration_s = check_duration(args.duration)
 
-    from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.logfile import open_log_writer
-    from gpuscope.telemetry.sampler import Sampler, stopped_by_signals
-
     exporter = None
     if getattr(args, "prometheus", None):
-        from gpuscope.exporter import start_exporter
-
         exporter = start_exporter(args.prometheus)  # a port in use fails before the log file is opened
         _say(f"serving Prometheus metrics on {exporter.url}")
     try:
@@ -93,13 +63,12 @@ def run(args: argparse.Namespace) -> int:
         if exporter is not None:
             exporter.close()
         raise
-    from gpuscope.telemetry.logprogress import LogProgress
 
     progress = LogProgress(_say)
     on_sample = writer.write if exporter is None else _tee(exporter.update, writer.write)
     on_sample = _tee(progress.observe, on_sample)  # alerts are in the record written
     collector = TelemetryCollector(nvml=not args.no_gpu, gpm=not args.no_gpm, processes=not args.no_processes)
-    sampler: Sampler[Any] = Sampler(
+    sampler: Sampler[Sample] = Sampler(
         collector.sample, interval_s, on_sample=on_sample, history=None, duration_s=duration_s
     )
 
@@ -123,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tee(first: Any, second: Any) -> Any:
+def _tee(first: Callable[[Sample], object], second: Callable[[Sample], object]) -> Callable[[Sample], None]:
     """One on_sample callback that hands each sample to ``first`` (the exporter), then ``second``."""
 
-    def both(sample: Any) -> None:
+    def both(sample: Sample) -> None:
         first(sample)
         second(sample)
 

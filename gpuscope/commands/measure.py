@@ -10,49 +10,35 @@ Arguments come from ``--args-json``: a JSON list of positional arguments, or an 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
+import json
+import math
+import os
 import sys
-from typing import Any
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from gpuscope.commands.options import add_function_target, add_value, call_user, path_option
+from gpuscope.commands.options import call_user
 from gpuscope.errors import ResourceError, UsageError, exception_text, message_text
+from gpuscope.fileio import check_output as check_writable
+from gpuscope.measuring.measure import measure
+from gpuscope.results import read_results
+from gpuscope.schema.core import encode_json
+from gpuscope.workdir import check_path, working_directory_gone
+
+if TYPE_CHECKING:  # the type only: torch loads when the command runs
+    import torch
 
 
-def configure(parser: argparse.ArgumentParser) -> None:
-    add_function_target(parser, "function to time")
-    parser.add_argument("--name", help="label of the point (default: MODULE:FUNCTION)")
-    parser.add_argument("--device", help="cpu, cuda or cuda:N (default: where the tensor arguments are, else cpu)")
-    parser.add_argument(
-        "--output",
-        "-o",
-        metavar="RESULTS.json",
-        type=path_option,
-        help="results file to append the workload to (created when absent)",
-    )
-    parser.add_argument(
-        "--cold",
-        action="store_true",
-        help="flush the last-level cache before each sample (default: warm, and labelled so)",
-    )
-    add_value(parser, "--samples", 15, "N", "timed samples (default 15)")
-    add_value(parser, "--max-time", 10.0, "SECONDS", "time budget of the sampling phase (default 10)")
-    add_value(parser, "--warmup-max", 2.0, "SECONDS", "longest warm-up before sampling (default 2)")
-    add_value(parser, "--target-sample", 0.02, "SECONDS", "minimum duration of one sample (default 0.02)")
-    parser.add_argument("--flops", type=float, help="FLOPs of one call, instead of counting them")
-    parser.add_argument(
-        "--bytes", type=float, dest="bytes_moved", help="bytes of one call, instead of the lower bound from the tensors"
-    )
-    parser.add_argument("--no-telemetry", action="store_true", help="do not measure DRAM bytes with GPM telemetry")
-    parser.add_argument("--json", action="store_true", help="print the workload entry as JSON")
-
-
-def load_function(target: str) -> Any:
+def load_function(target: str) -> Callable[..., object]:
     """``"package.module:function"`` or ``"path/to/file.py:function"`` -> the callable.
     Raises :class:`UsageError` (exit 2) when it cannot be found, :class:`WorkingDirectoryGone`
     (exit 4) for a relative file once the working directory is gone, and :class:`UserCodeError`
     (exit 1) when the module's own code raises or exits while it is imported or looked into."""
-    import os
-
-    from gpuscope.workdir import check_path
 
     module_name, sep, attribute = target.rpartition(":")
     if not sep or not module_name or not attribute:
@@ -70,13 +56,7 @@ def load_function(target: str) -> Any:
     return call_user(target, lambda: _attribute(module, module_name, attribute))
 
 
-def _import_module(module_name: str, is_file: bool) -> Any:
-    import importlib
-    import importlib.util
-    import os
-
-    from gpuscope.workdir import working_directory_gone
-
+def _import_module(module_name: str, is_file: bool) -> ModuleType:
     if is_file:
         if not os.path.isfile(module_name):
             raise UsageError(f"{module_name}: no such file")
@@ -98,8 +78,8 @@ def _import_module(module_name: str, is_file: bool) -> Any:
         raise UsageError(f"cannot import {module_name!r}: {exception_text(exc)}{why}") from None
 
 
-def _attribute(module: Any, module_name: str, attribute: str) -> Any:
-    value: Any = module
+def _attribute(module: ModuleType, module_name: str, attribute: str) -> Callable[..., object]:
+    value: object = module
     for part in attribute.split("."):
         try:
             value = getattr(value, part)  # a module's __getattr__ is the user's code too
@@ -110,7 +90,7 @@ def _attribute(module: Any, module_name: str, attribute: str) -> Any:
     return value
 
 
-def _materialise(value: Any, device: Any) -> Any:
+def _materialise(value: object, device: torch.device) -> object:
     import torch
 
     if isinstance(value, list):
@@ -131,9 +111,8 @@ def _materialise(value: Any, device: Any) -> Any:
     return value
 
 
-def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def parse_arguments(text: str | None, device: torch.device) -> tuple[tuple[object, ...], dict[str, Any]]:
     """Positional and keyword arguments from ``--args-json`` (tensors made on ``device``)."""
-    import json
 
     if not text:
         return (), {}
@@ -162,7 +141,7 @@ def parse_arguments(text: str | None, device: Any) -> tuple[tuple[Any, ...], dic
         raise ResourceError(f"--args-json: cannot make the tensor arguments on {device}: {message}") from None
 
 
-def torch_device_of(device: str | None) -> Any:
+def torch_device_of(device: str | None) -> torch.device:
     """``--device`` as a ``torch.device`` (cpu when not given); imports torch."""
     import torch
 
@@ -175,10 +154,6 @@ def torch_device_of(device: str | None) -> Any:
 def check_output(path: str) -> None:
     """Raise now, with one line, when ``--output`` names a file that is not a results file or a
     folder that does not exist (the same checks :func:`append_workload` makes at the end)."""
-    from pathlib import Path
-
-    from gpuscope.fileio import check_output as check_writable
-    from gpuscope.results import read_results
 
     if path == "-":
         raise UsageError("--output -: measure adds to a results file; use --json to print the workload instead")
@@ -191,11 +166,8 @@ def check_output(path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import warnings
-
     if args.samples < 1:
         raise UsageError(f"--samples {args.samples}: must be at least 1")
-    import math
 
     if not all(math.isfinite(value) for value in (args.max_time, args.target_sample, args.warmup_max)):
         raise UsageError("--max-time, --target-sample and --warmup-max must be finite numbers of seconds")
@@ -210,8 +182,6 @@ def run(args: argparse.Namespace) -> int:
     torch_device = torch_device_of(args.device)
     positional, keywords = parse_arguments(args.args_json, torch_device)
 
-    from gpuscope.roofline.measure import measure
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # once per place: the user's code may warn on every call
         result = call_user(args.target, lambda: measure(
@@ -223,8 +193,6 @@ def run(args: argparse.Namespace) -> int:
     for text in dict.fromkeys(message_text(warning.message) for warning in caught):  # each once, in order
         print(f"gpuscope: warning: {text}", file=sys.stderr)
     if args.json:
-        from gpuscope.schema.core import encode_json
-
         print(encode_json(result.to_workload(), indent=2).decode())
     else:
         print("\n".join(result.summary_lines()))

@@ -13,87 +13,38 @@ Exit codes: 0 all measurements ok or skipped; 1 a measurement failed (validation
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
-from gpuscope.commands.options import add_value, path_option
-from gpuscope.textsafe import write_styled
+import msgspec
 
-if TYPE_CHECKING:
-    from gpuscope.schema.results import Measurement, Results
+from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, UsageError
+from gpuscope.fileio import OutputLock, is_stdout, write_json_atomic
+from gpuscope.paths import check_output_path
+from gpuscope.probing.distributed import DistributedOptions, Launch, run_distributed
+from gpuscope.probing.environment import resolve_device
+from gpuscope.probing.runner import ProbeRunner, exit_at_once, wait_interruptible
+from gpuscope.probing.suite import load_suite
+from gpuscope.report import write_report
+from gpuscope.report.io import format_for
+from gpuscope.schema.kinds import existing_output
+from gpuscope.schema.results import Ceiling, Measurement, Results, RunSummary
+from gpuscope.textsafe import safe_text, write_styled
 
-__all__ = ["configure", "run"]
+__all__ = ["run"]
 
 #: How long the main thread waits for the probe thread to stop after Ctrl-C, seconds.
 _STOP_WAIT_S = 0.8
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Options of ``gpuscope probe`` (imports nothing heavy)."""
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument(
-        "--suite",
-        default="quick",
-        help="a shipped suite (quick, full, transformer) or a suite TOML path (default quick)",
-    )
-    parser.add_argument(
-        "--output",
-        "-o",
-        default="results.json",
-        metavar="PATH",
-        type=path_option,
-        help="results JSON to write (default results.json)",
-    )
-    add_value(
-        parser,
-        "--memory-fraction",
-        0.5,
-        "F",
-        "never allocate more than this fraction of free device memory (default 0.5)",
-    )
-    parser.add_argument("--no-telemetry", action="store_true", help="do not record telemetry around measurements")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress output")
-    parser.add_argument(
-        "--distributed",
-        action="store_true",
-        help="run under torchrun: every rank probes its device, rank 0 writes one file (docs/cluster.md)",
-    )
-    add_value(
-        parser,
-        "--straggler-margin",
-        0.10,
-        "F",
-        "with --distributed: flag ranks more than F below the median ceiling (default 0.10)",
-    )
-    add_value(
-        parser,
-        "--rank-timeout",
-        900.0,
-        "S",
-        "with --distributed: how long rank 0 waits for the other ranks (default 900)",
-    )
-    parser.add_argument(
-        "--report",
-        metavar="PATH",
-        type=path_option,
-        help="also write a snapshot report of the results (.html, .md or .json; see `gpuscope report`)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing --output file (by default a probe refuses to overwrite another run)",
-    )
 
 
 class _Writer:
     """Writes the results file atomically; after ``close`` later writes are ignored."""
 
     def __init__(self, path: Path) -> None:
-        from gpuscope.fileio import OutputLock, is_stdout
-
         self.path = path
         self._lock = threading.Lock()
         self._closed = False
@@ -104,8 +55,6 @@ class _Writer:
             self._file_lock.acquire()
 
     def write(self, data: Results | None, final: bool = False) -> None:
-        from gpuscope.fileio import write_json_atomic
-
         with self._lock:
             if self._closed or data is None or (self._stdout and not final):
                 return
@@ -134,8 +83,6 @@ class _Progress:
 
     def progress(self, done: int, total: int, label: str) -> None:
         with self._lock:
-            from gpuscope.textsafe import safe_text
-
             label = safe_text(label)  # a suite's model name reaches the terminal escaped
             self.done, self.total, self.label = done, total, label
             if self.quiet:
@@ -149,7 +96,6 @@ class _Progress:
         with self._lock:
             if self.quiet:
                 return
-            from gpuscope.textsafe import safe_text
 
             line = f"  {safe_text(measurement.name or '?')}: {safe_text(_describe(measurement))}"
             if self.tty:
@@ -197,10 +143,11 @@ def _describe(m: Measurement) -> str:
     return ", ".join(parts)
 
 
-def _format_value(value: float, unit: str) -> str:
+def _format_value(value: float, unit: str, gb_digits: int = 1) -> str:
+    """A ceiling's value in TFLOP/s or GFLOP/s, or GB/s with ``gb_digits`` decimals."""
     if unit == "FLOP/s":
         return f"{value / 1e12:,.2f} TFLOP/s" if value >= 1e12 else f"{value / 1e9:,.1f} GFLOP/s"
-    return f"{value / 1e9:,.1f} GB/s"
+    return f"{value / 1e9:,.{gb_digits}f} GB/s"
 
 
 def print_summary(results: Results, path: Path, stream: TextIO) -> None:
@@ -213,7 +160,6 @@ def print_summary(results: Results, path: Path, stream: TextIO) -> None:
             extra = f"{ceiling.library} wins ({rates})"
         value = _format_value(ceiling.value, ceiling.unit)
         print(f"{ceiling.kind:<10} {ceiling.name:<18} {value:>18}  {extra}", file=stream)
-    from gpuscope.schema.results import RunSummary
 
     summary = results.summary or RunSummary()
     print(
@@ -225,9 +171,6 @@ def print_summary(results: Results, path: Path, stream: TextIO) -> None:
 
 def _refuse_overwrite(output: Path, force: bool) -> None:
     """A probe never silently replaces another run's file (or any other file): exit 2 unless --force."""
-    from gpuscope.errors import UsageError
-    from gpuscope.fileio import is_stdout
-    from gpuscope.schema.kinds import existing_output
 
     existing = None if force or is_stdout(output) else existing_output(output)
     if existing is not None:
@@ -236,26 +179,16 @@ def _refuse_overwrite(output: Path, force: bool) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the suite; see the module docstring for exit codes."""
-    from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, UsageError
-    from gpuscope.paths import check_output_path
 
     if not 0.0 < args.memory_fraction <= 1.0:
         raise UsageError(f"--memory-fraction {args.memory_fraction:g}: expected a number in (0, 1]")
     if getattr(args, "distributed", False):
-        from gpuscope.probing.distributed import run_distributed
-
-        return run_distributed(args)
+        return _run_distributed(args)
     output = Path(args.output)
     check_output_path(output, inputs=[args.suite])
     _refuse_overwrite(output, getattr(args, "force", False))
     if args.report:
-        from gpuscope.report.io import format_for
-
         format_for(args.report, hint="")  # an unknown report format fails before the probes run
-
-    from gpuscope.probing.environment import resolve_device
-    from gpuscope.probing.runner import ProbeRunner
-    from gpuscope.probing.suite import load_suite
 
     suite = load_suite(args.suite)
     device = resolve_device(args.device)
@@ -290,7 +223,6 @@ def run(args: argparse.Namespace) -> int:
 
     thread = threading.Thread(target=work, name="gpuscope-probe", daemon=True)
     thread.start()
-    from gpuscope.probing.runner import exit_at_once, wait_interruptible
 
     def on_interrupt() -> None:
         progress.finish()
@@ -299,8 +231,6 @@ def run(args: argparse.Namespace) -> int:
     # Ctrl-C sets the cancel event (never a KeyboardInterrupt inside join: see probing/runner.py)
     interrupted, stopped = wait_interruptible(thread, cancel, on_interrupt)
     if interrupted:
-        import msgspec
-
         reason = "cancelled (Ctrl-C) before the suite finished"
         partial = finished[0] if finished else runner.partial_results(reason)
         writer.write(msgspec.structs.replace(partial, partial=True, partial_reason=reason), final=True)
@@ -317,9 +247,78 @@ def run(args: argparse.Namespace) -> int:
         raise GpuscopeError(writer.error)
     print_summary(results, output, sys.stderr if str(output) == "-" else sys.stdout)
     if args.report:
-        from gpuscope.report import write_report
-
         print(f"gpuscope: wrote report {write_report(args.report, [output])}", file=sys.stderr)
     if results.partial:
         return EXIT_INTERRUPTED
     return EXIT_FAILURE if results.summary is not None and results.summary.failed else EXIT_OK
+
+
+def _run_distributed(args: argparse.Namespace) -> int:
+    """``probe --distributed`` on one rank of a torchrun job: rank 0 writes the file and prints."""
+
+    launch = Launch.from_env()
+    margin = float(args.straggler_margin)
+    if not 0.0 <= margin < 1.0:
+        raise UsageError(f"--straggler-margin {margin:g}: expected a fraction in [0, 1), e.g. 0.1 for 10%")
+    rank_timeout_s = float(args.rank_timeout)
+    if not rank_timeout_s > 0:
+        raise UsageError(f"--rank-timeout {rank_timeout_s:g}: expected a positive number of seconds")
+    output = Path(args.output)
+    if launch.rank == 0:
+        check_output_path(output, "on rank 0's host")
+    options = DistributedOptions(
+        suite=args.suite, device=args.device, memory_fraction=args.memory_fraction, telemetry=not args.no_telemetry,
+        straggler_margin=margin, rank_timeout_s=rank_timeout_s,
+    )  # fmt: skip
+
+    def say(text: str) -> None:  # progress from rank 0 only (other ranks print errors only)
+        if launch.rank == 0 and not args.quiet:
+            print(f"[rank {launch.rank}/{launch.world_size}] {text}", file=sys.stderr, flush=True)
+
+    outcome = run_distributed(launch, options, save=lambda results: write_json_atomic(output, results), say=say)
+    if outcome.error is not None:
+        print(f"gpuscope: error: {outcome.error}", file=sys.stderr, flush=True)
+        return EXIT_FAILURE
+    results = outcome.results
+    if results is None:  # a rank other than 0: the file is rank 0's
+        return EXIT_INTERRUPTED if outcome.interrupted else EXIT_OK
+    print_rank_summary(results, output, sys.stdout)
+    code = EXIT_FAILURE if results.summary is not None and results.summary.failed else EXIT_OK
+    if outcome.interrupted:
+        code = EXIT_INTERRUPTED
+    elif results.partial:
+        print(f"gpuscope: error: partial results in {output}: {results.partial_reason}", file=sys.stderr, flush=True)
+        code = EXIT_FAILURE
+    if args.report:
+        print(f"gpuscope: wrote report {write_report(args.report, [output])}", file=sys.stderr)
+    return code
+
+
+def print_rank_summary(results: Results, path: Path, stream: TextIO) -> None:
+    """A multi-rank run per ceiling name: median over ranks, slowest rank; then stragglers and
+    missing ranks."""
+
+    def rate(value: float | None, unit: str | None) -> str:
+        return _format_value(value or 0.0, unit or "", gb_digits=2)
+
+    by_name: dict[tuple[str, str, str], list[Ceiling]] = {}
+    for ceiling in results.ceilings:
+        by_name.setdefault((ceiling.kind, ceiling.name, ceiling.unit), []).append(ceiling)
+    for (kind, name, unit), items in by_name.items():
+        median = rate(statistics.median(c.value for c in items), unit)
+        line = f"{kind:<10} {name:<24} median {median:>16} over {len(items)} rank(s)"
+        if len(items) > 1:
+            slowest = min(items, key=lambda c: c.value)
+            line += f"; slowest {rate(slowest.value, unit)} on {slowest.host}/r{slowest.rank}"
+        print(line, file=stream)
+    info = results.distributed
+    if info is not None:
+        print(f"{info.world_size} rank(s) on {info.nnodes} host(s); results in {path}", file=stream)
+    for item in results.stragglers or []:
+        print(
+            f"straggler: {item.host}/r{item.rank} {item.device} {item.kind} {item.name} {rate(item.value, item.unit)} "
+            f"is {item.below_median_percent or 0.0:.0f}% below the median {rate(item.median, item.unit)}",
+            file=stream,
+        )
+    if results.partial:
+        print(f"partial: {results.partial_reason}", file=stream)

@@ -10,56 +10,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    from gpuscope.commands.options import add_results_inputs, path_option
-
-    add_results_inputs(
-        parser, "results file from `gpuscope probe` or `gpuscope measure` (a report.json works too); repeat for several"
-    )
-    parser.add_argument(
-        "--from",
-        dest="from_report",
-        metavar="REPORT.json",
-        type=path_option,
-        help="re-render a report.json written earlier (same data, same HTML byte for byte)",
-    )
-    parser.add_argument(
-        "--log",
-        metavar="TELEMETRY.jsonl",
-        type=path_option,
-        help="telemetry log from `gpuscope log` recorded alongside the probes",
-    )
-    parser.add_argument(
-        "--output",
-        "-o",
-        metavar="PATH",
-        type=path_option,
-        required=True,
-        help="where to write: report.html, report.md or report.json",
-    )
-    parser.add_argument(
-        "--format",
-        dest="fmt",
-        choices=("html", "md", "markdown", "json"),
-        help="output format (default: from the extension of --output)",
-    )
-    parser.add_argument(
-        "--redact", action="store_true", help="drop hostnames, usernames and command lines everywhere in the report"
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace --output even when it holds results, a telemetry log, a suite or a theme",
-    )
+from gpuscope.batchgc import few_collections
+from gpuscope.errors import UsageError
+from gpuscope.fileio import check_output
+from gpuscope.report import format_for, write_report
+from gpuscope.schema.kinds import REPORT, existing_output, reading_as
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.batchgc import few_collections
-    from gpuscope.errors import UsageError
-    from gpuscope.report import format_for, write_report
-    from gpuscope.schema.kinds import REPORT, existing_output, reading_as
-
     inputs = list(args.probes)
     if args.from_report:
         inputs.insert(0, args.from_report)
@@ -69,7 +27,6 @@ def run(args: argparse.Namespace) -> int:
     existing = None if args.force else existing_output(args.output)
     if existing is not None and existing[0] not in ("other", REPORT):
         raise UsageError(f"{args.output} already exists ({existing[1]}); use --force to replace it, or -o another path")
-    from gpuscope.fileio import check_output
 
     check_output(args.output, [*inputs, args.log])  # never a device, FIFO or one of the inputs
     with reading_as("report"), few_collections():  # a large file: see gpuscope.batchgc

@@ -8,46 +8,16 @@ import shutil
 import sys
 import textwrap
 
-from gpuscope.commands.options import add_results_inputs
+from gpuscope.commands.parsers import MAX_HEIGHT, MAX_WIDTH, MIN_HEIGHT, MIN_WIDTH
 from gpuscope.errors import UsageError
+from gpuscope.roofline.loading import load_model
+from gpuscope.roofline.model_json import model_to_json
+from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
+from gpuscope.roofline.tables import bandwidth_table, devices_lines, points_table, roofs_table, stragglers_lines
+from gpuscope.schema.core import encode_json
+from gpuscope.textsafe import write_styled
 
-__all__ = ["configure", "run", "chart_size", "MIN_WIDTH", "MAX_WIDTH", "MIN_HEIGHT", "MAX_HEIGHT"]
-
-MIN_WIDTH = 60
-#: Larger charts are never drawn: plotext's time and memory grow with the canvas.
-MAX_WIDTH = 1000
-MIN_HEIGHT = 12
-MAX_HEIGHT = 500
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    add_results_inputs(
-        parser,
-        "results file from `gpuscope probe` or `gpuscope measure`; repeat to combine several on one chart",
-        required=True,
-    )
-    parser.add_argument(
-        "--json", action="store_true", help="print the model (roofs, ridge points, placed points) as JSON"
-    )
-    parser.add_argument(
-        "--width", type=int, metavar="N", help=f"chart width in columns (default: the terminal's; at least {MIN_WIDTH})"
-    )
-    parser.add_argument(
-        "--height", type=int, metavar="N", help="chart height in rows (default: fits the terminal, 16-40)"
-    )
-    parser.add_argument("--no-datasheet", action="store_true", help="leave out the built-in datasheet roofs")
-    parser.add_argument(
-        "--all-roofs",
-        action="store_true",
-        help="also draw every other dtype, cache level and datasheet roof (default: per device the envelope "
-        "of the dtypes its workloads use, plus DRAM; the tables list every roof)",
-    )
-    color = parser.add_mutually_exclusive_group()
-    color.add_argument(
-        "--color", dest="color", action="store_const", const=True, help="colour even when not a terminal"
-    )
-    no_color = "no colour (also NO_COLOR=1 or not a terminal)"
-    color.add_argument("--no-color", dest="color", action="store_const", const=False, help=no_color)
+__all__ = ["run", "chart_size"]
 
 
 def _want_color(choice: bool | None) -> bool:
@@ -79,11 +49,6 @@ def chart_size(width: int | None, height: int | None) -> tuple[int, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.roofline.loading import load_model, model_to_json
-    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
-    from gpuscope.roofline.tables import bandwidth_table, devices_lines, points_table, roofs_table, stragglers_lines
-    from gpuscope.schema.core import encode_json
-
     width, height = chart_size(args.width, args.height)  # a bad option fails before any file is read
     model = load_model(args.probes, datasheet=not args.no_datasheet)
     if args.json:
@@ -93,13 +58,16 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     for warning in model.warnings:
         print(f"gpuscope: warning: {warning}", file=sys.stderr)
-    lines = devices_lines(model, width)
-    lines.append("")
+    # The tables are plain text: written through standard output's guard, which escapes every
+    # control character; only the chart, whose names the layout made safe, keeps its colours.
+    head = devices_lines(model, width)
+    head.append("")
     stragglers = stragglers_lines(model, width)
     if stragglers:
-        lines.extend([*stragglers, ""])
-    lines.append(render_roofline(model, width, height, palette=palette, all_roofs=args.all_roofs))
-    lines.append("")
+        head.extend([*stragglers, ""])
+    out.write("\n".join(head) + "\n")
+    write_styled(out, render_roofline(model, width, height, palette=palette, all_roofs=args.all_roofs) + "\n")
+    lines = [""]
     lines.extend(
         textwrap.wrap(
             "Workloads (# = the tag on the chart; efficiency against the roof that bounds each point):", width
@@ -114,8 +82,6 @@ def run(args: argparse.Namespace) -> int:
         lines.append("")
         lines.extend(textwrap.wrap("Interconnect bandwidths (data movement, not FLOP roofs; not drawn):", width))
         lines.extend(bandwidths)
-    from gpuscope.textsafe import write_styled  # the chart's colours reach the terminal
-
-    write_styled(out, "\n".join(lines) + "\n")
+    out.write("\n".join(lines) + "\n")
     out.flush()
     return 0

@@ -9,29 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuscope.commands.options import add_sampling
+from gpuscope.exporter import start_exporter
+from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
 
-__all__ = ["configure", "run"]
-
-#: Kept in sync with gpuscope.exporter.DEFAULT_LISTEN (not imported here: --help stays light).
-_DEFAULT_LISTEN = "127.0.0.1:9842"
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--listen",
-        default=_DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"address to serve /metrics on (default {_DEFAULT_LISTEN}; use 0.0.0.0:PORT to expose it to the network)",
-    )
-    add_sampling(parser, "leave out per-process GPU series (pid labels churn)")
+__all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuscope.exporter import start_exporter
-    from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
-
     interval_s = check_interval(args.interval)
     duration_s = check_duration(args.duration)
     handle = start_exporter(args.listen)

@@ -9,36 +9,29 @@ seconds apart (default 0.5). Exit codes: 0, 2 for bad options. Never imports Tex
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
-from typing import Any
 
-from gpuscope.commands.options import add_host_only, add_value
-from gpuscope.schema.core import finite_or_none
+from gpuscope.errors import UsageError
+from gpuscope.schema.core import encode_json, finite_or_none
+from gpuscope.telemetry.alerts import annotate, load_thresholds
+from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.telemetry.records import GpuSample, Sample, record_to_dict
+from gpuscope.textsafe import safe_text
+from gpuscope.tui.format import NA, fmt_bytes, fmt_rate, reason_text
 
-__all__ = ["configure", "run", "gpu_line", "host_line"]
-
-
-def configure(parser: argparse.ArgumentParser) -> None:
-    """Options of ``gpuscope snapshot`` (imports nothing heavy)."""
-    parser.add_argument(
-        "--json", action="store_true", help="print one JSON object (the telemetry record and its alerts)"
-    )
-    add_value(
-        parser, "--wait", 0.5, "SECONDS", "seconds between the two reads that rates need (default 0.5, 0.1 to 10)"
-    )
-    add_host_only(parser)
+__all__ = ["run", "gpu_line", "host_line"]
 
 
-def _or_na(value: Any, fmt: str, scale: float = 1.0) -> str:
+def _or_na(value: object, fmt: str, scale: float = 1.0) -> str:
     number = finite_or_none(value)
     return "n/a" if number is None else format(number * scale, fmt)
 
 
-def gpu_line(gpu: Any) -> str:
+def gpu_line(gpu: GpuSample) -> str:
     """``[0] NVIDIA H200 | 62°C 512/700 W | util 63% SM 49% | 65.8/140.4 GiB | DRAM 1.41 TB/s | 2 procs``."""
-    from gpuscope.tui.format import NA, fmt_rate
 
     head = f"[{gpu.index}]" if gpu.mig_parent_index is None else f"[{gpu.mig_parent_index}/{gpu.mig_gpu_instance_id}]"
     if gpu.state != "ok":
@@ -61,10 +54,9 @@ def gpu_line(gpu: Any) -> str:
     return " | ".join(parts)
 
 
-def host_line(sample: Any) -> str:
+def host_line(sample: Sample) -> str:
     """``node01 | CPU 12% of 8 cores, load 1.50 | mem 96.0/256 GB |
     net rx 125 MB/s tx 25 MB/s | disk r 0 B/s w 1.5 MB/s``."""
-    from gpuscope.tui.format import NA, fmt_bytes, fmt_rate
 
     host = sample.host
     cpu = _or_na(host.cpu_utilization_percent, ".0f") + "%"
@@ -87,12 +79,6 @@ def host_line(sample: Any) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Print the snapshot; 0 when it was printed."""
-    import math
-
-    from gpuscope.errors import UsageError
-    from gpuscope.telemetry.alerts import annotate, load_thresholds
-    from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.records import record_to_dict
 
     if not (isinstance(args.wait, float) and math.isfinite(args.wait) and 0.1 <= args.wait <= 10):
         raise UsageError(f"--wait {args.wait:g} must be between 0.1 and 10 seconds")
@@ -111,7 +97,6 @@ def run(args: argparse.Namespace) -> int:
             "simulated": f"GPUSCOPE_FAKE_NVML={simulated}" if simulated else None,
             "record": record_to_dict(sample),
         }
-        from gpuscope.schema.core import encode_json  # a name that is not UTF-8 written escaped
 
         print(encode_json(document).decode())
         return 0
@@ -123,13 +108,10 @@ def run(args: argparse.Namespace) -> int:
     lines.append(f"{sample.host.hostname}  {stamp}" + (f"  driver {driver}" if driver else ""))
     lines.extend(gpu_line(gpu) for gpu in sample.gpus)
     if not sample.gpus:
-        from gpuscope.tui.format import reason_text
-
         why = reason_text(sample.gpu_unavailable) if sample.gpu_unavailable else "no NVIDIA GPUs found"
         lines.append(f"no GPUs: {why}")
     lines.append(host_line(sample))
     lines.extend(f"{a.level.upper()} {a.message}" for a in alerts)
-    from gpuscope.textsafe import safe_text
 
     print("\n".join(safe_text(line) for line in lines))
     return 0

@@ -18,6 +18,7 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gpuscope.telemetry.alerts import LEVELS, exporter_alerts
 from gpuscope.telemetry.records import GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.textsafe import safe_text
@@ -503,8 +504,6 @@ def sample_to_families(
         _gpu_families(scrape, host, gpu)
     for series, total in (xid_totals or {}).items():
         scrape.add(XID_EVENTS, series, float(total))
-    from gpuscope.telemetry.alerts import LEVELS, exporter_alerts
-
     for alert in exporter_alerts(sample):
         scrape.add(
             ALERT,

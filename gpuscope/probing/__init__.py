@@ -8,30 +8,19 @@ Nothing here imports Textual; torch is imported only when a probe runs. Modules,
 - :mod:`~gpuscope.probing.matmul`, :mod:`~gpuscope.probing.memory`,
   :mod:`~gpuscope.probing.transfer`, :mod:`~gpuscope.probing.collective`,
   :mod:`~gpuscope.probing.transformer` the probe kinds
-- :mod:`~gpuscope.probing.suite` TOML suites; :mod:`~gpuscope.probing.runner` ``ProbeRunner``
+- :mod:`~gpuscope.probing.suite` TOML suites; :mod:`~gpuscope.probing.runner` ``ProbeRunner``;
+  :mod:`~gpuscope.probing.derive` ceilings and roofline points from measurements
+- :mod:`~gpuscope.probing.cluster`, :mod:`~gpuscope.probing.distributed`,
+  :mod:`~gpuscope.probing.rendezvous` multi-rank runs under torchrun;
+  :mod:`~gpuscope.probing.session` a probe run seen from the TUI
 - :mod:`~gpuscope.probing.environment` devices, memory budget, versions;
   :mod:`~gpuscope.probing.telemetry` telemetry next to each measurement
 
-Use from a UI::
+Use from a UI (the submodules are the API; importing the package imports none of them)::
+
+    from gpuscope.probing.runner import ProbeRunner
+    from gpuscope.probing.suite import load_suite
 
     runner = ProbeRunner(load_suite("quick"), "cuda:0", on_progress=..., on_measurement=...)
     results = runner.run(cancel_event)   # see gpuscope.probing.runner
 """
-
-from __future__ import annotations
-
-from typing import Any
-
-__all__ = ["ProbeRunner", "load_suite", "Suite"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ProbeRunner":
-        from gpuscope.probing.runner import ProbeRunner
-
-        return ProbeRunner
-    if name in ("load_suite", "Suite"):
-        from gpuscope.probing import suite
-
-        return getattr(suite, name)
-    raise AttributeError(name)

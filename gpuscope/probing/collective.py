@@ -19,7 +19,6 @@ in every group and returns the raw timings, the other ranks an empty list.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -28,17 +27,61 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from gpuscope.paths import child_env
+from gpuscope.probing.context import ProbeContext, finish_measurement
+from gpuscope.probing.stats import summarize
+from gpuscope.schema.core import Detail, DetailMap, as_detail, encode_json
+from gpuscope.schema.results import Measurement
 
-__all__ = ["OPS", "bus_factor", "collective_probe", "run_collectives", "BYTES_RULE"]
+if TYPE_CHECKING:  # the types only: torch loads in the worker processes and distributed ranks
+    import torch
+    from torch.distributed import ProcessGroup
 
-OPS = ("allreduce", "allgather")
+__all__ = [
+    "CollectiveTiming",
+    "bus_factor",
+    "group_sizes",
+    "collective_probe",
+    "collective_record",
+    "run_collectives",
+    "BYTES_RULE",
+]
+
 BYTES_RULE = (
     "nccl-tests: S = bytes of the full buffer (all-reduce: the buffer; all-gather: the gathered output); "
     "algbw = S / time; busbw = algbw x 2(n-1)/n (all-reduce) or x (n-1)/n (all-gather)"
 )
+
+
+class CollectiveTiming(msgspec.Struct, kw_only=True):
+    """The raw timings of one op and size over a group of ranks (what rank 0 gathers; a worker
+    process hands them to the probe as JSON). ``validation_error`` 0.0: validated exactly."""
+
+    op: str
+    group_size: int
+    ranks: list[int]
+    size_bytes: int
+    iters: int
+    samples_s: list[float]
+    warmup_samples_s: list[float] = msgspec.field(default_factory=list)
+    validation_error: float | None = None
+    error: str | None = None
+
+
+def group_sizes(world_size: int) -> list[int]:
+    """Collective group sizes measured for ``world_size`` ranks: 2, 4, 8, ... below it, then it."""
+    sizes: list[int] = []
+    size = 2
+    while size < world_size:
+        sizes.append(size)
+        size *= 2
+    if world_size >= 2:
+        sizes.append(world_size)
+    return sizes
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -54,40 +97,55 @@ def bus_factor(op: str, world_size: int) -> float:
 # --- worker (a separate process) -------------------------------------------------------------
 
 
-def _worker(rank: int, spec: dict[str, Any]) -> int:
-    """One rank (``spec``: what :func:`collective_probe` asks of every worker): the default group
-    is gloo (over the file store); the collectives run in a group of every rank on ``spec["backend"]``
-    (:func:`run_collectives`)."""
+class _WorkerSpec(msgspec.Struct, kw_only=True):
+    """What :func:`collective_probe` asks of every worker process (JSON on its command line)."""
+
+    backend: str
+    world: int
+    store: str  # the file store's path
+    ops: list[str]
+    sizes: list[int]
+    samples: int
+    warmup: int
+    target_sample_s: float
+    output: str  # where rank 0 writes the timings
+    cancel_file: str  # present: stop at the next size
+    timeout_s: int
+
+
+def _worker(rank: int, spec: _WorkerSpec) -> int:
+    """One rank: the default group is gloo (over the file store); the collectives run in a group
+    of every rank on ``spec.backend`` (:func:`run_collectives`)."""
     import datetime
 
     import torch
     import torch.distributed as dist
 
-    world, timeout = spec["world"], datetime.timedelta(seconds=spec["timeout_s"])
-    dist.init_process_group("gloo", init_method=f"file://{spec['store']}", rank=rank, world_size=world, timeout=timeout)
-    if spec["backend"] == "nccl":
+    world, timeout = spec.world, datetime.timedelta(seconds=spec.timeout_s)
+    dist.init_process_group("gloo", init_method=f"file://{spec.store}", rank=rank, world_size=world, timeout=timeout)
+    if spec.backend == "nccl":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
     results = run_collectives(
-        spec["ops"],
-        spec["sizes"],
+        spec.ops,
+        spec.sizes,
         rank=rank,
         world_size=world,
         device=device,
-        backend=spec["backend"],
-        samples=spec["samples"],
-        target_sample_s=spec["target_sample_s"],
-        warmup=spec["warmup"],
-        should_stop=Path(spec["cancel_file"]).exists,
+        backend=spec.backend,
+        samples=spec.samples,
+        target_sample_s=spec.target_sample_s,
+        warmup=spec.warmup,
+        should_stop=Path(spec.cancel_file).exists,
         groups=[world],
     )
     if rank == 0:
-        tmp = Path(spec["output"] + ".tmp")
-        tmp.write_text(json.dumps({"results": results, "torch": torch.__version__, "backend": spec["backend"]}))
-        os.replace(tmp, spec["output"])
+        tmp = Path(spec.output + ".tmp")
+        tmp.write_bytes(encode_json(results))
+        os.replace(tmp, spec.output)
     dist.barrier()
     dist.destroy_process_group()
     return 0
@@ -99,17 +157,17 @@ def run_collectives(
     *,
     rank: int,
     world_size: int,
-    device: Any,
+    device: torch.device | str,
     backend: str,
     samples: int,
     target_sample_s: float,
     warmup: int = 2,
     should_stop: Callable[[], bool] = lambda: False,
-    on_result: Callable[[dict[str, Any]], None] | None = None,
+    on_result: Callable[[CollectiveTiming], None] | None = None,
     groups: list[int] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[CollectiveTiming]:
     """Time ``ops`` (``allreduce``, ``allgather``) at ``sizes_bytes`` for every group size
-    (``groups``; default :func:`~gpuscope.probing.cluster.group_sizes` of ``world_size``).
+    (``groups``; default :func:`group_sizes` of ``world_size``).
 
     ``device`` is a torch device (``cpu`` with gloo, ``cuda:LOCAL_RANK`` with nccl). A stop
     request on any rank (``should_stop``) ends the sweep on all ranks at the next size.
@@ -117,15 +175,14 @@ def run_collectives(
     import torch
     import torch.distributed as dist
 
-    from gpuscope.probing.cluster import group_sizes
-
-    is_cuda = torch.device(device).type == "cuda"
+    device = torch.device(device)
+    is_cuda = device.type == "cuda"
 
     def sync() -> None:
         if is_cuda:
             torch.cuda.synchronize(device)
 
-    results: list[dict[str, Any]] = []
+    results: list[CollectiveTiming] = []
     has_into = hasattr(dist, "all_gather_into_tensor")
     everyone = torch.zeros(1)  # the default group is gloo: a CPU tensor
     for n in groups or group_sizes(world_size):
@@ -150,16 +207,10 @@ def run_collectives(
                 run = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
                 iters, warm, timed = time_collective(run, sync, device, group, target_sample_s, warmup, samples)
                 error = validate_collective(op, elements, n, rank, device, group, has_into and is_cuda)
-                item = {
-                    "op": op,
-                    "group_size": n,
-                    "ranks": members,
-                    "size_bytes": elements * 4,
-                    "iters": iters,
-                    "samples_s": timed,
-                    "warmup_samples_s": warm,
-                    "validation_error": error,
-                }
+                item = CollectiveTiming(
+                    op=op, group_size=n, ranks=members, size_bytes=elements * 4, iters=iters, samples_s=timed,
+                    warmup_samples_s=warm, validation_error=error,
+                )  # fmt: skip
                 if rank == 0:
                     results.append(item)
                     if on_result is not None:
@@ -172,8 +223,8 @@ def run_collectives(
 def time_collective(
     run: Callable[[], object],
     sync: Callable[[], None],
-    device: Any,
-    group: Any,
+    device: torch.device,
+    group: ProcessGroup | None,
     target_sample_s: float,
     warmup: int,
     samples: int,
@@ -208,7 +259,9 @@ def time_collective(
     return iters, warm, timed
 
 
-def collective_kernel(op: str, elements: int, n: int, device: Any, group: Any, into: bool) -> Callable[[], None]:
+def collective_kernel(
+    op: str, elements: int, n: int, device: torch.device, group: ProcessGroup | None, into: bool
+) -> Callable[[], object]:
     """One ``op`` over ``group`` (None: every rank) on ``elements`` float32 values; ``into``: use
     ``all_gather_into_tensor``. Each call binds its own tensors."""
     import torch
@@ -227,7 +280,9 @@ def collective_kernel(op: str, elements: int, n: int, device: Any, group: Any, i
     raise ValueError(f"unknown collective {op!r}")
 
 
-def validate_collective(op: str, elements: int, n: int, rank: int, device: Any, group: Any, into: bool) -> float:
+def validate_collective(
+    op: str, elements: int, n: int, rank: int, device: torch.device, group: ProcessGroup | None, into: bool
+) -> float:
     """One SUM all-reduce or one all-gather with known values; the relative error (0.0 exact)."""
     import torch
     import torch.distributed as dist
@@ -253,69 +308,48 @@ def validate_collective(op: str, elements: int, n: int, rank: int, device: Any, 
 
 
 def collective_record(
-    item: dict[str, Any], n: int, name: str, device: str, backend: str, versions: Any, **parameters: Any
-) -> dict[str, Any]:
-    """The measurement record of one op and size timed over ``n`` ranks (``item``: ``op``,
-    ``size_bytes``, ``iters``, ``samples_s``, ``warmup_samples_s``, ``validation_error``, and
-    ``error`` when it failed); ``parameters`` go into its parameters. ok only when validated exactly."""
-    from gpuscope.probing.context import measurement_record
-    from gpuscope.probing.stats import summarize
-
-    op, size = item["op"], int(item["size_bytes"])
-    samples = [float(s) for s in item.get("samples_s") or []]
-    error = item.get("error")
-    if not error and item.get("validation_error") not in (0.0, None):
-        error = f"validation failed: error {item['validation_error']:.3g}"
-    ok = bool(samples) and not error and item.get("validation_error") == 0.0
-    record = measurement_record(
-        kind="collective",
-        name=name,
-        device=device,
-        parameters={
-            "op": op,
-            "backend": backend,
-            "world_size": n,
-            **parameters,
-            "size_bytes": size,
-            "iters_per_sample": item.get("iters"),
-            "dtype": "fp32",
-        },
-        flops=0,
-        bytes_=size,
-        counting_rule={"bytes": BYTES_RULE},
-        statistic="best",
-        status="ok" if ok else "failed",
-        error=None if ok else (error or "no samples"),
+    item: CollectiveTiming, name: str, device: str, versions: Detail, parameters: DetailMap
+) -> Measurement:
+    """The measurement of one op and size timed over ``item.group_size`` ranks; ``parameters``
+    (``op``, ``backend``, ``world_size``...) go into its parameters. ok only when validated exactly."""
+    samples = [float(s) for s in item.samples_s]
+    error = item.error
+    if not error and item.validation_error not in (0.0, None):
+        error = f"validation failed: error {item.validation_error:.3g}"
+    ok = bool(samples) and not error and item.validation_error == 0.0
+    record = finish_measurement(
+        Measurement(
+            kind="collective", name=name, device=device,
+            parameters=as_detail(
+                parameters | {"size_bytes": item.size_bytes, "iters_per_sample": item.iters, "dtype": "fp32"}
+            ),
+            flops=0, bytes=item.size_bytes, counting_rule={"bytes": BYTES_RULE}, versions=versions or {},
+        ),
+        statistic="best", status="ok" if ok else "failed", error=None if ok else (error or "no samples"),
         timing={
-            "samples_s": samples,
-            "warmup_samples_s": item.get("warmup_samples_s", []),
-            "inner_reps": item.get("iters"),
+            "samples_s": list(samples), "warmup_samples_s": list(item.warmup_samples_s), "inner_reps": item.iters,
             "clock": "perf_counter (slowest rank)",
         },
-        summary=summarize(samples, "best") if ok else None,
-        validation_error=item.get("validation_error"),
+        summary=summarize(samples, "best") if ok else None, validation_error=item.validation_error,
         validation_tolerance=0.0,
+    )  # fmt: skip
+    if not ok or record.bytes_per_s is None:
+        return record
+    factor = bus_factor(item.op, item.group_size)
+    return msgspec.structs.replace(
+        record, algbw_bytes_per_s=record.bytes_per_s, busbw_bytes_per_s=record.bytes_per_s * factor, bus_factor=factor
     )
-    if ok:
-        factor = bus_factor(op, n)
-        record["algbw_bytes_per_s"] = record["bytes_per_s"]
-        record["busbw_bytes_per_s"] = record["bytes_per_s"] * factor
-        record["bus_factor"] = factor
-    record["versions"] = versions or {}
-    return record
 
 
 def collective_probe(
     ops: list[str],
     sizes: list[int],
     world_size: int | None,
-    ctx: Any,
-    emit: Callable[[dict[str, Any]], None],
+    ctx: ProbeContext,
+    emit: Callable[[Measurement], None],
     timeout_s: float = 300.0,
 ) -> None:
-    """Run the workers, turn their timings into measurement records (``emit`` each)."""
-    from gpuscope.probing.context import measurement_record
-
+    """Run the workers, turn their timings into measurements (``emit`` each)."""
     backend = "nccl" if ctx.device.is_gpu else "gloo"
     if world_size is None and ctx.device.is_gpu:
         import torch
@@ -324,22 +358,14 @@ def collective_probe(
     world_size = 2 if world_size is None else world_size
 
     def per_op(status: str, error: str) -> None:
-        """One record per op when there is no per-size result (skipped or failed)."""
+        """One measurement per op when there is no per-size result (skipped or failed)."""
         for op in ops:
-            result = measurement_record(
-                kind="collective",
-                name=f"collective {op}",
-                device=ctx.device.name,
-                parameters={"op": op, "backend": backend, "world_size": world_size},
-                flops=0,
-                bytes_=0,
-                counting_rule={"bytes": BYTES_RULE},
-                statistic="best",
-                status=status,
-                error=error,
-            )
-            result["versions"] = ctx.versions
-            emit(result)
+            draft = Measurement(
+                kind="collective", name=f"collective {op}", device=ctx.device.name,
+                parameters={"op": op, "backend": backend, "world_size": world_size}, flops=0, bytes=0,
+                counting_rule={"bytes": BYTES_RULE}, versions=as_detail(ctx.versions),
+            )  # fmt: skip
+            emit(finish_measurement(draft, statistic="best", status=status, error=error))
 
     if world_size < 2:
         ranks = "GPUs" if ctx.device.is_gpu else "processes"
@@ -347,7 +373,7 @@ def collective_probe(
             "skipped", f"{backend} collectives need two or more ranks ({ranks}); this device has {world_size}"
         )
     policy = ctx.ceiling_policy
-    off = {"available": False, "reason": "telemetry turned off"}
+    off: dict[str, Detail] = {"available": False, "reason": "telemetry turned off"}
     before = ctx.telemetry.snapshot() if ctx.telemetry is not None else off
     with tempfile.TemporaryDirectory(prefix="gpuscope-collective-") as folder:
         store = Path(folder) / "store"
@@ -357,41 +383,39 @@ def collective_probe(
         env = child_env(
             GLOO_SOCKET_IFNAME=loopback, NCCL_SOCKET_IFNAME=loopback, MASTER_ADDR="127.0.0.1", OMP_NUM_THREADS="1"
         )
-        spec = {
-            "backend": backend,
-            "world": world_size,
-            "store": str(store),
-            "ops": ops,
-            "sizes": sizes,
-            "samples": policy.samples,
-            "warmup": 3,
-            "target_sample_s": policy.target_sample_s,
-            "output": str(output),
-            "cancel_file": str(cancel_file),
-            "timeout_s": int(timeout_s),
-        }
+        spec = _WorkerSpec(
+            backend=backend, world=world_size, store=str(store), ops=ops, sizes=sizes, samples=policy.samples,
+            warmup=3, target_sample_s=policy.target_sample_s, output=str(output), cancel_file=str(cancel_file),
+            timeout_s=int(timeout_s),
+        )  # fmt: skip
         command = [sys.executable, "-m", "gpuscope.probing.collective"]  # + RANK SPEC_JSON
+        spec_json = encode_json(spec).decode()
         processes = [
             subprocess.Popen(
-                [*command, str(rank), json.dumps(spec)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                text=True,
+                [*command, str(rank), spec_json], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
             )
             for rank in range(world_size)
         ]  # fmt: skip
         failure = _wait(processes, ctx, cancel_file, timeout_s)
-        data = json.loads(output.read_text()) if output.exists() else None
+        items = msgspec.json.decode(output.read_bytes(), type=list[CollectiveTiming]) if output.exists() else None
     after = ctx.telemetry.snapshot() if ctx.telemetry is not None else before
-    if data is None:
+    if items is None:
         per_op("failed", failure or "workers wrote no result")
-    for item in data["results"] if data is not None else []:
-        op, size = item["op"], item["size_bytes"]
-        reduce_op = "max while timing; sum validated" if op == "allreduce" else None
-        name = f"collective {op} {size} B x{world_size}"
-        result = collective_record(item, world_size, name, ctx.device.name, backend, ctx.versions, reduce_op=reduce_op)
-        result["telemetry_before"], result["telemetry_after"] = before, after
-        result["telemetry_during"] = {"available": False, "reason": "collectives run in worker processes"}
-        emit(result)
-    if failure and data is not None:
+    for item in items or []:
+        parameters: DetailMap = {"op": item.op, "backend": backend, "world_size": world_size}
+        if item.op == "allreduce":
+            parameters["reduce_op"] = "max while timing; sum validated"
+        name = f"collective {item.op} {item.size_bytes} B x{world_size}"
+        result = collective_record(item, name, ctx.device.name, as_detail(ctx.versions), parameters)
+        emit(
+            msgspec.structs.replace(
+                result,
+                telemetry_before=before,
+                telemetry_after=after,
+                telemetry_during={"available": False, "reason": "collectives run in worker processes"},
+            )  # fmt: skip
+        )
+    if failure and items is not None:
         ctx.log(failure)
     ctx.check_cancel()
 
@@ -406,7 +430,7 @@ def _loopback_interface() -> str:
     return "lo" if "lo" in names or not names else names[0]
 
 
-def _wait(processes: list[subprocess.Popen[str]], ctx: Any, cancel_file: Path, timeout_s: float) -> str | None:
+def _wait(processes: list[subprocess.Popen[str]], ctx: ProbeContext, cancel_file: Path, timeout_s: float) -> str | None:
     """Wait for the workers; on cancel ask them to stop, then end them. Returns a failure line or None."""
     deadline = time.monotonic() + timeout_s
     cancelled_at: float | None = None
@@ -448,4 +472,4 @@ if __name__ == "__main__":  # a worker: python -m gpuscope.probing.collective RA
     import warnings
 
     warnings.filterwarnings("ignore")
-    raise SystemExit(_worker(int(sys.argv[1]), json.loads(sys.argv[2])))
+    raise SystemExit(_worker(int(sys.argv[1]), msgspec.json.decode(sys.argv[2], type=_WorkerSpec)))

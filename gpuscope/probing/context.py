@@ -12,17 +12,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING
 
-from gpuscope.probing.environment import DeviceSpec, MemoryBudget
+import msgspec
+
+from gpuscope.probing.environment import DeviceSpec, MemoryBudget, first_line, is_out_of_memory
 from gpuscope.probing.errors import ProbeCancelled, ProbeFailed, ProbeSkipped
-from gpuscope.probing.stats import summarize
+from gpuscope.probing.stats import Summary, summarize
 from gpuscope.probing.telemetry import ProbeTelemetry
-from gpuscope.probing.timing import Clock, CpuClock, TimingPolicy, check_cancel, time_kernel
+from gpuscope.probing.timing import Clock, CpuClock, CudaClock, Timing, TimingPolicy, check_cancel, time_kernel
+from gpuscope.schema.core import Detail, DetailMap, as_detail
+from gpuscope.schema.results import Measurement
+from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
 from gpuscope.telemetry.powercap import POWERCAP_ROOT
+from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = ["ProbeContext", "measurement_record", "graph_decision", "NEVER_GRAPHED_KINDS"]
+if TYPE_CHECKING:  # the types only: torch loads when a probe runs
+    import torch
+
+__all__ = ["ProbeContext", "finish_measurement", "graph_decision", "NEVER_GRAPHED_KINDS"]
 
 #: Measurement kinds never captured into a CUDA graph: copies to/from host memory (a pageable
 #: copy synchronizes, which capture forbids; a failed capture can leave the caching allocator's
@@ -47,55 +55,40 @@ def graph_decision(
     return True, "short calls are replayed from a CUDA graph"
 
 
-def measurement_record(
+def finish_measurement(
+    draft: Measurement,
     *,
-    kind: str,
-    name: str,
-    device: str,
-    parameters: dict[str, Any],
-    flops: float,
-    bytes_: float,
-    counting_rule: dict[str, str],
     statistic: str,
     status: str = "ok",
     error: str | None = None,
-    timing: dict[str, Any] | None = None,
-    summary: dict[str, Any] | None = None,
+    timing: DetailMap | None = None,
+    summary: Summary | None = None,
     validation_error: float | None = None,
     validation_tolerance: float | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """A ``measurements`` entry. ``status`` is ``ok``, ``failed`` (no number: validation or
-    error) or ``skipped`` (did not run: budget, out of memory, unsupported)."""
-    record: dict[str, Any] = {
-        "id": None,  # set by the runner
-        "kind": kind,
-        "name": name,
-        "device": device,
-        "status": status,
-        "error": error,
-        "parameters": parameters,
-        "flops": flops,
-        "bytes": bytes_,
-        "counting_rule": counting_rule,
-        "statistic": statistic,
-        "samples_s": (timing or {}).get("samples_s", []),
-        "time_s": None,
-        "flop_per_s": None,
-        "bytes_per_s": None,
-        "intensity_flop_per_byte": (flops / bytes_) if bytes_ else None,
-        "validation_error": validation_error,
-        "validation_tolerance": validation_tolerance,
-        "timing": {k: v for k, v in (timing or {}).items() if k != "samples_s"},
-    }
-    if summary is not None and status == "ok":
-        record.update({k: v for k, v in summary.items() if k not in ("statistic",)})
-        time_s = summary["time_s"]
-        record["time_s"] = time_s
-        record["flop_per_s"] = flops / time_s if flops and time_s > 0 else (0.0 if not flops else None)
-        record["bytes_per_s"] = bytes_ / time_s if bytes_ and time_s > 0 else (0.0 if not bytes_ else None)
-    record.update(extra)
-    return record
+) -> Measurement:
+    """``draft`` (what a probe measures: kind, name, device, parameters, flops, bytes, counting rule)
+    as a finished ``measurements`` entry. ``status`` is ``ok``, ``failed`` (no number: validation or
+    error) or ``skipped`` (did not run: budget, out of memory, unsupported); the rates come from
+    ``summary`` only when ok."""
+    details = dict(timing or {})
+    samples = details.pop("samples_s", None)
+    flops, nbytes = draft.flops or 0.0, draft.bytes or 0.0
+    finished = msgspec.structs.replace(
+        draft, statistic=statistic, status=status, error=error,
+        samples_s=[float(s) for s in samples if isinstance(s, (int, float))] if isinstance(samples, list) else [],
+        intensity_flop_per_byte=flops / nbytes if nbytes else None, validation_error=validation_error,
+        validation_tolerance=validation_tolerance, timing=details,
+    )  # fmt: skip
+    if summary is None or status != "ok":
+        return finished
+    time_s = summary.time_s
+    return msgspec.structs.replace(
+        finished, n=summary.n, time_s=time_s, time_min_s=summary.time_min_s, time_median_s=summary.time_median_s,
+        time_p10_s=summary.time_p10_s, time_p90_s=summary.time_p90_s, time_max_s=summary.time_max_s,
+        spread=summary.spread,
+        flop_per_s=flops / time_s if flops and time_s > 0 else (0.0 if not flops else None),
+        bytes_per_s=nbytes / time_s if nbytes and time_s > 0 else (0.0 if not nbytes else None),
+    )  # fmt: skip
 
 
 @dataclass
@@ -108,7 +101,7 @@ class ProbeContext:
     workload_policy: TimingPolicy = TimingPolicy(samples=15, target_sample_s=0.02)
     cancel: threading.Event = field(default_factory=threading.Event)
     telemetry: ProbeTelemetry | None = None
-    versions: dict[str, Any] = field(default_factory=dict)
+    versions: DetailMap = field(default_factory=dict)
     max_call_s: float = 1.0  # a ceiling search skips shapes whose single call is predicted longer
     log: Callable[[str], None] = lambda message: None
     clock_factory: Callable[[], Clock] | None = None  # tests inject a fake clock
@@ -120,7 +113,7 @@ class ProbeContext:
     energy: bool = True  # read the device's energy counter around each measurement's samples
     powercap_root: str | os.PathLike[str] = POWERCAP_ROOT  # RAPL's tree (tests: a fake one)
     _cuda_clock: Clock | None = None
-    _energy_meter: Any = None
+    _energy_meter: EnergyMeter | _ClosedMeter | None = None
 
     def check_cancel(self) -> None:
         check_cancel(self.cancel)
@@ -134,17 +127,15 @@ class ProbeContext:
             return self.clock_factory()
         if self.device.is_gpu:
             if self._cuda_clock is None:
-                from gpuscope.probing.timing import CudaClock
-
                 self._cuda_clock = CudaClock(self.device.torch_device)
             return self._cuda_clock
         return CpuClock()
 
     @property
-    def stream(self) -> Any:
+    def stream(self) -> torch.cuda.Stream | None:
         """The CUDA stream probe kernels run on (None on CPU)."""
         clock = self.clock()
-        return getattr(clock, "stream", None)
+        return clock.stream if isinstance(clock, CudaClock) else None
 
     def synchronize(self) -> None:
         if self.device.is_gpu:
@@ -154,28 +145,26 @@ class ProbeContext:
 
     def measure(
         self,
-        fn: Callable[[], Any],
+        fn: Callable[[], object],
         *,
         statistic: str,
         validate: Callable[[], tuple[float, float]] | None,
-        record: dict[str, Any],
+        record: Measurement,
         graphable: bool | None = None,
-    ) -> dict[str, Any]:
-        """Time ``fn`` (a closure that runs the kernel once), validate its output, and fill
-        ``record`` (keyword arguments of :func:`measurement_record` less timing/summary).
-        ``graphable``: whether ``fn`` may be captured into a CUDA graph when it is short (None:
-        by ``record["kind"]``; transfers and collectives never are, see :func:`graph_decision`).
+    ) -> Measurement:
+        """Time ``fn`` (a closure that runs the kernel once), validate its output, and finish
+        ``record`` (the probe's draft, :func:`finish_measurement`). ``graphable``: whether ``fn``
+        may be captured into a CUDA graph when it is short (None: by ``record.kind``; transfers and
+        collectives never are, see :func:`graph_decision`).
 
         A failed validation or an error turns into ``status: failed`` with no number;
         :class:`ProbeSkipped` into ``status: skipped``; :class:`ProbeCancelled` propagates.
         """
         policy = self.policy(statistic)
         self.synchronize()  # inputs were made on the default stream; the probe stream must see them
-        launch: dict[str, Any] = {"mode": "eager"}
+        launch: dict[str, Detail] = {"mode": "eager"}
         kernels_per_call = 1
-        may_graph, why = graph_decision(
-            record.get("kind"), graphable, enabled=self.cuda_graphs, is_gpu=self.device.is_gpu
-        )
+        may_graph, why = graph_decision(record.kind, graphable, enabled=self.cuda_graphs, is_gpu=self.device.is_gpu)
         if not may_graph and self.device.is_gpu:
             launch["cuda_graph"] = f"not captured: {why}"
         if may_graph and self.clock_factory is None:
@@ -193,13 +182,13 @@ class ProbeContext:
                 except Exception as sync_exc:  # noqa: BLE001 - reported, the eager timing follows
                     launch["cuda_graph_cleanup_error"] = f"{type(sync_exc).__name__}: {str(sync_exc)[:200]}"
         telemetry = self.telemetry
-        off = {"available": False, "reason": "telemetry turned off"}
+        off: dict[str, Detail] = {"available": False, "reason": "telemetry turned off"}
         before = telemetry.snapshot() if telemetry is not None else off
         during_sampler = telemetry.start_during() if telemetry is not None else None
         timing = None
         status, error = "ok", None
         validation_error = tolerance = None
-        attempts: list[dict[str, Any]] = []
+        attempts: list[dict[str, Detail]] = []
         try:
             timing = self._time_with_retries(fn, policy, statistic, attempts)
             self.synchronize()
@@ -217,11 +206,8 @@ class ProbeContext:
             status, error = "skipped", str(exc)
         except ProbeFailed as exc:
             status, error = "failed", str(exc)
-            validation_error = getattr(exc, "error", None)
-            tolerance = getattr(exc, "tolerance", None)
+            validation_error, tolerance = exc.error, exc.tolerance
         except Exception as exc:  # noqa: BLE001 - one broken kernel must not end the run
-            from gpuscope.probing.environment import first_line, is_out_of_memory
-
             if is_out_of_memory(exc):
                 status, error = "skipped", f"out of memory: {first_line(exc)}"
             else:
@@ -229,47 +215,37 @@ class ProbeContext:
         during = during_sampler.stop() if during_sampler is not None else None
         after = telemetry.snapshot() if telemetry is not None else before
         summary = summarize(timing.samples_s, statistic) if timing is not None and status == "ok" else None
-        result = measurement_record(
-            statistic=statistic,
-            status=status,
-            error=error,
-            timing=timing.to_json() if timing is not None else None,
-            summary=summary,
-            validation_error=validation_error,
-            validation_tolerance=tolerance,
-            **record,
-        )
-        result["versions"] = self.versions
-        result["telemetry_before"] = before
-        result["telemetry_after"] = after
+        details: DetailMap = timing.to_json() if timing is not None else {}
+        if self.device.is_gpu:
+            details["launch"] = as_detail(launch)
+        energy_j = details.get("energy_j")
+        if status == "ok" and timing is not None and isinstance(energy_j, (int, float)) and energy_j and record.flops:
+            calls = len(timing.samples_s) * timing.inner_reps  # the calls the energy window covered
+            details["flop_per_j"] = float(record.flops) * calls / float(energy_j)
         if during is None and not self.device.is_gpu:
             reason = "not sampled during CPU probes (the sampler would share the measured cores)"
             during = {"available": False, "reason": reason}
-        result["telemetry_during"] = during or (off if telemetry is None else {**off, "reason": telemetry.reason})
-        if self.device.is_gpu:
-            result["timing"]["launch"] = launch
-        energy_j = result["timing"].get("energy_j")
-        if status == "ok" and timing is not None and energy_j and result.get("flops"):
-            calls = len(timing.samples_s) * timing.inner_reps  # the calls the energy window covered
-            result["timing"]["flop_per_j"] = float(result["flops"]) * calls / float(energy_j)
-        if attempts:
-            result["host_contention_percent"] = attempts[-1].get("kept_contention_percent")
-            result["attempts"] = attempts[:-1]
-        reported = result["telemetry_during"].get("dram_bandwidth_bytes_per_s_mean")
-        if reported is not None:
-            result["reported_dram_bytes_per_s"] = reported  # what the GPU said, next to bytes_per_s
-        return result
+        during = during or (off if telemetry is None else {**off, "reason": telemetry.reason})
+        reported = during.get("dram_bandwidth_bytes_per_s_mean")
+        result = finish_measurement(
+            record, statistic=statistic, status=status, error=error, timing=details,
+            summary=summary, validation_error=validation_error, validation_tolerance=tolerance,
+        )  # fmt: skip
+        return msgspec.structs.replace(
+            result, versions=self.versions, telemetry_before=before, telemetry_after=after, telemetry_during=during,
+            host_contention_percent=_number(attempts[-1].get("kept_contention_percent")) if attempts else None,
+            attempts=list(attempts[:-1]) if attempts else None,
+            # what the GPU said, next to bytes_per_s
+            reported_dram_bytes_per_s=_number(reported),
+        )  # fmt: skip
 
-    def energy_meter(self) -> Any:
+    def energy_meter(self) -> EnergyMeter | _ClosedMeter | None:
         """This context's :class:`~gpuscope.telemetry.energy.EnergyMeter` (made on first use), or
         None when energy is turned off. On a GPU it reads the NVML GPU that the one NVML<->CUDA
         mapping finds for the device (by torch's UUID, else CUDA_VISIBLE_DEVICES and PCI order)."""
         if not self.energy:
             return None
         if self._energy_meter is None:
-            from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
-            from gpuscope.telemetry.values import Reason, Unavailable
-
             try:
                 if self.device.is_gpu:
                     uuid = self.telemetry.cuda_uuid if self.telemetry is not None else None
@@ -278,9 +254,7 @@ class ProbeContext:
                     self._energy_meter = EnergyMeter("cpu", powercap_root=self.powercap_root)
             except Exception as exc:  # noqa: BLE001 - energy must never break a probe
                 problem = Unavailable(Reason.ERROR, f"energy meter failed to open: {type(exc).__name__}: {exc}")
-                # a meter that could not open: every window is unavailable with the reason
-                result = EnergyResult(problem, 0.0, "none")
-                self._energy_meter = SimpleNamespace(start=lambda: None, stop=lambda: result, close=lambda: None)
+                self._energy_meter = _ClosedMeter(EnergyResult(problem, 0.0, "none"))
         return self._energy_meter
 
     def close(self) -> None:
@@ -289,13 +263,14 @@ class ProbeContext:
         if meter is not None:
             meter.close()
 
-    def _graphed(self, fn: Callable[[], Any]) -> tuple[Callable[[], Any], int, dict[str, Any]]:
+    def _graphed(self, fn: Callable[[], object]) -> tuple[Callable[[], object], int, dict[str, Detail]]:
         """Short GPU kernels are bounded by Python's launch cost (several us), not the GPU: when
         one call takes under ``graph_below_s``, capture enough calls into one CUDA graph to last
         about 0.5 ms and time graph replays instead. Returns (callable, kernels per call, info)."""
         import torch
 
         stream = self.stream
+        assert stream is not None  # graphs are captured on a GPU only (graph_decision)
         with torch.cuda.stream(stream):
             for _ in range(3):  # warm-up on the capture stream (library handles, workspaces)
                 fn()
@@ -319,8 +294,8 @@ class ProbeContext:
         return graph.replay, reps, {"mode": "cuda_graph", "kernels_per_replay": reps, "eager_per_call_s": per_call_s}
 
     def _time_with_retries(
-        self, fn: Callable[[], Any], policy: TimingPolicy, statistic: str, attempts: list[dict[str, Any]]
-    ) -> Any:
+        self, fn: Callable[[], object], policy: TimingPolicy, statistic: str, attempts: list[dict[str, Detail]]
+    ) -> Timing:
         """Time ``fn``; on a CPU, while other processes took more than ``contention_threshold_percent``
         of the cores during the attempt, try again (up to ``contention_retries`` times) and keep the
         best attempt (ceilings) or the least contended one (workloads). ``attempts`` receives one
@@ -351,13 +326,34 @@ class ProbeContext:
             if contention is None or contention <= self.contention_threshold_percent:
                 break
         attempts.append({"kept_contention_percent": kept_contention})
+        assert kept is not None  # the first attempt always runs
         return kept
 
-    def skipped(self, record: dict[str, Any], reason: str, statistic: str = "best") -> dict[str, Any]:
+    def skipped(self, record: Measurement, reason: str, statistic: str = "best") -> Measurement:
         """A measurement that did not run, with the reason."""
-        result = measurement_record(statistic=statistic, status="skipped", error=reason, **record)
-        result["versions"] = self.versions
-        return result
+        result = finish_measurement(record, statistic=statistic, status="skipped", error=reason)
+        return msgspec.structs.replace(result, versions=self.versions)
+
+
+@dataclass(frozen=True)
+class _ClosedMeter:
+    """A meter that could not open: every window is unavailable with the reason."""
+
+    result: EnergyResult
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> EnergyResult:
+        return self.result
+
+    def close(self) -> None:
+        pass
+
+
+def _number(value: Detail) -> float | None:
+    """A telemetry detail that is a number, as a float; else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _cpu_counters() -> tuple[float, float, float] | None:

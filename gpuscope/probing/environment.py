@@ -14,11 +14,19 @@ import socket
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.probing.errors import ProbeSkipped
+from gpuscope.schema.core import DetailMap
 from gpuscope.schema.results import CacheLevel, Device, System
+from gpuscope.telemetry.cpuinfo import cpu_info
+from gpuscope.telemetry.nvml import mapping, session
+from gpuscope.telemetry.values import Unavailable
+from gpuscope.version import __version__
+
+if TYPE_CHECKING:  # the types only: torch loads when a probe runs
+    import torch
 
 __all__ = [
     "DeviceSpec",
@@ -90,7 +98,7 @@ def resolve_device(text: str) -> DeviceSpec:
     return spec
 
 
-def tensor_device(values: Any) -> Any:
+def tensor_device(values: object) -> torch.device | None:
     """The ``torch.device`` of the first tensor in ``values`` (any nesting), else None."""
     import torch
     from torch.utils._pytree import tree_leaves
@@ -98,7 +106,7 @@ def tensor_device(values: Any) -> Any:
     return next((leaf.device for leaf in tree_leaves(values) if isinstance(leaf, torch.Tensor)), None)
 
 
-def torch_device(device: Any, values: Any = ()) -> Any:
+def torch_device(device: str | torch.device | None, values: object = ()) -> torch.device:
     """``device`` (``"cuda:1"``, a ``torch.device``; None: the device of the first tensor in
     ``values``, else the CPU) as a ``torch.device``, CUDA with an index. Raises
     :class:`UsageError` / :class:`ResourceError` (one line) for a device that cannot be used."""
@@ -123,15 +131,13 @@ def torch_device(device: Any, values: Any = ()) -> Any:
     return resolved
 
 
-def torch_device_name(device: Any) -> str | None:
+def torch_device_name(device: torch.device) -> str | None:
     """The GPU's name or the CPU model of a ``torch.device``; None when it cannot be read."""
     try:
         if device.type == "cuda":
             import torch
 
             return str(torch.cuda.get_device_name(device))
-        from gpuscope.telemetry.cpuinfo import cpu_info
-
         return cpu_info().model
     except Exception:  # noqa: BLE001 - a name is a label, never a failure
         return None
@@ -229,11 +235,11 @@ def first_line(exc: BaseException, limit: int = 200) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _torch_blas() -> dict[str, Any]:
+def _torch_blas() -> DetailMap:
     import torch
 
     config = torch.__config__.show()
-    out: dict[str, Any] = {}
+    out: DetailMap = {}
     mkl = re.search(r"Math Kernel Library Version ([\w.\-]+)", config)
     if mkl:
         out["torch_cpu_blas"] = f"MKL {mkl.group(1)}"
@@ -261,12 +267,10 @@ def numpy_blas() -> str | None:
         return None
 
 
-def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dict[str, Any]:
+def versions(device: DeviceSpec | None = None, driver: str | None = None) -> DetailMap:
     """Versions of everything that shapes a number: python, numpy (and its BLAS), torch (its
     CPU BLAS, oneDNN, CUDA, cuDNN), and the NVIDIA driver when known."""
-    from gpuscope import __version__
-
-    out: dict[str, Any] = {"python": platform.python_version(), "gpuscope": __version__}
+    out: DetailMap = {"python": platform.python_version(), "gpuscope": __version__}
     try:
         import numpy
 
@@ -290,10 +294,12 @@ def versions(device: DeviceSpec | None = None, driver: str | None = None) -> dic
     return out
 
 
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def system_info(device: DeviceSpec, driver: str | None = None) -> System:
     """The ``system`` object of a results file."""
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
     info = cpu_info()
     v = versions(device, driver)
     return System(
@@ -303,23 +309,21 @@ def system_info(device: DeviceSpec, driver: str | None = None) -> System:
         physical_cores=info.physical_cores,
         simd=info.simd,
         os=platform.platform(),
-        python=v["python"],
-        torch=v.get("torch"),
-        cuda=v.get("cuda"),
+        python=_text(v.get("python")),
+        torch=_text(v.get("torch")),
+        cuda=_text(v.get("cuda")),
         driver=driver,
-        blas=v.get("torch_cpu_blas"),
-        numpy_blas=v.get("numpy_blas"),
+        blas=_text(v.get("torch_cpu_blas")),
+        numpy_blas=_text(v.get("numpy_blas")),
         argv=sys.argv[1:],
     )
 
 
-def device_info(device: DeviceSpec, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None) -> Device:
+def device_info(device: DeviceSpec, *, gpus: Sequence[object] | None = None, cuda_uuid: str | None = None) -> Device:
     """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches; a GPU's ``uuid``
     by :func:`gpu_uuid` (``gpus`` and ``cuda_uuid`` are passed on; None: NVML's and torch's)."""
     host = socket.gethostname()
     if not device.is_gpu:
-        from gpuscope.telemetry.cpuinfo import cpu_info
-
         info = cpu_info()
         return Device(
             device=device.name,
@@ -356,14 +360,12 @@ def device_info(device: DeviceSpec, *, gpus: Sequence[Any] | None = None, cuda_u
     )
 
 
-def gpu_uuid(cuda_index: int, *, gpus: Sequence[Any] | None = None, cuda_uuid: str | None = None) -> str | None:
+def gpu_uuid(cuda_index: int, *, gpus: Sequence[object] | None = None, cuda_uuid: str | None = None) -> str | None:
     """The UUID of CUDA device ``cuda_index`` as NVML spells it (``GPU-...``, ``MIG-...``), found by
     the one NVML <-> CUDA mapping (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`)
     with torch's UUID of the device (``cuda_uuid``; None: ask torch). ``gpus``: NVML devices (GPU
     samples or ``NvmlIdentity``; None: list them now). torch's bare UUID when NVML does not list the
     device; None when neither knows it (a PCI-order guess never names a GPU across files)."""
-    from gpuscope.telemetry.nvml import mapping
-
     uuid = cuda_uuid if cuda_uuid is not None else mapping.cuda_device_uuid(cuda_index)
     listed = list(gpus) if gpus is not None else _nvml_devices()
     match = mapping.match_cuda_device(listed, cuda_index, cuda_uuid=uuid)
@@ -372,11 +374,8 @@ def gpu_uuid(cuda_index: int, *, gpus: Sequence[Any] | None = None, cuda_uuid: s
     return mapping.normalize_uuid(uuid) or None
 
 
-def _nvml_devices() -> list[Any]:
+def _nvml_devices() -> Sequence[object]:
     """Every NVML device as ``NvmlIdentity`` (none when NVML is missing or fails)."""
-    from gpuscope.telemetry.nvml import mapping, session
-    from gpuscope.telemetry.values import Unavailable
-
     if session.init() is not None:
         return []
     try:

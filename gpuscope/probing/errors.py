@@ -17,6 +17,10 @@ class ProbeSkipped(Exception):
 class ProbeFailed(Exception):
     """The measurement ran but produced no trustworthy number (the message says why)."""
 
+    #: A failed validation's relative error and tolerance (None: not a validation).
+    error: float | None = None
+    tolerance: float | None = None
+
 
 class ValidationFailed(ProbeFailed):
     """The kernel's output differs from the float64 reference by more than the tolerance."""

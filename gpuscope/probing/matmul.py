@@ -12,14 +12,24 @@ in this process) and keeps the best; :func:`matmul_workload` times one shape for
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from gpuscope.probing.context import ProbeContext
-from gpuscope.probing.environment import oom_guard
+from gpuscope.probing.environment import numpy_blas, oom_guard
 from gpuscope.probing.errors import ProbeSkipped
 from gpuscope.probing.validation import check_close, matmul_tolerance
+from gpuscope.schema.results import Measurement
+from gpuscope.schema.suites import MATMUL_DTYPES, MatmulShape
+
+if TYPE_CHECKING:  # the types only: numpy and torch load when a probe runs
+    import numpy as np
+    import numpy.typing as npt
+    import torch
+
+    Array: TypeAlias = npt.NDArray[np.float64 | np.float32]
 
 __all__ = [
     "MATMUL_DTYPES",
@@ -34,7 +44,6 @@ __all__ = [
     "matmul_workload",
 ]
 
-MATMUL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
 FLOPS_RULE = "2*batch*M*N*K (one multiply and one add per term; dense)"
 BYTES_RULE = "minimum traffic: A and B read once, C written once = batch*((M*K + K*N)*input_bytes + M*N*output_bytes)"
 
@@ -42,38 +51,9 @@ _INPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 _OUTPUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2}  # fp8 writes bf16
 
 
-@dataclass(frozen=True)
-class MatmulShape:
-    """C[batch, M, N] = op(A)[batch, M, K] @ op(B)[batch, K, N]; ``transpose`` is two letters,
-    ``n`` or ``t`` for A and B (``t``: the operand is stored transposed)."""
-
-    m: int
-    n: int
-    k: int
-    batch: int = 1
-    transpose: str = "nn"
-    label: str = ""
-
-    def describe(self) -> str:
-        core = f"{self.m}x{self.n}x{self.k}"
-        if self.batch != 1:
-            core = f"{self.batch}x{core}"
-        if self.transpose != "nn":
-            core += f" {self.transpose}"
-        return f"{self.label} {core}".strip()
-
-    @property
-    def flops(self) -> int:
-        """2·batch·M·N·K (:func:`matmul_flops`)."""
-        return matmul_flops(self.batch, self.m, self.n, self.k)
-
-    def parameters(self) -> dict[str, Any]:
-        return dict(batch=self.batch, m=self.m, n=self.n, k=self.k, transpose=self.transpose, label=self.label or None)
-
-
 def matmul_flops(batch: int, m: int, n: int, k: int) -> int:
-    """FLOPs of a (batched) GEMM: 2·batch·M·N·K."""
-    return 2 * batch * m * n * k
+    """FLOPs of a (batched) GEMM: 2·batch·M·N·K (:attr:`MatmulShape.flops`)."""
+    return MatmulShape(m, n, k, batch).flops
 
 
 def matmul_bytes(batch: int, m: int, n: int, k: int, dtype: str) -> int:
@@ -110,16 +90,17 @@ def dtype_support(dtype: str, ctx: ProbeContext, library: str = "torch") -> str 
     return None
 
 
-def _torch_dtype(dtype: str) -> Any:
+def _torch_dtype(dtype: str) -> torch.dtype:
     import torch
 
+    if dtype == "fp8":  # only asked for once dtype_support found it in this torch
+        return torch.float8_e4m3fn
     return {
         "fp64": torch.float64,
         "fp32": torch.float32,
         "tf32": torch.float32,
         "bf16": torch.bfloat16,
         "fp16": torch.float16,
-        "fp8": getattr(torch, "float8_e4m3fn", None),
     }[dtype]
 
 
@@ -148,7 +129,9 @@ def _math_mode(dtype: str, ctx: ProbeContext) -> Iterator[None]:
         matmul_backend.allow_tf32 = previous_allow
 
 
-def _random_operand_torch(shape: tuple[int, ...], dtype: Any, device: str, generator: Any) -> Any:
+def _random_operand_torch(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str, generator: torch.Generator
+) -> torch.Tensor:
     """Uniform magnitudes in [0.5, 1.5) with random signs: never zero, representable in fp8."""
     import torch
 
@@ -162,7 +145,7 @@ def _random_operand_torch(shape: tuple[int, ...], dtype: Any, device: str, gener
 class MatmulCase:
     """A ready-to-time GEMM: ``run()`` computes C once; ``validate()`` returns (error, tolerance)."""
 
-    run: Callable[[], Any]
+    run: Callable[[], object]
     validate: Callable[[], tuple[float, float]]
     library: str
     implementation: str
@@ -208,25 +191,24 @@ def build_matmul(shape: MatmulShape, dtype: str, library: str, ctx: ProbeContext
 def _build_numpy(shape: MatmulShape, dtype: str, nbytes: int) -> MatmulCase:
     import numpy as np
 
-    from gpuscope.probing.environment import numpy_blas
-
     np_dtype = np.float64 if dtype == "fp64" else np.float32
     rng = np.random.default_rng(1234)
 
-    def operand(rows: int, cols: int, transposed: bool) -> Any:
+    def operand(rows: int, cols: int, transposed: bool) -> Array:
         full = (shape.batch, cols, rows) if transposed else (shape.batch, rows, cols)
         data = (rng.random(full, dtype=np_dtype) + np_dtype(0.5)) * np.where(rng.random(full) < 0.5, -1, 1).astype(
             np_dtype
         )
         data = data.swapaxes(-1, -2) if transposed else data
-        return data[0] if shape.batch == 1 else data
+        first: Array = data[0]  # a 2-D view when there is one batch
+        return first if shape.batch == 1 else data
 
     a = operand(shape.m, shape.k, shape.transpose[0] == "t")
     b = operand(shape.k, shape.n, shape.transpose[1] == "t")
     out_shape = (shape.m, shape.n) if shape.batch == 1 else (shape.batch, shape.m, shape.n)
     c = np.empty(out_shape, dtype=np_dtype)
 
-    def run() -> Any:
+    def run() -> object:
         return np.matmul(a, b, out=c)
 
     def validate() -> tuple[float, float]:
@@ -243,7 +225,7 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
     generator = torch.Generator(device="cpu").manual_seed(1234)
     batch_shape = () if shape.batch == 1 else (shape.batch,)
 
-    def operand(rows: int, cols: int, transposed: bool, storage_dtype: Any) -> Any:
+    def operand(rows: int, cols: int, transposed: bool, storage_dtype: torch.dtype) -> torch.Tensor:
         if transposed:
             return _random_operand_torch((*batch_shape, cols, rows), storage_dtype, device, generator).transpose(-1, -2)
         return _random_operand_torch((*batch_shape, rows, cols), storage_dtype, device, generator)
@@ -256,23 +238,25 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
         a = operand(shape.m, shape.k, False, tdtype)  # row-major, as _scaled_mm requires
         b = operand(shape.k, shape.n, True, tdtype)  # column-major, as _scaled_mm requires
         one = torch.ones((), dtype=torch.float32, device=device)
-        holder: dict[str, Any] = {}
+        holder: dict[str, torch.Tensor] = {}
 
-        def run() -> Any:
-            out: Any = torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+        def run() -> object:
+            out: torch.Tensor | tuple[torch.Tensor, torch.Tensor] = torch._scaled_mm(
+                a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+            )
             if isinstance(out, tuple):  # torch < 2.4 returned (out, amax)
                 out = out[0]
             holder["c"] = out
             return out
 
         implementation = "torch._scaled_mm (e4m3, unit scales, bf16 out, fast accumulation)"
-        get_c: Callable[[], Any] = lambda: holder["c"]  # noqa: E731
+        get_c: Callable[[], torch.Tensor] = lambda: holder["c"]  # noqa: E731
     else:
         a = operand(shape.m, shape.k, shape.transpose[0] == "t", tdtype)
         b = operand(shape.k, shape.n, shape.transpose[1] == "t", tdtype)
         c = torch.empty((*batch_shape, shape.m, shape.n), dtype=tdtype, device=device)
 
-        def run() -> Any:
+        def run() -> object:
             return torch.matmul(a, b, out=c)
 
         implementation = "torch.matmul" + (
@@ -290,24 +274,19 @@ def _build_torch(shape: MatmulShape, dtype: str, ctx: ProbeContext, nbytes: int)
 
 def _record(
     shape: MatmulShape, dtype: str, case_library: str, implementation: str | None, ctx: ProbeContext, role: str
-) -> dict[str, Any]:
-    return {
-        "kind": "matmul",
-        "name": f"matmul {dtype} {shape.describe()}",
-        "device": ctx.device.name,
-        "parameters": {**shape.parameters(), "dtype": dtype, "library": case_library, "role": role},
-        "flops": shape.flops,
-        "bytes_": matmul_bytes(shape.batch, shape.m, shape.n, shape.k, dtype),
-        "counting_rule": {"flops": FLOPS_RULE, "bytes": BYTES_RULE},
-        "library": case_library,
-        "implementation": implementation,
-    }
+) -> Measurement:
+    return Measurement(
+        kind="matmul", name=f"matmul {dtype} {shape.describe()}", device=ctx.device.name,
+        parameters={**shape.parameters(), "dtype": dtype, "library": case_library, "role": role},
+        flops=shape.flops, bytes=matmul_bytes(shape.batch, shape.m, shape.n, shape.k, dtype),
+        counting_rule={"flops": FLOPS_RULE, "bytes": BYTES_RULE}, library=case_library, implementation=implementation,
+    )  # fmt: skip
 
 
 def measure_matmul(
     shape: MatmulShape, dtype: str, library: str, ctx: ProbeContext, statistic: str, role: str
-) -> dict[str, Any]:
-    """One timed GEMM as a measurement record (status ok, failed or skipped)."""
+) -> Measurement:
+    """One timed GEMM as a measurement (status ok, failed or skipped)."""
     try:
         case = build_matmul(shape, dtype, library, ctx)
     except ProbeSkipped as exc:
@@ -327,8 +306,6 @@ def measure_matmul(
 def _estimate_rate(dtype: str, library: str, ctx: ProbeContext, size: int = 256) -> float | None:
     """FLOP/s of a small GEMM (best of three calls after a warm one), to predict how long big
     shapes take. None when the dtype cannot run."""
-    import time
-
     shape = MatmulShape(size, size, size)
     try:
         case = build_matmul(shape, dtype, library, ctx)
@@ -351,8 +328,8 @@ def matmul_ceiling(
     shapes: list[MatmulShape],
     libraries: list[str],
     ctx: ProbeContext,
-    emit: Callable[[dict[str, Any]], None],
-) -> dict[str, Any] | None:
+    emit: Callable[[Measurement], None],
+) -> Measurement | None:
     """Search ``shapes`` x ``libraries`` for the fastest GEMM in ``dtype`` (best of N each).
     Each measurement is passed to ``emit``; returns the best ok measurement or None.
 
@@ -360,7 +337,7 @@ def matmul_ceiling(
     ``ctx.max_call_s`` (from the best rate seen so far) is skipped and reported, so a dtype
     without hardware support (fp16 on most CPUs) costs seconds, not minutes.
     """
-    best: dict[str, Any] | None = None
+    best: Measurement | None = None
     ordered = sorted(shapes, key=lambda s: s.flops)
     for library in libraries:
         if dtype_support(dtype, ctx, library):
@@ -385,13 +362,13 @@ def matmul_ceiling(
                 continue
             result = measure_matmul(shape, dtype, library, ctx, "best", "ceiling")
             emit(result)
-            if result["status"] == "ok":
-                rate = max(rate or 0.0, result["flop_per_s"])
-                if best is None or result["flop_per_s"] > best["flop_per_s"]:
+            if result.status == "ok" and result.flop_per_s is not None:
+                rate = max(rate or 0.0, result.flop_per_s)
+                if best is None or result.flop_per_s > (best.flop_per_s or 0.0):
                     best = result
     return best
 
 
-def matmul_workload(shape: MatmulShape, dtype: str, ctx: ProbeContext) -> dict[str, Any]:
+def matmul_workload(shape: MatmulShape, dtype: str, ctx: ProbeContext) -> Measurement:
     """One GEMM timed as a workload (median, p10/p90 over N samples), with torch."""
     return measure_matmul(shape, dtype, "torch", ctx, "median", "workload")

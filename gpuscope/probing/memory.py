@@ -28,15 +28,29 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
+
+import msgspec
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
 from gpuscope.probing.errors import ProbeSkipped
 from gpuscope.probing.validation import check_close, elementwise_tolerance
+from gpuscope.schema.core import Detail, DetailMap, as_detail, detail_map
+from gpuscope.schema.results import DramCheck, Measurement
+from gpuscope.schema.suites import KERNELS
+from gpuscope.telemetry.cpuinfo import cpu_info
+
+if TYPE_CHECKING:  # the types only: numpy and torch load when a probe runs
+    import numpy as np
+    import numpy.typing as npt
+    import torch
+
+    Float: TypeAlias = np.float64 | np.float32
+    Array: TypeAlias = npt.NDArray[Float]
 
 __all__ = [
-    "KERNELS",
+    "KERNEL_ARRAYS",
     "BYTES_RULE",
     "stream_bytes",
     "WorkingSet",
@@ -63,13 +77,14 @@ SCALAR = 3.0
 PASS_BYTES_PER_S = 50e9
 
 #: kernel -> (arrays named in the kernel, arrays read, arrays written)
-KERNELS: dict[str, tuple[int, int, int]] = {
+KERNEL_ARRAYS: dict[str, tuple[int, int, int]] = {
     "copy": (2, 1, 1),  # c = a
     "scale": (2, 1, 1),  # b = s*c
     "add": (3, 2, 1),  # c = a + b
     "triad": (3, 2, 1),  # a = b + s*c
     "read": (1, 1, 0),  # sum(a)
 }
+assert tuple(KERNEL_ARRAYS) == KERNELS  # one entry per kernel a suite may name
 BYTES_RULE = (
     "STREAM: bytes = arrays named in the kernel x elements x element size, each array counted once; "
     "write-allocate traffic is not counted. copy c=a and scale b=s*c: 2 arrays (1 read, 1 write); "
@@ -80,7 +95,7 @@ _DTYPE_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
 
 def stream_bytes(kernel: str, elements: int, element_bytes: int) -> int:
     """Bytes one pass of ``kernel`` over ``elements`` elements moves, by STREAM's rule."""
-    return KERNELS[kernel][0] * elements * element_bytes
+    return KERNEL_ARRAYS[kernel][0] * elements * element_bytes
 
 
 @dataclass(frozen=True)
@@ -93,7 +108,7 @@ class WorkingSet:
 
     @property
     def array_bytes(self) -> int:
-        return self.footprint_bytes // KERNELS[self.kernel][0]
+        return self.footprint_bytes // KERNEL_ARRAYS[self.kernel][0]
 
 
 @dataclass(frozen=True)
@@ -115,8 +130,6 @@ def cache_sizes(ctx: ProbeContext) -> CacheSizes:
         props = torch.cuda.get_device_properties(ctx.device.index or 0)
         l2 = int(getattr(props, "L2_cache_size", 0)) or 50 * 1024 * 1024
         return CacheSizes(None, None, l2, 1, gpu=True)
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
     info = cpu_info()
     threads = info.physical_cores or info.logical_cores or 1
     return CacheSizes(info.cache_bytes(1), info.cache_bytes(2), info.last_level_cache_bytes, threads)
@@ -147,7 +160,7 @@ def plan_working_sets(
     """``auto``: one size per level (half of each CPU cache, :data:`GPU_L2_FRACTION` of a GPU's L2;
     DRAM arrays ``max(4 x LLC, dram_array_bytes)``).
     ``sweep``: powers of two from 8 KiB per core up to the DRAM size. A list: those footprints."""
-    narrays = KERNELS[kernel][0]
+    narrays = KERNEL_ARRAYS[kernel][0]
     llc = caches.llc_bytes or 32 * 1024 * 1024
     dram_array = max(4 * llc, dram_array_bytes or 0)
     out: list[WorkingSet] = []
@@ -179,24 +192,25 @@ def plan_working_sets(
 @dataclass
 class _Variant:
     name: str
-    run: Callable[[], Any]  # one team call
+    run: Callable[[], object]  # one team call
 
 
 class _ThreadArrays:
     """One worker's arrays for one working set."""
 
-    def __init__(self, kernel: str, elements: int, np_dtype: Any, seed: int) -> None:
+    def __init__(self, kernel: str, elements: int, np_dtype: type[Float], seed: int) -> None:
         import numpy as np
 
         rng = np.random.default_rng(seed)
-        narrays = KERNELS[kernel][0]
+        narrays = KERNEL_ARRAYS[kernel][0]
         self.arrays = [_aligned_empty(elements, np_dtype, index) for index in range(narrays)]
         for array in self.arrays:
-            rng.random(out=array)
+            # in the array's own dtype: numpy refuses a float32 `out` for its default float64
+            rng.random(dtype=np_dtype, out=array)  # type: ignore[arg-type]  # one overload per dtype
             array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
         #: the arrays and, for numpy's two-pass triad, its temporary
         self.operands = [*self.arrays, *([_aligned_empty(elements, np_dtype, narrays)] if kernel == "triad" else [])]
-        self.sums: Any = None  # the read kernel's result (numpy or torch)
+        self.sums: Array | torch.Tensor | Float | None = None  # the read kernel's result (numpy or torch)
 
 
 #: CPU arrays start on a page boundary plus this many bytes times their index, whatever address
@@ -207,7 +221,7 @@ ARRAY_STAGGER_BYTES = 1024
 _PAGE_BYTES = 4096
 
 
-def _aligned_empty(elements: int, np_dtype: Any, index: int) -> Any:
+def _aligned_empty(elements: int, np_dtype: type[Float], index: int) -> Array:
     """An uninitialised 1-D array of ``elements`` that starts ``index * ARRAY_STAGGER_BYTES``
     (mod one page) past a page boundary: the same layout in every run."""
     import numpy as np
@@ -220,13 +234,13 @@ def _aligned_empty(elements: int, np_dtype: Any, index: int) -> Any:
     return buffer[start : start + elements]  # a view keeps the buffer alive
 
 
-def _rows(array: Any, rows: int) -> Any:
+def _rows(array: Array, rows: int) -> Array:
     from numpy.lib.stride_tricks import as_strided
 
     return as_strided(array, shape=(rows, array.size), strides=(0, array.itemsize), writeable=True)
 
 
-def _torch_ops() -> dict[str, tuple[str, Callable[[list[Any]], Any]]]:
+def _torch_ops() -> dict[str, tuple[str, Callable[[list[torch.Tensor]], object]]]:
     """kernel -> (name, the torch op on the kernel's arrays), for CPU and GPU alike (not ``read``)."""
     import torch
 
@@ -239,7 +253,7 @@ def _torch_ops() -> dict[str, tuple[str, Callable[[list[Any]], Any]]]:
 
 
 #: kernel -> (output, its float64 reference) of the sampled float64 arrays (not ``read``)
-_REFERENCE: dict[str, Callable[[list[Any]], tuple[Any, Any]]] = {
+_REFERENCE: dict[str, Callable[[list[Array]], tuple[Array, Array]]] = {
     "copy": lambda f: (f[1], f[0]),
     "scale": lambda f: (f[0], SCALAR * f[1]),
     "add": lambda f: (f[2], f[0] + f[1]),
@@ -252,7 +266,7 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     import numpy as np
     import torch
 
-    def team_call(per_thread_fns: list[Callable[[], Any]]) -> Callable[[], Any]:
+    def team_call(per_thread_fns: list[Callable[[], object]]) -> Callable[[], object]:
         if len(per_thread_fns) == 1:
             return per_thread_fns[0]
 
@@ -262,26 +276,26 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
 
         return run
 
-    def looped(body: Callable[[_ThreadArrays], Callable[[], Any]]) -> Callable[[], Any]:
-        fns: list[Callable[[], Any]] = []
+    def looped(body: Callable[[_ThreadArrays], Callable[[], object]]) -> Callable[[], object]:
+        fns: list[Callable[[], object]] = []
         for arrays in per_thread:
             one = body(arrays)
 
-            def fn(one: Callable[[], Any] = one) -> None:
+            def fn(one: Callable[[], object] = one) -> None:
                 for _ in range(reps):
                     one()
 
             fns.append(fn)
         return team_call(fns)
 
-    def strided(body: Callable[[_ThreadArrays, int], Callable[[], Any]]) -> Callable[[], Any]:
+    def strided(body: Callable[[_ThreadArrays, int], Callable[[], object]]) -> Callable[[], object]:
         return team_call([body(arrays, reps) for arrays in per_thread])
 
     # (loop name, rows name, numpy call bound to the arrays and, for triad, tmp). numpy's triad
     # needs two passes (tmp = s*c; a = b + tmp), which moves more bytes than STREAM counts, so it
     # only wins where dispatch cost dominates.
     two_pass = "numpy two passes (tmp = s*c; a = b + tmp)"
-    numpy_ops: dict[str, tuple[str, str, Callable[[list[Any]], Callable[[], Any]]]] = {
+    numpy_ops: dict[str, tuple[str, str, Callable[[list[Array]], Callable[[], object]]]] = {
         "copy": ("numpy.copyto (memcpy)", "numpy.copyto", lambda x: lambda: np.copyto(x[1], x[0])),
         "scale": ("numpy.multiply(out=)",) * 2 + (lambda x: lambda: np.multiply(x[1], SCALAR, out=x[0]),),
         "add": ("numpy.add(out=)",) * 2 + (lambda x: lambda: np.add(x[0], x[1], out=x[2]),),
@@ -299,7 +313,7 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
         variants.append(_Variant(f"{torch_name}, loop", looped(lambda t: _on_tensors(t, torch_op))))
     elif kernel == "read":
 
-        def torch_rows(t: _ThreadArrays, r: int) -> Callable[[], Any]:
+        def torch_rows(t: _ThreadArrays, r: int) -> Callable[[], object]:
             view = torch.from_numpy(t.arrays[0]).expand(r, t.arrays[0].size)
             out = torch.empty(r, dtype=view.dtype)
 
@@ -311,7 +325,7 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
 
         variants.append(_Variant("torch.sum over zero-stride rows", strided(torch_rows)))
 
-        def numpy_sum(t: _ThreadArrays) -> Callable[[], Any]:
+        def numpy_sum(t: _ThreadArrays) -> Callable[[], object]:
             def fn() -> None:
                 t.sums = np.add.reduce(t.arrays[0])
 
@@ -321,7 +335,7 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     return variants
 
 
-def _on_tensors(t: _ThreadArrays, op: Callable[[Any], Any]) -> Callable[[], Any]:
+def _on_tensors(t: _ThreadArrays, op: Callable[[list[torch.Tensor]], object]) -> Callable[[], object]:
     """``op(tensors)`` on torch views of the thread's arrays."""
     import torch
 
@@ -338,9 +352,11 @@ def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> t
         arrays = t.arrays
         n = arrays[0].size
         idx = np.unique(np.linspace(0, n - 1, num=min(n, 257)).astype(np.int64))
+        got: Array
+        expected: Array
         if kernel == "read":
             sums = np.atleast_1d(np.asarray(t.sums, dtype=np.float64))
-            got, expected = sums[-1:], np.array([math.fsum(arrays[0].astype(np.float64))])
+            got, expected = sums[-1:], np.array([math.fsum(arrays[0].astype(np.float64))], dtype=np.float64)
         else:
             got, expected = _REFERENCE[kernel]([a[idx].astype(np.float64) for a in arrays])
         error = max(error, check_close(got, expected, tolerance, kernel))
@@ -348,15 +364,16 @@ def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> t
 
 
 def _cpu_measure(
-    ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: dict[str, Any]
-) -> dict[str, Any]:
+    ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: Measurement
+) -> Measurement:
     import numpy as np
 
-    np_dtype = {"fp64": np.float64, "fp32": np.float32}.get(dtype)
+    np_dtypes: dict[str, type[Float]] = {"fp64": np.float64, "fp32": np.float32}
+    np_dtype = np_dtypes.get(dtype)
     if np_dtype is None:
         raise ProbeSkipped(f"CPU memory probes run in fp64 or fp32, not {dtype}")
     element_bytes = _DTYPE_BYTES[dtype]
-    narrays = KERNELS[ws.kernel][0]
+    narrays = KERNEL_ARRAYS[ws.kernel][0]
     elements = max(64, ws.footprint_bytes // (narrays * element_bytes * threads))
     extra = elements * element_bytes * threads if ws.kernel == "triad" else 0
     ctx.budget.check(ws.footprint_bytes + extra, f"memory {ws.kernel} working set")
@@ -381,17 +398,21 @@ def _cpu_measure(
             fastest[variant.name] = min(fastest[variant.name], time.perf_counter() - start)
     trial = {name: pass_bytes * reps * threads / seconds for name, seconds in fastest.items()}
     chosen = max(variants, key=lambda v: trial[v.name])
-    record = dict(record)
-    record["bytes_"] = pass_bytes * reps * threads
-    record["parameters"] = dict(
-        record["parameters"],
-        elements_per_thread=elements,
-        threads=threads,
-        passes_per_call=reps,
-        array_bytes=elements * element_bytes * threads,
-        trial_bytes_per_s=trial,
+    record = msgspec.structs.replace(
+        record,
+        bytes=pass_bytes * reps * threads,
+        parameters=as_detail(
+            detail_map(record.parameters)
+            | {
+                "elements_per_thread": elements,
+                "threads": threads,
+                "passes_per_call": reps,
+                "array_bytes": elements * element_bytes * threads,
+                "trial_bytes_per_s": as_detail(dict[str, Detail](trial)),
+            }
+        ),
+        implementation=chosen.name,
     )
-    record["implementation"] = chosen.name
     return ctx.measure(
         chosen.run, statistic="best", validate=lambda: _validate_cpu(ws.kernel, per_thread, dtype), record=record
     )
@@ -400,18 +421,18 @@ def _cpu_measure(
 # --- GPU ------------------------------------------------------------------------------------
 
 
-def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str, Any]) -> dict[str, Any]:
+def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: Measurement) -> Measurement:
     import torch
 
     tdtype = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     element_bytes = _DTYPE_BYTES[dtype]
-    narrays = KERNELS[ws.kernel][0]
+    narrays = KERNEL_ARRAYS[ws.kernel][0]
     elements = max(1024, ws.footprint_bytes // (narrays * element_bytes))
     ctx.budget.check(elements * element_bytes * narrays, f"memory {ws.kernel} working set")
     device = ctx.device.torch_device
     with oom_guard(f"memory {ws.kernel} {ws.footprint_bytes} B", ctx.device):
         arrays = [torch.rand(elements, dtype=tdtype, device=device).add_(0.5) for _ in range(narrays)]
-        holder: dict[str, Any] = {}
+        holder: dict[str, torch.Tensor] = {}
         kernel = ws.kernel
         run: Callable[[], object]
         if kernel == "read":
@@ -438,14 +459,17 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         output, reference = _REFERENCE[kernel]([a[idx].double().cpu().numpy() for a in arrays])
         return check_close(output, reference, tolerance, kernel), tolerance
 
-    record = dict(record)
-    record["bytes_"] = stream_bytes(kernel, elements, element_bytes)
-    record["parameters"] = {**record["parameters"], "elements": elements, "array_bytes": elements * element_bytes}
-    record["implementation"] = implementation
+    record = msgspec.structs.replace(
+        record,
+        bytes=stream_bytes(kernel, elements, element_bytes),
+        parameters=as_detail(
+            detail_map(record.parameters) | {"elements": elements, "array_bytes": elements * element_bytes}
+        ),
+        implementation=implementation,
+    )
     try:
         result = ctx.measure(run, statistic="best", validate=validate, record=record)
-        result["dram_check"] = dram_check(result)
-        return result
+        return msgspec.structs.replace(result, dram_check=dram_check(result))
     finally:
         # empty the list rather than `del arrays`: run/validate close over the name, and the
         # tensors must go before empty_cache can hand their memory back
@@ -453,38 +477,39 @@ def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: dict[str
         torch.cuda.empty_cache()
 
 
-def dram_check(result: dict[str, Any]) -> dict[str, Any]:
+def dram_check(result: Measurement) -> DramCheck:
     """What the GPU's DRAM counter (telemetry during the measurement, GPM DRAM_BW_UTIL x peak)
     said next to the probe's own B/s: for ``l2`` whether DRAM traffic stayed near zero (below
     :data:`L2_DRAM_NEAR_ZERO_FRACTION` of the probe's B/s), for ``dram`` whether the two agree
     within :data:`DRAM_AGREEMENT_FRACTION`. ``ok`` is None when it could not be checked."""
-    level = result.get("level") or (result.get("parameters") or {}).get("level")
-    probe = result.get("bytes_per_s")
-    during = result.get("telemetry_during") or {}
+    level = result.level or detail_map(result.parameters).get("level")
+    level = level if isinstance(level, str) else None
+    probe = result.bytes_per_s
+    during = detail_map(result.telemetry_during)
     reported = during.get("dram_bandwidth_bytes_per_s_mean")
-    out: dict[str, Any] = {
-        "level": level,
-        "probe_bytes_per_s": probe,
-        "reported_dram_bytes_per_s": reported,
-        "ratio": None,
-        "ok": None,
-    }
-    if not isinstance(probe, (int, float)) or probe <= 0 or not isinstance(reported, (int, float)):
-        out["reason"] = during.get("reason") or "no DRAM bandwidth in the telemetry during the measurement"
-        return out
-    ratio = reported / probe
-    out["ratio"] = ratio
+    if not isinstance(reported, (int, float)) or isinstance(reported, bool):
+        reported = None
+    check = DramCheck(level=level, probe_bytes_per_s=probe, reported_dram_bytes_per_s=reported)
+    if probe is None or probe <= 0 or reported is None:
+        reason = during.get("reason")
+        check.reason = (
+            reason
+            if isinstance(reason, str) and reason
+            else "no DRAM bandwidth in the telemetry during the measurement"
+        )
+        return check
+    check.ratio = ratio = reported / probe
     if level == "l2":
-        out["near_zero"] = ok = ratio < L2_DRAM_NEAR_ZERO_FRACTION
-        out["rule"] = f"l2: DRAM traffic below {L2_DRAM_NEAR_ZERO_FRACTION:.0%} of the probe's B/s"
+        check.near_zero = ok = ratio < L2_DRAM_NEAR_ZERO_FRACTION
+        check.rule = f"l2: DRAM traffic below {L2_DRAM_NEAR_ZERO_FRACTION:.0%} of the probe's B/s"
     elif level == "dram":
         ok = abs(ratio - 1.0) <= DRAM_AGREEMENT_FRACTION
-        out["rule"] = f"dram: the GPU's DRAM counter within {DRAM_AGREEMENT_FRACTION:.0%} of the probe's B/s"
+        check.rule = f"dram: the GPU's DRAM counter within {DRAM_AGREEMENT_FRACTION:.0%} of the probe's B/s"
     else:
-        out["reason"] = "between levels: nothing to check"
-        return out
-    out["ok"] = bool(ok)
-    return out
+        check.reason = "between levels: nothing to check"
+        return check
+    check.ok = bool(ok)
+    return check
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -495,7 +520,7 @@ def memory_probe(
     sizes: str | list[int],
     dtype: str,
     ctx: ProbeContext,
-    emit: Callable[[dict[str, Any]], None],
+    emit: Callable[[Measurement], None],
     dram_array_bytes: int | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> None:
@@ -516,12 +541,16 @@ def memory_probe(
                 label = f"memory {kernel} {_human(ws.footprint_bytes)}"
                 if on_step is not None:
                     on_step(label)
-                parameters = dict(kernel=kernel, dtype=dtype, footprint_bytes=ws.footprint_bytes, level=ws.level)
-                record = {
-                    "kind": "memory", "name": label + (f" ({ws.level})" if ws.level else ""), "device": ctx.device.name,
-                    "parameters": {**parameters, "reads_writes": KERNELS[kernel][1:]}, "flops": 0, "bytes_": 0,
-                    "counting_rule": {"bytes": BYTES_RULE}, "level": ws.level,
-                }  # fmt: skip
+                reads_writes: list[Detail] = list(KERNEL_ARRAYS[kernel][1:])
+                parameters: DetailMap = dict(
+                    kernel=kernel, dtype=dtype, footprint_bytes=ws.footprint_bytes, level=ws.level,
+                    reads_writes=as_detail(reads_writes),
+                )  # fmt: skip
+                record = Measurement(
+                    kind="memory", name=label + (f" ({ws.level})" if ws.level else ""), device=ctx.device.name,
+                    parameters=as_detail(parameters), flops=0, bytes=0,
+                    counting_rule={"bytes": BYTES_RULE}, level=ws.level,
+                )  # fmt: skip
                 try:
                     if ctx.device.is_gpu:
                         result = _gpu_measure(ws, dtype, ctx, record)

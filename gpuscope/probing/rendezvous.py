@@ -9,17 +9,20 @@ No torch import: the store object comes from ``torch.distributed`` in
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Protocol, TypeVar
 
 from gpuscope.errors import UsageError
+from gpuscope.schema.core import decode_json, encode_json
 
-__all__ = ["HEARTBEAT_S", "Launch", "Mailbox", "Heartbeat", "Liveness", "StopSignals"]
+__all__ = ["HEARTBEAT_S", "Launch", "Store", "Mailbox", "Heartbeat", "Liveness", "StopSignals"]
+
+T = TypeVar("T")
 
 #: Seconds between heartbeats (a counter in the store, read on the reader's own monotonic clock).
 HEARTBEAT_S = 0.5
@@ -57,34 +60,42 @@ class Launch:
         return cls(rank, world, local, local_world, restart)
 
 
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "to_json"):
-        return value.to_json()
-    return str(value)
+class Store(Protocol):
+    """What the mailbox needs of torch.distributed's key-value store (``clone`` is optional)."""
+
+    def set(self, key: str, value: str) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def check(self, keys: list[str]) -> bool: ...
+
+    def add(self, key: str, amount: int) -> int: ...
 
 
 class Mailbox:
-    """JSON values in the rendezvous store under a per-job prefix."""
+    """JSON values in the rendezvous store under a per-job prefix, read back as declared types."""
 
-    def __init__(self, store: Any, prefix: str) -> None:
+    def __init__(self, store: Store, prefix: str) -> None:
         self._store = store
         self._prefix = prefix
 
     def clone(self) -> Mailbox:
         """A mailbox on its own connection (for the heartbeat thread) when the store can clone."""
         try:
-            return Mailbox(self._store.clone(), self._prefix)
+            return Mailbox(self._store.clone(), self._prefix)  # type: ignore[attr-defined]  # optional
         except Exception:  # noqa: BLE001 - older stores: share the connection (it locks)
             return self
 
-    def put(self, key: str, value: Any) -> None:
-        self._store.set(self._prefix + key, json.dumps(value, default=_json_default))
+    def put(self, key: str, value: object) -> None:
+        """Store ``value`` (structs, numbers, lists: what :func:`encode_json` writes) under ``key``."""
+        self._store.set(self._prefix + key, encode_json(value).decode())
 
-    def get(self, key: str) -> Any | None:
-        """The value, or None when the key is not there yet (never blocks)."""
+    def get(self, key: str, type: type[T]) -> T | None:
+        """The value as ``type``, or None when the key is not there yet (never blocks). Raises
+        :class:`~gpuscope.errors.BadInputError` when another rank sent something else."""
         if not self._store.check([self._prefix + key]):
             return None
-        return json.loads(self._store.get(self._prefix + key))
+        return decode_json(self._store.get(self._prefix + key), type, f"the rendezvous store's {key}")
 
     def bump(self, key: str, amount: int = 1) -> int:
         return int(self._store.add(self._prefix + key, amount))
@@ -150,12 +161,12 @@ class StopSignals:
     def __init__(self) -> None:
         self.event = threading.Event()
         self.name: str | None = None
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], object] | int | signal.Handlers | None] = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
                 self._previous[signum] = signal.signal(signum, self._handle)
 
-    def _handle(self, signum: int, frame: object) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.name = signal.Signals(signum).name
         self.event.set()
 

@@ -2,7 +2,8 @@
 
 API (used by ``gpuscope probe`` and the TUI)::
 
-    from gpuscope.probing import ProbeRunner, load_suite
+    from gpuscope.probing.runner import ProbeRunner
+    from gpuscope.probing.suite import load_suite
     runner = ProbeRunner(load_suite("quick"), "cpu",
                          on_progress=lambda done, total, label: ...,   # before each step and at the end
                          on_measurement=lambda measurement: ...)       # each finished Measurement
@@ -23,26 +24,48 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import msgspec
+import psutil
 
-from gpuscope.probing.context import ProbeContext
-from gpuscope.probing.environment import DeviceSpec, MemoryBudget, device_info, parse_device, system_info, versions
+from gpuscope.errors import BadInputError
+from gpuscope.probing import collective, matmul, memory, transfer
+from gpuscope.probing.context import ProbeContext, finish_measurement
+from gpuscope.probing.derive import derive_ceilings, derive_workloads, summary_of
+from gpuscope.probing.environment import (
+    DeviceSpec,
+    MemoryBudget,
+    device_info,
+    first_line,
+    is_out_of_memory,
+    parse_device,
+    system_info,
+    versions,
+)
 from gpuscope.probing.errors import ProbeCancelled
 from gpuscope.probing.suite import ProbeSpec, Suite
-from gpuscope.probing.telemetry import ProbeTelemetry
+from gpuscope.probing.telemetry import ProbeTelemetry, TelemetryFactory
 from gpuscope.probing.timing import Clock, TimingPolicy
-from gpuscope.schema.core import Detail
-from gpuscope.schema.results import Ceiling, CeilingKind, CeilingUnit, Measurement, Results, RunSummary, Workload
+from gpuscope.probing.transformer import transformer_shapes
+from gpuscope.results import empty_results
+from gpuscope.schema.core import DetailMap, as_detail, decode_json, detail_map, encode_json
+from gpuscope.schema.results import Measurement, Results, RunSummary
+from gpuscope.schema.suites import (
+    CollectiveOptions,
+    MatmulOptions,
+    MatmulShape,
+    MemoryOptions,
+    TransferOptions,
+    TransformerOptions,
+)
 
-__all__ = ["ProbeRunner", "derive_ceilings", "derive_workloads", "wait_interruptible", "exit_at_once"]
+__all__ = ["ProbeRunner", "wait_interruptible", "exit_at_once"]
 
 ProgressCallback = Callable[[int, int, str], None]
-#: How a probe hands its measurement record (a dict, gpuscope.probing.context) to the runner.
-MeasurementCallback = Callable[[dict[str, Any]], None]
+#: How a probe hands each finished measurement to the runner.
+MeasurementCallback = Callable[[Measurement], None]
 
 
 @dataclass
@@ -64,7 +87,7 @@ class ProbeRunner:
         on_measurement: Callable[[Measurement], None] | None = None,
         on_message: Callable[[str], None] | None = None,
         telemetry: bool = True,
-        telemetry_factory: Callable[[], Any] | None = None,
+        telemetry_factory: TelemetryFactory | None = None,
         free_bytes: Callable[[], int] | None = None,
         clock_factory: Callable[[], Clock] | None = None,
     ) -> None:
@@ -92,57 +115,54 @@ class ProbeRunner:
         return steps
 
     def _steps_for(self, spec: ProbeSpec) -> list[_Step]:
-        from gpuscope.probing import collective, matmul, memory, transfer, transformer
-
         o = spec.options
-        if spec.kind == "matmul" and o["role"] == "ceiling":
-            libraries = o["libraries"] if not self.device.is_gpu else ["torch"]
+        if isinstance(o, MatmulOptions) and o.role == "ceiling":
+            libraries = list(o.libraries) if not self.device.is_gpu else ["torch"]
             # partials, not lambdas with default arguments: they bind each value and type-check
             ceiling = matmul.matmul_ceiling
-            return [
-                _Step(f"matmul {d} ceiling", functools.partial(ceiling, d, o["shapes"], libraries)) for d in o["dtypes"]
-            ]
-        if spec.kind in ("matmul", "transformer"):  # workload points
-            model, steps = o.get("model") or "transformer", []
-            for dtype in o["dtypes"]:
-                for shape in o["shapes"] if spec.kind == "matmul" else transformer.transformer_shapes(o):
-                    name = None if spec.kind == "matmul" else f"{model} {shape.label} {dtype}"
+            shapes = o.matmul_shapes()
+            return [_Step(f"matmul {d} ceiling", functools.partial(ceiling, d, shapes, libraries)) for d in o.dtypes]
+        if isinstance(o, (MatmulOptions, TransformerOptions)):  # workload points
+            steps = []
+            for dtype in o.dtypes:
+                for shape in o.matmul_shapes() if isinstance(o, MatmulOptions) else transformer_shapes(o):
+                    name = None if isinstance(o, MatmulOptions) else f"{o.model or 'transformer'} {shape.label} {dtype}"
                     label = name or f"matmul {dtype} {shape.describe()}"
                     steps.append(_Step(label, functools.partial(_workload_step, shape, dtype, name)))
             return steps
-        if spec.kind == "memory":
-            dtype = o["dtype"] or ("fp32" if self.device.is_gpu else "fp64")
+        if isinstance(o, MemoryOptions):
+            dtype = o.dtype or ("fp32" if self.device.is_gpu else "fp64")
             return [
                 _Step(
                     f"memory {kernel}",
                     _with_samples(
-                        o.get("samples"),
+                        o.samples,
                         functools.partial(
                             memory.memory_probe,
                             [kernel],
-                            o["working_sets"],
+                            o.working_sets_bytes(),
                             dtype,
-                            dram_array_bytes=o["dram_array_bytes"],
+                            dram_array_bytes=o.dram_array_size_bytes(),
                         ),
                     ),
                 )
-                for kernel in o["kernels"]
+                for kernel in o.kernels
             ]
-        if spec.kind == "transfer":
+        if isinstance(o, TransferOptions):
             return [
                 _Step(
                     f"transfer {direction}",
-                    functools.partial(transfer.transfer_probe, [direction], o["host_memory"], o["sizes"]),
+                    functools.partial(transfer.transfer_probe, [direction], list(o.host_memory), o.sizes_bytes()),
                 )
-                for direction in o["directions"]
+                for direction in o.directions
             ]
-        if spec.kind == "collective":
+        if isinstance(o, CollectiveOptions):
             return [
                 _Step(
-                    f"collective {', '.join(o['ops'])}",
+                    f"collective {', '.join(o.ops)}",
                     _with_samples(
-                        o.get("samples"),
-                        functools.partial(collective.collective_probe, o["ops"], o["sizes"], o["world_size"]),
+                        o.samples,
+                        functools.partial(collective.collective_probe, list(o.ops), o.sizes_bytes(), o.world_size),
                     ),
                 )
             ]
@@ -161,15 +181,13 @@ class ProbeRunner:
                 results,
                 measurements=list(results.measurements),
                 warnings=list(results.warnings),
-                summary=_summary(results.measurements),
+                summary=summary_of(results.measurements),
                 duration_s=results.duration_s if results.duration_s is not None else time.monotonic() - self._started_s,
             )
 
     def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> Results:
         """The results so far marked partial (with ``summary`` and ``duration_s``); an empty results
         document when nothing ran yet."""
-        from gpuscope.results import empty_results
-
         results = self.snapshot() or empty_results(
             suite=self.suite.ref(), device=self.device.name, summary=RunSummary(), duration_s=0.0
         )
@@ -177,8 +195,6 @@ class ProbeRunner:
 
     def run(self, cancel: threading.Event | None = None) -> Results:
         """Run every step; stops within about a second of ``cancel`` being set."""
-        from gpuscope.results import empty_results
-
         cancel = cancel or threading.Event()
         # durations from the monotonic clock: a wall clock that NTP steps back would make them negative
         started = self._started_s = time.monotonic()
@@ -251,12 +267,12 @@ class ProbeRunner:
         assert final is not None
         return final
 
-    def _emit(self, record: dict[str, Any]) -> None:
-        """Take one probe's measurement record (the probes' own dicts) as a typed measurement."""
+    def _emit(self, record: Measurement) -> None:
+        """Take one probe's measurement, numbered and checked as the file will hold it."""
         with self._lock:
             assert self._results is not None
             results = self._results
-            measurement = _typed_measurement(record, f"m{len(results.measurements) + 1:04d}")
+            measurement = checked_measurement(record, f"m{len(results.measurements) + 1:04d}")
             results.measurements.append(measurement)
             results.ceilings = derive_ceilings(results.measurements)
             results.workloads = derive_workloads(results.measurements)
@@ -274,9 +290,10 @@ class ProbeRunner:
         if not self._telemetry.available:
             out.append(f"telemetry unavailable: {self._telemetry.reason}")
         snapshot = self._telemetry.snapshot() if self._telemetry.available else {}
-        others = snapshot.get("other_processes") or []
+        listed = snapshot.get("other_processes")
+        others = [detail_map(p) for p in listed if isinstance(p, dict)] if isinstance(listed, list) else []
         if others:
-            names = ", ".join(f"{p['pid']} ({p.get('name') or '?'})" for p in others[:5])
+            names = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in others[:5])
             out.append(f"{len(others)} other process(es) use {self.device.name}: {names}; numbers may be low")
         if not self.device.is_gpu:
             busy = _cpu_busy_percent()
@@ -287,33 +304,23 @@ class ProbeRunner:
         return out
 
 
-def _summary(measurements: list[Measurement]) -> RunSummary:
-    statuses = [m.status for m in measurements]
-    return RunSummary(ok=statuses.count("ok"), failed=statuses.count("failed"), skipped=statuses.count("skipped"))
-
-
-def _typed_measurement(record: dict[str, Any], measurement_id: str) -> Measurement:
-    """A probe's record as the file holds it (NaN and infinity as null), checked; a record that
-    breaks the schema is kept as a failed measurement that says why."""
-    from gpuscope.errors import BadInputError
-    from gpuscope.schema.core import decode_json, encode_json
-
-    name = str(record.get("name") or measurement_id)
+def checked_measurement(measurement: Measurement, measurement_id: str) -> Measurement:
+    """``measurement`` numbered ``measurement_id`` as the file holds it (NaN and infinity as null),
+    checked against the schema's ranges; one that breaks them is kept as a failed measurement that
+    says why."""
+    name = measurement.name or measurement_id
+    numbered = msgspec.structs.replace(measurement, id=measurement_id)
     try:
-        measurement = decode_json(encode_json({**record, "id": measurement_id}), Measurement, name)
+        return decode_json(encode_json(numbered), Measurement, name)
     except BadInputError as exc:
         return Measurement(
-            id=measurement_id, kind=str(record.get("kind")), name=name, device=str(record.get("device") or ""),
-            status="failed", error=f"the probe's record is invalid: {exc}",
+            id=measurement_id, kind=measurement.kind, name=name, device=measurement.device, status="failed",
+            error=f"the probe's record is invalid: {exc}",
         )  # fmt: skip
-    return measurement
 
 
-def _step_failure(label: str, exc: Exception, device: str, version_info: dict[str, Any]) -> dict[str, Any]:
-    """A measurement record for a step that raised outside a measurement."""
-    from gpuscope.probing.context import measurement_record
-    from gpuscope.probing.environment import first_line, is_out_of_memory
-
+def _step_failure(label: str, exc: Exception, device: str, version_info: DetailMap) -> Measurement:
+    """The measurement of a step that raised outside a measurement."""
     kind = label.split()[0] if label.split()[0] in ("matmul", "memory", "transfer", "collective") else "matmul"
     status = "skipped" if is_out_of_memory(exc) else "failed"
     error = (
@@ -321,129 +328,36 @@ def _step_failure(label: str, exc: Exception, device: str, version_info: dict[st
         if status == "skipped"
         else f"{label}: {type(exc).__name__}: {first_line(exc, 300)}"
     )
-    record = measurement_record(
-        kind=kind, name=label, device=device, parameters={"step": label}, flops=0, bytes_=0,
-        counting_rule={}, statistic="best", status=status, error=error,
+    draft = Measurement(
+        kind=kind, name=label, device=device, parameters={"step": label}, flops=0, bytes=0, counting_rule={},
+        versions=as_detail(version_info),
     )  # fmt: skip
-    record["versions"] = version_info
-    return record
+    return finish_measurement(draft, statistic="best", status=status, error=error)
 
 
 def _cpu_busy_percent() -> float | None:
     try:
-        import psutil
-
         return float(psutil.cpu_percent(interval=0.2))
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no busy figure, no warning
         return None
 
 
-#: Copied from a measurement's ``timing`` into its ceiling (gpuscope.telemetry.energy.energy_fields).
-CEILING_ENERGY_FIELDS = ("energy_j", "energy_window_s", "energy_method", "energy_unavailable", "flop_per_j")
-
-
-def _mapping(detail: Detail) -> Mapping[str, Any]:
-    """A free-detail field (``parameters``, ``timing``, ``counting_rule``) as a mapping ({} when not one)."""
-    return detail if isinstance(detail, dict) else {}
-
-
-def _ceiling(m: Measurement, kind: CeilingKind, name: str, value: float, unit: CeilingUnit, **extra: Any) -> Ceiling:
-    """A ``ceilings`` entry from its best measurement, with that measurement's energy (joules over
-    its timed samples, or why they are unavailable)."""
-    timing = _mapping(m.timing)
-    energy = {key: timing[key] for key in CEILING_ENERGY_FIELDS if key in timing}
-    if kind != "compute":
-        energy.pop("flop_per_j", None)  # FLOP/J of a bandwidth roof's kernel is no roof
-    return Ceiling(
-        device=m.device, kind=kind, name=name, value=value, unit=unit, measurement_id=m.id,
-        statistic=m.statistic or "best", n=m.n, rank=0, **energy, **extra,
-    )  # fmt: skip
-
-
-def derive_ceilings(measurements: list[Measurement]) -> list[Ceiling]:
-    """The best ok measurement per ceiling name (see docs/results-schema.md for the names)."""
-    best: dict[tuple[str, str], Ceiling] = {}
-
-    def offer(
-        kind: CeilingKind, name: str, value: float | None, unit: CeilingUnit, m: Measurement, **extra: Any
-    ) -> None:
-        if value is None or value <= 0:
-            return
-        key = (m.device, name)
-        if key not in best or value > best[key].value:
-            best[key] = _ceiling(m, kind, name, value, unit, **extra)
-
-    libraries: dict[tuple[str, str], dict[str, float | None]] = {}
-    for m in measurements:
-        if m.status != "ok":
-            continue
-        p = _mapping(m.parameters)
-        if m.kind == "matmul" and p.get("role") == "ceiling":
-            offer(
-                "compute", p["dtype"], m.flop_per_s, "FLOP/s", m, dtype=p["dtype"], library=m.library,
-                blas=m.implementation, shape=m.name, note=f"{m.implementation}, {m.name}, best of {m.n}",
-            )  # fmt: skip
-            if m.library:  # say how each GEMM library did: which BLAS won and by how much
-                per = libraries.setdefault((m.device, p["dtype"]), {})
-                per[m.library] = max(per.get(m.library) or 0.0, m.flop_per_s or 0.0)
-        elif m.kind == "memory" and m.level:
-            offer(
-                "memory", f"{m.level}.{p['kernel']}", m.bytes_per_s, "B/s", m, level=m.level, kernel=p["kernel"],
-                implementation=m.implementation, footprint_bytes=p.get("footprint_bytes"),
-                note=f"STREAM byte count, {m.implementation}, working set {p.get('footprint_bytes')} B",
-            )  # fmt: skip
-        elif m.kind == "transfer" and m.ceiling_name:
-            offer("transfer", m.ceiling_name, m.bytes_per_s, "B/s", m, size_bytes=p.get("size_bytes"))
-        elif m.kind == "collective":
-            for bandwidth, value in (("busbw", m.busbw_bytes_per_s), ("algbw", m.algbw_bytes_per_s)):
-                offer(
-                    "collective", f"{p['op']}.{bandwidth}", value, "B/s", m, backend=p.get("backend"),
-                    world_size=p.get("world_size"), size_bytes=p.get("size_bytes"),
-                )  # fmt: skip
-    for key, entry in best.items():
-        if entry.kind == "compute" and key in libraries:
-            entry.libraries_flop_per_s = libraries[key]
-    order = {"compute": 0, "memory": 1, "transfer": 2, "collective": 3}
-    return sorted(best.values(), key=lambda c: (order[c.kind], c.name))
-
-
-def derive_workloads(measurements: list[Measurement]) -> list[Workload]:
-    """Roofline points: every ok workload-role GEMM (median time, p10/p90, N)."""
-    out = []
-    for m in measurements:
-        p = _mapping(m.parameters)
-        if m.status != "ok" or p.get("role") != "workload" or not m.time_median_s:
-            continue
-        flops, nbytes, time_s, rule = m.flops or 0.0, m.bytes or 0.0, m.time_median_s, m.counting_rule
-        workload = Workload(
-            name=m.workload_name or m.name or "", device=m.device, flops=flops, bytes=nbytes,
-            bytes_rule=_mapping(rule).get("bytes") if isinstance(rule, dict) else rule, time_s=time_s,
-            time_p10_s=m.time_p10_s, time_p90_s=m.time_p90_s, n=m.n, flop_per_s=flops / time_s,
-            bytes_per_s=nbytes / time_s, intensity_flop_per_byte=flops / nbytes if nbytes else None,
-            dtype=p.get("dtype"), cache_state="warm", source="probe", measurement_id=m.id,
-        )  # fmt: skip
-        out.append(workload)
-    return out
-
-
-def _workload_step(shape: Any, dtype: str, name: str | None, ctx: ProbeContext, emit: MeasurementCallback) -> None:
+def _workload_step(
+    shape: MatmulShape, dtype: str, name: str | None, ctx: ProbeContext, emit: MeasurementCallback
+) -> None:
     """One GEMM workload point (``name``: its workload name, a transformer layer's GEMM)."""
-    from gpuscope.probing.matmul import matmul_workload
-
-    record = matmul_workload(shape, dtype, ctx)
-    if name:
-        record["workload_name"] = name
-    emit(record)
+    record = matmul.matmul_workload(shape, dtype, ctx)
+    emit(msgspec.structs.replace(record, workload_name=name) if name else record)
 
 
 def _with_samples(
-    samples: int | None, run: Callable[[ProbeContext, MeasurementCallback], Any]
-) -> Callable[[ProbeContext, MeasurementCallback], Any]:
+    samples: int | None, run: Callable[[ProbeContext, MeasurementCallback], object]
+) -> Callable[[ProbeContext, MeasurementCallback], object]:
     """``run`` with the ceiling policy's sample count set to a probe's own ``samples`` (if any)."""
     if samples is None:
         return run
 
-    def wrapped(ctx: ProbeContext, emit: MeasurementCallback) -> Any:
+    def wrapped(ctx: ProbeContext, emit: MeasurementCallback) -> object:
         policy = ctx.ceiling_policy
         ctx.ceiling_policy = dataclasses.replace(policy, samples=samples)
         try:

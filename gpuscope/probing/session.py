@@ -15,6 +15,7 @@ from pathlib import Path
 import msgspec
 
 from gpuscope.errors import GpuscopeError
+from gpuscope.results import empty_results, read_results_file
 from gpuscope.schema.events import Exited, Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started
 from gpuscope.schema.results import Measurement, Results, SuiteRef
 
@@ -94,8 +95,6 @@ class ProbeSession:
         return None
 
     def _add(self, event: MeasurementDone) -> MeasurementRow:
-        from gpuscope.results import empty_results
-
         measurement = event.measurement
         row = MeasurementRow(measurement, measurement.device or self.device, self.measure_start_s, event.wall_s)
         self.rows.append(row)
@@ -112,8 +111,6 @@ class ProbeSession:
         return row
 
     def _finish(self, event: Finished) -> None:
-        from gpuscope.results import read_results_file
-
         path = event.output or str(self.output)
         try:
             results, written = read_results_file(path, reader="the probes screen")

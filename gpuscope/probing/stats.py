@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["percentile", "summarize", "STATISTICS"]
+__all__ = ["percentile", "summarize", "Summary", "STATISTICS"]
 
 #: ``best``: the fastest sample (ceilings, as STREAM and ERT report); ``median``: workloads.
 STATISTICS = ("best", "median")
@@ -27,13 +28,24 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return float(ordered[low] * (1.0 - weight) + ordered[high] * weight)
 
 
-def summarize(samples_s: Sequence[float], statistic: str) -> dict[str, float | int | str]:
-    """Summary of per-call times in seconds.
+@dataclass(frozen=True)
+class Summary:
+    """Per-call times in seconds: ``time_s`` is the statistic's (the minimum for ``best``, the
+    median for ``median``); ``spread`` is ``(p90 - p10) / median``."""
 
-    ``time_s`` is the statistic's time: the minimum for ``best``, the median for ``median``.
-    Always returns ``n``, ``time_min_s``, ``time_median_s``, ``time_p10_s``, ``time_p90_s``,
-    ``time_max_s`` and the relative spread ``(p90 - p10) / median``.
-    """
+    statistic: str
+    n: int
+    time_s: float
+    time_min_s: float
+    time_median_s: float
+    time_p10_s: float
+    time_p90_s: float
+    time_max_s: float
+    spread: float
+
+
+def summarize(samples_s: Sequence[float], statistic: str) -> Summary:
+    """The :class:`Summary` of per-call times in seconds (``statistic``: ``best`` or ``median``)."""
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; expected one of {', '.join(STATISTICS)}")
     if not samples_s:
@@ -42,14 +54,14 @@ def summarize(samples_s: Sequence[float], statistic: str) -> dict[str, float | i
     p10 = percentile(samples_s, 0.1)
     p90 = percentile(samples_s, 0.9)
     best = min(samples_s)
-    return {
-        "statistic": statistic,
-        "n": len(samples_s),
-        "time_s": best if statistic == "best" else median,
-        "time_min_s": best,
-        "time_median_s": median,
-        "time_p10_s": p10,
-        "time_p90_s": p90,
-        "time_max_s": max(samples_s),
-        "spread": (p90 - p10) / median if median > 0 else 0.0,
-    }
+    return Summary(
+        statistic=statistic,
+        n=len(samples_s),
+        time_s=best if statistic == "best" else median,
+        time_min_s=best,
+        time_median_s=median,
+        time_p10_s=p10,
+        time_p90_s=p90,
+        time_max_s=max(samples_s),
+        spread=(p90 - p10) / median if median > 0 else 0.0,
+    )

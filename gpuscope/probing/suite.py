@@ -15,10 +15,14 @@ from pathlib import Path
 import msgspec
 
 from gpuscope.errors import BadInputError
+from gpuscope.resources import suites_dir
 from gpuscope.schema.core import problem_of
+from gpuscope.schema.files import read_bytes
+from gpuscope.schema.kinds import KIND_NAMES, SUITE, sniff_kind
 from gpuscope.schema.results import SuiteRef
 from gpuscope.schema.suites import PROBE_KINDS, AnyProbe, SuiteFile, SuiteSettings, parse_size
 from gpuscope.tomlfile import TomlSyntaxError, parse_toml
+from gpuscope.workdir import check_path
 
 __all__ = [
     "Suite",
@@ -63,23 +67,16 @@ class Suite:
 
 def shipped_suites() -> dict[str, Path]:
     """Shipped suite name -> file."""
-    from gpuscope.resources import suites_dir
-
     folder = suites_dir()
     return {path.stem: path for path in sorted(folder.glob("*.toml"))} if folder.is_dir() else {}
 
 
 def load_suite(name_or_path: str) -> Suite:
     """A shipped suite by name, or a suite file by path."""
-    from gpuscope.schema.files import read_bytes
-    from gpuscope.schema.kinds import KIND_NAMES, SUITE, sniff_kind
-
     shipped = shipped_suites()
     if name_or_path in shipped and not Path(name_or_path).exists():
         path = shipped[name_or_path]
     else:
-        from gpuscope.workdir import check_path
-
         check_path(name_or_path)  # a relative file once the working directory is gone: one line, exit 4
         path = Path(name_or_path)
         if not path.exists():

@@ -14,12 +14,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from gpuscope.probing.environment import DeviceSpec
+from gpuscope.schema.core import Detail, DetailMap
+from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.telemetry.nvml import mapping
+from gpuscope.telemetry.nvml.mapping import match_cuda_device
 from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.values import Unavailable
 
-__all__ = ["ProbeTelemetry", "summarize_device", "GPU_FIELDS", "HOST_FIELDS"]
+__all__ = ["ProbeTelemetry", "SampleSource", "TelemetryFactory", "summarize_device", "GPU_FIELDS", "HOST_FIELDS"]
 
 #: GpuSample fields summarised per measurement (units in the names).
 GPU_FIELDS = tuple(
@@ -31,21 +36,32 @@ GPU_FIELDS = tuple(
 HOST_FIELDS = ("cpu_utilization_percent", "memory_used_bytes", "load_average_1m")
 
 
-def _value(obj: Any, name: str) -> Any:
-    from gpuscope.telemetry.values import Unavailable
+class SampleSource(Protocol):
+    """What the probes need of a telemetry collector (:class:`TelemetryCollector`; a fake in tests)."""
 
+    def open(self) -> Unavailable | None: ...
+
+    def sample(self) -> Sample: ...
+
+    def close(self) -> None: ...
+
+
+#: Makes the collector a probe run samples (tests: a fake).
+TelemetryFactory = Callable[[], SampleSource]
+
+
+def _value(obj: object, name: str) -> Detail:
+    """A sample's field as a telemetry detail (None when unavailable)."""
     value = getattr(obj, name)
     return None if isinstance(value, Unavailable) else value
 
 
-def summarize_device(sample: Sample, device: DeviceSpec, cuda_uuid: str | None = None) -> dict[str, Any]:
+def summarize_device(sample: Sample, device: DeviceSpec, cuda_uuid: str | None = None) -> DetailMap:
     """One telemetry sample reduced to the fields that matter for ``device`` (None = unavailable).
     The GPU is found by ``cuda_uuid`` (torch's UUID of the device), else by ``CUDA_VISIBLE_DEVICES``
     and PCI order, never by NVML index (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`);
     ``gpu_match`` says how. A MIG device's per-GPU fields (power, clocks) come from its parent GPU."""
-    from gpuscope.telemetry.nvml.mapping import match_cuda_device
-
-    out: dict[str, Any] = {"timestamp": sample.timestamp}
+    out: DetailMap = {"timestamp": sample.timestamp}
     for name in HOST_FIELDS:
         out[f"host_{name}"] = _value(sample.host, name)
     clocks = [c for c in (_value(core, "frequency_mhz") for core in sample.host.cores) if isinstance(c, (int, float))]
@@ -62,18 +78,18 @@ def summarize_device(sample: Sample, device: DeviceSpec, cuda_uuid: str | None =
             value = _value(gpu, name)
             out[name] = _value(parent, name) if value is None and parent is not None else value
         out["throttle_reasons"] = _value(gpu, "throttle_reasons")
-        processes = _value(gpu, "processes")
+        processes = gpu.processes
         if isinstance(processes, list):
             out["other_processes"] = [
-                {"pid": p.pid, "name": _value(p, "name"), "gpu_memory_bytes": _value(p, "gpu_memory_bytes")}
+                {"pid": p.pid, "name": _value(p, "name"), "gpu_memory_bytes": _value(p, "gpu_memory_bytes")}  # type: ignore[dict-item]
                 for p in processes
                 if p.pid != os.getpid()
             ]
     return out
 
 
-def _aggregate(points: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"n": len(points)}
+def _aggregate(points: list[DetailMap]) -> DetailMap:
+    out: DetailMap = {"n": len(points)}
     if not points:
         return out
     for key in points[0]:
@@ -94,13 +110,13 @@ class ProbeTelemetry:
         device: DeviceSpec,
         interval_s: float = 0.15,
         enabled: bool = True,
-        factory: Callable[[], Any] | None = None,
+        factory: TelemetryFactory | None = None,
     ) -> None:
         self.device = device
         self.interval_s = interval_s
         self.enabled = enabled
         self._factory = factory
-        self._collector: Any = None
+        self._collector: SampleSource | None = None
         self._lock = threading.Lock()
         self.reason: str | None = None if enabled else "telemetry turned off"
         self.gpu_unavailable: str | None = None
@@ -115,18 +131,11 @@ class ProbeTelemetry:
         if not self.enabled:
             return
         try:
-            if self._factory is not None:
-                collector = self._factory()
-            else:
-                from gpuscope.telemetry.collector import TelemetryCollector
-
-                collector = TelemetryCollector(nvml=self.device.is_gpu)
+            collector = self._factory() if self._factory is not None else TelemetryCollector(nvml=self.device.is_gpu)
             why = collector.open()
             if why is not None and self.device.is_gpu:
                 self.gpu_unavailable = str(why)
             if self.device.is_gpu:
-                from gpuscope.telemetry.nvml import mapping
-
                 self.cuda_uuid = mapping.cuda_device_uuid(self.device.index or 0)
             self._collector = collector
         except ImportError as exc:
@@ -140,7 +149,7 @@ class ProbeTelemetry:
             with contextlib.suppress(Exception):
                 collector.close()
 
-    def raw_sample(self) -> Any:
+    def raw_sample(self) -> Sample | None:
         """The collector's Sample, or None."""
         if self._collector is None:
             return None
@@ -151,7 +160,7 @@ class ProbeTelemetry:
             self.reason = f"telemetry sample failed: {exc}"
             return None
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> DetailMap:
         """One summarised sample, or ``{"available": False, "reason": ...}``."""
         sample = self.raw_sample()
         if sample is None:
@@ -159,7 +168,8 @@ class ProbeTelemetry:
         return {"available": True, **summarize_device(sample, self.device, self.cuda_uuid)}
 
     def driver_version(self) -> str | None:
-        value = getattr(self.raw_sample(), "driver_version", None)  # None without a sample
+        sample = self.raw_sample()
+        value = sample.driver_version if sample is not None else None
         return value if isinstance(value, str) else None
 
     def start_during(self) -> _DuringSampler | None:
@@ -176,7 +186,7 @@ class _DuringSampler:
         self._owner = owner
         self._interval_s = interval_s
         self._stop = threading.Event()
-        self._points: list[dict[str, Any]] = []
+        self._points: list[DetailMap] = []
         self._thread = threading.Thread(target=self._loop, name="gpuscope-probe-telemetry", daemon=True)
         self._thread.start()
 
@@ -189,7 +199,7 @@ class _DuringSampler:
             next_at += self._interval_s
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DetailMap:
         self._stop.set()
         self._thread.join(timeout=2.0)
         return {"available": True, "interval_s": self._interval_s, **_aggregate(self._points)}

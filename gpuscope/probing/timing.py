@@ -25,10 +25,14 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from gpuscope.probing.errors import ProbeCancelled
+from gpuscope.schema.core import Detail, DetailMap, as_detail
 from gpuscope.telemetry.energy import EnergyResult, energy_fields
+
+if TYPE_CHECKING:  # the types only: torch loads when a GPU probe runs
+    import torch
 
 __all__ = ["TimingPolicy", "Timing", "Clock", "CpuClock", "CudaClock", "time_kernel", "check_cancel"]
 
@@ -65,19 +69,19 @@ class Timing:
     min_sample_s: float = 0.0
     energy: EnergyResult | None = None  # over the timed samples; None: no meter was given
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DetailMap:
         """The timing as a results ``timing`` entry, with the energy fields
         (:func:`gpuscope.telemetry.energy.energy_fields`: ``energy_j`` or ``energy_unavailable``)."""
-        return {
-            "samples_s": self.samples_s,
+        fields: DetailMap = {
+            "samples_s": as_detail(list[Detail](self.samples_s)),
             "inner_reps": self.inner_reps,
-            "warmup_samples_s": self.warmup_samples_s,
+            "warmup_samples_s": as_detail(list[Detail](self.warmup_samples_s)),
             "warmup_samples": len(self.warmup_samples_s),
             "clock": self.clock,
             "clock_resolution_s": self.resolution_s,
             "min_sample_s": self.min_sample_s,
-            **energy_fields(self.energy),
         }
+        return fields | cast(DetailMap, energy_fields(self.energy))  # a TypedDict of JSON values
 
 
 class EnergyMeterLike(Protocol):
@@ -92,7 +96,7 @@ class Clock(Protocol):
     name: str
     resolution_s: float
 
-    def sample(self, fn: Callable[[], Any], inner_reps: int, cancel: threading.Event | None) -> float:
+    def sample(self, fn: Callable[[], object], inner_reps: int, cancel: threading.Event | None) -> float:
         """Run ``fn`` ``inner_reps`` times and return the elapsed seconds for all of them."""
         ...
 
@@ -120,7 +124,7 @@ class CpuClock:
         self.resolution_s = resolution_s if resolution_s is not None else measured_resolution_s(now)
         self.per_call_s: float | None = None  # updated by time_kernel, sizes cancel chunks
 
-    def sample(self, fn: Callable[[], Any], inner_reps: int, cancel: threading.Event | None) -> float:
+    def sample(self, fn: Callable[[], object], inner_reps: int, cancel: threading.Event | None) -> float:
         chunks = _chunks(inner_reps, self.per_call_s)
         start = self._now()
         for chunk in chunks:
@@ -152,7 +156,7 @@ class CudaClock:
     #: CUDA documents event timing resolution of about half a microsecond.
     resolution_s = 0.5e-6
 
-    def __init__(self, device: Any, stream: Any = None) -> None:
+    def __init__(self, device: torch.device | str, stream: torch.cuda.Stream | None = None) -> None:
         import torch
 
         self._torch = torch
@@ -160,7 +164,7 @@ class CudaClock:
         self.stream = stream if stream is not None else torch.cuda.Stream(device=device)
         self.per_call_s: float | None = None
 
-    def sample(self, fn: Callable[[], Any], inner_reps: int, cancel: threading.Event | None) -> float:
+    def sample(self, fn: Callable[[], object], inner_reps: int, cancel: threading.Event | None) -> float:
         torch = self._torch
         chunks = _chunks(inner_reps, self.per_call_s)
         start = torch.cuda.Event(enable_timing=True)
@@ -179,7 +183,7 @@ class CudaClock:
 
 
 def time_kernel(
-    fn: Callable[[], Any],
+    fn: Callable[[], object],
     clock: Clock,
     policy: TimingPolicy = TimingPolicy(),
     cancel: threading.Event | None = None,

@@ -10,39 +10,38 @@ that stream. Bytes = the buffer size, counted once (one direction).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
 from gpuscope.probing.errors import ProbeSkipped, ValidationFailed
+from gpuscope.schema.results import Measurement
 
-__all__ = ["transfer_probe", "DIRECTIONS", "BYTES_RULE"]
+__all__ = ["transfer_probe", "BYTES_RULE"]
 
-DIRECTIONS = ("h2d", "d2h", "d2d")
 BYTES_RULE = "buffer size, counted once per copy (one direction); GB = 1e9 bytes"
 
 
-def _record(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | None) -> dict[str, Any]:
+def _record(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | None) -> Measurement:
     label = f"{direction}.{memory}" if direction != "d2d" else "d2d.peer"
-    return {
-        "kind": "transfer",
-        "name": f"transfer {label} {size} B" + (f" to {peer}" if peer else ""),
-        "device": ctx.device.name,
-        "parameters": dict(
+    return Measurement(
+        kind="transfer",
+        name=f"transfer {label} {size} B" + (f" to {peer}" if peer else ""),
+        device=ctx.device.name,
+        parameters=dict(
             direction=direction,
             memory=memory if direction != "d2d" else "device",
             size_bytes=size,
             peer=peer,
             engine="copy engine (cudaMemcpyAsync via Tensor.copy_)",
         ),
-        "flops": 0,
-        "bytes_": size,
-        "counting_rule": {"bytes": BYTES_RULE},
-        "ceiling_name": label,
-    }
+        flops=0,
+        bytes=size,
+        counting_rule={"bytes": BYTES_RULE},
+        ceiling_name=label,
+    )
 
 
-def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | None) -> dict[str, Any]:
+def _one(ctx: ProbeContext, direction: str, memory: str, size: int, peer: str | None) -> Measurement:
     import torch
 
     record = _record(ctx, direction, memory, size, peer)
@@ -89,7 +88,7 @@ def transfer_probe(
     memories: list[str],
     sizes: list[int],
     ctx: ProbeContext,
-    emit: Callable[[dict[str, Any]], None],
+    emit: Callable[[Measurement], None],
     on_step: Callable[[str], None] | None = None,
 ) -> None:
     """Every direction x host memory kind x size; ``d2d`` runs once per other GPU."""

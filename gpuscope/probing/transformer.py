@@ -16,25 +16,20 @@ appear. Each GEMM is timed as a workload (median, p10/p90, N).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from gpuscope.probing.matmul import MatmulShape
-
-if TYPE_CHECKING:
-    from gpuscope.schema.suites import ProbeOptions
+from gpuscope.schema.suites import MatmulShape, TransformerOptions
 
 __all__ = ["transformer_shapes", "DECODE_MAX_TOKENS"]
 
 DECODE_MAX_TOKENS = 64
 
 
-def transformer_shapes(options: ProbeOptions | dict[str, Any]) -> list[MatmulShape]:
-    """The layer's GEMMs for every token count in ``options['tokens']``."""
-    d, f = options["hidden"], options["ffn"]
-    h, g = options["heads"], options["kv_heads"]
+def transformer_shapes(options: TransformerOptions) -> list[MatmulShape]:
+    """The layer's GEMMs for every token count in ``options.tokens``."""
+    d, f = options.hidden, options.ffn
+    h, g = options.heads, options.kv_heads
     head = d // h
     shapes: list[MatmulShape] = []
-    for tokens in options["tokens"]:
+    for tokens in options.tokens:
         phase = "decode" if tokens <= DECODE_MAX_TOKENS else "prefill"
         prefix = f"T={tokens} {phase}"
         shapes += [
@@ -43,8 +38,8 @@ def transformer_shapes(options: ProbeOptions | dict[str, Any]) -> list[MatmulSha
             MatmulShape(m=tokens, n=2 * f, k=d, label=f"{prefix} gate_up_proj"),
             MatmulShape(m=tokens, n=d, k=f, label=f"{prefix} down_proj"),
         ]
-        if options.get("attention", True):
-            length = tokens if phase == "prefill" else options["context"]
+        if options.attention:
+            length = tokens if phase == "prefill" else options.context
             shapes += [
                 MatmulShape(
                     m=tokens, n=length, k=head, batch=h, transpose="nt", label=f"{prefix} attn_scores L={length}"

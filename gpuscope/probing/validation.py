@@ -10,9 +10,12 @@ tolerance the probe fails and reports no number.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuscope.probing.errors import ValidationFailed
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 __all__ = ["TOLERANCES", "matmul_tolerance", "elementwise_tolerance", "relative_error", "check_close"]
 
@@ -33,24 +36,24 @@ def elementwise_tolerance(dtype: str) -> float:
     return _ELEMENTWISE.get(dtype, 1e-2)
 
 
-def relative_error(actual: Any, expected: Any) -> float:
+def relative_error(actual: npt.ArrayLike, expected: npt.ArrayLike) -> float:
     """Normwise relative error of two float64 numpy arrays of one shape."""
     import numpy as np
 
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    if actual.shape != expected.shape:
+    got = np.asarray(actual, dtype=np.float64)
+    want = np.asarray(expected, dtype=np.float64)
+    if got.shape != want.shape:
         return math.inf
-    if not np.all(np.isfinite(actual)):
+    if not np.all(np.isfinite(got)):
         return math.inf
-    scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-    difference = float(np.max(np.abs(actual - expected))) if expected.size else 0.0
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    difference = float(np.max(np.abs(got - want))) if want.size else 0.0
     if scale == 0.0:
         return 0.0 if difference == 0.0 else math.inf
     return difference / scale
 
 
-def check_close(actual: Any, expected: Any, tolerance: float, what: str = "") -> float:
+def check_close(actual: npt.ArrayLike, expected: npt.ArrayLike, tolerance: float, what: str = "") -> float:
     """Return the relative error, or raise :class:`ValidationFailed` when it exceeds ``tolerance``."""
     error = relative_error(actual, expected)
     if not error <= tolerance:

@@ -26,12 +26,22 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Literal, overload
 
 from gpuscope.errors import ResourceError, UsageError
+from gpuscope.measuring.dram import DramCollector, match_gpu, measure_dram_bytes
+from gpuscope.probing.environment import tensor_device, torch_device
+from gpuscope.profiling.attribution import StepEvents, claim_events, join_counts
+from gpuscope.profiling.build import append_profile, build_result
+from gpuscope.profiling.record import CountedStep, StepCounter
+from gpuscope.profiling.result import ProfileResult
 from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
 from gpuscope.telemetry.powercap import POWERCAP_ROOT
 from gpuscope.telemetry.values import Reason, Unavailable
+
+if TYPE_CHECKING:
+    import torch
+    import torch.profiler
 
 __all__ = ["Profiler", "profile"]
 
@@ -42,7 +52,7 @@ class Profiler:
     def __init__(
         self,
         name: str = "step",
-        device: Any = None,
+        device: str | torch.device | None = None,
         *,
         steps: int = 3,
         warmup: int = 1,
@@ -50,9 +60,9 @@ class Profiler:
         results: str | os.PathLike[str] | None = None,
         energy: bool = True,
         powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
-        rerun: Callable[[], Any] | None = None,
+        rerun: Callable[[], object] | None = None,
         telemetry: bool = True,
-        collector_factory: Callable[[], Any] | None = None,
+        collector_factory: Callable[[], DramCollector] | None = None,
     ) -> None:
         if steps < 1:
             raise UsageError(f"steps={steps}: at least 1 profiled step")
@@ -71,12 +81,14 @@ class Profiler:
         self.rerun = rerun
         self.telemetry = telemetry
         self.collector_factory = collector_factory
-        self.result: Any = None  # ProfileResult once the last profiled step has ended
+        self.result: ProfileResult | None = None  # set when the last profiled step has ended
         self._index = 0  # steps begun
-        self._active: Any = None  # what the current step runs under
-        self._device: Any = None
-        self._counted: Any = None
-        self._step_events: list[Any] = []
+        self._running: Literal["plain", "count", "profile"] | None = None  # the current step's phase
+        self._counter: StepCounter | None = None  # the counting step's modes, while it runs
+        self._torch_profiler: torch.profiler.profile | None = None  # a profiled step's, while it runs
+        self._device: torch.device | None = None
+        self._counted: CountedStep | None = None
+        self._step_events: list[StepEvents] = []
         self._step_times_s: list[float] = []
         self._energy: list[EnergyResult] = []
         self._meter: EnergyMeter | None = None
@@ -87,7 +99,7 @@ class Profiler:
     @property
     def phase(self) -> str:
         """What the next (or current) step is: ``"warmup"``, ``"count"``, ``"profile"`` or ``"done"``."""
-        index = self._index - 1 if self._active is not None else self._index
+        index = self._index - 1 if self._running is not None else self._index
         if index < self.warmup:
             return "warmup"
         if index == self.warmup:
@@ -120,23 +132,19 @@ class Profiler:
             torch.cuda.synchronize(self._device)
 
     def _begin(self) -> None:
-        if self._active is not None:
+        if self._running is not None:
             raise UsageError("gpuscope.profile: a step is already running (nested `with` blocks?)")
         if self._device is None:
             import torch
-
-            from gpuscope.probing.environment import torch_device
 
             default = "cuda" if torch.cuda.is_available() else "cpu"  # no device, no tensors: CUDA's current one
             self._device = torch_device(default if self.requested_device is None else self.requested_device)
         phase = self.phase
         self._index += 1
         if phase == "count":
-            from gpuscope.profiling.record import StepCounter
-
             counter = StepCounter(self._synchronize)
             counter.__enter__()
-            self._active = ("count", counter)
+            self._counter, self._running = counter, "count"
         elif phase == "profile":
             from torch.profiler import ProfilerActivity
             from torch.profiler import profile as torch_profile
@@ -153,39 +161,37 @@ class Profiler:
             if self._meter is not None:
                 self._meter.start()
             self._started_s = time.perf_counter()
-            self._active = ("profile", profiler)
+            self._torch_profiler, self._running = profiler, "profile"
         else:
-            self._active = ("plain", None)
+            self._running = "plain"
 
     def _abort(self) -> None:
-        kind, handle = self._active or ("plain", None)
-        self._active = None
-        if kind == "count" and handle is not None:
-            handle.__exit__(RuntimeError, None, None)
-        elif kind == "profile" and handle is not None:
-            handle.__exit__(None, None, None)
+        counter, profiler = self._counter, self._torch_profiler
+        self._running = self._counter = self._torch_profiler = None
+        if counter is not None:
+            counter.__exit__(RuntimeError, None, None)
+        elif profiler is not None:
+            profiler.__exit__(None, None, None)
             if self._meter is not None:
                 self._meter.stop()
         self._index -= 1  # the step did not happen; the next block retries this phase
 
     def _end(self) -> None:
-        if self._active is None:
+        if self._running is None:
             raise UsageError("gpuscope.profile: step() or exit without a running step")
-        kind, handle = self._active
-        self._active = None
-        if kind == "count":
-            handle.__exit__(None, None, None)
-            self._counted = handle.result
-        elif kind == "profile":
+        counter, profiler = self._counter, self._torch_profiler
+        self._running = self._counter = self._torch_profiler = None
+        if counter is not None:
+            counter.__exit__(None, None, None)
+            self._counted = counter.result
+        elif profiler is not None:
             self._synchronize()
             wall_s = time.perf_counter() - self._started_s
             if self._meter is not None:
                 self._energy.append(self._meter.stop())
-            handle.__exit__(None, None, None)
-            from gpuscope.profiling.attribution import claim_events, join_counts
-
-            assert self._counted is not None
-            events = claim_events(handle.events(), self._counted.names, self._device.type)
+            profiler.__exit__(None, None, None)
+            assert self._counted is not None and self._device is not None
+            events = claim_events(profiler.events(), self._counted.names, self._device.type)
             join_counts(events, self._counted)
             self._step_events.append(events)
             self._step_times_s.append(wall_s)
@@ -195,8 +201,7 @@ class Profiler:
     # --- the result ---------------------------------------------------------------------------
 
     def _finish(self) -> None:
-        from gpuscope.profiling.build import build_result
-
+        assert self._counted is not None and self._device is not None
         if self._meter is not None:
             self._meter.close()
         self.result = build_result(
@@ -211,13 +216,12 @@ class Profiler:
             dram=self._dram_bytes(),
         )
         if self.results is not None:
-            from gpuscope.profiling.build import append_profile
-
-            append_profile(self._results_path or self.results, self.result, self._device)
+            append_profile(self._results_path or self.results, self.result)
             self.result.results_path = str(self.results)
 
     def _dram_bytes(self) -> float | Unavailable:
-        if self._device.type != "cuda":
+        device = self._device
+        if device is None or device.type != "cuda":
             return Unavailable(
                 Reason.NOT_APPLICABLE, "DRAM traffic is measured on NVIDIA GPUs with GPM (Hopper and newer) only"
             )
@@ -230,16 +234,13 @@ class Profiler:
             )
         import torch
 
-        from gpuscope.roofline.measure import _match_gpu, _measure_dram_bytes
-
-        device = self._device
-        return _measure_dram_bytes(
+        return measure_dram_bytes(
             self.rerun,
             max(min(self._step_times_s), 1e-6),
             1.0,
             self.collector_factory,
             synchronize=lambda: torch.cuda.synchronize(device),
-            select_gpu=lambda sample: _match_gpu(sample, device),
+            select_gpu=lambda sample: match_gpu(sample, device),
             device_text=str(device),
         )
 
@@ -262,21 +263,56 @@ def _energy_per_step(results: list[EnergyResult], steps: int) -> EnergyResult | 
     return EnergyResult(total / steps, window_s / steps, method, {key: value / steps for key, value in domains.items()})
 
 
+@overload
 def profile(
-    fn: Callable[..., Any] | None = None,
-    *args: Any,
+    fn: None = None,
+    *,
     name: str | None = None,
-    device: Any = None,
+    device: str | torch.device | None = None,
     steps: int = 3,
     warmup: int = 1,
-    kwargs: dict[str, Any] | None = None,
     roofs: Sequence[str | os.PathLike[str]] = (),
     results: str | os.PathLike[str] | None = None,
     energy: bool = True,
     powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
     telemetry: bool = True,
-    collector_factory: Callable[[], Any] | None = None,
-) -> Any:
+    collector_factory: Callable[[], DramCollector] | None = None,
+) -> Profiler: ...
+
+
+@overload
+def profile(
+    fn: Callable[..., object],
+    *args: object,
+    name: str | None = None,
+    device: str | torch.device | None = None,
+    steps: int = 3,
+    warmup: int = 1,
+    kwargs: dict[str, object] | None = None,
+    roofs: Sequence[str | os.PathLike[str]] = (),
+    results: str | os.PathLike[str] | None = None,
+    energy: bool = True,
+    powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
+    telemetry: bool = True,
+    collector_factory: Callable[[], DramCollector] | None = None,
+) -> ProfileResult: ...
+
+
+def profile(
+    fn: Callable[..., object] | None = None,
+    *args: object,
+    name: str | None = None,
+    device: str | torch.device | None = None,
+    steps: int = 3,
+    warmup: int = 1,
+    kwargs: dict[str, object] | None = None,
+    roofs: Sequence[str | os.PathLike[str]] = (),
+    results: str | os.PathLike[str] | None = None,
+    energy: bool = True,
+    powercap_root: str | os.PathLike[str] = POWERCAP_ROOT,
+    telemetry: bool = True,
+    collector_factory: Callable[[], DramCollector] | None = None,
+) -> Profiler | ProfileResult:
     """Profile a step. Without ``fn``: a :class:`Profiler` to use as ``with prof: step()``; with
     ``fn``: run ``fn(*args, **kwargs)`` for ``warmup`` + 1 + ``steps`` steps and return the
     :class:`~gpuscope.profiling.result.ProfileResult`.
@@ -293,8 +329,6 @@ def profile(
         raise UsageError(f"gpuscope.profile(): {fn!r} is not callable")
     call_kwargs = dict(kwargs or {})
     if fn is not None and device is None:
-        from gpuscope.probing.environment import tensor_device
-
         device = tensor_device((args, call_kwargs))
     profiler = Profiler(
         name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "step",

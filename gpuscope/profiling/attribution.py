@@ -26,9 +26,9 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-from gpuscope.profiling.record import CountedStep, OpRecord, match_key
+from gpuscope.profiling.record import CountedStep, OpRecord, Shape, match_key
 
 __all__ = [
     "ModuleTotal",
@@ -42,12 +42,30 @@ __all__ = [
 ]
 
 
+class ProfilerEvent(Protocol):
+    """What :func:`claim_events` reads of a profiler event (``torch.autograd.profiler_util.FunctionEvent``;
+    ``input_shapes``, ``cpu_parent``, ``cpu_children``, ``self_device_time_total``, ``device_type`` and
+    ``time_range`` are read where present). Times in microseconds."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cpu_time_total(self) -> float: ...
+
+    @property
+    def self_cpu_time_total(self) -> float: ...
+
+    @property
+    def device_time_total(self) -> float: ...
+
+
 @dataclass
 class TimedOp:
     """One claiming event of one step: its op, shapes and device time (seconds)."""
 
     name: str
-    shapes: Any
+    shapes: list[object]  # the profiler's input shapes, per schema argument
     time_s: float
     record: OpRecord | None = None  # the counted twin, when found
 
@@ -68,7 +86,7 @@ class StepEvents:
         return sum(op.time_s for op in self.ops)
 
 
-def claim_events(events: Sequence[Any], dispatch_names: frozenset[str], device_type: str) -> StepEvents:
+def claim_events(events: Sequence[ProfilerEvent], dispatch_names: frozenset[str], device_type: str) -> StepEvents:
     """The claiming events of one step's profiler events (``torch.autograd.profiler_util.FunctionEvent``
     or anything with ``name``, ``input_shapes``, ``cpu_parent``, ``cpu_children``,
     ``cpu_time_total``/``self_cpu_time_total`` and ``device_time_total``/``self_device_time_total``, us)."""
@@ -76,7 +94,7 @@ def claim_events(events: Sequence[Any], dispatch_names: frozenset[str], device_t
     roots = [event for event in events if getattr(event, "cpu_parent", None) is None and _is_host_event(event)]
     ops: list[TimedOp] = []
 
-    def inclusive_s(event: Any) -> float:
+    def inclusive_s(event: ProfilerEvent) -> float:
         return (float(event.device_time_total) if cuda else float(event.cpu_time_total)) * 1e-6
 
     claiming = frozenset(name.rstrip("_") for name in dispatch_names)  # in-place forms join (match_key)
@@ -98,12 +116,12 @@ def claim_events(events: Sequence[Any], dispatch_names: frozenset[str], device_t
     return StepEvents(ops=ops, traced_s=traced)
 
 
-def _is_host_event(event: Any) -> bool:
+def _is_host_event(event: ProfilerEvent) -> bool:
     device_type = getattr(event, "device_type", None)
     return device_type is None or str(device_type).endswith("CPU")
 
 
-def _start(event: Any) -> float:
+def _start(event: ProfilerEvent) -> float:
     time_range = getattr(event, "time_range", None)
     return float(getattr(time_range, "start", 0.0)) if time_range is not None else 0.0
 
@@ -111,10 +129,10 @@ def _start(event: Any) -> float:
 def join_counts(step: StepEvents, counted: CountedStep) -> int:
     """Give each timed op its counted twin (the n-th of the same key). Returns how many counted
     ops found no timed twin."""
-    by_key: dict[Any, list[OpRecord]] = collections.defaultdict(list)
+    by_key: dict[tuple[str, tuple[Shape, ...]], list[OpRecord]] = collections.defaultdict(list)
     for record in counted.records:
         by_key[record.key].append(record)
-    used: collections.Counter[Any] = collections.Counter()
+    used: collections.Counter[tuple[str, tuple[Shape, ...]]] = collections.Counter()
     for op in step.ops:
         key = match_key(op.name, op.shapes)
         queue = by_key.get(key)
@@ -162,7 +180,7 @@ def group_ops(steps: Sequence[StepEvents]) -> list[OpGroup]:
     """Group the timed ops of every step by op + shapes + dtype (uncounted ops by op + profiler
     shapes); per-step means. Sorted by time, largest first."""
     n = max(len(steps), 1)
-    by_key: dict[Any, list[TimedOp]] = {}
+    by_key: dict[tuple[str, tuple[Shape, ...], str | None, bool], list[TimedOp]] = {}
     for op in (op for step in steps for op in step.ops):
         r = op.record
         key = (r.name, r.shapes, r.dtype, True) if r else (op.name, match_key(op.name, op.shapes)[1], None, False)

@@ -6,16 +6,27 @@ from __future__ import annotations
 import collections
 import os
 import socket
+import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
+from gpuscope.measuring.measure import append_workload
+from gpuscope.probing.environment import device_info, parse_device, system_info, torch_device_name
 from gpuscope.profiling.attribution import StepEvents, group_ops, module_rollup
 from gpuscope.profiling.record import CountedStep
 from gpuscope.profiling.result import ProfileResult
 from gpuscope.profiling.verdict import judge_groups, roofs_statement
+from gpuscope.results import read_results
+from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import DeviceKey, DeviceRoofs
+from gpuscope.schema.core import decode_json, encode_json
+from gpuscope.schema.results import Device, Results, System, Workload
+from gpuscope.telemetry.cpuinfo import CpuInfo
 from gpuscope.telemetry.energy import EnergyResult
 from gpuscope.telemetry.values import Unavailable
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["append_profile", "build_result", "device_roofs"]
 
@@ -30,14 +41,10 @@ def device_roofs(
     host: str,
     roofs: Sequence[str | os.PathLike[str]] = (),
     *,
-    local_cpu: Any = None,
+    local_cpu: CpuInfo | None = None,
 ) -> tuple[DeviceKey, DeviceRoofs | None]:
     """The roofs of one device: measured ceilings from the probe results files ``roofs`` (same host
     and device), plus the built-in datasheet. Raises BadInputError for a bad results file."""
-    from gpuscope.results import read_results
-    from gpuscope.roofline.loading import build_model
-    from gpuscope.schema.results import Device, Results, System
-
     documents = [(str(path), read_results(path)) for path in roofs]
     here = Results(
         schema="gpuscope.results",
@@ -56,7 +63,7 @@ def device_roofs(
 def build_result(
     *,
     name: str,
-    device: Any,
+    device: torch.device,
     counted: CountedStep,
     step_events: list[StepEvents],
     step_times_s: list[float],
@@ -66,9 +73,7 @@ def build_result(
     dram: float | Unavailable,
     device_roofs_override: tuple[DeviceKey, DeviceRoofs | None] | None = None,
 ) -> ProfileResult:
-    """The result of a finished profile (``device`` is a torch.device)."""
-    from gpuscope.probing.environment import torch_device_name
-
+    """The result of a finished profile."""
     host = socket.gethostname()
     device_text = str(device) if device.type == "cuda" else "cpu"
     label = torch_device_name(device)
@@ -76,8 +81,6 @@ def build_result(
         device_text, "gpu" if device.type == "cuda" else "cpu", label, host, roofs
     )
     groups = group_ops(step_events)
-    import statistics
-
     step_s = statistics.fmean(step_times_s)
     verdicts = judge_groups(groups, roofs_of_device, step_s, key)
     dtypes = sorted({group.dtype for group in groups if group.dtype in _ROOF_DTYPES and group.flops})
@@ -125,13 +128,9 @@ def build_result(
     )
 
 
-def append_profile(path: str | os.PathLike[str], result: ProfileResult, device: Any) -> None:
+def append_profile(path: str | os.PathLike[str], result: ProfileResult) -> None:
     """Append the profile to the results file at ``path`` as a workload (file created when absent)."""
-    from gpuscope.probing.environment import device_info, parse_device, system_info
-    from gpuscope.roofline.measure import append_workload
-    from gpuscope.schema.core import decode_json, encode_json
-    from gpuscope.schema.results import Workload
-
+    # checked as a reader will check it (ranges, finite numbers) before it joins the file
     workload = decode_json(encode_json(result.to_workload()), Workload, f"profile {result.name}")
     spec = parse_device(result.device)  # the probe's device entry and system: one identity
     append_workload(path, workload, device_info(spec), system_info(spec))

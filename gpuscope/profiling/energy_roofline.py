@@ -19,9 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.results import Ceiling
 
 __all__ = ["EnergyRoofs", "attainable_flop_per_j", "energy_balance_flop_per_byte", "energy_roofs_from_ceilings"]
 
@@ -58,23 +57,23 @@ def energy_balance_flop_per_byte(j_per_flop: float, j_per_byte: float) -> float:
     return j_per_byte / j_per_flop
 
 
-def _power_w(ceiling: dict[str, Any]) -> float | None:
-    joules, window = (finite_or_none(ceiling.get(key)) for key in ("energy_j", "energy_window_s"))
+def _power_w(ceiling: Ceiling) -> float | None:
+    joules, window = ceiling.energy_j, ceiling.energy_window_s
     return joules / window if joules is not None and window is not None and joules > 0 and window > 0 else None
 
 
-def energy_roofs_from_ceilings(ceilings: Iterable[dict[str, Any]]) -> list[EnergyRoofs]:
+def energy_roofs_from_ceilings(ceilings: Iterable[Ceiling]) -> list[EnergyRoofs]:
     """Energy roofs per (host, device) from results ``ceilings`` entries that carry ``energy_j`` and
     ``energy_window_s``: the lowest J/FLOP of the compute ceilings and the lowest J/byte of the
     DRAM ceilings. Devices lacking either are left out."""
-    best: dict[tuple[Any, str], dict[str, tuple[float, str]]] = {}
+    best: dict[tuple[str | None, str], dict[str, tuple[float, str]]] = {}
     for ceiling in ceilings:
-        power, value = _power_w(ceiling), finite_or_none(ceiling.get("value"))
-        name, kind = str(ceiling.get("name")), ceiling.get("kind")
+        power, value = _power_w(ceiling), ceiling.value
+        name, kind = ceiling.name, ceiling.kind
         dram = kind == "memory" and name.split(".", 1)[0].lower() in ("dram", "hbm")
         if power is None or value is None or value <= 0 or (kind != "compute" and not dram):
             continue
-        slot = best.setdefault((ceiling.get("host"), str(ceiling.get("device"))), {})
+        slot = best.setdefault((ceiling.host, ceiling.device), {})
         cost, per = power / value, "flop" if kind == "compute" else "byte"
         if per not in slot or cost < slot[per][0]:
             slot[per] = (cost, name)

@@ -10,7 +10,13 @@ torch is imported when a step runs.
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+#: A model and the input it runs on.
+Example = tuple["torch.nn.Module", "torch.Tensor"]
 
 __all__ = [
     "build_convnet",
@@ -22,18 +28,22 @@ __all__ = [
 ]
 
 
-def _device_dtype(device: str | None, dtype: str) -> tuple[Any, Any]:
+def _device_dtype(device: str | None, dtype: str) -> tuple[torch.device, torch.dtype]:
     import torch
 
     resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return resolved, getattr(torch, dtype)
+    torch_dtype = getattr(torch, dtype)
+    if not isinstance(torch_dtype, torch.dtype):
+        raise ValueError(f"dtype={dtype!r} is not a torch dtype")
+    return resolved, torch_dtype
 
 
-def _run(model_and_input: tuple[Any, Any], train: bool) -> Any:
+def _run(model_and_input: Example, train: bool) -> torch.Tensor | None:
     """The model's output on its input; with ``train``, zero the grads and backpropagate its sum (returns None)."""
     model, x = model_and_input
     if not train:
-        return model(x)
+        out: torch.Tensor = model(x)
+        return out
     model.zero_grad(set_to_none=True)
     model(x).sum().backward()
     return None
@@ -47,7 +57,7 @@ def build_transformer(
     batch: int = 8,
     device: str | None = None,
     dtype: str = "float32",
-) -> tuple[Any, Any]:
+) -> Example:
     """``torch.nn.TransformerEncoderLayer(d_model, heads, batch_first=True)`` and a random input
     ``(batch, seq, d_model)``, on ``device`` in ``dtype``. Seeded."""
     import torch
@@ -61,21 +71,37 @@ def build_transformer(
     return layer, x
 
 
-def transformer_step(*args: Any, train: bool = False, **options: Any) -> Any:
+def transformer_step(
+    d_model: int = 512,
+    heads: int = 8,
+    seq: int = 256,
+    batch: int = 8,
+    device: str | None = None,
+    dtype: str = "float32",
+    *,
+    train: bool = False,
+) -> torch.Tensor | None:
     """Forward of the TransformerEncoderLayer of :func:`build_transformer` with these arguments (grad
     enabled, as in training); with ``train``, forward + backward (loss = sum of the output)."""
-    return _run(build_transformer(*args, **options), train)
+    return _run(build_transformer(d_model, heads, seq, batch, device, dtype), train)
 
 
-def transformer_train_step(*args: Any, **options: Any) -> None:
+def transformer_train_step(
+    d_model: int = 512,
+    heads: int = 8,
+    seq: int = 256,
+    batch: int = 8,
+    device: str | None = None,
+    dtype: str = "float32",
+) -> None:
     """Forward + backward of the TransformerEncoderLayer of :func:`build_transformer` with these arguments."""
-    _run(build_transformer(*args, **options), train=True)
+    _run(build_transformer(d_model, heads, seq, batch, device, dtype), train=True)
 
 
 @functools.lru_cache(maxsize=4)
 def build_convnet(
     batch: int = 16, size: int = 32, channels: int = 32, device: str | None = None, dtype: str = "float32"
-) -> tuple[Any, Any]:
+) -> Example:
     """A small conv net (3 conv + batch-norm + ReLU blocks, pooling, a linear head) and a random
     ``(batch, 3, size, size)`` input. Seeded."""
     import torch
@@ -100,12 +126,22 @@ def build_convnet(
     return net, x
 
 
-def convnet_step(*args: Any, train: bool = False, **options: Any) -> Any:
+def convnet_step(
+    batch: int = 16,
+    size: int = 32,
+    channels: int = 32,
+    device: str | None = None,
+    dtype: str = "float32",
+    *,
+    train: bool = False,
+) -> torch.Tensor | None:
     """Forward of the conv net of :func:`build_convnet` with these arguments; with ``train``, forward +
     backward (loss = sum of the output)."""
-    return _run(build_convnet(*args, **options), train)
+    return _run(build_convnet(batch, size, channels, device, dtype), train)
 
 
-def convnet_train_step(*args: Any, **options: Any) -> None:
+def convnet_train_step(
+    batch: int = 16, size: int = 32, channels: int = 32, device: str | None = None, dtype: str = "float32"
+) -> None:
     """Forward + backward of the conv net of :func:`build_convnet` with these arguments."""
-    _run(build_convnet(*args, **options), train=True)
+    _run(build_convnet(batch, size, channels, device, dtype), train=True)

@@ -20,7 +20,16 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+from gpuscope.measuring.counting import (
+    ZERO_FLOP_OPS,
+    pointwise_flops,
+    tensor_extent,
+    torch_dtype_roof_name,
+    union_length,
+    written_tensors,
+)
 
 __all__ = [
     "NO_TRAFFIC_OPS",
@@ -46,25 +55,28 @@ NO_TRAFFIC_OPS = frozenset(
     "split_with_sizes unbind chunk narrow".split()
 )
 
+if TYPE_CHECKING:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
 Shape = tuple[int, ...]
 
 
-def pointwise_op_flops(op: str, input_shape: Any, output_shape: Any) -> int:
+def pointwise_op_flops(op: str, input_shape: object, output_shape: object) -> int:
     """FLOPs of one call of a pointwise, reduction or normalisation op torch's FlopCounterMode has
     no formula for (``op`` is the aten name without namespace, e.g. ``"add_"``). The one place the
-    profile takes pointwise formulas from: gpuscope's table in :mod:`gpuscope.roofline.counting`."""
-    from gpuscope.roofline.counting import pointwise_flops
-
+    profile takes pointwise formulas from: gpuscope's table in :mod:`gpuscope.measuring.counting`."""
     return int(pointwise_flops(op, input_shape, output_shape))
 
 
-def match_key(name: str, shapes: Any) -> tuple[str, tuple[Shape, ...]]:
+def match_key(name: str, shapes: object) -> tuple[str, tuple[Shape, ...]]:
     """The key that joins a counted op to the profiler's events: the op name (in-place suffix
     dropped) and the sorted non-empty tensor shapes (the profiler lists shapes per schema
     argument, scalars as ``[]``)."""
     flat: list[Shape] = []
 
-    def walk(value: Any) -> None:
+    def walk(value: object) -> None:
         if isinstance(value, (list, tuple)):
             if value and all(isinstance(item, int) for item in value):
                 flat.append(tuple(int(item) for item in value))
@@ -129,7 +141,7 @@ def _innermost(parents: set[str]) -> str:
     return max(names, key=lambda name: (name.count("."), len(name)))
 
 
-def count_step(step: Callable[[], Any], synchronize: Callable[[], Any] = lambda: None) -> CountedStep:
+def count_step(step: Callable[[], object], synchronize: Callable[[], object] = lambda: None) -> CountedStep:
     """Run ``step()`` once under the counters; returns every op it ran."""
     counter = StepCounter(synchronize)
     with counter:
@@ -142,10 +154,10 @@ class StepCounter:
     """A context manager form of :func:`count_step`: the ops run inside the ``with`` block are
     counted; :attr:`result` is set on a clean exit."""
 
-    def __init__(self, synchronize: Callable[[], Any] = lambda: None) -> None:
+    def __init__(self, synchronize: Callable[[], object] = lambda: None) -> None:
         self.synchronize = synchronize
         self.result: CountedStep | None = None
-        self._modes: tuple[Any, Any, list[OpRecord], float] | None = None
+        self._modes: tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord], float] | None = None
 
     def __enter__(self) -> StepCounter:
         import time
@@ -181,25 +193,17 @@ class StepCounter:
             )
 
 
-def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
+def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gpuscope.roofline.counting import (
-        ZERO_FLOP_OPS,
-        tensor_extent,
-        torch_dtype_roof_name,
-        union_length,
-        written_tensors,
-    )
-
     counter = FlopCounterMode(display=False)
     registry = counter.flop_registry
     tracker = counter.mod_tracker
 
-    def union_bytes(tensors: list[Any]) -> int:
+    def union_bytes(tensors: list[torch.Tensor]) -> int:
         ranges: dict[tuple[str, int], list[tuple[int, int]]] = collections.defaultdict(list)
         for tensor in tensors:
             found = tensor_extent(tensor)
@@ -210,7 +214,13 @@ def _make_modes() -> tuple[Any, Any, list[OpRecord]]:
     records: list[OpRecord] = []
 
     class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self,
+            func: Callable[..., object],
+            types: object,
+            args: tuple[object, ...] = (),
+            kwargs: dict[str, object] | None = None,
+        ) -> object:
             kwargs = kwargs or {}
             before = sum(counter.flop_counts["Global"].values())
             out = func(*args, **kwargs)  # FlopCounterMode counts it (or what it decomposes into)

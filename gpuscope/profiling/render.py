@@ -3,10 +3,10 @@ totals and the roofline with each group as a point. No Textual, no torch."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from gpuscope.profiling.result import ProfileResult
-from gpuscope.profiling.view import format_ms, group_numbers, short_bound
+from gpuscope.profiling.view import format_ms, group_numbers, group_point, short_bound
+from gpuscope.roofline.model import RooflineModel
+from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
 from gpuscope.roofline.tables import format_table
 from gpuscope.roofline.units import format_count, format_si
 from gpuscope.telemetry.values import Unavailable
@@ -151,14 +151,11 @@ def module_table(result: ProfileResult, depth: int = 1, width: int = 80, limit: 
     return format_table(["module", "ms", "step", "FLOPs", "bytes"], rows, width=width)
 
 
-def chart_model(result: ProfileResult, limit: int = 10) -> Any:
+def chart_model(result: ProfileResult, limit: int = 10) -> RooflineModel | None:
     """A :class:`RooflineModel` with the roofs of the profiled device and the top ``limit`` groups
     of :func:`top_table` as points, in the table's order, so a point's number on the chart is its
     ``#`` in the table (groups without FLOPs are not drawn but keep their number). None without
     roofs. Every roofline painter (terminal, TUI, report SVG) takes this model."""
-    from gpuscope.profiling.view import group_point
-    from gpuscope.roofline.model import RooflineModel
-
     if result.device_roofs is None or result.device_key is None:
         return None
     step_s = result.step_s or 1.0
@@ -172,8 +169,6 @@ def chart_model(result: ProfileResult, limit: int = 10) -> Any:
 
 def render_chart(result: ProfileResult, width: int = 80, height: int = 22, color: bool = False, limit: int = 10) -> str:
     """The roofline with the table's top groups as numbered points (plotext text)."""
-    from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
-
     model = chart_model(result, limit)
     if model is None:
         return "no roofs for this device: no chart"

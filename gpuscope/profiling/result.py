@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
 
+import msgspec
+
+from gpuscope.measuring.counting import POINTWISE_RULE
 from gpuscope.profiling.attribution import ModuleTotal, OpGroup
 from gpuscope.profiling.record import OP_BYTES_RULE
+from gpuscope.profiling.stored import PROFILE_SCHEMA_VERSION, StoredGroup, StoredModule, StoredProfile
 from gpuscope.profiling.verdict import Verdict
-from gpuscope.roofline.counting import POINTWISE_RULE
-from gpuscope.schema.core import timestamp_now_s
+from gpuscope.roofline.model import DeviceKey, DeviceRoofs
+from gpuscope.schema.core import Detail, timestamp_now_s
+from gpuscope.schema.results import Workload
 from gpuscope.telemetry.energy import EnergyResult, energy_fields, flop_per_joule
 from gpuscope.telemetry.values import Unavailable
 
-__all__ = ["FLOP_RULE", "PROFILE_SCHEMA_VERSION", "ProfileResult"]
+__all__ = ["FLOP_RULE", "ProfileResult"]
 
-PROFILE_SCHEMA_VERSION = 1
 FLOP_RULE = (
     "torch.utils.flop_counter.FlopCounterMode formulas (matmul, conv, attention) + gpuscope pointwise formulas, "
     "reported apart"
@@ -52,8 +55,8 @@ class ProfileResult:
     time_basis: str  # "CPU self time" | "CUDA kernel time"
     notes: list[str] = field(default_factory=list)
     results_path: str | None = None
-    device_key: Any = None  # DeviceKey of the roofs (for charts)
-    device_roofs: Any = None  # DeviceRoofs the verdicts used, None when no roofs
+    device_key: DeviceKey | None = None  # the device the roofs belong to (for charts)
+    device_roofs: DeviceRoofs | None = None  # the roofs the verdicts used, None when no roofs
 
     # --- totals ---------------------------------------------------------------------------
 
@@ -92,64 +95,53 @@ class ProfileResult:
 
     # --- JSON -----------------------------------------------------------------------------
 
-    def to_workload(self) -> dict[str, Any]:
+    def to_workload(self) -> Workload:
         """The ``workloads`` entry: the whole step as one roofline point, the groups under ``profile``."""
         dram = self.dram_bytes_measured
         step_s = self.step_s
-        workload: dict[str, Any] = {
-            "name": self.name,
-            "device": self.device,
-            "host": self.host,
-            "device_name": self.device_name,
-            "flops": float(self.flops),
-            "bytes": float(self.bytes_total),
-            "bytes_rule": "sum over the step's ops of " + OP_BYTES_RULE,
-            "flop_counting_rule": FLOP_RULE,
-            "pointwise_rule": POINTWISE_RULE,
-            "dtype": _main_dtype(self.groups),
-            "time_s": step_s,
-            "time_p10_s": min(self.step_times_s) if self.step_times_s else None,
-            "time_p90_s": max(self.step_times_s) if self.step_times_s else None,
-            "n": len(self.step_times_s),
-            "statistic": "mean of profiled steps",
-            "samples_s": list(self.step_times_s),
-            "flop_per_s": self.flops / step_s if step_s > 0 else None,
-            "intensity_flop_per_byte": self.flops / self.bytes_total if self.bytes_total else None,
-            "dram_bytes_measured": None if isinstance(dram, Unavailable) else dram,
-            "dram_bytes_unavailable": dram.to_json() if isinstance(dram, Unavailable) else None,
-            "cache_state": "warm",
-            "warm": True,
-            "source": "profile",
-            "notes": list(self.notes),
-            "created": timestamp_now_s(),
-        }
-        workload.update(energy_fields(self.energy, float(self.flops)))
-        workload["profile"] = self.profile_json()
-        return workload
+        return Workload(
+            name=self.name,
+            device=self.device,
+            host=self.host,
+            device_name=self.device_name,
+            flops=float(self.flops),
+            bytes=float(self.bytes_total),
+            bytes_rule="sum over the step's ops of " + OP_BYTES_RULE,
+            flop_counting_rule=FLOP_RULE,
+            pointwise_rule=POINTWISE_RULE,
+            dtype=_main_dtype(self.groups),
+            time_s=step_s,
+            time_p10_s=min(self.step_times_s) if self.step_times_s else None,
+            time_p90_s=max(self.step_times_s) if self.step_times_s else None,
+            n=len(self.step_times_s),
+            statistic="mean of profiled steps",
+            samples_s=list(self.step_times_s),
+            flop_per_s=self.flops / step_s if step_s > 0 else None,
+            intensity_flop_per_byte=self.flops / self.bytes_total if self.bytes_total else None,
+            dram_bytes_measured=None if isinstance(dram, Unavailable) else dram,
+            dram_bytes_unavailable=dram.to_json() if isinstance(dram, Unavailable) else None,
+            cache_state="warm",
+            warm=True,
+            source="profile",
+            notes=list(self.notes),
+            created=timestamp_now_s(),
+            profile=self.profile_json(),
+            **energy_fields(self.energy, float(self.flops)),
+        )
 
-    def profile_json(self) -> dict[str, Any]:
-        """The ``profile`` object of the workload entry: groups, verdicts, modules, totals."""
-        return {
-            "version": PROFILE_SCHEMA_VERSION,
-            "steps": self.steps,
-            "warmup_steps": self.warmup,
-            "time_basis": self.time_basis,
-            "step_s": self.step_s,
-            "ops_s": self.ops_s,
-            "outside_ops_s": self.outside_ops_s,
-            "traced_s": self.traced_s,
-            "flop_counter_flops": self.flop_counter_total,
-            "pointwise_flops": self.pointwise_flops,
-            "bytes_rule": OP_BYTES_RULE,
-            "roofs": self.roofs,
-            "unmatched_ops": self.unmatched_ops,
-            "uncounted_ops": dict(self.uncounted_ops),
-            "groups": [_verdict_json(verdict) for verdict in self.verdicts],
-            "modules": [
-                {"path": m.path, "time_s": m.time_s, "flops": m.flops, "bytes": m.bytes, "calls": m.calls}
-                for m in self.modules
-            ],
-        }
+    def profile_json(self) -> Detail:
+        """The ``profile`` object of the workload entry (:class:`~gpuscope.profiling.stored.StoredProfile`)."""
+        stored = StoredProfile(
+            version=PROFILE_SCHEMA_VERSION, steps=self.steps, warmup_steps=self.warmup, time_basis=self.time_basis,
+            step_s=self.step_s, ops_s=self.ops_s, outside_ops_s=self.outside_ops_s, traced_s=self.traced_s,
+            flop_counter_flops=self.flop_counter_total, pointwise_flops=self.pointwise_flops,
+            bytes_rule=OP_BYTES_RULE, roofs=self.roofs, unmatched_ops=self.unmatched_ops,
+            uncounted_ops=dict(self.uncounted_ops), groups=[_stored_group(verdict) for verdict in self.verdicts],
+            modules=[StoredModule(path=m.path, time_s=m.time_s, flops=m.flops, bytes=m.bytes, calls=m.calls)
+                     for m in self.modules],
+        )  # fmt: skip
+        detail: Detail = msgspec.to_builtins(stored)
+        return detail
 
 
 def _main_dtype(groups: list[OpGroup]) -> str | None:
@@ -160,25 +152,15 @@ def _main_dtype(groups: list[OpGroup]) -> str | None:
     return max(by_dtype.items(), key=lambda item: item[1])[0] if by_dtype else None
 
 
-def _verdict_json(verdict: Verdict) -> dict[str, Any]:
+def _stored_group(verdict: Verdict) -> StoredGroup:
     group = verdict.group
-    out: dict[str, Any] = {"op": group.op, "label": group.label, "shapes": [list(shape) for shape in group.shapes]}
-    out.update(dtype=group.dtype, calls=group.calls_per_step)
-    out.update((key, getattr(group, key)) for key in _GROUP_FIELDS)
-    out.update(modules=group.modules[:5], backward=group.backward, bound=verdict.bound, roof=verdict.roof_name)
-    out.update((key, getattr(verdict, key)) for key in _VERDICT_FIELDS)
-    out["note"] = verdict.note or None
-    return out
-
-
-_GROUP_FIELDS = ("time_s", "flops", "counter_flops", "pointwise_flops", "bytes", "counted", "no_formula")
-_VERDICT_FIELDS = (
-    "roof_source",
-    "attainable_flop_per_s",
-    "time_at_roof_s",
-    "time_lost_s",
-    "efficiency",
-    "step_speedup",
-    "intensity_flop_per_byte",
-    "above_roof",
-)
+    return StoredGroup(
+        op=group.op, label=group.label, shapes=[list(shape) for shape in group.shapes], dtype=group.dtype,
+        calls=group.calls_per_step, time_s=group.time_s, flops=group.flops, counter_flops=group.counter_flops,
+        pointwise_flops=group.pointwise_flops, bytes=group.bytes, counted=group.counted, no_formula=group.no_formula,
+        modules=group.modules[:5], backward=group.backward, bound=verdict.bound, roof=verdict.roof_name,
+        roof_source=verdict.roof_source, attainable_flop_per_s=verdict.attainable_flop_per_s,
+        time_at_roof_s=verdict.time_at_roof_s, time_lost_s=verdict.time_lost_s, efficiency=verdict.efficiency,
+        step_speedup=verdict.step_speedup, intensity_flop_per_byte=verdict.intensity_flop_per_byte,
+        above_roof=verdict.above_roof, note=verdict.note or None,
+    )  # fmt: skip

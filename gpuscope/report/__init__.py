@@ -2,7 +2,7 @@
 Markdown or versioned JSON (``"schema": "gpuscope.report"``, ``schema_version`` 1).
 
 ``report.json`` holds everything the other formats draw, so a report made from it reproduces
-the HTML byte for byte. Importing this package is cheap; matplotlib loads only to draw.
+the HTML byte for byte. matplotlib loads only to draw.
 
 Typical use::
 
@@ -12,15 +12,17 @@ Typical use::
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TypeAlias
 
 import msgspec
 
 from gpuscope.errors import BadInputError, GpuscopeError
 from gpuscope.fileio import write_json_atomic, write_text_atomic
+from gpuscope.report.html import render_html
 from gpuscope.report.io import (
     REPORT_SCHEMA,
     REPORT_SCHEMA_VERSION,
@@ -30,11 +32,15 @@ from gpuscope.report.io import (
     results_inputs,
     validate_report,
 )
+from gpuscope.report.markdown import render_markdown
+from gpuscope.report.model import build_report
+from gpuscope.report.redact import Redaction
+from gpuscope.report.telemetry import read_samples, summarize_samples
+from gpuscope.results import to_results
+from gpuscope.schema.core import JsonObject, JsonTree, convert
 from gpuscope.schema.report import Report, Telemetry
+from gpuscope.telemetry.records import Sample
 from gpuscope.textsafe import safe_text
-
-if TYPE_CHECKING:
-    from gpuscope.report.redact import Redaction
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -46,7 +52,8 @@ __all__ = [
     "format_for",
 ]
 
-PathOrDoc = str | os.PathLike[str] | dict[str, Any]
+#: A results or report file, or its document already parsed.
+PathOrDoc: TypeAlias = "str | os.PathLike[str] | JsonObject"
 
 
 def _as_list(items: PathOrDoc | Sequence[PathOrDoc]) -> list[PathOrDoc]:
@@ -55,29 +62,29 @@ def _as_list(items: PathOrDoc | Sequence[PathOrDoc]) -> list[PathOrDoc]:
     return list(items)
 
 
-def report_document(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
+def report_document(report: Report, documents: Sequence[JsonObject] | None = None) -> JsonObject:
     """``report`` as the JSON-ready document report.json holds; ``documents`` are its results files
-    as written (undeclared fields kept), embedded in place of their typed views."""
-    from gpuscope.report.tables import written_results
-
-    data: dict[str, Any] = msgspec.to_builtins(msgspec.structs.replace(report, results=[]))
-    return {**data, **written_results(report, documents)}
+    as written (undeclared fields kept), embedded in place of their typed views (which are
+    written when ``documents`` is None)."""
+    data: JsonObject = msgspec.to_builtins(msgspec.structs.replace(report, results=[]))
+    written: list[JsonTree] = (
+        list(documents) if documents is not None else [msgspec.to_builtins(e.document) for e in report.results]
+    )
+    data["results"] = [{"label": e.label, "document": d} for e, d in zip(report.results, written)]
+    return data
 
 
 def build(
     results_paths_or_dicts: PathOrDoc | Sequence[PathOrDoc],
     log_path: str | os.PathLike[str] | None = None,
     *,
-    samples: Iterable[Any] | None = None,
+    samples: Iterable[Sample] | None = None,
     samples_label: str = "live telemetry",
     redact: bool = False,
-) -> tuple[Report, dict[str, Any]]:
+) -> tuple[Report, JsonObject]:
     """The typed report of results files (paths or parsed dicts; a report JSON is accepted too)
     and an optional telemetry log or in-memory samples, with its JSON document (what report.json
     holds). Raises :class:`BadInputError`."""
-    from gpuscope.report.model import build_report
-    from gpuscope.report.telemetry import read_samples, summarize_samples
-
     items = _as_list(results_paths_or_dicts)
     if not items:
         raise BadInputError("no results file given")
@@ -110,10 +117,6 @@ def _redacted_inputs(
     inputs: Sequence[ResultsInput], telemetry: Telemetry | None
 ) -> tuple[Redaction, list[ResultsInput], Telemetry | None]:
     """``inputs`` and ``telemetry`` redacted by one :class:`Redaction` (the same host, the same alias)."""
-    from gpuscope.report.redact import Redaction
-    from gpuscope.results import to_results
-    from gpuscope.schema.core import convert
-
     telemetry_data = msgspec.to_builtins(telemetry) if telemetry is not None else None
     redaction = Redaction.of([*(item.document for item in inputs), telemetry_data])
     redacted = []
@@ -128,33 +131,26 @@ def _redacted_inputs(
 def make_report(
     results_paths_or_dicts: PathOrDoc | Sequence[PathOrDoc],
     log_path: str | os.PathLike[str] | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """The report JSON document (what report.json holds) of :func:`build`'s inputs and ``options``."""
-    return build(results_paths_or_dicts, log_path, **options)[1]
+    *,
+    samples: Iterable[Sample] | None = None,
+    samples_label: str = "live telemetry",
+    redact: bool = False,
+) -> JsonObject:
+    """The report JSON document (what report.json holds) of :func:`build`'s inputs."""
+    return build(results_paths_or_dicts, log_path, samples=samples, samples_label=samples_label, redact=redact)[1]
 
 
-def render_report(report: Report | dict[str, Any], fmt: str, documents: Sequence[dict[str, Any]] | None = None) -> str:
+def render_report(report: Report | JsonObject, fmt: str, documents: Sequence[JsonObject] | None = None) -> str:
     """The report (typed, or its JSON document) rendered as ``html``, ``md`` or ``json`` text;
-    ``documents`` are a typed report's results files as written (see :func:`report_document`)."""
+    ``documents`` are a typed report's results files as written, for ``json`` (see :func:`report_document`)."""
     fmt = format_for("", fmt)
-    if isinstance(report, Report):
-        typed = report
-    else:
-        typed = validate_report(report, "report")
-        documents = [entry["document"] for entry in report["results"]]
+    typed = report if isinstance(report, Report) else validate_report(report, "report")
     if fmt == "json":
-        import json
-
         document = report if isinstance(report, dict) else report_document(typed, documents)
         return json.dumps(document, indent=2, allow_nan=False) + "\n"
     if fmt == "html":
-        from gpuscope.report.html import render_html
-
-        return render_html(typed, documents)
-    from gpuscope.report.markdown import render_markdown
-
-    return render_markdown(typed, documents)
+        return render_html(typed)
+    return render_markdown(typed)
 
 
 def write_report(
@@ -164,7 +160,7 @@ def write_report(
     fmt: str | None = None,
     redact: bool = False,
     *,
-    samples: Iterable[Any] | None = None,
+    samples: Iterable[Sample] | None = None,
 ) -> Path:
     """Build a report and write it atomically to ``path``; the format comes from ``fmt`` or the
     extension (.html, .md, .json). Returns the path written. Raises :class:`UsageError` for an
@@ -177,7 +173,7 @@ def write_report(
         if fmt == "json":
             write_json_atomic(target, document)
         else:
-            write_text_atomic(target, render_report(report, fmt, [e["document"] for e in document["results"]]))
+            write_text_atomic(target, render_report(report, fmt))
     except OSError as exc:
         raise GpuscopeError(f"{target}: cannot write the report ({exc.strerror or exc})") from None
     return target

@@ -10,11 +10,30 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gpuscope.paths import use_private_matplotlib_dir
-from gpuscope.report.fmt import clean_text, fmt_quantity
+from gpuscope.report.fmt import clean_text, fmt_quantity, fmt_time_utc
+from gpuscope.report.roofview import model_from_view
+from gpuscope.roofline.layout import layout_roofline
+from gpuscope.roofline.layout_cells import cell_of, place_labels
+from gpuscope.roofline.model import Placement, RooflineModel
 from gpuscope.schema.report import MeasurementRow, Roofline, Telemetry
+
+if TYPE_CHECKING:  # matplotlib loads only to draw
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import Formatter
+
+
+class LineStyle(TypedDict):
+    """How a roof style's lines are drawn (keyword arguments of ``Axes.plot``)."""
+
+    linewidth: float
+    linestyle: str | tuple[float, tuple[float, ...]]
+    alpha: float
+
 
 __all__ = ["roofline_svg", "roofline_key", "telemetry_svg", "PALETTE_SIZE", "CHART_RC"]
 
@@ -57,7 +76,7 @@ CHART_RC: Any = {  # matplotlib types rc keys as a Literal of every rcParam name
 }
 
 
-def _figure(width_in: float, height_in: float) -> Any:
+def _figure(width_in: float, height_in: float) -> Figure:
     use_private_matplotlib_dir()  # before matplotlib's first import
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
@@ -67,7 +86,7 @@ def _figure(width_in: float, height_in: float) -> Any:
     return figure
 
 
-def _svg_text(figure: Any, prefix: str, label: str) -> str:
+def _svg_text(figure: Figure, prefix: str, label: str) -> str:
     import io
 
     buffer = io.StringIO()
@@ -94,14 +113,14 @@ def _postprocess(svg: str, prefix: str, label: str) -> str:
     return head + svg[head_end:].rstrip() + "\n"
 
 
-def _rc() -> Any:
+def _rc() -> AbstractContextManager[None]:
     use_private_matplotlib_dir()  # before matplotlib's first import
     import matplotlib
 
     return matplotlib.rc_context(CHART_RC)
 
 
-def _si_formatter(unit: str) -> Any:
+def _si_formatter(unit: str) -> Formatter:
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(
@@ -111,7 +130,7 @@ def _si_formatter(unit: str) -> Any:
     )
 
 
-def _short(value: Any, limit: int = 40) -> str:
+def _short(value: object, limit: int = 40) -> str:
     return clean_text(value, limit)
 
 
@@ -120,8 +139,8 @@ def _short(value: Any, limit: int = 40) -> str:
 #: Report colour slot (``var(--cN)``) of each layout colour slot: CPU blue, GPUs orange, green,
 #: purple, yellow, then teal (the page's light and dark palettes, colour-blind safe in order).
 _DEVICE_SLOTS = (0, 1, 2, 3, 6, 5)
-#: Each roof style (:data:`gpuscope.roofline.layout.Style`): its words in the key, its line.
-_STYLES: dict[str, tuple[str, dict[str, Any]]] = {
+#: Each roof style (:data:`gpuscope.roofline.shapes.Style`): its words in the key, its line.
+_STYLES: dict[str, tuple[str, LineStyle]] = {
     "envelope": ("bold: envelope min(peak, I x DRAM)", {"linewidth": 2.6, "linestyle": "-", "alpha": 1.0}),
     "dtype": ("dashed: other dtypes", {"linewidth": 1.0, "linestyle": (0, (5, 3)), "alpha": 0.9}),
     "level": ("dotted: cache levels", {"linewidth": 1.0, "linestyle": (0, (1.5, 2.5)), "alpha": 0.9}),
@@ -159,9 +178,6 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
     stopping at their ridge, ridge marks labelled in FLOP/B, labels on their lines placed so none
     covers a line or another label, numbered points) with the points table under the plot.
     ``roofline`` is the report's roofline section (:func:`gpuscope.report.roofview.roofline_view`)."""
-    from gpuscope.report.roofview import model_from_view
-    from gpuscope.roofline.layout import cell_of, layout_roofline, place_labels
-
     model = model_from_view(roofline)
     if model is None:
         return None
@@ -289,13 +305,13 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
 _BG = _SPAN_A  # the ridge mark's fill: the page's faint span colour
 
 
-def _legend_line(figure: Any, x: float, y: float, colour: str) -> Any:
+def _legend_line(figure: Figure, x: float, y: float, colour: str) -> Line2D:
     from matplotlib.lines import Line2D
 
     return Line2D([x, x + 0.035], [y, y], transform=figure.transFigure, color=colour, linewidth=2.6)
 
 
-def _point_row(number: int, placement: Any, model: Any) -> tuple[str, ...]:
+def _point_row(number: int, placement: Placement, model: RooflineModel) -> tuple[str, ...]:
     """``#, workload, device, bound, eff., headroom`` of one placed point (``number``: its tag
     on the chart, 1-based over the model's placements)."""
     point = placement.point
@@ -312,7 +328,7 @@ def _point_row(number: int, placement: Any, model: Any) -> tuple[str, ...]:
     )
 
 
-def _x_formatter() -> Any:
+def _x_formatter() -> Formatter:
     from matplotlib.ticker import FuncFormatter
 
     def text(value: float, _pos: int) -> str:
@@ -325,7 +341,7 @@ def _x_formatter() -> Any:
     return FuncFormatter(text)
 
 
-def _blank() -> Any:
+def _blank() -> Formatter:
     from matplotlib.ticker import NullFormatter
 
     return NullFormatter()
@@ -337,8 +353,6 @@ def _blank() -> Any:
 def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], prefix: str = "telemetry") -> str | None:
     """Telemetry time series, one panel per metric group, every GPU a colour, with each probe
     run shaded and numbered on the time axis. None when the log has nothing to draw."""
-    from gpuscope.report.fmt import fmt_time_utc
-
     panels = telemetry.panels or []
     if not panels:
         return None
@@ -362,7 +376,7 @@ def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], pref
         bottom = 0.5 / figure.get_figheight()
         axes_list = figure.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
         figure.subplots_adjust(left=0.08, right=0.80, top=top, bottom=bottom, hspace=0.45)
-        handles: dict[str, Any] = {}
+        handles: dict[str, Line2D] = {}
         for axes, panel in zip(axes_list, panels):
             axes.set_title(
                 f"{panel.title} ({panel.unit})",

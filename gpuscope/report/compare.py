@@ -13,10 +13,21 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
+from gpuscope.report.compare_document import (
+    AboveDatasheetNote,
+    Comparison,
+    Flag,
+    Row,
+    Run,
+    StragglerNote,
+    Table,
+    Value,
+)
 from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds, natural_key
-from gpuscope.report.io import ResultsInput
+from gpuscope.report.markdown import md_escape
 from gpuscope.report.model import (
     LOW_PERCENT_OF_SPEC,
     ceiling_spread_percent,
@@ -25,11 +36,10 @@ from gpuscope.report.model import (
     workload_spread_percent,
 )
 from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, datasheet_roofs
-from gpuscope.results import to_results
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, ABOVE_DATASHEET_TOLERANCE, is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text
-from gpuscope.schema.results import Measurement
+from gpuscope.schema.results import Measurement, Results
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -65,30 +75,66 @@ _FLEET_TEXT = (
 _KIND_WORDS = {"compute": "compute", "memory": "memory bandwidth", "transfer": "transfer", "collective": "collective"}
 
 
+@dataclass
+class _Cell:
+    """One value before it is flagged against its peers and gathered into rows."""
+
+    table: Table
+    run: str
+    device: str
+    device_type: str
+    kind: str
+    name: str
+    unit: str
+    value: float
+    spread_percent: float | None
+    n: int | None
+    higher_is_better: bool
+    straggler: bool = False
+    datasheet_value: float | None = None
+    percent_of_spec: float | None = None
+    low: bool = False
+    above_datasheet: bool = False
+    difference_percent: float | None = None
+    flagged: bool = False
+
+    @property
+    def noise_percent(self) -> float:
+        return DEFAULT_NOISE_PERCENT if self.spread_percent is None else self.spread_percent
+
+    def value_json(self) -> Value:
+        out: Value = {
+            "value": self.value, "spread_percent": self.spread_percent, "n": self.n,
+            "difference_percent": self.difference_percent, "flagged": self.flagged,
+        }  # fmt: skip
+        if self.straggler:
+            out["straggler"] = True
+        if self.table == "ceilings":
+            out["datasheet_value"], out["percent_of_spec"] = self.datasheet_value, self.percent_of_spec
+            out["low"], out["above_datasheet"] = self.low, self.above_datasheet
+        return out
+
+
 def _kind_word(kind: str, name: str, dev_type: str) -> str:
     if kind == "memory" and name.split(".")[0].lower() in ("dram", "hbm"):
         return "HBM" if dev_type == "gpu" else "DRAM"
     return _KIND_WORDS.get(kind, kind)
 
 
-def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]]) -> dict[str, Any]:
-    """Compare results files (:class:`ResultsInput`, or ``(label, document)`` pairs); JSON-ready output."""
-    items = [
-        item if isinstance(item, ResultsInput) else ResultsInput(item[0], to_results(item[1], item[0]), item[1])
-        for item in inputs
-    ]
+def compare_results(inputs: Sequence[tuple[str, Results]]) -> Comparison:
+    """Compare results files, ``(label, results)`` pairs; JSON-ready output."""
     # the roofs the report holds ceilings against
-    datasheet = DatasheetIndex(datasheet_roofs(build_model([(item.label, item.results) for item in items])))
-    runs: dict[str, dict[str, Any]] = {}  # label -> run, in column order
-    above_datasheet: list[dict[str, Any]] = []
-    cells: list[dict[str, Any]] = []
-    stragglers: list[dict[str, Any]] = []
+    datasheet = DatasheetIndex(datasheet_roofs(build_model(inputs)))
+    runs: dict[str, Run] = {}  # label -> run, in column order
+    above_datasheet: list[AboveDatasheetNote] = []
+    cells: list[_Cell] = []
+    stragglers: list[StragglerNote] = []
     multi_host_files = set()
-    for label, doc, _ in items:
+    for label, doc in inputs:
         place = placement_of(doc)
         if len({place(item) for item in doc.ceilings} | {place(item) for item in doc.workloads}) > 1:
             multi_host_files.add(label)
-    for label, doc, _ in items:
+    for label, doc in inputs:
         place = placement_of(doc)
         by_id: dict[str | int | None, Measurement] = {m.id: m for m in doc.measurements if m.id is not None}
         facts = DeviceFacts(doc.devices, doc.system)
@@ -100,11 +146,11 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
             spec = datasheet.value(ceiling.kind, ceiling.name, device, host, rank)
             percent = ceiling.value / spec * 100.0 if spec else None
             above = is_above_datasheet(percent)
-            what = {"device": device, "kind": ceiling.kind, "name": ceiling.name}
             if above:
                 above_datasheet.append(
                     {
-                        "run": run, **what, "value": ceiling.value, "datasheet_value": spec, "percent_of_spec": percent,
+                        "run": run, "device": device, "kind": ceiling.kind, "name": ceiling.name,
+                        "value": ceiling.value, "datasheet_value": spec, "percent_of_spec": percent,
                         "text": f"{run} {device} {ceiling.name} {fmt_percent(percent)} of datasheet: "
                         + ABOVE_DATASHEET_TEXT,
                     }
@@ -115,7 +161,8 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
                 below = below_median_percent(ceiling.value, median)
                 stragglers.append(
                     {
-                        "run": run, "source": label, "host": host, "rank": rank, **what, "unit": ceiling.unit,
+                        "run": run, "source": label, "host": host, "rank": rank, "device": device,
+                        "kind": ceiling.kind, "name": ceiling.name, "unit": ceiling.unit,
                         "value": ceiling.value, "median": median, "below_median_percent": below,
                         "text": f"{run} {device} {ceiling.name} {fmt_quantity(ceiling.value, ceiling.unit)}, "
                         f"{below_text(below)}" + (f" {fmt_quantity(median, ceiling.unit)}" if median else "")
@@ -124,40 +171,38 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
                 )  # fmt: skip
                 runs[run]["straggler"] = True
             cells.append(
-                {
-                    "table": "ceilings", "run": run, "straggler": straggler, **what,
-                    "device_type": facts.type_of(device),
-                    "unit": ceiling.unit, "value": ceiling.value, "spread_percent": spread, "n": count,
-                    "higher_is_better": True, "datasheet_value": spec, "percent_of_spec": percent,
-                    "low": percent is not None and percent < LOW_PERCENT_OF_SPEC.get(ceiling.kind, 0.0),
-                    "above_datasheet": above,
-                }
+                _Cell(
+                    "ceilings", run, device, facts.type_of(device), ceiling.kind, ceiling.name, ceiling.unit,
+                    ceiling.value, spread, count, higher_is_better=True, straggler=straggler, datasheet_value=spec,
+                    percent_of_spec=percent,
+                    low=percent is not None and percent < LOW_PERCENT_OF_SPEC.get(ceiling.kind, 0.0),
+                    above_datasheet=above,
+                )
             )  # fmt: skip
         for workload in doc.workloads:
             if workload.time_s <= 0:
                 continue
             cells.append(
-                {
-                    "table": "workloads", "run": _run_label(runs, label, place(workload), label in multi_host_files),
-                    "device": workload.device, "device_type": facts.type_of(workload.device),
-                    "kind": "workload", "name": workload.name, "unit": "s", "value": workload.time_s,
-                    "spread_percent": workload_spread_percent(workload), "n": workload.n, "higher_is_better": False,
-                }
+                _Cell(
+                    "workloads", _run_label(runs, label, place(workload), label in multi_host_files),
+                    workload.device, facts.type_of(workload.device), "workload", workload.name, "s",
+                    workload.time_s, workload_spread_percent(workload), workload.n, higher_is_better=False,
+                )
             )  # fmt: skip
     flags = _flag(cells, len(runs))
-    tables = {}
+    tables: dict[Table, list[Row]] = {}
     for table in ("ceilings", "workloads"):
-        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        rows: dict[tuple[str, str, str], Row] = {}
         for cell in cells:
-            if cell["table"] != table:
+            if cell.table != table:
                 continue
-            key = (cell["device"], cell["kind"], cell["name"])
-            row = rows.setdefault(key, {**_pick(cell, "device device_type kind name unit"), "values": {}})
-            value = row["values"][cell["run"]] = _pick(cell, "value spread_percent n difference_percent flagged")
-            if cell.get("straggler"):
-                value["straggler"] = True
-            if table == "ceilings":
-                value.update(_pick(cell, "datasheet_value percent_of_spec low above_datasheet"))
+            row = rows.get((cell.device, cell.kind, cell.name))
+            if row is None:
+                row = rows[(cell.device, cell.kind, cell.name)] = {
+                    "device": cell.device, "device_type": cell.device_type, "kind": cell.kind, "name": cell.name,
+                    "unit": cell.unit, "values": {},
+                }  # fmt: skip
+            row["values"][cell.run] = cell.value_json()
         tables[table] = sorted(
             rows.values(),
             key=lambda r: (r["device_type"] != "gpu", natural_key(r["device"]), r["kind"], natural_key(r["name"])),
@@ -179,12 +224,7 @@ def compare_results(inputs: Sequence[ResultsInput | tuple[str, dict[str, Any]]])
     }
 
 
-def _pick(cell: dict[str, Any], keys: str) -> dict[str, Any]:
-    """``cell``'s values of the space-separated ``keys`` (None where missing), in order."""
-    return {key: cell.get(key) for key in keys.split()}
-
-
-def _run_label(runs: dict[str, dict[str, Any]], label: str, where: tuple[Any, Any], per_host: bool) -> str:
+def _run_label(runs: dict[str, Run], label: str, where: tuple[str | None, int | None], per_host: bool) -> str:
     """The column of an entry: the file's label, with host and rank for a multi-node file;
     registers a new column in ``runs`` (label -> run)."""
     host, rank = where
@@ -194,56 +234,49 @@ def _run_label(runs: dict[str, dict[str, Any]], label: str, where: tuple[Any, An
     return run_label
 
 
-def _flag(cells: list[dict[str, Any]], run_count: int) -> list[dict[str, Any]]:
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+def _flag(cells: list[_Cell], run_count: int) -> list[Flag]:
+    groups: dict[tuple[str, str, str, str], list[_Cell]] = {}
     for cell in cells:
-        groups.setdefault((cell["table"], cell["device_type"], cell["kind"], cell["name"]), []).append(cell)
-    flags: list[dict[str, Any]] = []
+        groups.setdefault((cell.table, cell.device_type, cell.kind, cell.name), []).append(cell)
+    flags: list[Flag] = []
     for members in groups.values():
-        for cell in members:
-            cell["difference_percent"] = None
-            cell["flagged"] = False
         if len(members) < 2:
             continue
         # every cell's peers are the group less itself: medians of the sorted group with one value
         # left out (sorting per cell made a group of n runs cost n^2 log n)
-        values = _LeaveOneOut([cell["value"] for cell in members])
-        spreads = _LeaveOneOut(
-            [DEFAULT_NOISE_PERCENT if c["spread_percent"] is None else c["spread_percent"] for c in members]
-        )
+        values = _LeaveOneOut([cell.value for cell in members])
+        spreads = _LeaveOneOut([cell.noise_percent for cell in members])
         for position, cell in enumerate(members):
             reference = values.median_without(position)
             if reference <= 0:
                 continue
-            if cell["higher_is_better"]:
-                difference = (cell["value"] / reference - 1.0) * 100.0
+            if cell.higher_is_better:
+                difference = (cell.value / reference - 1.0) * 100.0
             else:  # a time: positive means faster than the peers
-                difference = (reference / cell["value"] - 1.0) * 100.0
-            own = cell["spread_percent"] if cell["spread_percent"] is not None else DEFAULT_NOISE_PERCENT
-            noise = max(MIN_NOISE_PERCENT, own + spreads.median_without(position))
-            cell["difference_percent"] = difference
+                difference = (reference / cell.value - 1.0) * 100.0
+            noise = max(MIN_NOISE_PERCENT, cell.noise_percent + spreads.median_without(position))
+            cell.difference_percent = difference
             if abs(difference) <= noise:
                 continue
-            cell["flagged"] = True
+            cell.flagged = True
             peer = members[1] if position == 0 else members[0]
-            peer_text = "the others" if len(members) > 2 else peer["run"] + (
-                f" {peer['device']}" if peer["device"] != cell["device"] else ""
+            peer_text = "the others" if len(members) > 2 else peer.run + (
+                f" {peer.device}" if peer.device != cell.device else ""
             )  # fmt: skip
-            where = f"{cell['run']} {cell['device']}" if run_count > 1 else cell["device"]
-            if cell["table"] == "ceilings":
-                what = f"{_kind_word(cell['kind'], cell['name'], cell['device_type'])} ({cell['name']})"
+            where = f"{cell.run} {cell.device}" if run_count > 1 else cell.device
+            if cell.table == "ceilings":
+                what = f"{_kind_word(cell.kind, cell.name, cell.device_type)} ({cell.name})"
                 direction = "above" if difference > 0 else "below"
             else:
-                what = f"workload {cell['name']!r}"
+                what = f"workload {cell.name!r}"
                 direction = "faster than" if difference > 0 else "slower than"
             flags.append(
                 {
-                    **_pick(cell, "run device table kind name"),
-                    "difference_percent": difference,
-                    "noise_percent": noise,
+                    "run": cell.run, "device": cell.device, "table": cell.table, "kind": cell.kind,
+                    "name": cell.name, "difference_percent": difference, "noise_percent": noise,
                     "text": f"{where} {what} {abs(difference):.0f}% {direction} {peer_text} (spread ±{noise:.1f}%)",
                 }
-            )
+            )  # fmt: skip
     flags.sort(key=lambda f: -abs(f["difference_percent"]))
     return flags
 
@@ -273,13 +306,13 @@ class _LeaveOneOut:
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _cell_text(row: dict[str, Any], run: str) -> str:
+def _cell_text(row: Row, run: str) -> str:
     entry = row["values"].get(run)
     if entry is None:
         return "–"
     text = fmt_seconds(entry["value"]) if row["unit"] == "s" else fmt_quantity(entry["value"], row["unit"])
-    if entry.get("flagged") and entry.get("difference_percent") is not None:
-        difference = entry["difference_percent"]
+    difference = entry["difference_percent"]
+    if entry["flagged"] and difference is not None:
         text += f" {'▲' if difference > 0 else '▼'}{fmt_percent(abs(difference))}"
     if entry.get("straggler"):
         text += " " + STRAGGLER_MARK
@@ -290,39 +323,44 @@ def _cell_text(row: dict[str, Any], run: str) -> str:
     return text
 
 
-def _run_header(run: dict[str, Any]) -> str:
-    label: str = run["label"]
-    return label + (f" {STRAGGLER_MARK}" if run.get("straggler") else "")
+def _run_header(run: Run) -> str:
+    return run["label"] + (f" {STRAGGLER_MARK}" if run["straggler"] else "")
 
 
-def _grid(result: dict[str, Any], table: str) -> tuple[list[str], list[list[str]], int]:
+def _grid(result: Comparison, table: Table) -> tuple[list[str], list[list[str]], int]:
     """Headers, rows and how many value columns end each row: one per run, or for more runs than
     :data:`FLEET_COLUMNS` (a multi-node file has one per rank) one per results file."""
     runs = result["runs"]
     headers = ["device", "kind", "name"] if table == "ceilings" else ["device", "workload (time)"]
-    sources: dict[str, list[str]] = {}  # results file -> the labels of its runs
+    sources: dict[str, int] = {}  # results file -> how many runs it has
+    source_of: dict[str, str] = {}  # run label -> its results file
     for run in runs:
-        sources.setdefault(run["source"], []).append(run["label"])
+        sources[run["source"]] = sources.get(run["source"], 0) + 1
+        source_of[run["label"]] = run["source"]
     fleet = len(runs) > FLEET_COLUMNS
     if fleet:
-        headers += [f"{source} ({len(labels)} runs)" for source, labels in sources.items()]
+        headers += [f"{source} ({count} runs)" for source, count in sources.items()]
     else:
         headers += [_run_header(run) for run in runs]
     rows = []
     for row in result[table]:
         cells = [row["device"], row["kind"], row["name"]] if table == "ceilings" else [row["device"], row["name"]]
         if fleet:
-            values = [_summary_text(row, labels) for labels in sources.values()]
+            # a row's values by file, from the values it has (not every run of the file: a row of
+            # one device has a value in few of a fleet's runs)
+            by_source: dict[str, list[Value]] = {source: [] for source in sources}
+            for label, entry in row["values"].items():
+                by_source[source_of[label]].append(entry)
+            values = [_summary_text(row, entries) for entries in by_source.values()]
         else:
             values = [_cell_text(row, run["label"]) for run in runs]
         rows.append([clean_text(cell, 60) for cell in cells] + values)
     return headers, rows, len(headers) - (3 if table == "ceilings" else 2)
 
 
-def _summary_text(row: dict[str, Any], labels: list[str]) -> str:
-    """A row's values over the runs ``labels`` of one file: median [lowest-highest], and how many
+def _summary_text(row: Row, entries: list[Value]) -> str:
+    """A row's values ``entries`` of the runs of one file: median [lowest-highest], and how many
     are flagged, stragglers, low or above their datasheet value."""
-    entries = [row["values"][label] for label in labels if label in row["values"]]
     if not entries:
         return "–"
 
@@ -333,8 +371,10 @@ def _summary_text(row: dict[str, Any], labels: list[str]) -> str:
     out, low, high = text(statistics.median(values)), text(min(values)), text(max(values))
     if low != high:
         out += f" [{low}–{high}]"
-    marks = (("flagged", "flagged"), ("straggler", STRAGGLER_MARK), ("low", LOW_MARK),
-             ("above_datasheet", ABOVE_DATASHEET_MARK))  # fmt: skip
+    marks: tuple[tuple[Literal["flagged", "straggler", "low", "above_datasheet"], str], ...] = (
+        ("flagged", "flagged"), ("straggler", STRAGGLER_MARK), ("low", LOW_MARK),
+        ("above_datasheet", ABOVE_DATASHEET_MARK),
+    )  # fmt: skip
     for key, mark in marks:
         count = sum(1 for entry in entries if entry.get(key))
         if count:
@@ -342,10 +382,13 @@ def _summary_text(row: dict[str, Any], labels: list[str]) -> str:
     return out
 
 
-def render_compare_text(result: dict[str, Any]) -> str:
+_TABLES: tuple[tuple[Table, str], ...] = (("ceilings", "Ceilings"), ("workloads", "Workloads"))
+
+
+def render_compare_text(result: Comparison) -> str:
     """Aligned plain-text tables and the flagged differences."""
     out: list[str] = []
-    for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
+    for table, title in _TABLES:
         if not result[table]:
             continue
         headers, rows, count = _grid(result, table)
@@ -371,34 +414,32 @@ def render_compare_text(result: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _notes(result: dict[str, Any], mark: Callable[[str], str]) -> list[tuple[str, list[str]]]:
+def _notes(result: Comparison, mark: Callable[[str], str]) -> list[tuple[str, list[str]]]:
     """(title, texts) of the stragglers, the ceilings above their datasheet value and the flagged
     differences; ``mark`` escapes the marks for the format."""
     above = f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value"
     return [
         (
             f"Stragglers ({mark(STRAGGLER_MARK)}), flagged by the multi-rank probe run",
-            [item["text"] for item in result.get("stragglers") or []],
+            [item["text"] for item in result["stragglers"]],
         ),
         (
             f"Above datasheet ({mark(ABOVE_DATASHEET_MARK)}), {above}",
-            [item["text"] for item in result.get("above_datasheet") or []],
+            [item["text"] for item in result["above_datasheet"]],
         ),
         ("Differences beyond the measured spread", [flag["text"] for flag in result["flags"]]),
     ]
 
 
-def render_compare_markdown(result: dict[str, Any]) -> str:
+def render_compare_markdown(result: Comparison) -> str:
     """Markdown tables and the flagged differences (cells escaped)."""
-    from gpuscope.report.markdown import md_escape
-
     out: list[str] = ["# gpuscope compare\n"]
     for title, items in _notes(result, md_escape):
         if items:
             out += [f"\n**{title}**\n\n", *(f"- {md_escape(text)}\n" for text in items)]
     if not result["flags"]:
         out.append("\nNo difference beyond the measured spread.\n")
-    for table, title in (("ceilings", "Ceilings"), ("workloads", "Workloads")):
+    for table, title in _TABLES:
         if not result[table]:
             continue
         headers, rows, count = _grid(result, table)

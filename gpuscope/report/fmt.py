@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeGuard
 
 from gpuscope.textsafe import safe_text
 
@@ -26,11 +26,11 @@ __all__ = [
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def fmt_quantity(value: Any, unit: str, digits: int = 3) -> str:
+def fmt_quantity(value: object, unit: str, digits: int = 3) -> str:
     """``7.9e14, "FLOP/s"`` -> ``"790 TFLOP/s"``; ``4.3e12, "B/s"`` -> ``"4.30 TB/s"``; ``None`` -> ``"–"``."""
     if not _finite(value):
         return "–"
@@ -48,7 +48,7 @@ def _significant(value: float, digits: int) -> str:
     return f"{value:.{decimals}f}"
 
 
-def fmt_number(value: Any, digits: int = 3) -> str:
+def fmt_number(value: object, digits: int = 3) -> str:
     """A plain number with ``digits`` significant digits (no prefix); ``None`` -> ``"–"``."""
     if not _finite(value):
         return "–"
@@ -57,14 +57,14 @@ def fmt_number(value: Any, digits: int = 3) -> str:
     return _significant(float(value), digits)
 
 
-def fmt_percent(value: Any) -> str:
+def fmt_percent(value: object) -> str:
     """``87.26`` -> ``"87%"``; below 10 one decimal; ``None`` -> ``"–"``."""
     if not _finite(value):
         return "–"
     return f"{value:.1f}%" if abs(value) < 10 else f"{value:.0f}%"
 
 
-def fmt_seconds(value: Any) -> str:
+def fmt_seconds(value: object) -> str:
     """Durations: ``0.25`` -> ``"250 ms"``, ``75`` -> ``"1 min 15 s"``."""
     if not _finite(value):
         return "–"
@@ -81,7 +81,7 @@ def fmt_seconds(value: Any) -> str:
     return f"{hours} h {minutes} min"
 
 
-def fmt_time_utc(epoch_s: Any) -> str:
+def fmt_time_utc(epoch_s: object) -> str:
     """An epoch time as ``2025-01-31 12:00:00 UTC`` (always UTC: reports must not depend on the reader's zone)."""
     if not _finite(epoch_s):
         return "–"
@@ -91,7 +91,7 @@ def fmt_time_utc(epoch_s: Any) -> str:
         return "–"
 
 
-def clean_text(value: Any, limit: int = 200) -> str:
+def clean_text(value: object, limit: int = 200) -> str:
     """Text for display: ``None`` -> ``"–"``, control and bidi characters and undecodable bytes
     escaped (:func:`gpuscope.textsafe.safe_text`, the one rule), at most ``limit`` characters.
     Escaping for HTML or Markdown is the renderer's job; this only keeps the text printable."""

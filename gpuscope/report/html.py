@@ -8,15 +8,16 @@ bytes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
-from typing import Any
 
+from gpuscope.report.charts import roofline_key, roofline_svg, telemetry_svg
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
-from gpuscope.report.tables import Table, report_tables, written_results
+from gpuscope.report.html_blocks import escape_text, table_html
+from gpuscope.report.profile_section import energy_section_html, profile_section_html, profiles_of
+from gpuscope.report.tables import report_tables
 from gpuscope.schema.report import Report
 
-__all__ = ["render_html", "escape_text", "table_html"]
+__all__ = ["render_html"]
 
 _CSS = """
 :root{color-scheme:light dark;--bg:#ffffff;--fg:#1b1f24;--muted:#57606a;--line:#d0d7de;--head:#f3f5f7;
@@ -52,46 +53,12 @@ figure{margin:0}figcaption{color:var(--muted);font-size:12.5px}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
 
-def escape_text(value: Any) -> str:
-    """``value`` as HTML text: printable (:func:`~gpuscope.report.fmt.clean_text`, at most 2000
-    characters) and escaped, quotes included, so it is safe in an element or an attribute."""
-    return escape(clean_text(value, 2000), quote=True)
-
-
-def table_html(table: Table) -> str:
-    """``table`` as an HTML table (every cell escaped), or a "No ..." line when it has no rows."""
-    if not table.rows:
-        return f'<p class="empty">No {escape(table.title.lower())}.</p>\n'
-    out = [f'<div class="scroll"><table id="table-{escape(table.id)}">\n<thead><tr>']
-    out.extend(f"<th>{escape(header)}</th>" for header in table.headers)
-    out.append("</tr></thead>\n<tbody>\n")
-    last = len(table.headers) - 1
-    for row, flag in zip(table.rows, table.flags):
-        out.append(f'<tr class="{escape(flag)}">' if flag else "<tr>")
-        for index, cell in enumerate(row):
-            classes = []
-            if index in table.numeric:
-                classes.append("num")
-            if index == last and table.headers[last] == "Flag":
-                classes.append("flag")
-            attr = f' class="{" ".join(classes)}"' if classes else ""
-            out.append(f"<td{attr}>{escape(cell, quote=True)}</td>")
-        out.append("</tr>\n")
-    out.append("</tbody></table></div>\n")
-    if table.note:
-        out.append(f'<p class="note">{escape(table.note)}</p>\n')
-    return "".join(out)
-
-
 def _section(section_id: str, title: str, body: str) -> str:
     return f'<section id="{section_id}">\n<h2>{escape(title)}</h2>\n{body}</section>\n'
 
 
-def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> str:
-    """The report as one self-contained HTML page (a pure function of ``report`` and its results
-    ``documents`` as written, :func:`~gpuscope.report.tables.written_results`)."""
-    from gpuscope.report.charts import roofline_key, roofline_svg, telemetry_svg
-
+def render_html(report: Report) -> str:
+    """The report as one self-contained HTML page (a pure function of ``report``)."""
     tables = {table.id: table for table in report_tables(report)}
     title = clean_text(report.title or "gpuscope report")
     parts = [
@@ -121,10 +88,7 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
         nav += [("telemetry", "Telemetry"), ("telemetry-stats", "Telemetry per metric")]
     if "runs" in tables:
         nav.append(("runs", "Probe runs"))
-    from gpuscope.profiling.report_section import profiles_of  # gpuscope.profile
-
-    results = written_results(report, documents)
-    if profiles_of(results):
+    if profiles_of(report.results):
         nav.insert(nav.index(("workloads", "Workloads")) + 1, ("where-time-goes", "Where the time goes"))
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
@@ -157,11 +121,9 @@ def render_html(report: Report, documents: Sequence[dict[str, Any]] | None = Non
         roof_body += '<ul class="note">' + "".join(f"<li>{escape_text(note)}</li>" for note in notes) + "</ul>\n"
     parts.append(_section("roofline", "Roofline", roof_body))
     table_sections("ceilings", "datasheet", "workloads")
-    from gpuscope.profiling.report_section import energy_section_html, profile_section_html  # gpuscope.profile
-
     extra = (
-        ("where-time-goes", "Where the time goes", profile_section_html(results, report.roofline)),
-        ("energy-roofline", "Energy", energy_section_html(results)),
+        ("where-time-goes", "Where the time goes", profile_section_html(report.results, report.roofline)),
+        ("energy-roofline", "Energy", energy_section_html(report.results)),
     )
     for section_id, title, section_body in extra:
         if section_body:

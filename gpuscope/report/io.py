@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
 from gpuscope.errors import BadInputError, UsageError
 from gpuscope.results import parse_results
-from gpuscope.schema.core import convert, decode_json, decode_tree, encode_json
+from gpuscope.schema.core import JsonObject, convert, decode_json, decode_tree, encode_json
 from gpuscope.schema.files import read_bytes
 from gpuscope.schema.kinds import KIND_NAMES, current_reader, declared_schema, sniff_kind
 from gpuscope.schema.report import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, Report
@@ -66,7 +66,7 @@ class ResultsInput(NamedTuple):
 
     label: str
     results: Results
-    document: dict[str, Any]
+    document: JsonObject
 
 
 class Input(NamedTuple):
@@ -75,11 +75,11 @@ class Input(NamedTuple):
 
     kind: str
     label: str
-    document: dict[str, Any]
+    document: JsonObject
     typed: Results | Report
 
 
-def _version_problem(data: Any, source: str) -> str | None:
+def _version_problem(data: object, source: str) -> str | None:
     """The one-line message for a report file of another ``schema_version``, else None."""
     version = data.get("schema_version") if isinstance(data, dict) else REPORT_SCHEMA_VERSION
     if version == REPORT_SCHEMA_VERSION and not isinstance(version, bool):
@@ -90,7 +90,7 @@ def _version_problem(data: Any, source: str) -> str | None:
     )
 
 
-def validate_report(data: Any, source: str) -> Report:
+def validate_report(data: object, source: str) -> Report:
     """``data`` (a parsed report JSON) as the typed :class:`~gpuscope.schema.report.Report`
     (every field the renderers read, embedded results documents included); raise
     :class:`BadInputError` naming ``source`` and the JSON path."""
@@ -102,7 +102,7 @@ def validate_report(data: Any, source: str) -> Report:
     return convert(data, Report, source)
 
 
-def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0, reader: str | None = None) -> Input:
+def load_input(item: str | os.PathLike[str] | JsonObject, position: int = 0, reader: str | None = None) -> Input:
     """Load one input: a path or an already-parsed dict (read as if from a file: NaN -> null),
     results or report; its label is the file name (``results[N]`` for a dict, or its ``_label``).
     Raises :class:`BadInputError` (one line: the file, the JSON path, the problem; or what kind
@@ -142,12 +142,13 @@ def load_input(item: str | os.PathLike[str] | dict[str, Any], position: int = 0,
     return Input("results", label, data, results)
 
 
-def _labels(items: Sequence[Any], loaded: Sequence[Input]) -> list[str]:
+def _labels(items: Sequence[str | os.PathLike[str] | JsonObject], loaded: Sequence[Input]) -> list[str]:
     """File names, with the parent folder added (and then a number) where two inputs share one."""
     labels = [entry.label for entry in loaded]
     for position, label in enumerate(labels):
-        if labels.count(label) > 1 and not isinstance(items[position], dict):
-            path = Path(items[position])
+        item = items[position]
+        if labels.count(label) > 1 and not isinstance(item, dict):
+            path = Path(item)
             labels[position] = safe_text(f"{path.parent.name}/{path.name}") if path.parent.name else label
     seen: dict[str, int] = {}
     for position, label in enumerate(labels):
@@ -157,7 +158,18 @@ def _labels(items: Sequence[Any], loaded: Sequence[Input]) -> list[str]:
     return labels
 
 
-def results_inputs(loaded: Sequence[Input], items: Sequence[Any] | None = None) -> list[ResultsInput]:
+def embedded_documents(report: Input) -> list[JsonObject]:
+    """The results documents a loaded report embeds, as written (its typed view checked them)."""
+    entries = report.document.get("results")
+    if not isinstance(entries, list):
+        return []
+    documents = [entry.get("document") for entry in entries if isinstance(entry, dict)]
+    return [document for document in documents if isinstance(document, dict)]
+
+
+def results_inputs(
+    loaded: Sequence[Input], items: Sequence[str | os.PathLike[str] | JsonObject] | None = None
+) -> list[ResultsInput]:
     """The results files of loaded inputs (``items``: the paths or dicts they came from), a report's
     embedded ones included. Labels: the file name (parent folder, then a number, added where two
     share one); a report's results by their own label (else the report's), all of that report's
@@ -170,9 +182,9 @@ def results_inputs(loaded: Sequence[Input], items: Sequence[Any] | None = None) 
                 [
                     (
                         str(embedded.label or label),
-                        ResultsInput(f"{label}[{embedded.label or index}]", embedded.document, as_written["document"]),
+                        ResultsInput(f"{label}[{embedded.label or index}]", embedded.document, as_written),
                     )
-                    for index, (embedded, as_written) in enumerate(zip(entry.typed.results, entry.document["results"]))
+                    for index, (embedded, as_written) in enumerate(zip(entry.typed.results, embedded_documents(entry)))
                 ]
             )
         else:

@@ -5,11 +5,10 @@ table breakage)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import Any
 
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
-from gpuscope.report.tables import Table, report_tables, written_results
+from gpuscope.report.profile_section import profile_markdown_lines
+from gpuscope.report.tables import Table, report_tables
 from gpuscope.schema.report import Report
 
 __all__ = ["render_markdown", "md_escape"]
@@ -19,7 +18,7 @@ _LEADING = re.compile(r"^(\s*)([#+!=-])")
 _ORDERED = re.compile(r"^(\s*\d+)([.)])(?=\s|$)")
 
 
-def md_escape(value: Any) -> str:
+def md_escape(value: object) -> str:
     """Text safe inside a Markdown table cell: HTML characters as entities, Markdown punctuation
     backslash-escaped, no line breaks."""
     text = clean_text(value, 2000)
@@ -51,8 +50,8 @@ def _table(table: Table) -> str:
     return text
 
 
-def render_markdown(report: Report, documents: Sequence[dict[str, Any]] | None = None) -> str:
-    """The report as Markdown (a pure function of ``report`` and its results ``documents`` as written)."""
+def render_markdown(report: Report) -> str:
+    """The report as Markdown (a pure function of ``report``)."""
     tables = report_tables(report)
     out = [f"# {md_escape(report.title or 'gpuscope report')}\n\n"]
     meta = [md_escape(text) for text in source_descriptions(report, ", partial")]
@@ -72,9 +71,7 @@ def render_markdown(report: Report, documents: Sequence[dict[str, Any]] | None =
             if notes:
                 out.append("\n")
                 out.extend(f"- {md_escape(note)}\n" for note in notes)
-    from gpuscope.profiling.report_section import profile_markdown_lines  # hook: gpuscope.profile
-
-    profile_lines = profile_markdown_lines(written_results(report, documents), md_escape)
+    profile_lines = profile_markdown_lines(report.results, md_escape)
     if profile_lines:
         out.append("\n## Where the time goes\n\n" + "\n".join(profile_lines) + "\n")
     telemetry = report.telemetry

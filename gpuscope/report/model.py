@@ -14,11 +14,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ResultsInput
 from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, device_type, roofline_view
 from gpuscope.roofline.model import is_above_datasheet
-from gpuscope.roofline.stragglers import below_median_percent
-from gpuscope.schema.core import finite_or_none
+from gpuscope.roofline.stragglers import below_median_percent, below_text
+from gpuscope.schema.core import JsonObject, finite_or_none
 from gpuscope.schema.report import (
     CeilingRow,
     EmbeddedResults,
@@ -33,6 +34,7 @@ from gpuscope.schema.report import (
     WorkloadRow,
 )
 from gpuscope.schema.results import Ceiling, Device, Measurement, Results, System, Workload
+from gpuscope.version import __version__
 
 __all__ = [
     "build_report",
@@ -129,8 +131,6 @@ def build_report(
 ) -> Report:
     """The report of ``inputs`` (label, typed results, the document as written) and an optional
     telemetry section (:func:`gpuscope.report.telemetry.summarize_samples`)."""
-    from gpuscope import __version__
-
     notes: list[str] = list(warnings)
     thresholds = dict(LOW_PERCENT_OF_SPEC if low_percent_of_spec is None else low_percent_of_spec)
     roofline = roofline_view([(item.label, item.results) for item in inputs])
@@ -170,9 +170,7 @@ def build_report(
         sources.append(Source(kind="log", label=telemetry.source, created=telemetry.start, samples=telemetry.samples))
     created = [s.created for s in sources if s.kind == "results" and s.created is not None]
     hosts = _distinct(s.host for s in systems)
-    simulated = next(
-        (str(w["system"]["simulated"]) for _, _, w in inputs if (w.get("system") or {}).get("simulated")), None
-    )
+    simulated = next((found for _, _, written in inputs if (found := _simulated(written))), None)
     report = Report(
         schema=REPORT_SCHEMA,
         schema_version=REPORT_SCHEMA_VERSION,
@@ -298,6 +296,13 @@ def _workloads(inputs: Sequence[ResultsInput], roofline: Roofline) -> list[Workl
     return rows
 
 
+def _simulated(written: JsonObject) -> str | None:
+    """What a demo's results file says it simulated (``system.simulated``, undeclared), else None."""
+    system = written.get("system")
+    value = system.get("simulated") if isinstance(system, dict) else None
+    return str(value) if value else None
+
+
 def threshold_text(report: Report) -> str:
     """``"flagged below 70% compute, 80% memory, 60% transfer"``."""
     parts = [f"{value:g}% {kind}" for kind, value in report.low_percent_of_spec.items() if kind != "collective"]
@@ -306,8 +311,6 @@ def threshold_text(report: Report) -> str:
 
 def summary_lines(report: Report) -> list[str]:
     """A few sentences for the top of a report and for pasting into an issue tracker."""
-    from gpuscope.report.fmt import clean_text, fmt_percent
-
     texts = [(system.host or "unknown host", _system_text(system)) for system in report.systems]
     if len(texts) <= FLEET_HOSTS:
         lines = [f"{host}: {text}" for host, text in texts]
@@ -399,8 +402,6 @@ def hosts_text(hosts: Sequence[str]) -> str:
 
 
 def _workloads_line(workloads: list[WorkloadRow]) -> str:
-    from gpuscope.report.fmt import fmt_percent
-
     bounds = [w.bound for w in workloads if w.bound]
     text = f"{len(workloads)} workloads"
     if bounds:
@@ -417,8 +418,6 @@ def _workloads_line(workloads: list[WorkloadRow]) -> str:
 
 
 def _telemetry_line(telemetry: Telemetry) -> str:
-    from gpuscope.report.fmt import fmt_quantity, fmt_seconds
-
     text = f"Telemetry: {telemetry.samples} samples over {fmt_seconds(telemetry.duration_s)}"
     if telemetry.interval_s:
         text += f" every {fmt_seconds(telemetry.interval_s)}"
@@ -440,9 +439,6 @@ def _telemetry_line(telemetry: Telemetry) -> str:
 
 def _straggler_text(straggler: Straggler) -> str:
     """``"node-b/r2 cuda:0 bf16 626 TFLOP/s, 20% below the median 781 TFLOP/s"``."""
-    from gpuscope.report.fmt import fmt_quantity
-    from gpuscope.roofline.stragglers import below_text
-
     where = f"{straggler.host or '?'}" + (f"/r{straggler.rank}" if straggler.rank is not None else "")
     unit = str(straggler.unit or "")
     text = f"{where} {straggler.device} {straggler.name} {fmt_quantity(straggler.value, unit)}"

@@ -24,7 +24,9 @@ import socket
 import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import overload
+
+from gpuscope.schema.core import JsonObject, JsonTree
 
 __all__ = ["redact_report", "Redaction", "HOST_KEYS", "USER_KEYS", "COMMAND_KEYS"]
 
@@ -70,7 +72,7 @@ class Redaction:
         self._users: set[str] = set()
 
     @classmethod
-    def of(cls, documents: Iterable[Any]) -> Redaction:
+    def of(cls, documents: Iterable[JsonTree]) -> Redaction:
         """The redaction of ``documents`` (dicts and lists as parsed from JSON), this machine's
         hostname and user included."""
         redaction = cls()
@@ -99,7 +101,7 @@ class Redaction:
         if folded and not _ALIAS.fullmatch(folded) and folded not in self.hosts:
             self.hosts[folded] = f"host-{len(self.hosts) + 1}"
 
-    def _collect(self, value: Any, key: str | None) -> None:
+    def _collect(self, value: JsonTree, key: str | None) -> None:
         if isinstance(value, dict):
             for child_key, child in value.items():
                 self._collect(child, str(child_key).lower())
@@ -112,11 +114,17 @@ class Redaction:
             elif key in USER_KEYS and value != USER_PLACEHOLDER:
                 self._users.add(value)
 
-    def apply(self, value: Any, key: str | None = None) -> Any:
+    @overload
+    def apply(self, value: JsonObject, key: str | None = None) -> JsonObject: ...
+
+    @overload
+    def apply(self, value: JsonTree, key: str | None = None) -> JsonTree: ...
+
+    def apply(self, value: JsonTree, key: str | None = None) -> JsonTree:
         """A redacted copy of ``value`` (a JSON tree or a string; idempotent)."""
         if isinstance(value, dict):
             is_process = "pid" in value
-            out: dict[str, Any] = {}
+            out: JsonObject = {}
             for child_key, child in value.items():
                 lowered = str(child_key).lower()
                 if lowered in COMMAND_KEYS:
@@ -189,9 +197,9 @@ def _folded(text: str) -> tuple[str, list[int], list[int]]:
     return "".join(parts), starts, ends
 
 
-def redact_report(report: dict[str, Any]) -> dict[str, Any]:
+def redact_report(report: JsonObject) -> JsonObject:
     """A redacted copy of ``report`` (idempotent), with ``redacted`` set true."""
-    out: dict[str, Any] = Redaction.of([report]).apply(report)
+    out = Redaction.of([report]).apply(report)
     out["redacted"] = True
     return out
 

@@ -11,12 +11,15 @@ layout as ``gpuscope roofline``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from gpuscope.roofline import model as rm
-from gpuscope.roofline.datasheet import holds_against
+from gpuscope.roofline.layout import envelope_roofs
+from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.model_json import model_from_json, model_to_json
+from gpuscope.roofline.shapes import roof_title
 from gpuscope.schema import report as rs
 from gpuscope.schema.results import Device, Results, System
+from gpuscope.telemetry.cpuinfo import CpuInfo
 
 __all__ = ["roofline_view", "model_from_view", "datasheet_roofs", "device_type", "DeviceFacts", "DatasheetIndex"]
 
@@ -64,20 +67,15 @@ class DeviceFacts:
         return self._cpu_model if self.type_of(device) == "cpu" else None
 
 
-def roofline_view(inputs: Sequence[tuple[str, Results | dict[str, Any]]], local_cpu: Any = None) -> rs.Roofline:
+def roofline_view(inputs: Sequence[tuple[str, Results]], local_cpu: CpuInfo | None = None) -> rs.Roofline:
     """Roofs, workload points and datasheet values of ``inputs`` (label, results document) pairs,
-    from :func:`gpuscope.roofline.loading.build_model`. ``local_cpu`` (a ``CpuInfo``) is passed on
-    for the CPU datasheet roof (default: this machine's, used only when the model matches)."""
-    from gpuscope.roofline.loading import build_model
-
+    from :func:`gpuscope.roofline.loading.build_model`. ``local_cpu`` is passed on for the CPU
+    datasheet roof (default: this machine's, used only when the model matches)."""
     return _from_model(build_model(inputs, local_cpu=local_cpu))
 
 
 def _from_model(model: rm.RooflineModel) -> rs.Roofline:
     """The roofline model's roofs and placements as the report's roofline section."""
-    from gpuscope.roofline.layout import envelope_roofs, roof_title
-    from gpuscope.roofline.loading import model_to_json
-
     roofs: list[rs.Roof] = []
     notes: list[rs.Scalar] = []
     flagged: list[rs.AboveDatasheet] = []
@@ -151,7 +149,7 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
     return rs.Roofline(
         available=True, notes=notes, warnings=list(model.warnings), roofs=roofs, points=points,
         datasheet=datasheet_roofs(model), above_datasheet=flagged, dram_rule=rm.DRAM_ROOF_RULE,
-        model=model_to_json(model),
+        model=dict(model_to_json(model)),
     )  # fmt: skip
 
 
@@ -176,11 +174,9 @@ def model_from_view(view: rs.Roofline) -> rm.RooflineModel | None:
     """A :class:`~gpuscope.roofline.model.RooflineModel` rebuilt from a report's roofline
     section (its ``roofs`` and ``points``), or None when it has neither. Points keep their
     intensity and FLOP/s (FLOPs = FLOP/s x 1 s); placements are computed again. A section that
-    carries the model's own JSON (``model``, :func:`gpuscope.roofline.loading.model_to_json`) is
+    carries the model's own JSON (``model``, :func:`gpuscope.roofline.model_json.model_to_json`) is
     read from that instead."""
     if view.model is not None:
-        from gpuscope.roofline.loading import model_from_json
-
         return model_from_json(view.model)
     devices: dict[rm.DeviceKey, rm.DeviceRoofs] = {}
 
@@ -231,16 +227,16 @@ class DatasheetIndex:
             if roof.value is not None:
                 self._roofs.setdefault((roof.device, roof.host, roof.kind), []).append(roof)
 
-    def value(self, kind: Any, name: Any, device: Any, host: Any, rank: Any) -> float | None:
+    def value(self, kind: str, name: str, device: str, host: str | None, rank: int | None) -> float | None:
         """The datasheet value (FLOP/s or bytes/s) a measured ceiling (``kind``, ``name`` on
         ``device`` of ``host``/``rank``) is held against, or None: the highest datasheet roof of
-        that device that :func:`gpuscope.roofline.datasheet.holds_against` accepts, as the
+        that device that :func:`gpuscope.roofline.model.holds_against` accepts, as the
         roofline's ``datasheet_twin``."""
         values = [
             d.value
             for d in self._roofs.get((device, host, kind), [])
             if d.value is not None
             and (d.rank == rank or d.rank is None or (rank in (None, 0) and d.rank in (None, 0)))
-            and holds_against(str(kind), str(name or ""), str(d.name))
+            and rm.holds_against(kind, name, str(d.name))
         ]
         return max(values, default=None)

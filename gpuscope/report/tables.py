@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import msgspec
 
 from gpuscope.report.fmt import clean_text, fmt_number, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
-from gpuscope.report.model import FLEET_HOSTS, hosts_text
+from gpuscope.report.model import FLEET_HOSTS, hosts_text, threshold_text
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.schema.report import CeilingRow, MeasurementRow, Report, SystemSummary, WorkloadRow
 
-__all__ = ["Table", "report_tables", "system_table", "stragglers_table", "written_results"]
+__all__ = ["Table", "report_tables", "system_table", "stragglers_table"]
 
 
 @dataclass
@@ -30,7 +27,7 @@ class Table:
     note: str = ""
     numeric: set[int] = field(default_factory=set)  # right-aligned columns
 
-    def add(self, cells: list[Any], flag: str = "") -> None:
+    def add(self, cells: Sequence[object], flag: str = "") -> None:
         self.rows.append([clean_text(cell) for cell in cells])
         self.flags.append(flag)
 
@@ -38,16 +35,8 @@ class Table:
 Row = CeilingRow | WorkloadRow | MeasurementRow
 
 
-def written_results(report: Report, documents: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
-    """``{"results": [{"label", "document"}]}``: the report's results documents as written (its
-    typed views when ``documents`` is None), as the profile and energy sections read them."""
-    if documents is None:
-        documents = [msgspec.to_builtins(entry.document) for entry in report.results]
-    return {"results": [{"label": e.label, "document": d} for e, d in zip(report.results, documents)]}
-
-
-def _where(row: Row, show_source: bool, show_host: bool) -> list[Any]:
-    cells: list[Any] = []
+def _where(row: Row, show_source: bool, show_host: bool) -> list[object]:
+    cells: list[object] = []
     if show_source:
         cells.append(row.source)
     if show_host:
@@ -81,7 +70,7 @@ def system_table(report: Report) -> Table:
             devices.setdefault(str(gpu.name or "unknown GPU"), []).append(str(gpu.device))
         return "; ".join(f"{len(devs)}× {name} ({', '.join(devs)})" for name, devs in devices.items())
 
-    rows: list[tuple[str, Callable[[SystemSummary], Any]]] = [
+    rows: list[tuple[str, Callable[[SystemSummary], object]]] = [
         ("CPU", lambda s: s.cpu_model),
         ("Cores (logical / physical)", lambda s: f"{s.logical_cores or '–'} / {s.physical_cores or '–'}"),
         ("GPUs", gpus),
@@ -94,7 +83,7 @@ def system_table(report: Report) -> Table:
     ]
     columns = [[getter(s) for _, getter in rows] for s in systems]
     if len(systems) > FLEET_HOSTS:  # a fleet: the hosts whose columns read alike share one
-        hosts_of: dict[tuple[str, ...], tuple[list[Any], list[str]]] = {}
+        hosts_of: dict[tuple[str, ...], tuple[list[object], list[str]]] = {}
         for header, column in zip(headers[1:], columns):
             hosts_of.setdefault(tuple(clean_text(cell) for cell in column), (column, []))[1].append(header)
         headers = ["", *(hosts_text(hosts) for _, hosts in hosts_of.values())]
@@ -157,8 +146,6 @@ def report_tables(report: Report) -> list[Table]:
     multi-rank run first, right below the summary)."""
     show_source, show_host = _scope(report)
     where = (["Source"] if show_source else []) + (["Host"] if show_host else [])
-    from gpuscope.report.model import threshold_text
-
     tables = [system_table(report)]
     stragglers = stragglers_table(report)
     if stragglers.rows:
@@ -202,7 +189,7 @@ def report_tables(report: Report) -> list[Table]:
         "the chart draws the datasheet roofs that a measurement or a workload uses.",
     )
     datasheet.numeric = {4}
-    grouped: dict[tuple[Any, ...], list[str]] = {}
+    grouped: dict[tuple[object, ...], list[str]] = {}
     for roof in report.roofline.roofs or []:
         if roof.origin != "datasheet" or roof.chart:
             continue

@@ -12,7 +12,6 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -30,7 +29,8 @@ from gpuscope.schema.report import (
     Stat,
     Telemetry,
 )
-from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.telemetry.logfile import read_log
+from gpuscope.telemetry.records import GpuProcessSample, GpuSample, Sample
 from gpuscope.telemetry.values import Unavailable
 
 __all__ = ["GPU_METRICS", "HOST_METRICS", "PANELS", "read_samples", "summarize_samples", "MAX_POINTS_PER_LINE"]
@@ -89,8 +89,6 @@ def read_samples(path: str | os.PathLike[str], warnings: list[str] | None = None
     """The samples of a ``gpuscope log`` file (JSON lines or CSV). Raises :class:`BadInputError`
     for a missing, empty or corrupt log; an incomplete last line (a killed logger) is skipped
     and noted in ``warnings``."""
-    from gpuscope.telemetry.logfile import read_log
-
     notes = warnings if warnings is not None else []
     if os.path.isdir(path):
         raise BadInputError(f"{path}: is a directory, expected a telemetry log")
@@ -129,7 +127,7 @@ def _gpu_key(gpu: GpuSample) -> tuple[str, str]:
     return key, label
 
 
-def _number(value: Any) -> float:
+def _number(value: object) -> float:
     number = finite_or_none(value)
     return math.nan if number is None else number
 
@@ -237,7 +235,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     )  # fmt: skip
 
 
-def _append(series: _Series, value: Any) -> None:
+def _append(series: _Series, value: object) -> None:
     if isinstance(value, Unavailable):
         if series.reason is None:
             series.reason = value.to_json()
@@ -330,7 +328,9 @@ def _median_interval(times: array[float]) -> float | None:
     return steps[len(steps) // 2] if steps else None
 
 
-def _note_process(processes: dict[tuple[str, int, str], ProcessRow], key: str, process: Any, stamp: float) -> None:
+def _note_process(
+    processes: dict[tuple[str, int, str], ProcessRow], key: str, process: GpuProcessSample, stamp: float
+) -> None:
     pid = getattr(process, "pid", None)
     if not isinstance(pid, int):
         return

@@ -1,29 +1,13 @@
-"""The roofline: roofs per device (measured ceilings and datasheet figures), workloads as
-points, the terminal chart, ``gpuscope.measure`` and the live position from telemetry.
+"""The roofline's pure half: roofs per device (measured ceilings and datasheet figures), workloads
+as points, the picture and its painters, the live position from telemetry. No torch, no Textual.
 
-Modules: :mod:`.model` (pure model), :mod:`.datasheet` (built-in GPU table), :mod:`.loading`
-(results files -> model, model <-> JSON, one machine identity), :mod:`.layout` (the picture as
-positioned primitives and label cells), :mod:`.paint_text` (plotext painter; the report's
-matplotlib painter is :func:`gpuscope.report.charts.roofline_svg`), :mod:`.tables`,
-:mod:`.measure` / :mod:`.counting` / :mod:`.timing` (user workloads), :mod:`.live` (estimated
-position from activity counters). Nothing here imports Textual; torch loads only when a
-measurement runs, plotext only when a chart is drawn.
+Modules, each importing only those above it in this list: :mod:`.units` (number formats),
+:mod:`.model` (the pure model and the rules on roof names), :mod:`.datasheet` (built-in GPU table),
+:mod:`.stragglers`, :mod:`.loading` (results -> model, one machine identity), :mod:`.shapes` (what
+a painter draws), :mod:`.layout_fleet`, :mod:`.layout` (the picture as positioned primitives),
+:mod:`.layout_cells` (labels in a cell grid), :mod:`.model_json` (the model's JSON form),
+:mod:`.paint_text` (plotext painter; the report's matplotlib painter is
+:func:`gpuscope.report.charts.roofline_svg`), :mod:`.tables`, :mod:`.live` (estimated position from
+activity counters). The torch half (``gpuscope.measure``) is :mod:`gpuscope.measuring`. plotext
+loads only when a chart is drawn.
 """
-
-from __future__ import annotations
-
-from gpuscope.roofline.loading import build_model, load_model, model_to_json
-from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Placement, Point, Roof, RooflineModel, place_point
-
-__all__ = [
-    "DeviceKey",
-    "DeviceRoofs",
-    "Placement",
-    "Point",
-    "Roof",
-    "RooflineModel",
-    "build_model",
-    "load_model",
-    "model_to_json",
-    "place_point",
-]

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gpuscope.roofline.model import memory_level, roof_serves_dtype
+from gpuscope.telemetry.cpuinfo import CpuInfo
 
 __all__ = [
     "GpuDatasheet",
@@ -48,7 +48,6 @@ __all__ = [
     "match_gpu_datasheet",
     "datasheet_by_key",
     "cpu_datasheet_peaks",
-    "holds_against",
 ]
 
 _MIB = 1024 * 1024
@@ -200,40 +199,12 @@ def match_gpu_datasheet(nvml_name: str) -> GpuDatasheet | None:
     return None
 
 
-#: The datasheet transfer roof that measured copies starting with these names are held against.
-_TRANSFER_TWINS = {
-    "pcie.h2d": ("h2d", "pcie.h2d"),
-    "pcie.d2h": ("d2h", "pcie.d2h"),
-    "nvlink": ("nvlink", "p2p", "d2d.peer"),
-}
-
-
-def holds_against(kind: str, measured: str, sheet: str) -> bool:
-    """True when a measured ceiling (``kind``, name ``measured``) is held against the datasheet roof
-    ``sheet`` of the same kind; the highest such roof is its twin. The one rule for the roofline's
-    "above datasheet" and the report's "% of spec": compute the same dtype (any variant:
-    ``fp64.tensor`` and ``fp64`` both serve ``fp64``), memory the same level (``dram.triad`` ->
-    ``dram``), pinned host copies against PCIe each way, NVLink, P2P and peer copies against
-    NVLink; pageable copies and collectives against nothing."""
-    if kind == "compute":
-        return roof_serves_dtype(sheet, measured.split(".", 1)[0])
-    if kind == "memory":
-        return memory_level(sheet) == memory_level(measured)
-    head = measured.lower()
-    if kind != "transfer" or "pageable" in head:
-        return False
-    return head.startswith(_TRANSFER_TWINS.get(sheet, ()))
-
-
-def cpu_datasheet_peaks(info: object) -> dict[str, float]:
+def cpu_datasheet_peaks(info: CpuInfo) -> dict[str, float]:
     """Datasheet compute roofs of a CPU (``fp32``, ``fp64``) from a :class:`CpuInfo`:
     physical cores x SIMD FLOP per cycle x max clock. Empty when the clock is unknown."""
     peaks: dict[str, float] = {}
-    peak = getattr(info, "peak_flop_per_s", None)
-    if peak is None:
-        return peaks
     for dtype in ("fp64", "fp32"):
-        value = peak(dtype)
+        value = info.peak_flop_per_s(dtype)
         if value:
             peaks[dtype] = float(value)
     return peaks

@@ -1,5 +1,5 @@
 """Label placement of the roofline layout in a grid of character cells: terminal columns, or
-the text cells of the SVG. Part of :mod:`gpuscope.roofline.layout` (which re-exports it).
+the text cells of the SVG, for the layout of :mod:`gpuscope.roofline.layout`.
 
 :func:`place_labels` puts the point tags, roof labels and ridge labels where they cover no line,
 no point, no ridge mark and no other label; :func:`legibility` counts what a placement still
@@ -11,12 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from gpuscope.roofline.shapes import RoofLabel, RooflineLayout, Segment
 from gpuscope.roofline.units import format_intensity
-
-if TYPE_CHECKING:
-    from gpuscope.roofline.layout import RoofLabel, RooflineLayout, Segment
 
 __all__ = ["CellText", "CellPlacement", "cell_of", "raster_segment", "place_labels", "legibility"]
 

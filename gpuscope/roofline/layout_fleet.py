@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Roof, RooflineModel
+from gpuscope.roofline.shapes import roof_title
+from gpuscope.roofline.units import format_si
 
 __all__ = ["FLEET_DEVICES", "FLEET_STRAGGLERS", "Drawn", "drawn_devices", "chart_devices"]
 
@@ -47,9 +49,6 @@ class Drawn:
     def ranges_text(self, roofs: Sequence[Roof | None]) -> str:
         """``"bf16 580 TFLOP/s to 791 TFLOP/s"`` per roof of the group's median device: the lowest
         and highest value of that roof across the group ('' for a single device)."""
-        from gpuscope.roofline.layout import roof_title
-        from gpuscope.roofline.units import format_si
-
         if not self.group:
             return ""
         parts = []

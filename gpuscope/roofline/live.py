@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuscope.roofline.datasheet import GpuDatasheet, match_gpu_datasheet
 from gpuscope.roofline.model import DeviceKey, Point
-from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.nvml.mapping import cuda_index_of
+from gpuscope.telemetry.records import GpuSample
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["LIVE_LABEL", "PipePeaks", "LiveEstimate", "pipe_peaks", "estimate_live_position", "cuda_device_name"]
 
@@ -129,26 +130,24 @@ class LiveEstimate:
         )
 
 
-def cuda_device_name(gpu: Any, gpus: Sequence[Any] | None = None) -> str:
+def cuda_device_name(gpu: GpuSample, gpus: Sequence[GpuSample] | None = None) -> str:
     """``cuda:N`` for NVML sample ``gpu`` among all of ``gpus`` (one telemetry sample's GPUs), as
     CUDA numbers it in this process; ``nvml:N`` when CUDA cannot see it. Without ``gpus`` only
     ``gpu`` is known: NVML index taken as the CUDA index (the old assumption)."""
     if gpus is None:
         return f"cuda:{gpu.index}"
-    from gpuscope.telemetry.nvml.mapping import cuda_index_of
-
     index = cuda_index_of(gpu, gpus)
     return f"nvml:{gpu.index}" if index is None else f"cuda:{index}"
 
 
-def _value(metric: Any) -> float | None:
+def _value(metric: Metric[float] | None) -> float | None:
     if metric is None or isinstance(metric, Unavailable):
         return None
     return float(metric)
 
 
 def estimate_live_position(
-    sample: Any, peaks: PipePeaks | None = None, *, gpus: Sequence[Any] | None = None
+    sample: GpuSample, peaks: PipePeaks | None = None, *, gpus: Sequence[GpuSample] | None = None
 ) -> LiveEstimate | Unavailable:
     """The estimated position of the work on the GPU of ``sample`` (a :class:`GpuSample`), or
     :class:`Unavailable` saying why (no GPM counters, unknown GPU, idle, GPU lost). Pass all of
@@ -162,7 +161,7 @@ def estimate_live_position(
         peaks = pipe_peaks(sheet)
         if peaks is None:
             return Unavailable(Reason.NOT_SUPPORTED, f"no tensor peak for {sample.name!r}")
-    pipes: list[tuple[str, Any, float | None]] = [
+    pipes: list[tuple[str, Metric[float], float | None]] = [
         ("hmma", sample.hmma_tensor_activity_percent, peaks.hmma_flop_per_s),
         ("imma", sample.imma_tensor_activity_percent, peaks.imma_op_per_s),
         ("dfma", sample.dfma_tensor_activity_percent, peaks.dfma_flop_per_s),
@@ -199,11 +198,10 @@ def estimate_live_position(
         if percent is not None and peak_bytes is not None:
             dram = percent / 100.0 * peak_bytes
     if dram is None:
-        reason = sample.dram_bandwidth_bytes_per_s
-        detail = reason.detail if isinstance(reason, Unavailable) else "missing"
-        return Unavailable(
-            reason.reason if isinstance(reason, Unavailable) else Reason.ERROR, f"DRAM bandwidth unavailable ({detail})"
-        )
+        missing = sample.dram_bandwidth_bytes_per_s
+        detail = missing.detail if isinstance(missing, Unavailable) else "missing"
+        why = missing.reason if isinstance(missing, Unavailable) else Reason.ERROR
+        return Unavailable(why, f"DRAM bandwidth unavailable ({detail})")
     clock, clock_max = _value(sample.sm_clock_mhz), _value(sample.sm_clock_max_mhz)
     scale = clock / clock_max if clock is not None and clock_max else None
     if scale is not None:

@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 from gpuscope.batchgc import few_collections
-from gpuscope.errors import BadInputError
-from gpuscope.results import read_results, to_results
+from gpuscope.results import read_results
 from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, match_gpu_datasheet
 from gpuscope.roofline.model import (
     DATASHEET,
@@ -40,9 +38,9 @@ from gpuscope.roofline.model import (
 )
 from gpuscope.schema.core import finite_or_none
 from gpuscope.schema.results import Ceiling, Device, Measurement, Results, Workload
-from gpuscope.textsafe import safe_text
+from gpuscope.telemetry.cpuinfo import CpuInfo, cpu_info
 
-__all__ = ["load_model", "build_model", "model_to_json", "model_from_json", "point_from_workload", "MODEL_JSON_SCHEMA"]
+__all__ = ["load_model", "build_model", "point_from_workload"]
 
 
 _FAILED_STATUSES = frozenset({"failed", "error", "invalid", "skipped", "validation_failed"})
@@ -54,7 +52,7 @@ def load_model(
     paths: Sequence[str | os.PathLike[str]],
     *,
     datasheet: bool = True,
-    local_cpu: Any = None,
+    local_cpu: CpuInfo | None = None,
     local_hostname: str | None = None,
 ) -> RooflineModel:
     """Read results files (raising :class:`BadInputError` with one line for a bad one) and build
@@ -65,9 +63,9 @@ def load_model(
 
 
 def _text(value: object) -> str | None:
-    """A non-empty string as the terminal may show it (every control, bidi and surrogate character
-    escaped, :func:`gpuscope.textsafe.safe_text`: a results file must not drive the terminal), else None."""
-    return safe_text(value) if isinstance(value, str) and value else None
+    """A non-empty string, else None. Text stays as the file has it: it is made safe where it
+    reaches a terminal or a page (gpuscope.textsafe), not here."""
+    return value if isinstance(value, str) and value else None
 
 
 class _Builder:
@@ -105,7 +103,7 @@ def _device_placement(document: Results, default_host: str | None) -> _Placement
     """device -> (host, rank) from the document's ``devices`` list, when a device appears once."""
     seen: dict[str, list[tuple[str | None, int | None]]] = {}
     for entry in document.devices:
-        seen.setdefault(safe_text(entry.device), []).append((_text(entry.host) or default_host, entry.rank))
+        seen.setdefault(entry.device, []).append((_text(entry.host) or default_host, entry.rank))
     return {device: places[0] for device, places in seen.items() if len(set(places)) == 1}
 
 
@@ -159,7 +157,7 @@ class _DeviceEntries:
         default_host = _text(document.system.hostname)
         self.by_place: dict[tuple[str, str | None], list[Device]] = {}
         for entry in document.devices:
-            self.by_place.setdefault((safe_text(entry.device), _text(entry.host) or default_host), []).append(entry)
+            self.by_place.setdefault((entry.device, _text(entry.host) or default_host), []).append(entry)
 
     def find(self, raw: DeviceKey) -> Device | None:
         """The entry of ``raw`` (same device and host; the same rank where both give one), else
@@ -184,7 +182,7 @@ def point_from_workload(workload: Workload, key: DeviceKey, origin: str | None =
     if warm is None and workload.cache_state is not None:
         warm = workload.cache_state == "warm"
     return Point(
-        name=safe_text(workload.name), key=key, flops=float(workload.flops), bytes=float(workload.bytes),
+        name=workload.name, key=key, flops=float(workload.flops), bytes=float(workload.bytes),
         time_s=float(workload.time_s), dtype=_text(workload.dtype), dram_bytes_measured=workload.dram_bytes_measured,
         bytes_rule=_text(workload.bytes_rule), source=_text(workload.source) or "results", warm=warm, origin=origin,
         straggler=workload.straggler is True,
@@ -195,34 +193,27 @@ def _roof(ceiling: Ceiling, key: DeviceKey, source: str) -> Roof:
     """The measured roof of one ``ceilings`` entry."""
     median = ceiling.median_value
     return Roof(
-        key, ceiling.kind, safe_text(ceiling.name), float(ceiling.value), ceiling.unit, MEASURED,
+        key, ceiling.kind, ceiling.name, float(ceiling.value), ceiling.unit, MEASURED,
         _text(ceiling.note) or "", source, straggler=ceiling.straggler is True,
         median_value=median if median is not None and median > 0 else None, size_bytes=ceiling.size_bytes,
     )  # fmt: skip
 
 
 def build_model(
-    documents: Sequence[tuple[str, Results | Mapping[str, Any]]],
+    documents: Sequence[tuple[str, Results]],
     *,
     datasheet: bool = True,
-    local_cpu: Any = None,
+    local_cpu: CpuInfo | None = None,
     local_hostname: str | None = None,
-    cpu_info_factory: Callable[[], Any] | None = None,
+    cpu_info_factory: Callable[[], CpuInfo] | None = None,
 ) -> RooflineModel:
-    """The model of results documents ``(source name, document)``: typed (read by
-    :func:`gpuscope.results.read_results`), or dicts (a run in progress), which are checked first
-    and left out with a warning when they are not results.
+    """The model of results documents ``(source name, document)``.
 
     ``local_cpu`` is the :class:`CpuInfo` used for a CPU's datasheet roof (default: this
     machine's, read only when a CPU device is present); it is applied only to a CPU whose model
     matches, since a results file may come from another machine."""
     builder = _Builder()
-    typed: list[tuple[str, Results]] = []
-    for source, document in documents:
-        try:
-            typed.append((safe_text(source), to_results(document, source)))
-        except BadInputError as exc:
-            builder.warnings.append(f"{safe_text(exc)}; ignored")
+    typed = list(documents)
     identities = _Identities()
     for _source, document in typed:
         default_host = _text(document.system.hostname)
@@ -260,11 +251,11 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
     for position, ceiling in enumerate(document.ceilings):
         key = key_of(ceiling)
         assert key is not None  # Ceiling.device is never empty
-        what = f"{source}: ceilings[{position}] ({safe_text(ceiling.name)})"
+        what = f"{source}: ceilings[{position}] ({ceiling.name})"
         if UNIT_FOR_KIND[ceiling.kind] != ceiling.unit:
             builder.warnings.append(f"{what} is kind {ceiling.kind} with unit {ceiling.unit}; ignored")
         elif ceiling.status is not None and ceiling.status.lower() in _FAILED_STATUSES:
-            builder.warnings.append(f"{what} has status {safe_text(ceiling.status)!r}; ignored")
+            builder.warnings.append(f"{what} has status {ceiling.status!r}; ignored")
         else:
             builder.add_roof(_roof(ceiling, key, source))
     for measurement in document.measurements:
@@ -275,7 +266,7 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
     for workload in document.workloads:
         key = key_of(workload)
         if key is None:
-            builder.warnings.append(f"{source}: workload {safe_text(workload.name)!r} has no 'device'; ignored")
+            builder.warnings.append(f"{source}: workload {workload.name!r} has no 'device'; ignored")
             continue
         builder.device(key)
         builder.points.append(point_from_workload(workload, key, source))
@@ -291,17 +282,17 @@ def _bandwidth_point(measurement: Measurement) -> tuple[str, float, float] | Non
     parameters = measurement.parameters if isinstance(measurement.parameters, dict) else {}
     size = finite_or_none(parameters.get("size_bytes"))
     if measurement.kind == "collective":
-        link = safe_text(f"{parameters.get('op') or 'collective'}.busbw")
+        link = f"{parameters.get('op') or 'collective'}.busbw"
         rate = measurement.busbw_bytes_per_s or measurement.bytes_per_s
     else:
-        link = _text(measurement.ceiling_name) or safe_text(parameters.get("direction") or "transfer")
+        link = _text(measurement.ceiling_name) or str(parameters.get("direction") or "transfer")
         rate = measurement.bytes_per_s
     if size is None or rate is None or size <= 0 or rate <= 0:
         return None
     return link, size, rate
 
 
-def _device_order(device: DeviceRoofs) -> tuple[Any, ...]:
+def _device_order(device: DeviceRoofs) -> tuple[str, int, int, int, str]:
     key = device.key
     kind_rank = 0 if device.device_type == "gpu" else (1 if device.device_type == "cpu" else 2)
     index = key.device.rsplit(":", 1)[-1]
@@ -315,7 +306,10 @@ def _device_order(device: DeviceRoofs) -> tuple[Any, ...]:
 
 
 def _add_datasheet_roofs(
-    builder: _Builder, local_cpu: Any, local_hostname: str | None, cpu_info_factory: Callable[[], Any] | None
+    builder: _Builder,
+    local_cpu: CpuInfo | None,
+    local_hostname: str | None,
+    cpu_info_factory: Callable[[], CpuInfo] | None,
 ) -> None:
     cpu = local_cpu
     for device in builder.devices.values():
@@ -347,12 +341,12 @@ def _add_datasheet_roofs(
         elif device.device_type == "cpu":
             if cpu is None:
                 try:
-                    cpu = cpu_info_factory() if cpu_info_factory else _local_cpu_info()
+                    cpu = (cpu_info_factory or cpu_info)()
                 except Exception as exc:  # noqa: BLE001 - a datasheet roof is optional
                     device.notes.append(f"CPU datasheet roof unavailable: {exc}")
                     continue
             hostname = local_hostname or socket.gethostname()
-            same_model = device.name is not None and device.name.strip() == str(getattr(cpu, "model", "")).strip()
+            same_model = device.name is not None and device.name.strip() == cpu.model.strip()
             same_host = device.name is None and key.host in (None, hostname)
             if not (same_model or same_host):
                 entry = builder.entries.get(key)
@@ -369,31 +363,19 @@ def _add_datasheet_roofs(
                     continue
                 device.notes.append(
                     f"no CPU datasheet roof: the results come from {device.name or key.host!r}, "
-                    f"this machine has {getattr(cpu, 'model', '?')!r}"
+                    f"this machine has {cpu.model!r}"
                 )
                 continue
             peaks = cpu_datasheet_peaks(cpu)
             if not peaks:
                 device.notes.append("no CPU datasheet roof: clock frequency unknown")
                 continue
-            cores = getattr(cpu, "physical_cores", None) or getattr(cpu, "logical_cores", "?")
-            clock = getattr(cpu, "clock_source", "max clock")
-            device.datasheet = (
-                f"{getattr(cpu, 'model', 'CPU')}: {cores} cores x {getattr(cpu, 'simd', 'SIMD')} x {clock}"
-            )
+            cores = cpu.physical_cores or cpu.logical_cores
+            clock = cpu.clock_source
+            device.datasheet = f"{cpu.model}: {cores} cores x {cpu.simd} x {clock}"
             if device.name is None:
-                device.name = getattr(cpu, "model", None)
+                device.name = cpu.model
             for dtype, value in peaks.items():
-                per_cycle = getattr(cpu, f"{dtype}_flop_per_cycle_per_core", "?")
+                per_cycle = cpu.fp32_flop_per_cycle_per_core if dtype == "fp32" else cpu.fp64_flop_per_cycle_per_core
                 note = f"{cores} cores x {per_cycle} FLOP/cycle x {clock}"
                 builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
-
-
-def _local_cpu_info() -> Any:
-    from gpuscope.telemetry.cpuinfo import cpu_info
-
-    return cpu_info()
-
-
-# The model's JSON form lives in model_json; re-exported here (``roofline --json``, the report).
-from gpuscope.roofline.model_json import MODEL_JSON_SCHEMA, model_from_json, model_to_json  # noqa: E402

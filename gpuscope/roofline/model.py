@@ -42,6 +42,7 @@ __all__ = [
     "memory_level",
     "dtype_roof_names",
     "roof_serves_dtype",
+    "holds_against",
     "best_roof",
     "dtype_roof",
     "compute_roof_for",
@@ -135,6 +136,31 @@ def roof_serves_dtype(roof_name: str, dtype: str) -> bool:
     """True when a compute roof named ``roof_name`` bounds work of ``dtype``: the same name or a
     variant of it (``"fp64.tensor"`` and ``"fp64"`` for fp64; ``"bf16.mma"`` for bf16)."""
     return roof_name == dtype or roof_name.startswith(dtype + ".")
+
+
+#: The datasheet transfer roof that measured copies starting with these names are held against.
+_TRANSFER_TWINS = {
+    "pcie.h2d": ("h2d", "pcie.h2d"),
+    "pcie.d2h": ("d2h", "pcie.d2h"),
+    "nvlink": ("nvlink", "p2p", "d2d.peer"),
+}
+
+
+def holds_against(kind: str, measured: str, sheet: str) -> bool:
+    """True when a measured ceiling (``kind``, name ``measured``) is held against the datasheet roof
+    ``sheet`` of the same kind; the highest such roof is its twin. The one rule for the roofline's
+    "above datasheet" and the report's "% of spec": compute the same dtype (any variant:
+    ``fp64.tensor`` and ``fp64`` both serve ``fp64``), memory the same level (``dram.triad`` ->
+    ``dram``), pinned host copies against PCIe each way, NVLink, P2P and peer copies against
+    NVLink; pageable copies and collectives against nothing."""
+    if kind == "compute":
+        return roof_serves_dtype(sheet, measured.split(".", 1)[0])
+    if kind == "memory":
+        return memory_level(sheet) == memory_level(measured)
+    head = measured.lower()
+    if kind != "transfer" or "pageable" in head:
+        return False
+    return head.startswith(_TRANSFER_TWINS.get(sheet, ()))
 
 
 @dataclass(frozen=True)
@@ -458,9 +484,7 @@ class AboveDatasheet:
 
 def datasheet_twin(device: DeviceRoofs, roof: Roof) -> Roof | None:
     """The datasheet roof a measured ``roof`` is held against (the highest one
-    :func:`gpuscope.roofline.datasheet.holds_against` accepts); None when there is none."""
-    from gpuscope.roofline.datasheet import holds_against
-
+    :func:`holds_against` accepts); None when there is none."""
     sheets = (other for other in device.roofs if other.source == DATASHEET and other.kind == roof.kind)
     return best_roof(other for other in sheets if holds_against(roof.kind, roof.name, other.name))
 

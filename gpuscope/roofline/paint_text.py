@@ -1,6 +1,6 @@
 """The terminal painter of the roofline layout (:mod:`gpuscope.roofline.layout`): plotext draws
 the axes and the roof lines; point marks, ridge marks and every label are then written into
-plotext's text at the cells :func:`~gpuscope.roofline.layout.place_labels` chose, with the
+plotext's text at the cells :func:`~gpuscope.roofline.layout_cells.place_labels` chose, with the
 cells plotext actually drew blocked, so no label covers a line. Used by ``gpuscope roofline``
 and the TUI's roofline screen. No Textual import; plotext loads when a chart is drawn.
 """
@@ -13,16 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpuscope.roofline.layout import (
-    CellPlacement,
-    PointMark,
-    RooflineLayout,
-    cell_of,
-    device_colour,
-    layout_roofline,
-    place_labels,
-)
+from gpuscope.roofline.layout import layout_roofline
+from gpuscope.roofline.layout_cells import CellPlacement, cell_of, place_labels
 from gpuscope.roofline.model import Placement, RooflineModel
+from gpuscope.roofline.shapes import PointMark, RooflineLayout, device_colour
 from gpuscope.roofline.units import format_si
 
 __all__ = [
@@ -71,7 +65,7 @@ class ChartPalette:
     gpu_roofs: tuple[Color, ...] = ()
     cpu_roofs: tuple[Color, ...] = ()
 
-    def with_colors(self, **colors: Any) -> ChartPalette:
+    def with_colors(self, **colors: Any) -> ChartPalette:  # dataclasses.replace checks each by name
         """A copy with some colours replaced (``"#rrggbb"`` strings and RGB tuples accepted).
         A bright axes colour means a dark background."""
         palette = replace(self, **colors)
@@ -203,9 +197,23 @@ class RenderedRoofline:
         return {self.layout.points[t.owner].number - 1: t.text for t in self.placement.texts if t.kind == "point"}
 
 
-def render_roofline(model: RooflineModel, width: int = 100, height: int = 30, **options: Any) -> str:
+def render_roofline(
+    model: RooflineModel,
+    width: int = 100,
+    height: int = 30,
+    *,
+    palette: ChartPalette = DEFAULT_PALETTE,
+    highlight: str | int | None = None,
+    all_roofs: bool = False,
+    extra_placements: Sequence[Placement] = (),
+    legend: bool = True,
+    title: str | None = None,
+) -> str:
     """The chart as text (see :func:`render_roofline_labelled`)."""
-    return render_roofline_labelled(model, width, height, **options).text
+    return render_roofline_labelled(
+        model, width, height, palette=palette, highlight=highlight, all_roofs=all_roofs,
+        extra_placements=extra_placements, legend=legend, title=title,
+    ).text  # fmt: skip
 
 
 def render_roofline_labelled(

@@ -9,18 +9,17 @@ these helpers. Pure data, no imports beyond the stdlib.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 __all__ = ["below_median_percent", "below_text"]
 
 
-def _positive(value: Any) -> float | None:
+def _positive(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         return None
     return float(value)
 
 
-def below_median_percent(value: Any, median: Any) -> float | None:
+def below_median_percent(value: float | None, median: float | None) -> float | None:
     """How far ``value`` is below ``median``, in percent of the median (negative when above)."""
     value_f, median_f = _positive(value), _positive(median)
     if value_f is None or median_f is None:

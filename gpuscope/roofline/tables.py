@@ -7,7 +7,6 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
-from gpuscope.roofline.layout import roof_title as roof_label
 from gpuscope.roofline.layout_fleet import Drawn, chart_devices
 from gpuscope.roofline.model import (
     ABOVE_DATASHEET_TEXT,
@@ -19,8 +18,11 @@ from gpuscope.roofline.model import (
     Placement,
     Roof,
     RooflineModel,
+    above_datasheet,
+    datasheet_twin,
     memory_roof_for,
 )
+from gpuscope.roofline.shapes import roof_title as roof_label
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
 
 __all__ = ["format_table", "points_table", "roofs_table", "bandwidth_table", "devices_lines", "stragglers_lines"]
@@ -273,8 +275,6 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
     point against the device's DRAM roof; with stragglers (multi-rank runs) a flag column. A
     fleet has one row per roof of each hardware model (the median, and the range across its
     devices), then the roofs of the devices the chart draws on their own."""
-    from gpuscope.roofline.model import above_datasheet
-
     with_stragglers = bool(model.stragglers)
     flagged = {id(item.measured): item for device in model.devices for item in above_datasheet(device)}
     fleet = _fleet(model)
@@ -326,8 +326,6 @@ def bandwidth_table(model: RooflineModel, width: int | None = None) -> list[str]
     not of FLOP/s, so the chart leaves them out. Empty when there are none. A fleet has one row
     per link of each hardware model (medians over its devices), then the devices the chart draws
     on their own."""
-    from gpuscope.roofline.model import datasheet_twin
-
     sizes = sorted({point.size_bytes for point in model.bandwidths})
     headers = ["device", "link", "best", "datasheet", *(format_bytes(size) for size in sizes)]
     # the rate at each message size per (device, link), the last measurement of a size winning

@@ -8,7 +8,7 @@ Rules, each stated once:
   is refused by the decoder, and :data:`Finite` refuses NaN and infinity in values built in memory;
 - *ranges*: ``Annotated[float, Meta(ge=..., le=...)]`` on the field (:data:`Rate`, :data:`Seconds`...),
   one per quantity (:data:`Timestamp`, :data:`Watts`...), the same for the writer that checks a
-  sample (:func:`gpuscope.schema.telemetry.within_ranges`), every reader and every display;
+  sample (:func:`gpuscope.telemetry.wire.within_ranges`), every reader and every display;
 - *unknown fields*: documents written by gpuscope (results, report) may carry fields a reader does
   not declare (a newer 1.x writer, a probe's extra detail): they are kept in the dict view and
   ignored by the typed view; hand-written files (suites, themes, settings) refuse unknown keys,
@@ -25,11 +25,12 @@ import os
 import re
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from typing import Annotated, Any, TypeAlias, TypeVar, cast, get_args, get_origin
 
 import msgspec
 
 from gpuscope.errors import BadInputError
+from gpuscope.textsafe import safe_text
 
 __all__ = [
     "MAX_FLOAT",
@@ -58,6 +59,11 @@ __all__ = [
     "Text",
     "Scalar",
     "Detail",
+    "DetailMap",
+    "JsonTree",
+    "JsonObject",
+    "detail_map",
+    "as_detail",
     "MAX_DEPTH",
     "decode_tree",
     "NonEmpty",
@@ -133,12 +139,33 @@ _D5 = Scalar | list[_D4] | dict[str, _D4]
 #: Free detail nobody computes with (a probe's parameters, versions, telemetry snapshots): any
 #: JSON at most 6 levels deep, so a hostile file nested 500 deep stops at the decoder.
 Detail = Scalar | list[_D5] | dict[str, _D5]
+#: A JSON object of free detail as a writer builds it (a measurement's ``parameters``, a telemetry
+#: snapshot); :func:`as_detail` makes it a :data:`Detail` field.
+DetailMap = dict[str, Detail]
+#: A JSON document as parsed (any depth: a whole results or report file), for code that walks
+#: it key by key (redaction, a report's embedded documents); never a msgspec field type.
+JsonTree: TypeAlias = "str | int | float | bool | None | list[JsonTree] | dict[str, JsonTree]"
+#: A JSON object as parsed (:data:`JsonTree`).
+JsonObject: TypeAlias = "dict[str, JsonTree]"
 #: The deepest nesting a gpuscope JSON document may have (gpuscope writes at most about 10).
 MAX_DEPTH = 32
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
-def range_of(annotation: Any) -> tuple[float, float] | None:
+def detail_map(detail: object) -> DetailMap:
+    """``detail`` when it is a JSON object, else an empty one (a field nobody computes with, read
+    by key)."""
+    return cast(DetailMap, detail) if isinstance(detail, dict) else {}
+
+
+def as_detail(value: DetailMap | list[Detail]) -> Detail:
+    """What a writer built as a free-detail field. Only the nesting depth differs from what the
+    type says (mypy cannot count levels): the results file's decoder checks it where a document is
+    checked (the probe runner reads every measurement back before it keeps it)."""
+    return cast(Detail, value)
+
+
+def range_of(annotation: object) -> tuple[float, float] | None:
     """``(low, high)`` of a range type such as :data:`Watts` (``Annotated[float, Meta(ge, le)]``);
     None when ``annotation`` declares no range."""
     if get_origin(annotation) is not Annotated:
@@ -157,7 +184,7 @@ def timestamp_now_s() -> float:
     return min(max(time.time(), 0.0), MAX_TIMESTAMP_S)
 
 
-def finite_or_none(value: Any) -> float | None:
+def finite_or_none(value: object) -> float | None:
     """``value`` as a float when it is a finite number (not a bool), else None.
 
     The package's one "number or None" helper."""
@@ -225,7 +252,7 @@ def decode_tree(raw: bytes, source: str) -> Any:
     raise BadInputError(f"{source}: JSON nested too deeply (more than {MAX_DEPTH} levels)")
 
 
-def convert(data: Any, type: type[T], source: str) -> T:
+def convert(data: object, type: type[T], source: str) -> T:
     """Check already-parsed ``data`` (dicts and lists) as ``type``; errors as :func:`decode_json`."""
     try:
         return msgspec.convert(data, type=type, strict=True)
@@ -235,7 +262,7 @@ def convert(data: Any, type: type[T], source: str) -> T:
         raise BadInputError(f"{source}: {problem_of(exc)}") from None
 
 
-def _enc_hook(value: Any) -> Any:
+def _enc_hook(value: object) -> object:
     """Objects msgspec does not know: ``to_json()``, paths, numpy scalars (``item()``), else text."""
     if hasattr(value, "to_json"):
         return value.to_json()
@@ -249,11 +276,9 @@ def _enc_hook(value: Any) -> Any:
 _ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
 
 
-def _escape_undecodable(value: Any) -> Any:
+def _escape_undecodable(value: object) -> object:
     """``value`` with every string that UTF-8 cannot encode (lone surrogates: the bytes of a name
     that is not UTF-8) written as :func:`gpuscope.textsafe.safe_text` shows it (``r\\xff.json``)."""
-    from gpuscope.textsafe import safe_text
-
     if isinstance(value, str):
         return value if value.isascii() or not _SURROGATE.search(value) else safe_text(value)
     if isinstance(value, dict):
@@ -266,7 +291,7 @@ def _escape_undecodable(value: Any) -> Any:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def encode_json(value: Any, indent: int | None = None) -> bytes:
+def encode_json(value: object, indent: int | None = None) -> bytes:
     """``value`` (structs, dicts, lists, records with ``to_json``) as JSON; NaN and infinity
     become ``null``. ``indent``: pretty-print with that many spaces."""
     try:

@@ -23,7 +23,7 @@ SCHEMAS: dict[str, tuple[str, str]] = {
     "report.schema.json": ("gpuscope report file (gpuscope.report, version 1)", "gpuscope.schema.report:Report"),
     "log-record.schema.json": (
         "one record (line) of a gpuscope telemetry log (version 1)",
-        "gpuscope.schema.telemetry:WireSample",
+        "gpuscope.telemetry.wire:WireSample",
     ),
     "suite.schema.json": ("gpuscope probe suite (TOML, shown as JSON)", "gpuscope.schema.suites:SuiteFile"),
     "theme.schema.json": ("gpuscope theme file (TOML, shown as JSON)", "gpuscope.schema.themes:ThemeFileSpec"),

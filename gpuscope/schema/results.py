@@ -270,7 +270,7 @@ class Workload(_Rated, kw_only=True):
     read_bytes: NonNegative | None = None
     written_bytes: NonNegative | None = None
     flop_counting_rule: str | None = None
-    #: FLOPs per element of the pointwise ops counted (gpuscope.roofline.counting.POINTWISE_RULE).
+    #: FLOPs per element of the pointwise ops counted (gpuscope.measuring.counting.POINTWISE_RULE).
     pointwise_rule: str | None = None
     flops_by_dtype: dict[str, NonNegative] | None = None
     uncounted_ops: dict[str, Count] | None = None  # op -> calls, ops with no FLOP formula

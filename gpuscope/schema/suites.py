@@ -6,24 +6,33 @@ A suite file has a ``[suite]`` table (name, description and :class:`SuiteSetting
 written by hand, so unknown keys are refused (a typo would silently change a run); every number is
 finite and in range (``target_sample_s = inf`` and ``warmup_max_s = nan`` are refused).
 
-After decoding, sizes are bytes (``int``) and matmul shapes are
-:class:`gpuscope.probing.matmul.MatmulShape` (``__post_init__`` normalises the TOML forms).
+After decoding, sizes are bytes (``int``) and matmul shapes are :class:`MatmulShape`
+(``__post_init__`` normalises the TOML forms). The probes' vocabulary (dtypes, kernels, directions,
+ops) is declared here, at the floor, and the probes take it from here.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
-from gpuscope.probing.collective import OPS
-from gpuscope.probing.matmul import MATMUL_DTYPES, MatmulShape
-from gpuscope.probing.memory import KERNELS
-from gpuscope.probing.transfer import DIRECTIONS
+from gpuscope.schema.core import DetailMap
 
 __all__ = [
     "PROBE_KINDS",
+    "MATMUL_DTYPES",
+    "KERNELS",
+    "DIRECTIONS",
+    "OPS",
+    "MatmulDtype",
+    "Kernel",
+    "Direction",
+    "Op",
+    "MatmulShape",
     "SuiteSettings",
     "SuiteTable",
     "ProbeOptions",
@@ -52,12 +61,44 @@ MatmulDtype = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8"]
 Kernel = Literal["copy", "scale", "add", "triad", "read"]
 Direction = Literal["h2d", "d2h", "d2d"]
 Op = Literal["allreduce", "allgather"]
-# The probes own these lists; a probe that gains a dtype, kernel, direction or op fails here first.
-assert get_args(MatmulDtype) == tuple(MATMUL_DTYPES) and get_args(Kernel) == tuple(KERNELS)
-assert get_args(Direction) == tuple(DIRECTIONS) and get_args(Op) == tuple(OPS)
+#: The probes' vocabulary, as the tuples they iterate: one list each, declared by the types above.
+MATMUL_DTYPES: tuple[MatmulDtype, ...] = get_args(MatmulDtype)
+KERNELS: tuple[Kernel, ...] = get_args(Kernel)
+DIRECTIONS: tuple[Direction, ...] = get_args(Direction)
+OPS: tuple[Op, ...] = get_args(Op)
 
 
-def parse_size(value: Any) -> int | None:
+@dataclass(frozen=True)
+class MatmulShape:
+    """C[batch, M, N] = op(A)[batch, M, K] @ op(B)[batch, K, N]; ``transpose`` is two letters,
+    ``n`` or ``t`` for A and B (``t``: the operand is stored transposed)."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+    transpose: str = "nn"
+    label: str = ""
+
+    def describe(self) -> str:
+        core = f"{self.m}x{self.n}x{self.k}"
+        if self.batch != 1:
+            core = f"{self.batch}x{core}"
+        if self.transpose != "nn":
+            core += f" {self.transpose}"
+        return f"{self.label} {core}".strip()
+
+    @property
+    def flops(self) -> int:
+        """FLOPs of the GEMM: 2·batch·M·N·K (one multiply and one add per term; dense)."""
+        return 2 * self.batch * self.m * self.n * self.k
+
+    def parameters(self) -> dict[str, int | str | None]:
+        """The shape as a measurement's ``parameters`` hold it."""
+        return dict(batch=self.batch, m=self.m, n=self.n, k=self.k, transpose=self.transpose, label=self.label or None)
+
+
+def parse_size(value: object) -> int | None:
     """``4096``, ``"64KiB"``, ``"1.5 GB"`` -> bytes; None when not a size (or 0, or over 1 PiB)."""
     if isinstance(value, bool):
         return None
@@ -71,7 +112,7 @@ def parse_size(value: Any) -> int | None:
     return None
 
 
-def _sizes(values: list[Any], field: str) -> list[int]:
+def _sizes(values: Sequence[object], field: str) -> list[int]:
     out = []
     for value in values:
         size = parse_size(value)
@@ -102,7 +143,7 @@ class SuiteSettings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     contention_threshold_percent: Percent = 10.0
     contention_retry_budget_s: PositiveSeconds = 30.0  # total seconds a run may spend on such retries
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DetailMap:
         """The settings as a plain dict (the ``settings`` object of a results file)."""
         return {field: getattr(self, field) for field in SuiteSettings.__struct_fields__}
 
@@ -115,12 +156,11 @@ class SuiteTable(SuiteSettings, frozen=True, kw_only=True, forbid_unknown_fields
 
     def settings(self) -> SuiteSettings:
         """The settings part."""
-        return SuiteSettings(**SuiteSettings.to_dict(self))
+        return SuiteSettings(**{field: getattr(self, field) for field in SuiteSettings.__struct_fields__})
 
 
 class ProbeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag_field="kind"):
-    """Fields every ``[[probe]]`` table may have. ``options[key]`` and ``options.get(key)`` read a
-    field, for callers written against the older dict form."""
+    """Fields every ``[[probe]]`` table may have."""
 
     devices: DeviceType | list[DeviceType] = msgspec.field(default_factory=lambda: ["cpu", "cuda"])
     label: str = ""
@@ -135,12 +175,6 @@ class ProbeOptions(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, tag
         if not all(getattr(self, field) for field in fields):
             names = " and ".join(f"`{field}`" for field in fields)
             raise ValueError(f"field{'s' if len(fields) > 1 else ''} {names} must not be empty")
-
-    def __getitem__(self, key: str) -> Any:
-        return getattr(self, key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key, default)
 
 
 class ShapeTable(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -172,26 +206,22 @@ class MatmulOptions(ProbeOptions, tag="matmul", kw_only=True, forbid_unknown_fie
     def __post_init__(self) -> None:
         super().__post_init__()
         self._lists("dtypes", "libraries")
-        shapes: list[Any] = []
+        self.shapes = self.matmul_shapes()  # type: ignore[assignment]  # MatmulShape now
+
+    def matmul_shapes(self) -> list[MatmulShape]:
+        """The shapes as :class:`MatmulShape` (a table's batch and transpose, else the probe's)."""
+        shapes: list[MatmulShape] = []
         for shape in self.shapes:
-            if isinstance(shape, ShapeTable):
-                shapes.append(
-                    MatmulShape(
-                        m=shape.m,
-                        n=shape.n,
-                        k=shape.k,
-                        batch=shape.batch or self.batch,
-                        transpose=shape.transpose or self.transpose,
-                        label=shape.label,
-                    )
-                )
+            if isinstance(shape, MatmulShape):
+                shapes.append(shape)
+            elif isinstance(shape, ShapeTable):
+                batch, transpose = shape.batch or self.batch, shape.transpose or self.transpose
+                shapes.append(MatmulShape(shape.m, shape.n, shape.k, batch, transpose, shape.label))
             elif len(shape) == 4:
                 shapes.append(MatmulShape(m=shape[1], n=shape[2], k=shape[3], batch=shape[0], transpose=self.transpose))
             else:
-                shapes.append(
-                    MatmulShape(m=shape[0], n=shape[1], k=shape[2], batch=self.batch, transpose=self.transpose)
-                )
-        self.shapes = shapes
+                shapes.append(MatmulShape(shape[0], shape[1], shape[2], self.batch, self.transpose))
+        return shapes
 
 
 class MemoryOptions(ProbeOptions, tag="memory", kw_only=True, forbid_unknown_fields=True):
@@ -211,6 +241,15 @@ class MemoryOptions(ProbeOptions, tag="memory", kw_only=True, forbid_unknown_fie
         if self.dram_array_bytes is not None:
             self.dram_array_bytes = _sizes([self.dram_array_bytes], "dram_array_bytes")[0]
 
+    def working_sets_bytes(self) -> str | list[int]:
+        """``auto``, ``sweep`` or the footprints in bytes."""
+        return self.working_sets if isinstance(self.working_sets, str) else _sizes(self.working_sets, "working_sets")
+
+    def dram_array_size_bytes(self) -> int | None:
+        """``dram_array_bytes`` in bytes (None: the probe's default)."""
+        size = self.dram_array_bytes
+        return None if size is None else _sizes([size], "dram_array_bytes")[0]
+
 
 class TransferOptions(ProbeOptions, tag="transfer", kw_only=True, forbid_unknown_fields=True):
     """Host-device and device-device copies."""
@@ -228,6 +267,10 @@ class TransferOptions(ProbeOptions, tag="transfer", kw_only=True, forbid_unknown
         self._lists("directions", "host_memory")
         self.sizes = _sizes(self.sizes, "sizes")  # type: ignore[assignment]  # bytes now
 
+    def sizes_bytes(self) -> list[int]:
+        """The copy sizes in bytes."""
+        return _sizes(self.sizes, "sizes")
+
 
 class CollectiveOptions(ProbeOptions, tag="collective", kw_only=True, forbid_unknown_fields=True):
     """all-reduce / all-gather bus bandwidth."""
@@ -243,6 +286,10 @@ class CollectiveOptions(ProbeOptions, tag="collective", kw_only=True, forbid_unk
         super().__post_init__()
         self._lists("ops")
         self.sizes = _sizes(self.sizes, "sizes")  # type: ignore[assignment]  # bytes now
+
+    def sizes_bytes(self) -> list[int]:
+        """The buffer sizes in bytes."""
+        return _sizes(self.sizes, "sizes")
 
 
 class TransformerOptions(ProbeOptions, tag="transformer", kw_only=True, forbid_unknown_fields=True):

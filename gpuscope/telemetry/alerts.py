@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuscope.errors import BadInputError
-from gpuscope.schema.core import finite_or_none
+from gpuscope.fileio import read_bytes_bounded
+from gpuscope.paths import config_dir
+from gpuscope.schema.alerts import TRIPLES, AlertsFile
+from gpuscope.schema.core import convert, finite_or_none
 from gpuscope.telemetry.records import GpuSample, Sample, XidEvent
 from gpuscope.telemetry.xid import xid_level
+from gpuscope.tomlfile import TomlSyntaxError, parse_toml
 
 __all__ = [
     "LEVELS",
@@ -226,8 +230,6 @@ def exporter_alerts(sample: Sample) -> list[Alert]:
 
 def thresholds_path() -> Path:
     """``<config dir>/alerts.toml``."""
-    from gpuscope.paths import config_dir
-
     return config_dir() / "alerts.toml"
 
 
@@ -240,11 +242,6 @@ def load_thresholds(path: Path | None = None) -> tuple[AlertThresholds, str | No
     :class:`gpuscope.schema.alerts.AlertsFile`; it is read bounded like the settings (``/dev/zero``
     costs one chunk). A field that breaks the rules (NaN, a bound out of order, a typo) keeps its
     default and is named in the problem; the other fields still apply."""
-    from gpuscope.fileio import read_bytes_bounded
-    from gpuscope.schema.alerts import TRIPLES, AlertsFile
-    from gpuscope.schema.core import convert
-    from gpuscope.tomlfile import TomlSyntaxError, parse_toml
-
     path = path or thresholds_path()
     thresholds = AlertThresholds()
     try:

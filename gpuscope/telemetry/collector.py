@@ -13,10 +13,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from gpuscope.schema.telemetry import within_ranges
 from gpuscope.telemetry.host import HostCollector
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
+from gpuscope.telemetry.wire import within_ranges
 
 __all__ = ["TelemetryCollector", "GpuSource"]
 
@@ -137,16 +137,9 @@ class TelemetryCollector:
         return within_ranges(sample)
 
     def close(self) -> None:
-        """Release NVML and the host side's open /proc files. Safe to call twice; ``sample``
-        opens again."""
+        """Release NVML. Safe to call twice; ``sample`` opens again."""
         with self._lock:
             self._close_gpu()
-            close_host = getattr(self._host, "close", None)  # a host given by the caller may have none
-            if close_host is not None:
-                try:
-                    close_host()
-                except Exception:  # noqa: BLE001 - closing must not hide the real outcome
-                    pass
             self._opened = False
 
     def _close_gpu(self) -> None:
@@ -167,16 +160,22 @@ class TelemetryCollector:
 
 def _make_nvml(gpm: bool, processes: bool, nvlink_per_link: bool) -> tuple[GpuSource | None, Unavailable | None]:
     """The real NVML collector, or why it cannot be built (module or pynvml missing)."""
-    if os.environ.get("GPUSCOPE_FAKE_NVML"):  # test-only: see gpuscope/testing/scenarios.py
-        from gpuscope.testing.scenarios import install_from_environment
-
-        install_from_environment()
-    try:
-        from gpuscope.telemetry.nvml import NvmlCollector
+    try:  # pynvml only now: the host side works without it
+        from gpuscope.telemetry.nvml.collector import LOST_RETRY_INTERVAL_S, NvmlCollector
     except ImportError as exc:
         if exc.name == "pynvml":
             return None, Unavailable(
                 Reason.NO_DRIVER, "the nvidia-ml-py package is not installed (pip install nvidia-ml-py)"
             )
         return None, Unavailable(Reason.ERROR, f"NVML support not importable: {exc}")
-    return NvmlCollector(gpm=gpm, processes=processes, nvlink_per_link=nvlink_per_link), None
+    lost_retry_interval_s = LOST_RETRY_INTERVAL_S
+    if os.environ.get("GPUSCOPE_FAKE_NVML"):  # simulated GPUs: the fake NVML's one door
+        from gpuscope.testing.scenarios import install_from_environment
+
+        scenario = install_from_environment()
+        if scenario is not None and scenario.lost_retry_s is not None:
+            lost_retry_interval_s = scenario.lost_retry_s
+    collector = NvmlCollector(
+        gpm=gpm, processes=processes, nvlink_per_link=nvlink_per_link, lost_retry_interval_s=lost_retry_interval_s
+    )
+    return collector, None

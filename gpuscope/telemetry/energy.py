@@ -17,12 +17,13 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
+from gpuscope.telemetry.nvml import mapping, session
 from gpuscope.telemetry.powercap import POWERCAP_ROOT, RaplReader, RaplReading
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = ["EnergyMeter", "EnergyResult", "energy_fields", "energy_per_call", "flop_per_joule"]
+__all__ = ["EnergyFields", "EnergyMeter", "EnergyResult", "energy_fields", "energy_per_call", "flop_per_joule"]
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,24 @@ class EnergyResult:
             {k: v * factor for k, v in self.domains_j.items()},
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> EnergyFields:
         """``energy_j`` (None when unavailable), ``energy_unavailable`` (the reason), the method
         and the per-domain joules."""
         return energy_fields(self)
 
 
-def energy_fields(result: EnergyResult | None, flops: float | None = None) -> dict[str, Any]:
+class EnergyFields(TypedDict, total=False):
+    """The energy fields of a results entry: joules, or (``energy_unavailable``) why not."""
+
+    energy_j: float | None
+    energy_unavailable: str | None
+    energy_method: str
+    energy_window_s: float
+    energy_domains_j: dict[str, float | None] | None
+    flop_per_j: float | None
+
+
+def energy_fields(result: EnergyResult | None, flops: float | None = None) -> EnergyFields:
     """The energy fields of a results entry (ceiling, workload, profile step); with ``flops``,
     also ``flop_per_j``."""
     if result is None:
@@ -64,12 +76,12 @@ def energy_fields(result: EnergyResult | None, flops: float | None = None) -> di
             "energy_unavailable": Unavailable(Reason.NOT_APPLICABLE, "energy not measured").to_json(),
         }
     joules = result.joules
-    fields: dict[str, Any] = {
+    fields: EnergyFields = {
         "energy_j": None if isinstance(joules, Unavailable) else joules,
         "energy_unavailable": joules.to_json() if isinstance(joules, Unavailable) else None,
         "energy_method": result.method,
         "energy_window_s": result.window_s,
-        "energy_domains_j": dict(result.domains_j) or None,
+        "energy_domains_j": {name: joules for name, joules in result.domains_j.items()} or None,
     }
     if flops is not None:
         ratio = flop_per_joule(flops, result)
@@ -129,8 +141,6 @@ class EnergyMeter:
             self._problem = Unavailable(Reason.NOT_SUPPORTED, f"no energy counter for device {device!r}")
 
     def _open_nvml(self, cuda_index: int, nvml_index: int | None, cuda_uuid: str | None) -> Unavailable | None:
-        from gpuscope.telemetry.nvml import mapping, session
-
         missing = session.init()
         if missing is not None:
             return missing
@@ -152,8 +162,6 @@ class EnergyMeter:
         return first if isinstance(first, Unavailable) else None
 
     def _read_nvml_mj(self) -> int | Unavailable:
-        from gpuscope.telemetry.nvml import session
-
         try:
             return session.call(
                 "nvmlDeviceGetTotalEnergyConsumption",
@@ -166,8 +174,6 @@ class EnergyMeter:
     def close(self) -> None:
         """Release NVML (when this meter opened it)."""
         if self._nvml_initialized:
-            from gpuscope.telemetry.nvml import session
-
             self._nvml_handle = None
             self._nvml_initialized = False
             session.shutdown()

@@ -10,13 +10,16 @@ holding compact JSON. See docs/telemetry-schema.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
-from typing import Any, Union, get_args, get_origin
+from collections.abc import Callable
+from typing import Union, get_args, get_origin
 
-from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.records import JsonObject, JsonValue, Sample
 from gpuscope.telemetry.values import Unavailable
+from gpuscope.textsafe import safe_text
 
 __all__ = ["JSON_CELL_FIELDS", "flatten_record", "unflatten_row", "encode_cell", "column_converter"]
 
@@ -24,20 +27,21 @@ __all__ = ["JSON_CELL_FIELDS", "flatten_record", "unflatten_row", "encode_cell",
 JSON_CELL_FIELDS = frozenset({"processes", "xid_events", "xid_recent"})
 
 
-def flatten_record(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+def flatten_record(data: JsonObject) -> tuple[dict[str, JsonValue], dict[str, str]]:
     """``record_to_dict`` output -> (column -> value, column -> unavailable reason).
 
     Values are scalars, None, or (for JSON cells) lists; the second map holds
     ``"reason: detail"`` for each unavailable column.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, JsonValue] = {}
     missing: dict[str, str] = {}
     _flatten_into(data, "", values, missing)
     return values, missing
 
 
-def _flatten_into(data: dict[str, Any], prefix: str, values: dict[str, Any], missing: dict[str, str]) -> None:
-    for name, reason in (data.get("unavailable") or {}).items():
+def _flatten_into(data: JsonObject, prefix: str, values: dict[str, JsonValue], missing: dict[str, str]) -> None:
+    unavailable = data.get("unavailable")
+    for name, reason in (unavailable if isinstance(unavailable, dict) else {}).items():
         missing[prefix + name] = str(reason)
     for name, value in data.items():
         if name == "unavailable":
@@ -45,19 +49,18 @@ def _flatten_into(data: dict[str, Any], prefix: str, values: dict[str, Any], mis
         key = prefix + name
         if isinstance(value, dict):
             _flatten_into(value, key + ".", values, missing)
-        elif (
-            isinstance(value, list)
-            and name not in JSON_CELL_FIELDS
-            and value
-            and all(isinstance(v, dict) for v in value)
-        ):
-            for index, item in enumerate(value):
-                _flatten_into(item, f"{key}.{index}.", values, missing)
+        elif isinstance(value, list) and name not in JSON_CELL_FIELDS and value:
+            items = [item for item in value if isinstance(item, dict)]
+            if len(items) == len(value):
+                for index, item in enumerate(items):
+                    _flatten_into(item, f"{key}.{index}.", values, missing)
+            else:
+                values[key] = value
         else:
             values[key] = value
 
 
-def encode_cell(value: Any) -> str:
+def encode_cell(value: JsonValue) -> str:
     """One CSV cell: None -> empty, bools -> true/false, floats -> shortest repr, lists -> JSON."""
     if value is None:
         return ""
@@ -76,8 +79,6 @@ def encode_cell(value: Any) -> str:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # a name that is not UTF-8: written as encode_json writes it
-            from gpuscope.textsafe import safe_text
-
             text = safe_text(text)
     return text
 
@@ -85,7 +86,7 @@ def encode_cell(value: Any) -> str:
 # --- reading back ----------------------------------------------------------------------------
 
 
-def _strip_metric(annotation: Any) -> Any:
+def _strip_metric(annotation: object) -> object:
     """``Metric[float]`` / ``int | None`` -> ``float`` / ``int``."""
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
@@ -96,28 +97,24 @@ def _strip_metric(annotation: Any) -> Any:
     return annotation
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+@functools.cache
+def _hint(cls: type, name: str) -> object | None:
+    """The annotation of field ``name`` of dataclass ``cls`` (None: no such field)."""
+    return typing.get_type_hints(cls).get(name)
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def column_converter(column: str) -> typing.Callable[[str], Any]:
+def column_converter(column: str) -> Callable[[str], JsonValue]:
     """A function turning a non-empty CSV cell of ``column`` back into its JSON value."""
-    annotation: Any = Sample
+    annotation: object = Sample
     for part in column.split("."):
         annotation = _strip_metric(annotation)
         if get_origin(annotation) is list and part.isdigit():
             annotation = get_args(annotation)[0]
             continue
         if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
-            hints = _hints(annotation)
-            if part not in hints:
+            annotation = _hint(annotation, part)
+            if annotation is None:
                 return _guess
-            annotation = hints[part]
             continue
         return _guess
     annotation = _strip_metric(annotation)
@@ -129,7 +126,7 @@ def column_converter(column: str) -> typing.Callable[[str], Any]:
         return float
     if annotation is str:
         return str
-    return json.loads
+    return _json
 
 
 def _to_bool(cell: str) -> bool:
@@ -142,41 +139,50 @@ def _to_int(cell: str) -> int:
     return int(cell)
 
 
-def _guess(cell: str) -> Any:
+def _json(cell: str) -> JsonValue:
+    value: JsonValue = json.loads(cell)
+    return value
+
+
+def _guess(cell: str) -> JsonValue:
     """A column this gpuscope does not know (a newer log): JSON when it parses, else text."""
     try:
-        return json.loads(cell)
+        return _json(cell)
     except ValueError:
         return cell
 
 
-def unflatten_row(cells: dict[str, Any], missing: dict[str, str]) -> dict[str, Any]:
+def unflatten_row(cells: dict[str, JsonValue], missing: dict[str, str]) -> JsonObject:
     """Column values (already converted; None for empty) plus the unavailable map -> a nested
     dict shaped like ``record_to_dict`` output. List items whose cells are all empty are dropped
     (the item was not present in that sample)."""
-    root: dict[str, Any] = {}
+    root: JsonObject = {}
     for column, value in cells.items():
         _put(root, column.split("."), value)
     for column, reason in missing.items():
         parts = column.split(".")
         parent = _container(root, parts[:-1])
-        if isinstance(parent, dict):
-            parent.setdefault("unavailable", {})[parts[-1]] = reason
+        if parent is not None:
+            unavailable = parent.setdefault("unavailable", {})
+            if isinstance(unavailable, dict):
+                unavailable[parts[-1]] = reason
             parent[parts[-1]] = None
-    nested: dict[str, Any] = _lists(root)
+    nested = _lists(root)
+    assert isinstance(nested, dict)  # the root's keys are column names, never all digits
     return nested
 
 
-def _container(root: dict[str, Any], parts: list[str]) -> Any:
-    node: Any = root
+def _container(root: JsonObject, parts: list[str]) -> JsonObject | None:
+    node: JsonObject = root
     for part in parts:
-        if not isinstance(node, dict):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
             return None
-        node = node.setdefault(part, {})
+        node = child
     return node
 
 
-def _put(root: dict[str, Any], parts: list[str], value: Any) -> None:
+def _put(root: JsonObject, parts: list[str], value: JsonValue) -> None:
     node = root
     for part in parts[:-1]:
         child = node.get(part)
@@ -188,7 +194,7 @@ def _put(root: dict[str, Any], parts: list[str], value: Any) -> None:
         node[parts[-1]] = value
 
 
-def _lists(node: Any) -> Any:
+def _lists(node: JsonValue) -> JsonValue:
     """Turn dicts keyed "0", "1", ... into lists, dropping items with no value at all."""
     if not isinstance(node, dict):
         return node
@@ -199,9 +205,11 @@ def _lists(node: Any) -> Any:
     return converted
 
 
-def _all_empty(item: dict[str, Any]) -> bool:
+def _all_empty(item: JsonObject) -> bool:
+    unavailable = item.get("unavailable")
+    reasons = unavailable.values() if isinstance(unavailable, dict) else ()
     return all(value is None or value == [] or key == "unavailable" for key, value in item.items()) and not any(
-        not str(reason).startswith(ABSENT_PREFIX) for reason in (item.get("unavailable") or {}).values()
+        not str(reason).startswith(ABSENT_PREFIX) for reason in reasons
     )
 
 

@@ -2,9 +2,9 @@
 
 Rates (CPU utilization, bytes/s) are differences between two reads over monotonic time,
 so the first sample carries ``Unavailable(WARMING_UP)`` for them, never a fake zero.
-Each tick costs a handful of small /proc and /sys reads (kept open and parsed in
-:mod:`gpuscope.telemetry.procfs`; no per-process scans: those are in
-:mod:`gpuscope.telemetry.hostprocs`). Disk I/O is one read of ``/proc/diskstats``.
+CPU times, clocks, memory, swap and NIC counters come from psutil as it is (its own /proc
+parsers); no per-process scans (those are in :mod:`gpuscope.telemetry.hostprocs`). Disk I/O is
+one read of ``/proc/diskstats`` (physical disks only, which psutil does not tell apart).
 """
 
 from __future__ import annotations
@@ -16,18 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import psutil
 
-from gpuscope.telemetry.procfs import (
-    ProcFile,
-    cpu_times_from_stat,
-    cpuinfo_mhz,
-    meminfo_fields,
-    memory_from_meminfo,
-    netdev_bytes,
-    swap_from_meminfo,
-)
+from gpuscope.telemetry.cpuinfo import cpu_info
 from gpuscope.telemetry.records import CpuCoreSample, HostSample, InfinibandPortSample, NicSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -70,6 +63,16 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
+class _NicStats(Protocol):
+    """What is read of one ``psutil.net_if_stats()`` entry (``flags``: psutil 5.9.3 and newer)."""
+
+    @property
+    def isup(self) -> bool: ...
+
+    @property
+    def speed(self) -> int: ...
+
+
 @dataclass(slots=True)
 class _Counter:
     """The previous read of one cumulative counter pair (rx, tx) and when it was taken."""
@@ -94,11 +97,9 @@ def _rate(previous: _Counter | None, rx: int, tx: int, now_s: float) -> tuple[Me
 class HostCollector:
     """Samples the host. Not thread-safe: one caller at a time (``TelemetryCollector`` locks).
 
-    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband``, ``block`` and
-    ``devices/system/cpu`` are looked up, ``diskstats`` is the disk counters file, ``cpuinfo``
-    the CPU description (clocks), ``netdev`` the NIC counters file, ``meminfo`` the memory
-    file and ``stat`` the CPU times file, so tests can build a fake tree; ``clock`` is the
-    monotonic clock used for rates, in seconds. The /proc files read every tick stay open: :meth:`close` closes them.
+    ``sysfs_root`` (default ``/sys``) is where ``class/infiniband`` and ``block`` are looked up
+    and ``diskstats`` is the disk counters file, so tests can build a fake tree (psutil's files
+    follow ``psutil.PROCFS_PATH``); ``clock`` is the monotonic clock used for rates, in seconds.
     """
 
     def __init__(
@@ -106,22 +107,10 @@ class HostCollector:
         sysfs_root: str | os.PathLike[str] = "/sys",
         clock: Callable[[], float] = time.monotonic,
         diskstats: str | os.PathLike[str] = "/proc/diskstats",
-        cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo",
-        netdev: str | os.PathLike[str] = "/proc/net/dev",
-        meminfo: str | os.PathLike[str] = "/proc/meminfo",
-        stat: str | os.PathLike[str] = "/proc/stat",
     ) -> None:
-        self._stat_file = ProcFile(Path(stat))
-        self._netdev_file = ProcFile(Path(netdev))
-        self._meminfo_file = ProcFile(Path(meminfo))
         self._infiniband_root = Path(sysfs_root) / "class" / "infiniband"
-        self._cpu_root = Path(sysfs_root) / "devices" / "system" / "cpu"
-        self._cpuinfo_file = ProcFile(Path(cpuinfo))
-        self._cpufreq_policies = 0  # cpufreq policy folders (psutil's choice of source depends on it)
         self._clock = clock
         self._hostname = socket.gethostname()
-        from gpuscope.telemetry.cpuinfo import cpu_info
-
         self._cpu_model = cpu_info().model
         physical = psutil.cpu_count(logical=False)
         self._physical_cores: Metric[int] = (
@@ -130,12 +119,12 @@ class HostCollector:
         self._cpu_prev: list[tuple[float, float]] | None = None  # (busy_s, total_s) per core
         self._nic_prev: dict[str, _Counter] = {}
         self._ib_prev: dict[tuple[str, int], _Counter] = {}
-        self._nic_stats: dict[str, object] = {}
+        self._nic_stats: dict[str, _NicStats] = {}
         self._links: dict[str, tuple[Metric[bool], Metric[float], bool]] = {}  # name -> _link(name)
         self._ib_ports: list[tuple[str, int, Path]] = []
         self._ib_link_layer: dict[tuple[str, int], str] = {}
         self._slow_refreshed_at_s: float | None = None
-        self._diskstats_file = ProcFile(Path(diskstats))
+        self._diskstats_path = Path(diskstats)
         self._block_root = Path(sysfs_root) / "block"
         self._disks: set[str] = set()
         self._disk_prev: _Counter | None = None
@@ -153,7 +142,8 @@ class HostCollector:
             self._slow_refreshed_at_s = now_s
         cores, total_percent = self._cpu(now_s)
         load = self._load_average()
-        memory, (swap_total, swap_used) = self._memory_and_swap()
+        memory = self._memory()
+        swap_total, swap_used = self._swap()
         disk = self._disk(now_s)
         return HostSample(
             hostname=self._hostname,
@@ -175,12 +165,6 @@ class HostCollector:
             disk_read_bytes_per_s=disk[0],
             disk_write_bytes_per_s=disk[1],
         )
-
-    def close(self) -> None:
-        """Close the /proc files kept open between samples. Safe to call twice; a later
-        :meth:`sample` opens them again."""
-        for file in (self._stat_file, self._meminfo_file, self._netdev_file, self._diskstats_file, self._cpuinfo_file):
-            file.close()
 
     # --- CPU ---------------------------------------------------------------------------------
 
@@ -224,20 +208,9 @@ class HostCollector:
             total_percent = min(100.0, 100.0 * busy_sum / total_sum) if total_sum > 0 else _NO_CPU_TIME
         return cores, total_percent
 
-    def _cpu_times(self) -> list[tuple[float, float]]:
-        """(busy, total) seconds of each CPU from one read of /proc/stat
-        (:func:`~gpuscope.telemetry.procfs.cpu_times_from_stat`); psutil's call where the file
-        is missing or laid out otherwise. Raises OSError."""
-        try:
-            data = self._stat_file.read()
-        except FileNotFoundError:
-            return self._psutil_cpu_times()
-        times = cpu_times_from_stat(data)
-        return self._psutil_cpu_times() if times is None else times
-
     @staticmethod
-    def _psutil_cpu_times() -> list[tuple[float, float]]:
-        """:meth:`_cpu_times` through psutil.cpu_times. Raises OSError."""
+    def _cpu_times() -> list[tuple[float, float]]:
+        """(busy, total) seconds of each CPU from psutil.cpu_times. Raises OSError."""
         current: list[tuple[float, float]] = []
         for t in psutil.cpu_times(percpu=True):
             total = sum(t)
@@ -247,12 +220,9 @@ class HostCollector:
             current.append((busy, total))
         return current
 
-    def _frequencies(self, count: int) -> list[Metric[float]]:
-        """Each CPU's clock in MHz: from one read of /proc/cpuinfo where psutil.cpu_freq would
-        take the same numbers from it, else from psutil.cpu_freq."""
-        fast = self._cpuinfo_frequencies(count)
-        if fast is not None:
-            return fast
+    @staticmethod
+    def _frequencies(count: int) -> list[Metric[float]]:
+        """Each CPU's clock in MHz from psutil.cpu_freq (one package-wide reading: for every CPU)."""
         try:
             readings = psutil.cpu_freq(percpu=True) or []
         except (OSError, NotImplementedError, AttributeError):
@@ -267,44 +237,6 @@ class HostCollector:
                 out.append(_NO_FREQUENCY)
         return out
 
-    def _cpuinfo_frequencies(self, count: int) -> list[Metric[float]] | None:
-        """psutil.cpu_freq's numbers without its cost (it also reads two cpufreq files per CPU,
-        and parses /proc/cpuinfo line by line in Python): the "cpu MHz" values, where there is
-        one per CPU and psutil would use them (no cpufreq policies, or one per value). None
-        otherwise (ARM has no "cpu MHz"; policies shared between CPUs)."""
-        try:
-            found = cpuinfo_mhz(self._cpuinfo_file.read())
-        except OSError:
-            return None
-        policies = self._cpufreq_policies
-        if len(found) != count or (policies and policies != count):
-            return None
-        # with cpufreq, psutil reads the value as kHz (int(MHz * 1000)) and divides by 1000
-        values = [int(float(text) * 1000) / 1000 if policies else float(text) for text in found]
-        return [value if value > 0 else _NO_FREQUENCY for value in values]
-
-    def _count_cpufreq_policies(self) -> int:
-        """cpufreq policy folders (``cpufreq/policyN``, else ``cpuN/cpufreq``), as psutil globs them."""
-        try:
-            policies = sum(
-                1
-                for name in os.listdir(self._cpu_root / "cpufreq")
-                if name.startswith("policy") and name[6:7].isdigit()
-            )
-        except OSError:
-            policies = 0
-        if policies:
-            return policies
-        try:
-            names = os.listdir(self._cpu_root)
-        except OSError:
-            return 0
-        return sum(
-            1
-            for name in names
-            if name.startswith("cpu") and name[3:4].isdigit() and (self._cpu_root / name / "cpufreq").is_dir()
-        )
-
     @staticmethod
     def _load_average() -> tuple[Metric[float], Metric[float], Metric[float]]:
         try:
@@ -314,57 +246,36 @@ class HostCollector:
             return missing, missing, missing
         return one, five, fifteen
 
-    def _memory_and_swap(
-        self,
-    ) -> tuple[tuple[Metric[int], Metric[int], Metric[int]], tuple[Metric[int], Metric[int]]]:
-        """(total, used, available) and (swap total, swap used) bytes from one read of
-        /proc/meminfo, computed as psutil computes them; psutil's own calls where the file lacks
-        a field they need (or this psutil computes "used" otherwise). /proc/meminfo unreadable
-        (e.g. out of file descriptors): the last memory reading, or unavailable with the reason
-        when there is none yet."""
-        try:
-            fields = meminfo_fields(self._meminfo_file.read())
-        except OSError as exc:
-            missing = Unavailable(Reason.ERROR, f"cannot read {self._meminfo_file.path}: {exc.strerror or exc}")
-            return self._last_memory or (missing, missing, missing), self._swap({})
-        memory = memory_from_meminfo(fields)
-        if memory is None:
-            return self._memory(), self._swap(fields)
-        self._last_memory = memory
-        return memory, self._swap(fields)
-
     def _memory(self) -> tuple[Metric[int], Metric[int], Metric[int]]:
-        """(total, used, available) bytes through psutil, as :meth:`_memory_and_swap` gives them."""
+        """(total, used, available) bytes from psutil.virtual_memory; its file unreadable (e.g.
+        out of file descriptors): the last reading, or unavailable with the reason when there
+        is none yet."""
         try:
             memory = psutil.virtual_memory()
         except OSError as exc:
-            missing = Unavailable(Reason.ERROR, f"cannot read /proc/meminfo: {exc.strerror or exc}")
+            missing = Unavailable(Reason.ERROR, f"cannot read {psutil.PROCFS_PATH}/meminfo: {exc.strerror or exc}")
             return self._last_memory or (missing, missing, missing)
         self._last_memory = (int(memory.total), int(memory.used), int(memory.available))
         return self._last_memory
 
     @staticmethod
-    def _swap(meminfo: dict[bytes, bytes]) -> tuple[Metric[int], Metric[int]]:
-        """(total, used) swap bytes: two fields of /proc/meminfo (``meminfo``, name -> kB), else
-        psutil.swap_memory (which also parses /proc/vmstat)."""
-        swap = swap_from_meminfo(meminfo)
-        if swap is not None:
-            return swap
+    def _swap() -> tuple[Metric[int], Metric[int]]:
+        """(total, used) swap bytes from psutil.swap_memory."""
         try:
-            from_psutil = psutil.swap_memory()
+            swap = psutil.swap_memory()
         except (OSError, RuntimeError) as exc:
             missing = Unavailable(Reason.ERROR, f"swap unreadable: {exc}")
             return missing, missing
-        return int(from_psutil.total), int(from_psutil.used)
+        return int(swap.total), int(swap.used)
 
     # --- disks -------------------------------------------------------------------------------
 
     def _disk(self, now_s: float) -> tuple[Metric[float], Metric[float]]:
         """(read, write) bytes/s summed over the physical disks since the previous call."""
         try:
-            text = self._diskstats_file.read().decode("ascii", errors="replace")
+            text = self._diskstats_path.read_text(encoding="ascii", errors="replace")
         except OSError as exc:
-            why = f"{self._diskstats_file.path} unreadable ({exc.strerror or exc})"
+            why = f"{self._diskstats_path} unreadable ({exc.strerror or exc})"
             missing = Unavailable(Reason.NOT_SUPPORTED, why)
             return missing, missing
         read_sectors = write_sectors = 0
@@ -398,7 +309,6 @@ class HostCollector:
     def _refresh_slow(self) -> None:
         """Re-read what changes rarely: NIC link state and speed, the InfiniBand port list, the disks."""
         self._refresh_disks()
-        self._cpufreq_policies = self._count_cpufreq_policies()
         try:
             self._nic_stats = dict(psutil.net_if_stats())
         except (OSError, UnicodeError):  # UnicodeError: psutil cannot pass on a NIC name that is not UTF-8
@@ -419,16 +329,9 @@ class HostCollector:
                 ports.append((device, number, ports_dir / str(number)))
         self._ib_ports = ports
 
-    def _nic_bytes(self) -> dict[str, tuple[int, int]]:
-        """(received, sent) bytes per interface: /proc/net/dev read as psutil.net_io_counters
-        reads it (raw counters, without its per-NIC named tuples); psutil's call where the file
-        is missing or laid out otherwise."""
-        try:
-            counters = netdev_bytes(self._netdev_file.read())
-        except OSError:
-            counters = None
-        if counters is not None:
-            return counters
+    @staticmethod
+    def _nic_bytes() -> dict[str, tuple[int, int]]:
+        """(received, sent) bytes per interface from psutil.net_io_counters (raw counters)."""
         try:
             return {
                 name: (io.bytes_recv, io.bytes_sent)
@@ -469,8 +372,8 @@ class HostCollector:
         if stats is None:
             is_up = speed = _NO_LINK_STATE
         else:
-            is_up = bool(stats.isup)  # type: ignore[attr-defined]
-            speed_value = getattr(stats, "speed", 0) or 0
+            is_up = bool(stats.isup)
+            speed_value = stats.speed or 0
             speed = float(speed_value) if speed_value > 0 else _NO_LINK_SPEED
         flags = str(getattr(stats, "flags", "") or "")
         return is_up, speed, name == "lo" or "loopback" in flags.split(",")

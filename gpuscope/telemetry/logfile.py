@@ -19,16 +19,16 @@ import os
 import stat
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import msgspec
 
 from gpuscope.errors import BadInputError, GpuscopeError, ResourceError, UsageError
-from gpuscope.fileio import check_input_size
+from gpuscope.fileio import OutputLock, check_input_size, check_output, is_stream
 from gpuscope.schema.core import encode_json, problem_of
-from gpuscope.schema.telemetry import RecordError, VersionError, convert_record, decode_record
+from gpuscope.schema.kinds import KIND_NAMES, LOG, current_reader, sniff_kind
 from gpuscope.telemetry.flatten import ABSENT_PREFIX, column_converter, encode_cell, flatten_record, unflatten_row
-from gpuscope.telemetry.records import SCHEMA_VERSION, Sample, record_to_dict
+from gpuscope.telemetry.records import SCHEMA_VERSION, JsonObject, JsonValue, Sample, record_to_dict
+from gpuscope.telemetry.wire import RecordError, VersionError, convert_record, decode_record
 
 __all__ = [
     "FORMATS",
@@ -59,13 +59,14 @@ class TruncatedLogWarning(UserWarning):
     """The log's last line is incomplete (the writer was killed mid-line); it was skipped."""
 
 
-def sample_to_json_dict(sample: Sample) -> dict[str, Any]:
+def sample_to_json_dict(sample: Sample) -> JsonObject:
     """The JSON object of one log line: ``schema_version`` and ``timestamp`` first."""
     data = record_to_dict(sample)
+    assert isinstance(data, dict)  # a dataclass record is an object
     return {**{key: data.pop(key) for key in _LEADING}, **data}
 
 
-def _dumps(data: dict[str, Any]) -> str:
+def _dumps(data: JsonObject) -> str:
     """One log line; a NaN or inf that slipped through a collector is written as null."""
     return encode_json(data).decode("utf-8")
 
@@ -89,7 +90,7 @@ class LogWriter:
         self.records_written = 0
         #: Why the last write failed (``None`` while every write succeeded), for the run's summary.
         self.failure: str | None = None
-        self._lock: Any = None  # the OutputLock of a file opened by open_log_writer
+        self._lock: OutputLock | None = None  # the OutputLock of a file opened by open_log_writer
         try:
             self._seekable = stat.S_ISREG(os.fstat(fd).st_mode)
             self._appending = bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
@@ -233,7 +234,7 @@ class CsvWriter(LogWriter):
             else:
                 row.append("")
                 missing.setdefault(column, ABSENT_PREFIX)
-        kept = {column: reason for column, reason in missing.items() if column in self._column_set}
+        kept: JsonObject = {column: reason for column, reason in missing.items() if column in self._column_set}
         row.append(encode_cell(kept) if kept else "")
         writer.writerow(row)
         return buffer.getvalue().encode("utf-8")
@@ -260,8 +261,6 @@ def open_log_writer(
     always go to the file's end, so a file cut under the writer (logrotate's copytruncate) goes on
     from its new end. Block devices are refused; an existing file keeps its mode.
     """
-    from gpuscope.fileio import OutputLock, check_output
-
     if fmt not in FORMATS:
         raise UsageError(f"unknown log format {fmt!r} (choose jsonl or csv)")
     if existing not in ("replace", "refuse", "append"):
@@ -304,8 +303,6 @@ def open_log_writer(
 def _open_stream(label: str) -> int | None:
     """A write descriptor of ``label`` when it is a stream (see :func:`gpuscope.fileio.is_stream`;
     a FIFO waits here for its reader), else None."""
-    from gpuscope.fileio import is_stream
-
     try:
         if not is_stream(os.stat(label)):
             return None
@@ -431,7 +428,7 @@ def read_log(
     path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None, reader: str | None = None
 ) -> Iterator[Sample]:
     """The samples of a JSONL or CSV telemetry log, oldest first, decoded and checked by the
-    wire types of :mod:`gpuscope.schema.telemetry`.
+    wire types of :mod:`gpuscope.telemetry.wire`.
 
     An incomplete last line (a killed writer) is skipped with a :class:`TruncatedLogWarning`
     (or ``on_warning(message)``). Anything else wrong raises :class:`BadInputError` naming the
@@ -445,7 +442,7 @@ def read_log(
 
 def read_log_dicts(
     path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[JsonObject]:
     """Like :func:`read_log` but yields each record as the plain dict (``record_to_dict`` shape)."""
     for _, sample in _read_numbered(os.fspath(path), on_warning, None):
         yield sample_to_json_dict(sample)
@@ -454,8 +451,6 @@ def read_log_dicts(
 def _kind_problem(label: str, handle: io.BufferedReader, reader: str | None) -> str | None:
     """ "<label> is a probe results file; <reader> reads a `gpuscope log` telemetry log" when the
     file is a gpuscope file of another kind."""
-    from gpuscope.schema.kinds import KIND_NAMES, LOG, current_reader, sniff_kind
-
     try:
         handle.seek(0)
         raw = handle.read(64 * 1024 * 1024)
@@ -631,7 +626,9 @@ class _CutLine(ValueError):
         self.cut = cut
 
 
-def _csv_record(text: str, width: int, converters: list[tuple[str, Callable[[str], Any]]], unfinished: bool) -> Sample:
+def _csv_record(
+    text: str, width: int, converters: list[tuple[str, Callable[[str], JsonValue]]], unfinished: bool
+) -> Sample:
     """One CSV row as a :class:`Sample`; ``unfinished``: the file's last line, without its newline."""
     try:
         cells = next(csv.reader([text]))

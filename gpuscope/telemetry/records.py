@@ -2,7 +2,7 @@
 
 Every metric field holds a value or an :class:`Unavailable` naming the reason. Every number is
 declared with its quantity's range (:mod:`gpuscope.schema.core`: :data:`Watts`, :data:`Timestamp`...):
-the log's wire types, the reader and :func:`gpuscope.schema.telemetry.within_ranges` (which
+the log's wire types, the reader and :func:`gpuscope.telemetry.wire.within_ranges` (which
 turns an out-of-range reading into "unavailable" before anything is written) take it from here.
 In JSON a record becomes an object whose unavailable fields are ``null`` and whose
 ``unavailable`` member maps each such field name to ``"reason: detail"``. The
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeAlias
 
 from gpuscope.schema.core import (
     BytesPerS,
@@ -44,6 +44,8 @@ __all__ = [
     "GpuSample",
     "Sample",
     "record_to_dict",
+    "JsonValue",
+    "JsonObject",
     "NOT_COLLECTED",
 ]
 
@@ -217,12 +219,17 @@ class Sample:
 # --- serialisation -------------------------------------------------------------------------
 
 
-def record_to_dict(record: Any) -> Any:
+#: JSON data as a record serialises to (a log line, a CSV row read back).
+JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
+JsonObject: TypeAlias = "dict[str, JsonValue]"
+
+
+def record_to_dict(record: object) -> JsonValue:
     """A record as plain JSON-ready data: unavailable fields become ``null`` plus an
     entry in the object's ``unavailable`` map."""
-    if dataclasses.is_dataclass(record):
-        out: dict[str, Any] = {}
-        missing: dict[str, str] = {}
+    if dataclasses.is_dataclass(record) and not isinstance(record, type):
+        out: JsonObject = {}
+        missing: JsonObject = {}
         for f in dataclasses.fields(record):
             value = getattr(record, f.name)
             if isinstance(value, Unavailable):
@@ -233,8 +240,9 @@ def record_to_dict(record: Any) -> Any:
         if missing:
             out["unavailable"] = missing
         return out
-    if isinstance(value := record, Unavailable):
-        return value.to_json()
+    if isinstance(record, Unavailable):
+        return record.to_json()
     if isinstance(record, list):
         return [record_to_dict(item) for item in record]
+    assert record is None or isinstance(record, str | int | float | bool), f"not JSON: {record!r}"
     return record

@@ -14,18 +14,18 @@ from __future__ import annotations
 import ctypes
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pynvml
 
-from gpuscope.testing._fake_nvml_symbols import FakeReturn, as_int, handle_address, write_pointer
+from gpuscope.testing._fake_nvml_symbols import FakeReturn, Handle, Ref, as_int, handle_address, write_pointer
 
 if TYPE_CHECKING:  # pragma: no cover
     import threading
 
     from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig
 
-__all__ = ["EventSymbols", "FakeXid", "SUPPORTED_EVENT_TYPES"]
+__all__ = ["EventSymbols", "EventState", "FakeXid", "SUPPORTED_EVENT_TYPES"]
 
 _OK = pynvml.NVML_SUCCESS
 _TIMEOUT: int = pynvml.NVML_ERROR_TIMEOUT
@@ -58,12 +58,20 @@ class FakeXid:
 
 
 @dataclass
+class _Queued:
+    event: FakeXid
+    remaining: int  # times it is still to be reported
+
+
+@dataclass
 class _EventSet:
     registered: dict[int, tuple[int, float]] = field(default_factory=dict)  # GPU -> (mask, registered at)
-    queue: deque[list[Any]] = field(default_factory=deque)  # [event, remaining]
+    queue: deque[_Queued] = field(default_factory=deque)
 
 
-class _EventState:
+class EventState:
+    """The event sets (``sets``: open ones, ``created``, ``freed``) and the injected events."""
+
     def __init__(self) -> None:
         self.sets: dict[int, _EventSet] = {}
         self.created = 0
@@ -74,22 +82,16 @@ class _EventState:
 class EventSymbols:
     """NVML event symbols (mixed into FakeNvml)."""
 
+    # set by FakeNvml.__init__
     gpus: list[FakeGpu]
     _lock: threading.RLock
+    events: EventState
 
     if TYPE_CHECKING:  # defined by FakeNvml and SymbolsMixin
 
         def now(self) -> float: ...
 
-        def _target(self, handle: Any) -> tuple[int, FakeGpu, FakeMig | None]: ...
-
-    @property
-    def events(self) -> _EventState:
-        """The event sets (``sets``: open ones, ``created``, ``freed``) and the injected events."""
-        state = self.__dict__.get("_event_state")
-        if state is None:
-            state = self.__dict__["_event_state"] = _EventState()
-        return state
+        def _target(self, handle: Handle) -> tuple[int, FakeGpu, FakeMig | None]: ...
 
     def inject_xid(
         self,
@@ -106,7 +108,7 @@ class EventSymbols:
             when = self.now() if at_time_s is None else at_time_s
             self.events.pending.append(FakeXid(gpu, xid, when, count, gpu_instance_id, compute_instance_id))
 
-    def _event_set(self, handle: Any) -> _EventSet:
+    def _event_set(self, handle: Handle) -> _EventSet:
         found = self.events.sets.get(handle_address(handle))
         if found is None:
             raise FakeReturn(_INVALID)
@@ -126,9 +128,9 @@ class EventSymbols:
             for event_set in state.sets.values():
                 mask, since = event_set.registered.get(event.gpu, (0, 0.0))
                 if mask & _XID and since <= event.at_s:
-                    event_set.queue.append([event, event.count])
+                    event_set.queue.append(_Queued(event, event.count))
 
-    def _sym_nvmlEventSetCreate(self, ref: Any) -> int:
+    def _sym_nvmlEventSetCreate(self, ref: Ref[Handle]) -> int:
         state = self.events
         address = _SET_BASE + 16 * state.created
         state.created += 1
@@ -136,12 +138,12 @@ class EventSymbols:
         write_pointer(ref, address)
         return _OK
 
-    def _sym_nvmlDeviceGetSupportedEventTypes(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetSupportedEventTypes(self, handle: Handle, ref: Ref[ctypes.c_ulonglong]) -> int:
         self._target(handle)
         ref._obj.value = SUPPORTED_EVENT_TYPES
         return _OK
 
-    def _sym_nvmlDeviceRegisterEvents(self, handle: Any, types: Any, event_set: Any) -> int:
+    def _sym_nvmlDeviceRegisterEvents(self, handle: Handle, types: ctypes.c_ulonglong, event_set: Handle) -> int:
         index, _, mig = self._target(handle)
         if mig is not None:
             return _NOT_SUPPORTED
@@ -153,15 +155,17 @@ class EventSymbols:
         found.registered[index] = (old | mask, since)
         return _OK
 
-    def _sym_nvmlEventSetWait_v2(self, event_set: Any, data_ref: Any, timeout_ms: Any) -> int:
+    def _sym_nvmlEventSetWait_v2(
+        self, event_set: Handle, data_ref: Ref[pynvml.c_nvmlEventData_t], timeout_ms: ctypes.c_uint
+    ) -> int:
         found = self._event_set(event_set)
         self._deliver()
         if not found.queue:
             return _TIMEOUT
         item = found.queue[0]
-        event: FakeXid = item[0]
-        item[1] -= 1
-        if item[1] <= 0:
+        event = item.event
+        item.remaining -= 1
+        if item.remaining <= 0:
             found.queue.popleft()
         data = data_ref._obj
         ctypes.c_void_p.from_buffer(data, _DEVICE_OFFSET).value = (event.gpu + 1) << 16
@@ -171,7 +175,7 @@ class EventSymbols:
         data.computeInstanceId = _NO_INSTANCE if event.compute_instance_id is None else event.compute_instance_id
         return _OK
 
-    def _sym_nvmlEventSetFree(self, event_set: Any) -> int:
+    def _sym_nvmlEventSetFree(self, event_set: Handle) -> int:
         state = self.events
         if state.sets.pop(handle_address(event_set), None) is None:
             return _INVALID

@@ -12,10 +12,7 @@ from typing import TYPE_CHECKING
 
 import pynvml
 
-from gpuscope.testing._fake_nvml_model import error_code
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gpuscope.testing._fake_nvml_model import FakeGpu
+from gpuscope.testing._fake_nvml_model import ErrorSpec, FakeGpu, error_code
 
 __all__ = ["FaultsMixin", "Injection", "NO_INIT_NEEDED"]
 
@@ -56,7 +53,7 @@ class FaultsMixin:
     def inject(
         self,
         symbol: str,
-        error: int | str | type,
+        error: ErrorSpec,
         *,
         gpu: int | None = None,
         after_calls: int = 0,
@@ -72,7 +69,7 @@ class FaultsMixin:
         probability: float,
         *,
         seed: int = 0,
-        errors: Sequence[int | str | type] = ("Unknown", "Timeout"),
+        errors: Sequence[ErrorSpec] = ("Unknown", "Timeout"),
         symbols: Iterable[str] | None = None,
     ) -> None:
         """Fail each call (init, shutdown and error strings excepted) with ``probability``,
@@ -102,16 +99,24 @@ class FaultsMixin:
             self._injections.clear()
             self._random = None
 
-    def lose_gpu(self, index: int, *, after_calls: int | None = None, at_time_s: float | None = None) -> None:
+    def lose_gpu(
+        self,
+        index: int,
+        *,
+        after_calls: int | None = None,
+        at_time_s: float | None = None,
+        until_time_s: float | None = None,
+    ) -> None:
         """GPU ``index`` falls off the bus: now, after ``after_calls`` more calls on it, or when
         the clock reaches ``at_time_s``. Every call on it (and its MIG devices) then answers
-        GpuIsLost."""
+        GpuIsLost, until the clock reaches ``until_time_s`` (None: until :meth:`restore_gpu`)."""
         with self._lock:
             gpu = self.gpus[index]
             if after_calls is None and at_time_s is None:
                 gpu.lost = True
             gpu._lose_after_calls = after_calls
             gpu._lose_at_s = at_time_s
+            gpu._restore_at_s = until_time_s
 
     def restore_gpu(self, index: int, *, at_time_s: float | None = None) -> None:
         """GPU ``index`` answers again (now, or when the clock reaches ``at_time_s``)."""
@@ -126,8 +131,9 @@ class FaultsMixin:
                 gpu._restore_at_s = at_time_s
 
     def _update_lost(self, gpu: FakeGpu) -> None:
-        """Apply a loss or a restore scheduled by :meth:`lose_gpu` / :meth:`restore_gpu` (only
-        called when one is: the usual call reads no clock)."""
+        """Apply a loss or a restore scheduled by :meth:`lose_gpu` / :meth:`restore_gpu`."""
+        if gpu._lose_after_calls is None and gpu._lose_at_s is None and gpu._restore_at_s is None:
+            return
         now = self.now()
         if gpu._restore_at_s is not None and now >= gpu._restore_at_s:
             gpu.lost = False

@@ -4,36 +4,33 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import re
 import struct
-from array import array
-from itertools import repeat
-from operator import sub, truediv
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pynvml
 
 from gpuscope.testing._fake_nvml_model import (
     ACTIVITY,
     DRAM_BYTES,
-    METER_RATES,
     PCIE_RX_BYTES,
     PCIE_TX_BYTES,
-    LinkBytes,
+    FakeGpu,
+    FakeMig,
+    FakeProcess,
+    _Meter,
     error_code,
+    link_bytes,
 )
 from gpuscope.testing._fake_nvml_symbols import (
     FakeReturn,
-    GpmSample,
+    Handle,
+    Ref,
     as_int,
     handle_address,
     put,
     write_pointer,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from gpuscope.testing._fake_nvml_model import FakeGpu, FakeMig, _Meter
 
 __all__ = ["GpmMigProcessSymbols"]
 
@@ -66,21 +63,17 @@ for _name in dir(pynvml):
 #: activity metric id -> its position in the meter's totals
 _GPM_ACTIVITY_AT = {metric: ACTIVITY[attr] for metric, attr in _GPM_ACTIVITY.items()}
 _DRAM_BW_UTIL = pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL
-_PCIE_TX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC
-_PCIE_RX_PER_SEC = pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC
+#: PCIe metric id -> its byte total in the meter
+_GPM_PCIE = {
+    pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: PCIE_TX_BYTES,
+    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: PCIE_RX_BYTES,
+}
 #: NVLink total metric id -> 0 (tx) or 1 (rx)
 _GPM_NVLINK_TOTAL = {
     pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC: 0,
     pynvml.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC: 1,
 }
 
-
-#: nvml.h's nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2 (pointers), then
-#: NVML_GPM_METRIC_MAX nvmlGpmMetric_t (metricId, nvmlReturn, value, three name pointers), of
-#: which the driver reads the id and writes the return code and the value
-_GPM_HEADER = struct.Struct("=IIQQ")
-_GPM_ENTRY_SIZE = 40
-_GPM_METRIC_MAX = int(pynvml.NVML_GPM_METRIC_MAX)
 
 #: nvmlGpmMetricsGet refuses samples this close or closer (InvalidArgument).
 GPM_MIN_WINDOW_S = 0.1
@@ -93,6 +86,17 @@ _PROCESS_INFO_V1 = struct.Struct("=I4xQ")
 _PROCESS_INFO_V2 = struct.Struct("=I4xQII")
 
 
+class GpmSample(NamedTuple):
+    """A GPM sample buffer once sampled: the meter's integrals at that time."""
+
+    t_s: float
+    gpu_index: int
+    gpu_instance_id: int | None
+    totals: tuple[float, ...]  # _Meter.totals
+    nvlink_tx_bytes: tuple[float, ...]  # per link
+    nvlink_rx_bytes: tuple[float, ...]
+
+
 class GpmMigProcessSymbols:
     """Process, MIG and GPM symbols (mixed into FakeNvml after SymbolsMixin)."""
 
@@ -103,9 +107,9 @@ class GpmMigProcessSymbols:
 
     if TYPE_CHECKING:  # defined by SymbolsMixin and FakeNvml
 
-        def _target(self, handle: Any) -> tuple[int, FakeGpu, FakeMig | None]: ...
+        def _target(self, handle: Handle) -> tuple[int, FakeGpu, FakeMig | None]: ...
 
-        def _gpu_only(self, handle: Any) -> tuple[int, FakeGpu]: ...
+        def _gpu_only(self, handle: Handle) -> tuple[int, FakeGpu]: ...
 
         def _now_us(self) -> int: ...
 
@@ -115,7 +119,7 @@ class GpmMigProcessSymbols:
 
     # --- processes -----------------------------------------------------------------------------
 
-    def _processes(self, handle: Any, kind: str) -> list[tuple[Any, int, int]]:
+    def _processes(self, handle: Handle, kind: str) -> list[tuple[FakeProcess, int, int]]:
         """(process, gpu instance id, compute instance id) on this handle."""
         _, gpu, mig = self._target(handle)
         none = 0xFFFFFFFF
@@ -126,7 +130,14 @@ class GpmMigProcessSymbols:
             found += [(p, item.gpu_instance_id, item.compute_instance_id) for p in item.processes if p.kind == kind]
         return found
 
-    def _running(self, handle: Any, ref_count: Any, array: Any, kind: str, layout: struct.Struct) -> int:
+    def _running(
+        self,
+        handle: Handle,
+        ref_count: Ref[ctypes.c_uint],
+        array: ctypes.Array[ctypes.Structure] | None,
+        kind: str,
+        layout: struct.Struct,
+    ) -> int:
         """The two-call protocol. Entries are written in the driver's own ``layout``
         (nvml.h's nvmlProcessInfo_v1_t or _v2_t), whatever struct the caller allocated, as the
         real library does: a binding with a wrong struct reads garbage (nvidia-ml-py 12.535.77
@@ -149,23 +160,37 @@ class GpmMigProcessSymbols:
         count.value = len(found)
         return _OK
 
-    def _sym_nvmlDeviceGetComputeRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
+    def _sym_nvmlDeviceGetComputeRunningProcesses(
+        self, handle: Handle, count: Ref[ctypes.c_uint], array: ctypes.Array[ctypes.Structure] | None
+    ) -> int:
         return self._running(handle, count, array, "compute", _PROCESS_INFO_V1)
 
-    def _sym_nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
+    def _sym_nvmlDeviceGetComputeRunningProcesses_v2(
+        self, handle: Handle, count: Ref[ctypes.c_uint], array: ctypes.Array[ctypes.Structure] | None
+    ) -> int:
         return self._running(handle, count, array, "compute", _PROCESS_INFO_V2)
 
     _sym_nvmlDeviceGetComputeRunningProcesses_v3 = _sym_nvmlDeviceGetComputeRunningProcesses_v2
 
-    def _sym_nvmlDeviceGetGraphicsRunningProcesses(self, handle: Any, count: Any, array: Any) -> int:
+    def _sym_nvmlDeviceGetGraphicsRunningProcesses(
+        self, handle: Handle, count: Ref[ctypes.c_uint], array: ctypes.Array[ctypes.Structure] | None
+    ) -> int:
         return self._running(handle, count, array, "graphics", _PROCESS_INFO_V1)
 
-    def _sym_nvmlDeviceGetGraphicsRunningProcesses_v2(self, handle: Any, count: Any, array: Any) -> int:
+    def _sym_nvmlDeviceGetGraphicsRunningProcesses_v2(
+        self, handle: Handle, count: Ref[ctypes.c_uint], array: ctypes.Array[ctypes.Structure] | None
+    ) -> int:
         return self._running(handle, count, array, "graphics", _PROCESS_INFO_V2)
 
     _sym_nvmlDeviceGetGraphicsRunningProcesses_v3 = _sym_nvmlDeviceGetGraphicsRunningProcesses_v2
 
-    def _sym_nvmlDeviceGetProcessUtilization(self, handle: Any, samples: Any, ref_count: Any, last_seen: Any) -> int:
+    def _sym_nvmlDeviceGetProcessUtilization(
+        self,
+        handle: Handle,
+        samples: ctypes.Array[pynvml.c_nvmlProcessUtilizationSample_t] | None,
+        ref_count: Ref[ctypes.c_uint],
+        last_seen: ctypes.c_ulonglong,
+    ) -> int:
         _, gpu, mig = self._target(handle)
         if mig is not None or gpu.mig:
             return _NOT_SUPPORTED
@@ -185,25 +210,27 @@ class GpmMigProcessSymbols:
         count.value = len(found)
         return _OK
 
-    def _sym_nvmlDeviceGetAccountingMode(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetAccountingMode(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         return put(ref, int(self._gpu_only(handle)[1].accounting))
 
     # --- MIG ---------------------------------------------------------------------------------------
 
-    def _sym_nvmlDeviceGetMigMode(self, handle: Any, current: Any, pending: Any) -> int:
+    def _sym_nvmlDeviceGetMigMode(
+        self, handle: Handle, current: Ref[ctypes.c_uint], pending: Ref[ctypes.c_uint]
+    ) -> int:
         gpu = self._gpu_only(handle)[1]
         if not gpu.mig_capable:
             return _NOT_SUPPORTED
         put(current, int(bool(gpu.mig)))
         return put(pending, int(bool(gpu.mig)))
 
-    def _sym_nvmlDeviceGetMaxMigDeviceCount(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetMaxMigDeviceCount(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         gpu = self._gpu_only(handle)[1]
         if not gpu.mig_capable:
             return _NOT_SUPPORTED
         return put(ref, 7)
 
-    def _sym_nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Handle, index: ctypes.c_uint, ref: Ref[Handle]) -> int:
         gpu_index, gpu = self._gpu_only(handle)
         if not gpu.mig_capable:
             return _NOT_SUPPORTED
@@ -213,22 +240,22 @@ class GpmMigProcessSymbols:
         write_pointer(ref, ((gpu_index + 1) << 16) | ((slot + 1) << 8))
         return _OK
 
-    def _sym_nvmlDeviceIsMigDeviceHandle(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceIsMigDeviceHandle(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         return put(ref, int(self._target(handle)[2] is not None))
 
-    def _sym_nvmlDeviceGetGpuInstanceId(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetGpuInstanceId(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         mig = self._target(handle)[2]
         if mig is None:
             return _NOT_SUPPORTED
         return put(ref, mig.gpu_instance_id)
 
-    def _sym_nvmlDeviceGetComputeInstanceId(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetComputeInstanceId(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         mig = self._target(handle)[2]
         if mig is None:
             return _NOT_SUPPORTED
         return put(ref, mig.compute_instance_id)
 
-    def _sym_nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, handle: Handle, ref: Ref[Handle]) -> int:
         index, _gpu, mig = self._target(handle)
         if mig is None:
             return _INVALID
@@ -237,26 +264,28 @@ class GpmMigProcessSymbols:
 
     # --- GPM ---------------------------------------------------------------------------------------
 
-    def _sym_nvmlGpmQueryDeviceSupport(self, handle: Any, ref: Any) -> int:
+    def _sym_nvmlGpmQueryDeviceSupport(self, handle: Handle, ref: Ref[pynvml.c_nvmlGpmSupport_t]) -> int:
         gpu = self._target(handle)[1]
         if ref._obj.version != pynvml.NVML_GPM_SUPPORT_VERSION:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
         ref._obj.isSupportedDevice = int(gpu.gpm)
         return _OK
 
-    def _sym_nvmlGpmSampleAlloc(self, ref: Any) -> int:
+    def _sym_nvmlGpmSampleAlloc(self, ref: Ref[Handle]) -> int:
         address = _GPM_SAMPLE_BASE + 16 * self._next_gpm_sample
         self._next_gpm_sample += 1
         self._gpm_samples[address] = None
         write_pointer(ref, address)
         return _OK
 
-    def _sym_nvmlGpmSampleFree(self, sample: Any) -> int:
-        if self._gpm_samples.pop(handle_address(sample), "missing") == "missing":
+    def _sym_nvmlGpmSampleFree(self, sample: Handle) -> int:
+        if handle_address(sample) not in self._gpm_samples:
             return _INVALID
+        del self._gpm_samples[handle_address(sample)]
         return _OK
 
-    def _gpm_check(self, gpu: FakeGpu, sample: Any) -> int:
+    def _gpm_check(self, gpu: FakeGpu, sample: Handle) -> int:
+        """The address of a GPM sample buffer GPU ``gpu`` may fill, or the error it answers."""
         if not gpu.gpm:
             raise FakeReturn(_NOT_SUPPORTED)
         if gpu.gpm_no_permission:
@@ -266,7 +295,7 @@ class GpmMigProcessSymbols:
             raise FakeReturn(_INVALID)
         return address
 
-    def _sym_nvmlGpmSampleGet(self, handle: Any, sample: Any) -> int:
+    def _sym_nvmlGpmSampleGet(self, handle: Handle, sample: Handle) -> int:
         index, gpu, mig = self._target(handle)
         if mig is not None:
             return _NOT_SUPPORTED
@@ -274,11 +303,11 @@ class GpmMigProcessSymbols:
         now = self.now()
         meter = self._settle(gpu, gpu, now)
         self._gpm_samples[address] = GpmSample(
-            now, index, None, tuple(meter.totals), meter.nvlink_tx_bytes.copy(), meter.nvlink_rx_bytes.copy()
+            now, index, None, tuple(meter.totals), tuple(meter.nvlink_tx_bytes), tuple(meter.nvlink_rx_bytes)
         )
         return _OK
 
-    def _sym_nvmlGpmMigSampleGet(self, handle: Any, gpu_instance_id: Any, sample: Any) -> int:
+    def _sym_nvmlGpmMigSampleGet(self, handle: Handle, gpu_instance_id: ctypes.c_uint, sample: Handle) -> int:
         index, gpu = self._gpu_only(handle)
         if not gpu.mig:
             return _NOT_SUPPORTED
@@ -289,17 +318,15 @@ class GpmMigProcessSymbols:
             return pynvml.NVML_ERROR_NOT_FOUND
         now = self.now()
         meter = self._settle(gpu, mig, now)
-        self._gpm_samples[address] = GpmSample(now, index, wanted, tuple(meter.totals), LinkBytes(), LinkBytes())
+        self._gpm_samples[address] = GpmSample(now, index, wanted, tuple(meter.totals), (), ())
         return _OK
 
-    def _sym_nvmlGpmMetricsGet(self, ref: Any) -> int:
-        # read and written as nvml.h lays out nvmlGpmMetricsGet_t, whatever struct the caller built
-        request = memoryview(ref._obj).cast("B")
-        version, count, first_address, second_address = _GPM_HEADER.unpack_from(request)
-        if version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+    def _sym_nvmlGpmMetricsGet(self, ref: Ref[pynvml.c_nvmlGpmMetricsGet_t]) -> int:
+        request = ref._obj
+        if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
             return pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-        first = self._gpm_samples.get(first_address)
-        second = self._gpm_samples.get(second_address)
+        first = self._gpm_samples.get(handle_address(request.sample1))
+        second = self._gpm_samples.get(handle_address(request.sample2))
         if (
             first is None
             or second is None
@@ -311,105 +338,42 @@ class GpmMigProcessSymbols:
         if round((second.t_s - first.t_s) * 1e6) <= round(GPM_MIN_WINDOW_S * 1e6):  # more than 100 ms, in driver us
             return _INVALID
         gpu = self.gpus[first.gpu_index]
-        seconds = second.t_s - first.t_s
-        # the metrics are read and written in place as strided views of the request: the ids
-        # (every 10th 32-bit word from the 7th), return codes (the word after each id) and values
-        # (every 5th double from the 5th); one C-speed copy each, not a Python call a metric
-        count = min(count, _GPM_METRIC_MAX, (len(request) - _GPM_HEADER.size) // _GPM_ENTRY_SIZE)
-        whole = request[: len(request) // 8 * 8]
-        words, doubles = whole.cast("I"), whole.cast("d")
-        errors = gpu.gpm_metric_errors
-        plan = _gpm_plan(
-            tuple(words[6 : 6 + 10 * count : 10].tolist()),
-            first.gpu_instance_id is not None,
-            gpu.nvlink_links,
-            tuple(errors.items()),
-        )
-        words[7 : 7 + 10 * count : 10] = plan.codes
-        window = self._gpm_window(plan, gpu, first, second, seconds)
-        doubles[4 : 4 + 5 * count : 5] = memoryview(array("d", map(window.__getitem__, plan.at)))
+        for metric in request.metrics[: min(int(request.numMetrics), len(request.metrics))]:
+            metric.nvmlReturn, metric.value = _gpm_metric(int(metric.metricId), gpu, first, second)
         return _OK
 
-    @staticmethod
-    def _gpm_window(plan: _GpmPlan, gpu: FakeGpu, first: GpmSample, second: GpmSample, seconds: float) -> list[float]:
-        """Every value a plan's metrics may take over the window, laid out as :class:`_GpmPlan`
-        says; the values no metric of the plan takes are left 0.0."""
-        # what each counter moved a second; the rest divides these further
-        window = list(map(truediv, map(sub, second.totals, first.totals), repeat(seconds)))
-        window.append(0.0)  # _ZERO_AT
-        window.append(window[DRAM_BYTES] / gpu.dram_peak_bytes_per_s * 100.0 if plan.dram else 0.0)
-        window += (window[PCIE_TX_BYTES] / MIB, window[PCIE_RX_BYTES] / MIB) if plan.pcie else (0.0, 0.0)
-        link_bytes = ((first.nvlink_tx_bytes, second.nvlink_tx_bytes), (first.nvlink_rx_bytes, second.nvlink_rx_bytes))
-        links = gpu.nvlink_links
-        if plan.nvlink_totals:
-            window += [after.moved(before, links, gpu.nvlink_inactive) / seconds / MIB for before, after in link_bytes]
-        else:
-            window += (0.0, 0.0)
-        if plan.per_link:
-            window += [
-                (after.at(link) - before.at(link)) / seconds / MIB
-                for before, after in link_bytes
-                for link in range(links)
-            ]
-        return window
 
+def _gpm_metric(metric_id: int, gpu: FakeGpu, first: GpmSample, second: GpmSample) -> tuple[int, float]:
+    """(return code, value) of one GPM metric between two samples of ``gpu`` (a MIG GPU instance
+    when they say so): activities in percent, PCIe and NVLink in MiB/s. A metric that failed or
+    that the GPU lacks reads 0.0."""
+    if metric_id in gpu.gpm_metric_errors:
+        return error_code(gpu.gpm_metric_errors[metric_id]), 0.0
+    seconds = second.t_s - first.t_s
+    is_mig = first.gpu_instance_id is not None
+    links = 0 if is_mig else gpu.nvlink_links
 
-class _GpmPlan(NamedTuple):
-    """What nvmlGpmMetricsGet answers for one list of metric ids on one kind of GPU: each
-    metric's return code and the position of its value in the window's values
-    (:meth:`GpmMigProcessSymbols._gpm_window`): the meter's totals moved a second (by
-    METER_RATES position), then 0.0 (a metric that failed), DRAM percent of peak, PCIe TX and
-    RX, NVLink TX and RX over all links (MiB/s), then each link's TX and each link's RX (MiB/s).
-    The flags say which of those the plan uses (the others are not computed)."""
+    def per_second(position: int) -> float:
+        return (second.totals[position] - first.totals[position]) / seconds
 
-    codes: memoryview  # of unsigned ints, as the request's words
-    at: tuple[int, ...]
-    dram: bool
-    pcie: bool
-    nvlink_totals: bool
-    per_link: bool
-
-
-_ZERO_AT = len(METER_RATES)
-_DRAM_AT = _ZERO_AT + 1
-_PCIE_AT = {_PCIE_TX_PER_SEC: _ZERO_AT + 2, _PCIE_RX_PER_SEC: _ZERO_AT + 3}
-_NVLINK_TOTAL_AT = _ZERO_AT + 4  # + 0 (tx) or 1 (rx)
-_LINKS_AT = _ZERO_AT + 6  # + direction * links + link
-
-
-@functools.lru_cache(maxsize=64)
-def _gpm_plan(metric_ids: tuple[int, ...], is_mig: bool, links: int, errors: tuple[tuple[int, Any], ...]) -> _GpmPlan:
-    """The plan for these metrics on a GPU (``is_mig``: a MIG GPU instance) with ``links``
-    NVLink links and these ``FakeGpu.gpm_metric_errors`` items. Cached: a plan is a function of
-    its arguments alone, so a GPU whose errors or links change gets another one."""
-    failing = dict(errors)
-    link_count = 0 if is_mig else links  # links with per-link metrics
-    codes: list[int] = []
-    at: list[int] = []
-    for metric_id in metric_ids:
-        code, position = _OK, _ZERO_AT
-        if metric_id in failing:
-            code = error_code(failing[metric_id])
-        elif metric_id in _GPM_ACTIVITY_AT:
-            position = _GPM_ACTIVITY_AT[metric_id]
-        elif metric_id in _GPM_LINK and _GPM_LINK[metric_id][1] < link_count:
-            direction, link = _GPM_LINK[metric_id]
-            position = _LINKS_AT + direction * link_count + link
-        elif metric_id == _DRAM_BW_UTIL:
-            position = _DRAM_AT
-        elif not is_mig and metric_id in _PCIE_AT:
-            position = _PCIE_AT[metric_id]
-        elif not is_mig and links and metric_id in _GPM_NVLINK_TOTAL:
-            position = _NVLINK_TOTAL_AT + _GPM_NVLINK_TOTAL[metric_id]
-        else:  # a MIG instance's interconnect, a link this GPU lacks, a metric the fake does not know
-            code = _NOT_SUPPORTED
-        codes.append(code)
-        at.append(position)
-    return _GpmPlan(
-        memoryview(array("I", codes)),
-        tuple(at),
-        dram=_DRAM_AT in at,
-        pcie=any(position in at for position in _PCIE_AT.values()),
-        nvlink_totals=_NVLINK_TOTAL_AT in at or _NVLINK_TOTAL_AT + 1 in at,
-        per_link=any(position >= _LINKS_AT for position in at),
-    )
+    if metric_id in _GPM_ACTIVITY_AT:
+        return _OK, per_second(_GPM_ACTIVITY_AT[metric_id])
+    tx_rx = ((first.nvlink_tx_bytes, second.nvlink_tx_bytes), (first.nvlink_rx_bytes, second.nvlink_rx_bytes))
+    if metric_id in _GPM_LINK and _GPM_LINK[metric_id][1] < links:
+        direction, link = _GPM_LINK[metric_id]
+        before, after = tx_rx[direction]
+        return _OK, (link_bytes(after, link) - link_bytes(before, link)) / seconds / MIB
+    if metric_id == _DRAM_BW_UTIL:
+        return _OK, per_second(DRAM_BYTES) / gpu.dram_peak_bytes_per_s * 100.0
+    if not is_mig and metric_id in _GPM_PCIE:
+        return _OK, per_second(_GPM_PCIE[metric_id]) / MIB
+    if not is_mig and links and metric_id in _GPM_NVLINK_TOTAL:
+        before, after = tx_rx[_GPM_NVLINK_TOTAL[metric_id]]
+        moved = sum(
+            link_bytes(after, link) - link_bytes(before, link)
+            for link in range(links)
+            if link not in gpu.nvlink_inactive
+        )
+        return _OK, moved / seconds / MIB
+    # a MIG instance's interconnect, a link this GPU lacks, a metric the fake does not know
+    return _NOT_SUPPORTED, 0.0

@@ -3,13 +3,11 @@ devices, processes, loads and the clock. Import these from ``gpuscope.testing.fa
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import add
 from typing import Any
 
 import pynvml
@@ -28,8 +26,10 @@ __all__ = [
     "PCIE_TX_BYTES",
     "PCIE_RX_BYTES",
     "MIG_TOTALS",
-    "LinkBytes",
+    "link_bytes",
+    "add_link_bytes",
     "MODEL_NOT_SUPPORTED",
+    "ErrorSpec",
     "error_code",
     "FakeClock",
     "FakeLoad",
@@ -60,6 +60,9 @@ OLD_DRIVER_MISSING_SYMBOLS: frozenset[str] = frozenset(
     }
 )
 
+#: An NVML error as the fake takes it: a return code, a name ("NotSupported") or a pynvml class.
+ErrorSpec = int | str | type
+
 #: What each model answers NotSupported, as the real boards do: model -> (C symbols, field ids).
 #: Data-center boards have no fan (fan speed); the L4 (GDDR6, passive) has no fan and no memory
 #: temperature sensor. The builders apply these; override ``errors``/``field_errors`` to change.
@@ -71,13 +74,14 @@ MODEL_NOT_SUPPORTED: dict[str, tuple[frozenset[str], frozenset[int]]] = {
 }
 
 
-def _not_supported(model: str) -> dict[str, Any]:
-    """Builder defaults: the model's NotSupported symbols and fields (:data:`MODEL_NOT_SUPPORTED`)."""
-    symbols, fields = MODEL_NOT_SUPPORTED[model]
-    return {
-        "errors": {symbol: pynvml.NVML_ERROR_NOT_SUPPORTED for symbol in symbols},
-        "field_errors": {field_id: pynvml.NVML_ERROR_NOT_SUPPORTED for field_id in fields},
-    }
+def _symbol_errors(model: str) -> dict[str, ErrorSpec]:
+    """Builder default: the model's NotSupported symbols (:data:`MODEL_NOT_SUPPORTED`)."""
+    return {symbol: pynvml.NVML_ERROR_NOT_SUPPORTED for symbol in MODEL_NOT_SUPPORTED[model][0]}
+
+
+def _field_errors(model: str) -> dict[int, ErrorSpec]:
+    """Builder default: the model's NotSupported field ids (:data:`MODEL_NOT_SUPPORTED`)."""
+    return {field_id: pynvml.NVML_ERROR_NOT_SUPPORTED for field_id in MODEL_NOT_SUPPORTED[model][1]}
 
 
 #: FakeLoad attributes that GPM reports as averages over a window (percent).
@@ -95,8 +99,7 @@ ACTIVITY_ATTRS: tuple[str, ...] = (
 )
 
 
-@functools.lru_cache(maxsize=256, typed=True)  # names are looked up on every call that answers them
-def error_code(error: int | str | type) -> int:
+def error_code(error: ErrorSpec) -> int:
     """An NVML return code from ``3``, ``"NotSupported"``, ``"GPU_IS_LOST"`` or ``NVMLError_GpuIsLost``."""
     if isinstance(error, bool):
         raise TypeError("an NVML error code, name or class is needed")
@@ -198,75 +201,33 @@ PCIE_RX_BYTES = METER_RATES.index("pcie_rx_bytes_per_s")
 MIG_TOTALS = ENERGY_MJ
 
 
-class LinkBytes:
-    """NVLink byte totals by link: one number while every link has counted the same (the usual
-    case, one rate for every active link), else one per link. Exact either way: links whose
-    totals are equal and that add equal steps stay equal, so one float stands for all of them,
-    and a sample integrates 2 numbers instead of 36 (floats cost ~400 instructions an operation
-    in CPython, and the fake runs inside the monitor it serves)."""
-
-    __slots__ = ("same_bytes", "links", "by_link")
-
-    def __init__(self, same_bytes: float = 0.0, links: int = 0, by_link: list[float] | None = None) -> None:
-        self.same_bytes = same_bytes  # every link's total while by_link is None
-        self.links = links  # how many links same_bytes stands for (0: none counted yet)
-        self.by_link = by_link
-
-    def copy(self) -> LinkBytes:
-        return LinkBytes(self.same_bytes, self.links, None if self.by_link is None else list(self.by_link))
-
-    def at(self, link: int) -> float:
-        """Link ``link``'s total in bytes (0.0 before it first counted)."""
-        by_link = self.by_link
-        if by_link is None:
-            return self.same_bytes if link < self.links else 0.0
-        return by_link[link] if link < len(by_link) else 0.0
-
-    def add(self, rate: float | list[float], links: int, inactive: frozenset[int], dt: float) -> None:
-        """Count ``dt`` seconds at ``rate`` bytes/s (every link, or a list by link) on each of
-        the first ``links`` links but the ``inactive`` ones."""
-        if self.by_link is None:
-            if not inactive and not isinstance(rate, (list, tuple)) and self.links in (0, links):
-                self.same_bytes += float(rate) * dt
-                self.links = links
-                return
-            self.by_link = [self.same_bytes] * self.links  # the links part ways from here on
-        by_link = self.by_link
-        if len(by_link) < links:
-            by_link.extend([0.0] * (links - len(by_link)))
-        if isinstance(rate, (list, tuple)):
-            steps: Iterable[float] = [_per_link(rate, link) * dt for link in range(links)]
-        else:
-            steps = repeat(float(rate) * dt, links)
-        if inactive:
-            for link, step in enumerate(steps):
-                if link not in inactive:
-                    by_link[link] += step
-        else:
-            by_link[:links] = map(add, by_link, steps)
-
-    def moved(self, before: LinkBytes, links: int, inactive: frozenset[int]) -> float:
-        """Bytes counted since ``before`` on the first ``links`` links but the ``inactive`` ones,
-        summed in link order."""
-        if self.by_link is None and before.by_link is None and self.links == before.links == links and not inactive:
-            return sum(repeat(self.same_bytes - before.same_bytes, links))  # the same terms, C-speed
-        return sum(self.at(link) - before.at(link) for link in range(links) if link not in inactive)
-
-    def total(self, links: int, inactive: frozenset[int]) -> float:
-        """Bytes counted on the first ``links`` links but the ``inactive`` ones, summed in link order."""
-        return sum(self.at(link) for link in range(links) if link not in inactive)
-
-
 class _Meter:
-    """Integrals of a FakeLoad over the clock: bytes, mJ and percent-seconds. The totals are a
-    list updated with ``map`` (one pass; the same float operations as one ``+=`` per value)."""
+    """Integrals of a FakeLoad over the clock: bytes, mJ and percent-seconds."""
 
     def __init__(self) -> None:
         self.t: float | None = None
         #: by METER_RATES position (DRAM_BYTES, ACTIVITY[attr], ENERGY_MJ, PCIE_TX/RX_BYTES)
         self.totals: list[float] = [0.0] * len(METER_RATES)
-        self.nvlink_tx_bytes = LinkBytes()
-        self.nvlink_rx_bytes = LinkBytes()
+        #: NVLink bytes counted on each link (a link not counted yet has no entry)
+        self.nvlink_tx_bytes: list[float] = []
+        self.nvlink_rx_bytes: list[float] = []
+
+
+def link_bytes(totals: Sequence[float], link: int) -> float:
+    """Link ``link``'s byte total in a :class:`_Meter` list (0.0 before it first counted)."""
+    return totals[link] if link < len(totals) else 0.0
+
+
+def add_link_bytes(
+    totals: list[float], rate: float | list[float], links: int, inactive: frozenset[int], dt: float
+) -> None:
+    """Count ``dt`` seconds at ``rate`` bytes/s (every link, or a list by link) on each of the
+    first ``links`` links but the ``inactive`` ones."""
+    if len(totals) < links:
+        totals.extend([0.0] * (links - len(totals)))
+    for link in range(links):
+        if link not in inactive:
+            totals[link] += _per_link(rate, link) * dt
 
 
 def _per_link(value: float | list[float], link: int) -> float:
@@ -319,7 +280,7 @@ class FakeGpu:
     pcie_counters: bool = True  # NVML_FI_DEV_PCIE_COUNT_TX/RX_BYTES supported
     #: when absent, what each field answers: "NotSupported", or "InvalidArgument" (a driver
     #: 550 that does not know the field ids)
-    pcie_counters_error: Any = "NotSupported"
+    pcie_counters_error: ErrorSpec = "NotSupported"
     #: 64; 32 (unsigned int values that wrap at 2**32); or "ull32" (typed unsigned long long but
     #: wrapping at 2**32, as "Value can be wrapped" allows)
     pcie_counter_bits: int | str = 64
@@ -335,9 +296,9 @@ class FakeGpu:
     seed: int = 0
     load: FakeLoad = field(default_factory=FakeLoad)
     processes: list[FakeProcess] = field(default_factory=list)
-    errors: dict[str, Any] = field(default_factory=dict)  # symbol -> error (permanent)
-    field_errors: dict[int, Any] = field(default_factory=dict)  # field id -> error
-    gpm_metric_errors: dict[int, Any] = field(default_factory=dict)  # GPM metric id -> error
+    errors: dict[str, ErrorSpec] = field(default_factory=dict)  # symbol -> error (permanent)
+    field_errors: dict[int, ErrorSpec] = field(default_factory=dict)  # field id -> error
+    gpm_metric_errors: dict[int, ErrorSpec] = field(default_factory=dict)  # GPM metric id -> error
     uuid: str | None = None
     pci_bus_id: str | None = None
     # runtime state
@@ -367,9 +328,9 @@ class FakeGpu:
     # --- builders -------------------------------------------------------------------------
 
     @classmethod
-    def h100(cls, **overrides: Any) -> FakeGpu:
+    def h100(cls, **overrides: Any) -> FakeGpu:  # any FakeGpu field
         """H100 SXM 80 GB: Hopper, GPM, 18 NVLink 4 links, HBM3 5120-bit at 2619 MHz (3.35 TB/s)."""
-        values: dict[str, Any] = dict(
+        gpu = cls(
             name="NVIDIA H100 80GB HBM3",
             architecture=pynvml.NVML_DEVICE_ARCH_HOPPER,
             memory_total_bytes=81559 * MIB,
@@ -384,29 +345,29 @@ class FakeGpu:
             gpm=True,
             mig_capable=True,
             load=FakeLoad(memory_clock_mhz=2619.0),
-            **_not_supported("h100"),
+            errors=_symbol_errors("h100"),
+            field_errors=_field_errors("h100"),
         )
-        values.update(overrides)
-        return cls(**values)
+        return dataclasses.replace(gpu, **overrides)
 
     @classmethod
-    def h200(cls, **overrides: Any) -> FakeGpu:
+    def h200(cls, **overrides: Any) -> FakeGpu:  # any FakeGpu field
         """H200 SXM 141 GB: as H100 with HBM3e 6144-bit at 3201 MHz (4.9 TB/s)."""
-        values: dict[str, Any] = dict(
+        gpu = cls.h100(
             name="NVIDIA H200",
             memory_total_bytes=143771 * MIB,
             memory_bus_width_bits=6144,
             max_memory_clock_mhz=3201,
             load=FakeLoad(memory_clock_mhz=3201.0),
-            **_not_supported("h200"),
+            errors=_symbol_errors("h200"),
+            field_errors=_field_errors("h200"),
         )
-        values.update(overrides)
-        return cls.h100(**values)
+        return dataclasses.replace(gpu, **overrides)
 
     @classmethod
-    def a100(cls, **overrides: Any) -> FakeGpu:
+    def a100(cls, **overrides: Any) -> FakeGpu:  # any FakeGpu field
         """A100 SXM4 80 GB: Ampere, no GPM, 12 NVLink 3 links, HBM2e 5120-bit at 1593 MHz."""
-        values: dict[str, Any] = dict(
+        gpu = cls(
             name="NVIDIA A100-SXM4-80GB",
             architecture=pynvml.NVML_DEVICE_ARCH_AMPERE,
             memory_total_bytes=81920 * MIB,
@@ -420,15 +381,15 @@ class FakeGpu:
             nvlink_version=compat.NVLINK_VERSION_3_0,
             gpm=False,
             mig_capable=True,
-            **_not_supported("a100"),
+            errors=_symbol_errors("a100"),
+            field_errors=_field_errors("a100"),
         )
-        values.update(overrides)
-        return cls(**values)
+        return dataclasses.replace(gpu, **overrides)
 
     @classmethod
-    def l4(cls, **overrides: Any) -> FakeGpu:
+    def l4(cls, **overrides: Any) -> FakeGpu:  # any FakeGpu field
         """L4: Ada PCIe card, no NVLink, no GPM, no MIG, 192-bit GDDR6."""
-        values: dict[str, Any] = dict(
+        gpu = cls(
             name="NVIDIA L4",
             architecture=pynvml.NVML_DEVICE_ARCH_ADA,
             memory_total_bytes=23034 * MIB,
@@ -438,7 +399,7 @@ class FakeGpu:
             power_limit_w=72.0,
             compute_capability=(8, 9),
             pcie_generation=4,
-            **_not_supported("l4"),
+            errors=_symbol_errors("l4"),
+            field_errors=_field_errors("l4"),
         )
-        values.update(overrides)
-        return cls(**values)
+        return dataclasses.replace(gpu, **overrides)

@@ -59,42 +59,27 @@ the power fields of ``nvmlDeviceGetFieldValues`` (the same sensor; not counted a
 Counts: ``fake.calls[symbol]`` and ``fake.device_calls[(symbol, gpu_index)]`` (snapshots, built
 when read; :meth:`FakeNvml.reset_calls` zeroes them).
 
-Cost: the fake runs inside the process it serves (the TUI's idle benchmark measures it too), so
-it keeps per-call work small, as a C library would: symbols are class attributes, not a
-``__getattr__`` (which would put every ``self.x`` in the fake on CPython's slow attribute path);
-each symbol counts its own calls in a list (no Counter update per call); a call's device handle
-is decoded once (as the call arrives); the fault and loss machinery is skipped while nothing is
-injected or scheduled; a meter integrates its rates in one ``map`` pass and keeps one NVLink
-total for all links while they count alike (:class:`~gpuscope.testing._fake_nvml_model.LinkBytes`);
-field-value and GPM entries and the utilization, memory and temperature structures are read and
-written with ``struct`` or memoryview in nvml.h's layout (not through pynvml's Python-level structure
-attributes); ``nvmlGpmMetricsGet`` follows a plan cached per list of metric ids (and the GPU's links
-and metric errors); a symbol whose answer needs the time more than once reads the clock once (a C
-call is one instant); calling a symbol object is its whole dispatch. None of this changes a value:
-the same clock and seed give the same answers.
+Cost: the fake is Python standing in for the driver; its cost is not gpuscope's (benchmarks
+subtract it: ``benchmarks/bench_telemetry_cost.py``), so it is written to be obviously right, not fast.
 Test helpers: :func:`opened_collector`, :func:`reason_of`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import threading
-import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import repeat
-from operator import add, attrgetter, mul
-from typing import TYPE_CHECKING, Any
 
 import pynvml
 
+from gpuscope.telemetry.nvml.collector import NvmlCollector
 from gpuscope.telemetry.values import Reason, Unavailable
-from gpuscope.testing._fake_nvml_events import EventSymbols
+from gpuscope.testing._fake_nvml_events import EventState, EventSymbols
 from gpuscope.testing._fake_nvml_faults import NO_INIT_NEEDED, FaultsMixin, Injection
-from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols
+from gpuscope.testing._fake_nvml_gpm import GpmMigProcessSymbols, GpmSample
 from gpuscope.testing._fake_nvml_model import (
     ENERGY_MJ,
     GIB,
@@ -102,23 +87,17 @@ from gpuscope.testing._fake_nvml_model import (
     MIB,
     MIG_TOTALS,
     OLD_DRIVER_MISSING_SYMBOLS,
+    ErrorSpec,
     FakeClock,
     FakeGpu,
     FakeLoad,
     FakeMig,
     FakeProcess,
     _Meter,
+    add_link_bytes,
     error_code,
 )
-from gpuscope.testing._fake_nvml_symbols import (
-    FakeReturn,
-    SymbolsMixin,
-    handle_address,
-    unpack_pointer,
-)
-
-if TYPE_CHECKING:
-    from gpuscope.telemetry.nvml.collector import NvmlCollector
+from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, handle_address
 
 __all__ = [
     "FakeClock",
@@ -139,63 +118,15 @@ __all__ = [
 
 
 class _Symbol:
-    """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it. Calling
-    it is the whole dispatch (no further Python call before the implementation: each costs about
-    as much as a short symbol's own work); :meth:`FakeNvml.measure_cpu` makes the symbols
-    :class:`_TimedSymbol`."""
+    """One C symbol. A plain object so pynvml may set ``restype``/``argtypes`` on it."""
 
-    def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int], counts: list[int]) -> None:
+    def __init__(self, fake: FakeNvml, name: str, impl: Callable[..., int | bytes]) -> None:
         self.fake = fake
         self.name = name
         self.impl = impl
-        #: calls so far with no GPU, on GPU 0, GPU 1, ... (:attr:`FakeNvml.calls` adds them up)
-        self.counts = counts
 
-    def __call__(self, *args: Any) -> Any:
-        fake, name = self.fake, self.name
-        with fake._lock:
-            gpu_index = fake._gpu_index_of(name, args)  # the handle, decoded once for the call
-            counts = self.counts
-            slot = 0 if gpu_index is None else gpu_index + 1
-            if slot >= len(counts):  # a GPU added after the symbol was first looked up
-                counts.extend([0] * (slot + 1 - len(counts)))
-            counts[slot] += 1
-            if fake.initialized <= 0 and name not in NO_INIT_NEEDED:
-                return pynvml.NVML_ERROR_UNINITIALIZED
-            gpu = None if gpu_index is None else fake.gpus[gpu_index]
-            if gpu is not None:
-                if gpu._lose_after_calls is not None or gpu._lose_at_s is not None or gpu._restore_at_s is not None:
-                    fake._update_lost(gpu)
-                if gpu.lost:
-                    return pynvml.NVML_ERROR_GPU_IS_LOST
-            if fake._injections or fake._random is not None:
-                code = fake._injected(name, gpu_index)
-                if code != _SUCCESS:
-                    return code
-            if gpu is not None and name in gpu.errors:
-                return error_code(gpu.errors[name])
-            try:
-                return self.impl(*args)
-            except FakeReturn as early:
-                return early.code
-            finally:
-                fake._handle = None
-
-
-class _TimedSymbol(_Symbol):
-    """A symbol whose calls add their time to :attr:`FakeNvml.cpu_ns` (after :meth:`FakeNvml.measure_cpu`)."""
-
-    def __call__(self, *args: Any) -> Any:
-        return self.fake._timed_dispatch(self, args)
-
-
-#: a meter's rates from a load, in METER_RATES order (one C call)
-_GPU_RATES = attrgetter(*METER_RATES)
-_MIG_RATES = attrgetter(*METER_RATES[:MIG_TOTALS])
-
-
-_DEVICE = pynvml.c_nvmlDevice_t
-_SUCCESS = pynvml.NVML_SUCCESS
+    def __call__(self, *args: object) -> int | bytes:
+        return self.fake._dispatch(self, args)
 
 
 class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
@@ -209,7 +140,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         driver_version: str = "560.35.03",
         nvml_version: str = "12.560.35.03",
         cuda_driver_version: int = 12060,
-        init_error: int | str | type | None = None,
+        init_error: ErrorSpec | None = None,
         missing_symbols: Iterable[str] = (),
     ) -> None:
         self.gpus: list[FakeGpu] = list(gpus)
@@ -219,27 +150,16 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         self.cuda_driver_version = cuda_driver_version
         self.init_error = None if init_error is None else error_code(init_error)
         self.missing_symbols: set[str] = set(missing_symbols)
-        #: symbol -> calls with no GPU, on GPU 0, GPU 1, ... (kept by the symbols themselves:
-        #: two Counter updates a call cost more than the rest of a short call)
-        self._call_counts: dict[str, list[int]] = {}
         self.initialized = 0
-        #: Time (ns) spent inside the fake's symbols, by whichever thread called them; None until
-        #: :meth:`measure_cpu` (benchmarks: the simulation's share of gpuscope's cost)
-        self.cpu_ns: int | None = None
-        self._cpu_file: str | None = None
-        self._cpu_file_due_ns = 0
         self._lock = threading.RLock()
+        self._calls: Counter[tuple[str, int | None]] = Counter()  # (symbol, GPU index or None) -> calls
         self._injections: list[Injection] = []
         self._random: tuple[float, random.Random, tuple[int, ...], frozenset[str] | None] | None = None
         self._symbols: dict[str, _Symbol] = {}
-        #: the device handle of the call in progress and its address (decoded once per call)
-        self._handle: Any = None
-        self._address = 0
-        self._wobble_crc: dict[tuple[int, int, str], int] = {}
-        self._wobble_bucket: int | None = None
-        self._wobble_bucket_text = b""
-        self._gpm_samples: dict[int, Any] = {}
+        self._gpm_samples: dict[int, GpmSample | None] = {}
         self._next_gpm_sample = 0
+        #: the event sets (``sets``: open ones, ``created``, ``freed``) and the injected events
+        self.events = EventState()
         for index, gpu in enumerate(self.gpus):
             if gpu.uuid is None:
                 gpu.uuid = f"GPU-{index:08x}-fake-4e56-8d4f-{zlib.crc32(gpu.name.encode()):012x}"
@@ -252,9 +172,27 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
                     mig.name = f"{gpu.name} MIG {mig.profile}"
 
     @classmethod
-    def with_gpus(cls, gpus: Sequence[FakeGpu], **options: Any) -> FakeNvml:
+    def with_gpus(
+        cls,
+        gpus: Sequence[FakeGpu],
+        *,
+        clock: Callable[[], float] | None = None,
+        driver_version: str = "560.35.03",
+        nvml_version: str = "12.560.35.03",
+        cuda_driver_version: int = 12060,
+        init_error: ErrorSpec | None = None,
+        missing_symbols: Iterable[str] = (),
+    ) -> FakeNvml:
         """A fake with these GPUs (index = position). Options as for the constructor."""
-        return cls(gpus, **options)
+        return cls(
+            gpus,
+            clock=clock,
+            driver_version=driver_version,
+            nvml_version=nvml_version,
+            cuda_driver_version=cuda_driver_version,
+            init_error=init_error,
+            missing_symbols=missing_symbols,
+        )
 
     # --- time and load ----------------------------------------------------------------------
 
@@ -264,12 +202,11 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
 
     def advance(self, seconds: float) -> None:
         """Advance a manual :class:`FakeClock`."""
-        advance = getattr(self.clock, "advance", None)
-        if advance is None:
+        if not isinstance(self.clock, FakeClock):
             raise RuntimeError("this fake's clock cannot be advanced")
-        advance(seconds)
+        self.clock.advance(seconds)
 
-    def set_load(self, gpu: int, mig: int | None = None, **values: Any) -> None:
+    def set_load(self, gpu: int, mig: int | None = None, **values: float | int | list[float]) -> None:
         """Change what GPU ``gpu`` (or its MIG device number ``mig``) does, from now on."""
         with self._lock:
             target = self.gpus[gpu] if mig is None else self.gpus[gpu].mig[mig]
@@ -289,17 +226,15 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         if dt <= 0:
             return meter
         load = target.load
-        if target is gpu:
-            rates = list(_GPU_RATES(load))
-            rates[ENERGY_MJ] *= 1000.0  # W -> mJ/s
-            meter.totals = list(map(add, meter.totals, map(mul, rates, repeat(dt))))
-            links = gpu.nvlink_links
-            if links:
-                inactive = gpu.nvlink_inactive
-                meter.nvlink_tx_bytes.add(load.nvlink_tx_bytes_per_s, links, inactive, dt)
-                meter.nvlink_rx_bytes.add(load.nvlink_rx_bytes_per_s, links, inactive, dt)
-        else:  # a MIG device: DRAM and activities only
-            meter.totals[:MIG_TOTALS] = map(add, meter.totals, map(mul, _MIG_RATES(load), repeat(dt)))
+        counted = METER_RATES if target is gpu else METER_RATES[:MIG_TOTALS]  # a MIG device: DRAM, activities
+        for position, name in enumerate(counted):
+            rate = float(getattr(load, name))
+            if position == ENERGY_MJ:
+                rate *= 1000.0  # W -> mJ/s
+            meter.totals[position] += rate * dt
+        if target is gpu and gpu.nvlink_links:
+            add_link_bytes(meter.nvlink_tx_bytes, load.nvlink_tx_bytes_per_s, gpu.nvlink_links, gpu.nvlink_inactive, dt)
+            add_link_bytes(meter.nvlink_rx_bytes, load.nvlink_rx_bytes_per_s, gpu.nvlink_links, gpu.nvlink_inactive, dt)
         meter.t = now
         return meter
 
@@ -310,15 +245,7 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
         gpu = self.gpus[gpu_index]
         if gpu.wobble:
             bucket = int((self.now() if now is None else now) * 10)  # a new draw every 0.1 s of fake time
-            if bucket != self._wobble_bucket:  # every gauge of a sample draws from the same bucket
-                self._wobble_bucket, self._wobble_bucket_text = bucket, str(bucket).encode()
-            # crc32 of "seed:index:name:bucket", continued from the crc of its constant start
-            start = self._wobble_crc.get((gpu.seed, gpu_index, name))
-            if start is None:
-                start = self._wobble_crc[(gpu.seed, gpu_index, name)] = zlib.crc32(
-                    f"{gpu.seed}:{gpu_index}:{name}:".encode()
-                )
-            unit = zlib.crc32(self._wobble_bucket_text, start) / 0xFFFFFFFF * 2.0 - 1.0
+            unit = zlib.crc32(f"{gpu.seed}:{gpu_index}:{name}:{bucket}".encode()) / 0xFFFFFFFF * 2.0 - 1.0
             value *= 1.0 + gpu.wobble * unit
             if name.endswith("_percent"):
                 value = min(100.0, max(0.0, value))
@@ -337,122 +264,71 @@ class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
     def calls(self) -> Counter[str]:
         """Calls so far by symbol name (a snapshot)."""
         with self._lock:
-            return Counter({name: sum(counts) for name, counts in self._call_counts.items() if any(counts)})
+            totals: Counter[str] = Counter()
+            for (name, _), count in self._calls.items():
+                totals[name] += count
+            return totals
 
     @property
     def device_calls(self) -> Counter[tuple[str, int | None]]:
         """Calls so far by (symbol name, GPU index or None) (a snapshot)."""
         with self._lock:
-            return Counter(
-                {
-                    (name, None if slot == 0 else slot - 1): count
-                    for name, counts in self._call_counts.items()
-                    for slot, count in enumerate(counts)
-                    if count
-                }
-            )
+            return Counter(self._calls)
 
     def reset_calls(self) -> None:
         with self._lock:
-            for counts in self._call_counts.values():
-                counts[:] = [0] * len(counts)
+            self._calls.clear()
 
     # --- symbol lookup and dispatch ------------------------------------------------------------
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        _add_symbol_slots(cls)
-
-    def _symbol(self, name: str) -> _Symbol:
-        """The C symbol ``name`` (one object per fake), or AttributeError when it is missing."""
-        if name in self.missing_symbols:
+    def __getattr__(self, name: str) -> _Symbol:
+        """The C symbol ``name`` (one object per fake, so pynvml's ``restype`` sticks), as
+        pynvml looks it up with ``getattr(nvmlLib, name)``; AttributeError when it is missing."""
+        if not name.startswith("nvml") or name in self.missing_symbols:
+            raise AttributeError(name)
+        impl = getattr(self, f"_sym_{name}", None)
+        if impl is None:
             raise AttributeError(name)
         symbol = self._symbols.get(name)
         if symbol is None:
-            counts = self._call_counts.setdefault(name, [0] * (len(self.gpus) + 1))
-            kind = _Symbol if self.cpu_ns is None else _TimedSymbol
-            symbol = self._symbols[name] = kind(self, name, getattr(self, "_sym_" + name), counts)
+            symbol = self._symbols[name] = _Symbol(self, name, impl)
         return symbol
 
-    def _gpu_index_of(self, name: str, args: tuple[Any, ...]) -> int | None:
-        """The GPU a call targets (None: none); a device handle's address is kept in
-        ``_address`` for :meth:`_target` during the call."""
+    def _dispatch(self, symbol: _Symbol, args: tuple[object, ...]) -> int | bytes:
+        """One call of ``symbol``: counted, then answered by a scripted fault or the symbol."""
+        name = symbol.name
+        with self._lock:
+            gpu_index = self._gpu_index_of(name, args)
+            self._calls[(name, gpu_index)] += 1
+            if self.initialized <= 0 and name not in NO_INIT_NEEDED:
+                return pynvml.NVML_ERROR_UNINITIALIZED
+            gpu = None if gpu_index is None else self.gpus[gpu_index]
+            if gpu is not None:
+                self._update_lost(gpu)
+                if gpu.lost:
+                    return pynvml.NVML_ERROR_GPU_IS_LOST
+            code = self._injected(name, gpu_index)
+            if code != pynvml.NVML_SUCCESS:
+                return code
+            if gpu is not None and name in gpu.errors:
+                return error_code(gpu.errors[name])
+            try:
+                return symbol.impl(*args)
+            except FakeReturn as early:
+                return early.code
+
+    def _gpu_index_of(self, name: str, args: tuple[object, ...]) -> int | None:
+        """The GPU a call targets (None: none)."""
         if not args:
             return None
         first = args[0]
-        if type(first) is _DEVICE or isinstance(first, _DEVICE):
-            # the usual call: a device handle's own bytes, one unpack (handle_address for a subclass)
-            address = unpack_pointer(first)[0] if type(first) is _DEVICE else handle_address(first)
-            self._handle, self._address = first, address
-            index = (address >> 16) - 1
-            return index if 0 <= index < len(self.gpus) else None
-        if name == "nvmlDeviceGetHandleByIndex_v2":
-            index = int(getattr(first, "value", first))
-            return index if 0 <= index < len(self.gpus) else None
-        return None
-
-    # --- the simulation's own cost (benchmarks) -------------------------------------------------
-
-    def measure_cpu(self, path: str | os.PathLike[str] | None = None) -> None:
-        """Count the time spent inside the fake's symbols from now on (:attr:`cpu_ns`), and when
-        ``path`` is given, write it there (``<ns>``, replaced whole) at most twice a second, so a
-        benchmark of the whole process can subtract what the simulation costs: the fake is Python
-        standing in for the driver, and its cost is not gpuscope's.
-
-        The symbols neither sleep nor wait on I/O, so the time inside them is CPU time unless the
-        thread is preempted mid-call; it is read with the monotonic clock because a thread CPU
-        clock is a system call per read on VMs (two per NVML call cost 0.15 % of a core with 8
-        GPUs, inflating what it measured)."""
-        with self._lock:
-            self.cpu_ns = 0
-            for symbol in self._symbols.values():
-                symbol.__class__ = _TimedSymbol
-            self._cpu_file = None if path is None else os.fspath(path)
-            self._cpu_file_due_ns = 0
-
-    def _timed_dispatch(self, symbol: _Symbol, args: tuple[Any, ...]) -> Any:
-        started_ns = time.perf_counter_ns()
-        try:
-            return _Symbol.__call__(symbol, *args)
-        finally:
-            ended_ns = time.perf_counter_ns()
-            with self._lock:
-                self.cpu_ns = (self.cpu_ns or 0) + ended_ns - started_ns
-                if self._cpu_file is not None and ended_ns >= self._cpu_file_due_ns:
-                    self._cpu_file_due_ns = ended_ns + 500_000_000
-                    self._write_cpu_file(self._cpu_file, self.cpu_ns)
-
-    @staticmethod
-    def _write_cpu_file(path: str, cpu_ns: int) -> None:
-        partial = f"{path}.partial"
-        try:
-            with open(partial, "w") as handle:
-                handle.write(f"{cpu_ns}\n")
-            os.replace(partial, path)  # a reader never sees half a number
-        except OSError:
-            pass  # a benchmark aid: never a reason for a sample to fail
-
-
-class _SymbolSlot:
-    """Class attribute ``nvml<Name>``: the fake's symbol object, looked up by ``getattr`` as
-    pynvml does. Class attributes rather than ``__getattr__``: a class with ``__getattr__`` has
-    every ``self.x`` inside the fake take CPython's slow, unspecialized attribute path."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, fake: FakeNvml | None, owner: type | None = None) -> Any:
-        return self if fake is None else fake._symbol(self.name)
-
-
-def _add_symbol_slots(cls: type) -> None:
-    """A :class:`_SymbolSlot` for each ``_sym_nvml<Name>`` method of ``cls`` without one."""
-    for attr in dir(cls):
-        if attr.startswith("_sym_nvml") and not hasattr(cls, attr[5:]):
-            setattr(cls, attr[5:], _SymbolSlot(attr[5:]))
-
-
-_add_symbol_slots(FakeNvml)
+        if isinstance(first, pynvml.c_nvmlDevice_t):
+            index = (handle_address(first) >> 16) - 1
+        elif name == "nvmlDeviceGetHandleByIndex_v2" and isinstance(first, int | pynvml.c_uint):
+            index = first if isinstance(first, int) else int(first.value)
+        else:
+            return None
+        return index if 0 <= index < len(self.gpus) else None
 
 
 @contextlib.contextmanager
@@ -478,8 +354,6 @@ def opened_collector(
 ) -> Iterator[NvmlCollector]:
     """A real NvmlCollector on ``fake`` (installed for the block) with ``fake``'s clock unless
     ``clock`` is given, opened (``check_open``: asserting that NVML opened) and closed after."""
-    from gpuscope.telemetry.nvml.collector import NvmlCollector
-
     with install_fake_nvml(fake):
         collector = NvmlCollector(clock=clock or fake.clock, **options)
         opened = collector.open()

@@ -1,11 +1,14 @@
 """Fake-NVML scenarios chosen from the environment, for fault and load tests of whole commands.
 
-Test-only hook: when ``GPUSCOPE_FAKE_NVML`` is set, :class:`gpuscope.telemetry.collector.TelemetryCollector`
-calls :func:`install_from_environment` once, when it opens its GPU side, and the real NVML
-bindings then talk to a :class:`~gpuscope.testing.fake_nvml.FakeNvml` instead of libnvidia-ml.
-So ``gpuscope log``, ``gpuscope serve`` and the TUI (``gpuscope``) run unchanged against scripted
-GPUs and faults, in a subprocess that can be signalled. Nothing is read from the environment
-on the sampling path.
+The fake NVML's one door from the environment: when ``GPUSCOPE_FAKE_NVML`` is set,
+:class:`gpuscope.telemetry.collector.TelemetryCollector` (and ``gpuscope doctor``) call
+:func:`install_from_environment` when they open the GPU side; it installs a
+:class:`~gpuscope.testing.fake_nvml.FakeNvml` once per process, and the real NVML bindings then
+talk to it instead of libnvidia-ml. So ``gpuscope log``, ``gpuscope serve`` and the TUI
+(``gpuscope``) run unchanged against scripted GPUs and faults (what everything then shows says
+"simulated"). The scenario's collector setting (``lost_retry_s``) reaches the collector as an
+option of its constructor, passed by the caller. Nothing is read from the environment on the
+sampling path.
 
 The value is comma-separated ``key=value`` items (all optional)::
 
@@ -19,7 +22,8 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``seed``: seed for ``random`` (default 0).
 - ``lose``: ``GPU@START:END`` (seconds after the fake is installed): that GPU answers GpuIsLost
   from START, and again from END (``END`` may be left out: lost for good). Repeat with ``;``.
-- ``lost_retry_s``: how often the collector retries a lost GPU (default: the collector's own).
+- ``lost_retry_s``: how often the collector retries a lost GPU (default: the collector's own;
+  passed to ``NvmlCollector(lost_retry_interval_s=...)``).
 - ``busy``: ``1`` gives every GPU a steady, non-zero load at its boost SM clock, with no
   throttle reason (default 1); ``0`` leaves it idle (low clock, ``gpu_idle``).
 - ``init_error``: an NVML error name that ``nvmlInit`` returns (e.g. ``DriverNotLoaded``).
@@ -51,16 +55,18 @@ A malformed value raises :class:`gpuscope.errors.UsageError` (one line, exit 2).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from gpuscope.errors import UsageError
+from gpuscope.telemetry.nvml.mapping import normalize_uuid, parse_visible_devices
+from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, error_code, install_fake_nvml
 
 __all__ = [
     "ENV_VAR",
-    "CPU_FILE_ENV_VAR",
     "Scenario",
     "parse_scenario",
     "build_fake",
@@ -69,16 +75,13 @@ __all__ = [
 ]
 
 ENV_VAR = "GPUSCOPE_FAKE_NVML"
-#: When set (with ENV_VAR), the fake writes the CPU time its symbols took to this file
-#: (:meth:`FakeNvml.measure_cpu`): benchmarks subtract the simulation's cost.
-CPU_FILE_ENV_VAR = "GPUSCOPE_FAKE_NVML_CPU_FILE"
 _MODELS = ("h100", "h200", "a100", "l4")
 _DEFAULT_ERRORS = ("Unknown", "Timeout", "NotSupported", "NoPermission")
 
-#: The fake installed by :func:`install_from_environment` (one per process), and its context
-#: (kept referenced: a collected context manager would restore pynvml).
-_installed: Any = None
-_context: Any = None
+#: The scenario installed by :func:`install_from_environment` (one per process), and the
+#: context that installed its fake (kept referenced: a collected context manager would restore pynvml).
+_installed: Scenario | None = None
+_context: contextlib.AbstractContextManager[FakeNvml] | None = None
 
 
 @dataclass
@@ -227,38 +230,43 @@ METRIC_SYMBOLS = frozenset(
     }
 )
 
-#: Driver 550 versions for ``driver=550``.
-_DRIVER_550 = {"driver_version": "550.127.05", "nvml_version": "12.550.127.05", "cuda_driver_version": 12040}
+#: Driver 550 versions for ``driver=550``: driver, NVML, CUDA driver.
+_DRIVER_550 = ("550.127.05", "12.550.127.05", 12040)
 
 
-def build_fake(scenario: Scenario, clock: Any = None) -> Any:
+_BUILDERS: dict[str, Callable[..., FakeGpu]] = {
+    "h100": FakeGpu.h100,
+    "h200": FakeGpu.h200,
+    "a100": FakeGpu.a100,
+    "l4": FakeGpu.l4,
+}
+
+
+def build_fake(scenario: Scenario, clock: Callable[[], float] | None = None) -> FakeNvml:
     """The :class:`FakeNvml` of ``scenario`` on ``clock`` (default: a real-time clock); loss
     times count from the clock's time now."""
-    from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, error_code
-
     clock = clock if clock is not None else FakeClock(real=True)
     gpus = []
     for position, model in enumerate(scenario.gpus):
-        options: dict[str, Any] = {"wobble": 0.02, "seed": position, "pcie_counter_bits": scenario.pcie_bits}
+        gpu = _BUILDERS[model](wobble=0.02, seed=position, pcie_counter_bits=scenario.pcie_bits)
         if scenario.links is not None:
-            options["nvlink_links"] = scenario.links
-        if scenario.gpm_no_permission:
-            options["gpm_no_permission"] = True
+            gpu.nvlink_links = scenario.links
+        gpu.gpm_no_permission = scenario.gpm_no_permission
         if scenario.driver == "550":
-            options["pcie_counters"] = False
-            options["pcie_counters_error"] = "InvalidArgument"
+            gpu.pcie_counters, gpu.pcie_counters_error = False, "InvalidArgument"
         if scenario.pci_order is not None:
             bus = scenario.pci_order.index(position)
-            options["pci_bus_id"] = f"00000000:{0x18 + 0x10 * bus:02X}:00.0"
-        gpus.append(getattr(FakeGpu, model)(**options))
+            gpu.pci_bus_id = f"00000000:{0x18 + 0x10 * bus:02X}:00.0"
+        gpus.append(gpu)
     init_error = None
     if scenario.init_error:
         try:
             init_error = error_code(scenario.init_error)
         except ValueError:
             raise UsageError(f"{ENV_VAR}: init_error {scenario.init_error!r} is not an NVML error name") from None
-    versions = _DRIVER_550 if scenario.driver == "550" else {}
-    fake = FakeNvml.with_gpus(gpus, clock=clock, init_error=init_error, **versions)
+    fake = FakeNvml.with_gpus(gpus, clock=clock, init_error=init_error)
+    if scenario.driver == "550":
+        fake.driver_version, fake.nvml_version, fake.cuda_driver_version = _DRIVER_550
     if scenario.busy:
         for index, gpu in enumerate(gpus):
             fake.set_load(
@@ -303,15 +311,14 @@ def build_fake(scenario: Scenario, clock: Any = None) -> Any:
             if only is None or only == index:
                 gpu.errors["nvmlDeviceRegisterEvents"] = code
     for index, start_s, end_s in scenario.lose:
-        fake.lose_gpu(index, at_time_s=now + start_s)
-        if end_s is not None:
-            gpus[index]._restore_at_s = now + end_s  # restore_gpu(at_time_s=) would cancel the loss
+        fake.lose_gpu(index, at_time_s=now + start_s, until_time_s=None if end_s is None else now + end_s)
     return fake
 
 
-def install_from_environment() -> Any:
+def install_from_environment() -> Scenario | None:
     """When ``GPUSCOPE_FAKE_NVML`` is set, make pynvml use its fake for the rest of the process
-    (once) and return the fake; else None."""
+    (once) and return its scenario (whose collector options the caller passes on); else None.
+    Raises :class:`UsageError` for a malformed value."""
     global _installed, _context
     text = os.environ.get(ENV_VAR)
     if not text:
@@ -319,30 +326,18 @@ def install_from_environment() -> Any:
     if _installed is not None:
         return _installed
     scenario = parse_scenario(text)
-    fake = build_fake(scenario)
-    if scenario.lost_retry_s is not None:
-        from gpuscope.telemetry.nvml.collector import NvmlCollector
-
-        NvmlCollector.LOST_RETRY_INTERVAL_S = scenario.lost_retry_s
-    from gpuscope.testing.fake_nvml import install_fake_nvml
-
-    cpu_file = os.environ.get(CPU_FILE_ENV_VAR)
-    if cpu_file:
-        fake.measure_cpu(cpu_file)
-    context = install_fake_nvml(fake)
-    context.__enter__()  # for the rest of the process: this is a test run
-    _installed, _context = fake, context
-    return fake
+    context = install_fake_nvml(build_fake(scenario))
+    context.__enter__()  # for the rest of the process: these GPUs are simulated
+    _installed, _context = scenario, context
+    return scenario
 
 
-def cuda_uuids(fake: Any, visible_devices: str | None = None) -> list[str]:
+def cuda_uuids(fake: FakeNvml, visible_devices: str | None = None) -> list[str]:
     """The UUIDs torch would report for CUDA devices 0, 1, ... on ``fake`` (bare, lower case,
     as ``torch.cuda.get_device_properties(i).uuid``): identical GPUs in PCI bus order, then
     filtered and reordered by ``visible_devices`` (``CUDA_VISIBLE_DEVICES``: indices into that
     order or ``GPU-`` UUIDs). For tests that replace
     :func:`gpuscope.telemetry.nvml.mapping.cuda_device_uuid`."""
-    from gpuscope.telemetry.nvml.mapping import normalize_uuid, parse_visible_devices
-
     ordered = [normalize_uuid(gpu.uuid) for gpu in sorted(fake.gpus, key=lambda gpu: str(gpu.pci_bus_id))]
     entries = parse_visible_devices(visible_devices)
     if entries is None:

@@ -18,18 +18,24 @@ from textual.binding import Binding
 from textual.filter import LineFilter
 from textual.message import Message
 from textual.screen import Screen
-from textual.theme import BUILTIN_THEMES
+from textual.theme import BUILTIN_THEMES, Theme
+from textual.timer import Timer
+from textual.widget import AwaitMount
 
 from gpuscope.errors import GpuscopeError
 from gpuscope.resources import themes_dir
 from gpuscope.schema.results import Results
 from gpuscope.telemetry.alerts import Alert, evaluate, load_thresholds
+from gpuscope.telemetry.cpuinfo import CpuInfo
+from gpuscope.telemetry.hostprocs import HostProcess
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.sampler import RingBuffer
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.tui import config
 from gpuscope.tui.history import WINDOWS_S, History, capacity_for, window_label
 from gpuscope.tui.poller import MAX_BACKOFF_S, Polled, Poller, PollFailed
+from gpuscope.tui.probe_job import kill_all
+from gpuscope.tui.report_hook import save_report
 from gpuscope.tui.roofline_data import LoadedResults
 from gpuscope.tui.safe_lines import SAFE_TEXT
 from gpuscope.tui.screens.base import GpuscopeScreen
@@ -114,7 +120,7 @@ class GpuscopeApp(App[None]):
         self.latest_sample: Sample | None = None
         self.recent_samples: RingBuffer[Sample] = RingBuffer(600)
         #: Host processes from the last scan, or why there are none (scanned only while shown).
-        self.host_processes: Any = (
+        self.host_processes: list[HostProcess] | Unavailable = (
             Unavailable(Reason.WARMING_UP, "not scanned yet")
             if source is not None
             else Unavailable(Reason.NOT_APPLICABLE, "a replay has no host processes (they are not in the log)")
@@ -126,7 +132,7 @@ class GpuscopeApp(App[None]):
         #: Bumped whenever probe_results changes (screens rebuild their roofline model then).
         self.results_version = 0
         #: CpuInfo for the CPU datasheet roof (None: this machine's; tests pin it).
-        self.local_cpu_info: Any = None
+        self.local_cpu_info: CpuInfo | None = None
         #: Suite files offered on the probes screen besides the shipped ones.
         self.extra_suites: list[Path] = [Path(p) for p in extra_suites]
         self.source_label = source.label if source is not None else "replay"
@@ -144,15 +150,8 @@ class GpuscopeApp(App[None]):
         self.simulated = bool(getattr(source, "simulated", False)) or "demo" in label or "fake" in label
         self._poll_errors = 0
         self._poller: Poller | None = None
-        self._replay_timer: Any = None
+        self._replay_timer: Timer | None = None
         self._install_themes(theme, theme_dirs)
-
-    def get_driver_class(self) -> Any:
-        """Textual's driver for this terminal; on Linux one whose input thread sleeps until a
-        key arrives instead of waking ten times a second (gpuscope.tui.textual_compat)."""
-        from gpuscope.tui.textual_compat import quiet_driver_class
-
-        return quiet_driver_class(super().get_driver_class())
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters, then the text-safety filter: whatever a widget shows, nothing from a
@@ -192,12 +191,11 @@ class GpuscopeApp(App[None]):
         self.chart_palette: ChartPalette = found[wanted].palette
         self._requested_theme = requested
 
-    def _on_theme_changed(self, theme: Any) -> None:
+    def _on_theme_changed(self, theme: Theme) -> None:
         loaded = self.theme_files.get(theme.name)
         self.chart_palette = loaded.palette if loaded else ChartPalette()
         for screen in self._gpuscope_screens():
-            if hasattr(screen, "palette_changed"):
-                screen.palette_changed()
+            screen.palette_changed()
         if self.latest_sample is not None:  # charts coloured from the palette redraw now
             self._deliver(self.latest_sample, push_history=False)
         if self._persist_theme and self.settings.theme != theme.name:
@@ -241,14 +239,10 @@ class GpuscopeApp(App[None]):
             self._poller.start()
 
     async def action_quit(self) -> None:
-        from gpuscope.tui.probe_job import kill_all
-
         kill_all()  # a running probe child goes first, so its reader thread ends at once
         await super().action_quit()
 
     def on_unmount(self) -> None:
-        from gpuscope.tui.probe_job import kill_all
-
         kill_all()
         if self._poller is not None:
             self._poller.stop()  # the poller closes the source
@@ -282,15 +276,8 @@ class GpuscopeApp(App[None]):
         """Seconds between host process scans the screen on show wants (None: none): every poll
         while the processes screen shows, every ``TOP_PROCESSES_PERIOD_S`` while the dashboard's
         top-processes panel shows."""
-        from textual.css.query import NoMatches
-
         screen = self.screen if self.screen_stack else None
-        wants = getattr(screen, "wants_host_processes", None)
-        try:
-            period = wants() if callable(wants) else None
-        except NoMatches:  # the screen is not composed yet: the next sample asks again
-            return None
-        return period if isinstance(period, (int, float)) else None
+        return screen.wants_host_processes() if isinstance(screen, GpuscopeScreen) else None
 
     def _update_poll_wants(self) -> None:
         """Tell the sampling thread what the screen on show wants: how often to scan host
@@ -298,7 +285,9 @@ class GpuscopeApp(App[None]):
         if self._poller is not None:
             self._poller.scan_period_s = self._scan_period_s()
             screen = self.screen if self.screen_stack else None
-            self._poller.source.set_gpu_processes_shown(bool(getattr(screen, "shows_gpu_processes", False)))
+            self._poller.source.set_gpu_processes_shown(
+                isinstance(screen, GpuscopeScreen) and screen.shows_gpu_processes
+            )
 
     def refresh_host_processes(self) -> None:
         """Scan host processes now, off the UI thread (a screen that shows them just opened)."""
@@ -315,12 +304,11 @@ class GpuscopeApp(App[None]):
 
         self.run_worker(scan, thread=True, group="processes", name="processes", exclusive=True, exit_on_error=False)
 
-    def _processes_arrived(self, processes: Any) -> None:
+    def _processes_arrived(self, processes: list[HostProcess] | Unavailable) -> None:
         self.host_processes = processes
         if self.latest_sample is not None:
             for screen in self._gpuscope_screens():
-                if hasattr(screen, "processes_changed"):
-                    screen.processes_changed()
+                screen.processes_changed()
 
     def on_poll_result(self, message: PollResult) -> None:
         result, poller = message.result, self._poller
@@ -453,8 +441,6 @@ class GpuscopeApp(App[None]):
 
     def action_save_report(self) -> None:
         """Write a snapshot report (gpuscope.report) from what the app has seen."""
-        from gpuscope.tui.report_hook import save_report
-
         save_report(self)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
@@ -492,31 +478,17 @@ class GpuscopeApp(App[None]):
 
     # --- switching screens -------------------------------------------------------------------
 
-    def switch_mode(self, mode: str) -> Any:
-        """Show the screen of ``mode``. A screen shown before is already mounted: it is brought
-        up to date with the latest sample at once and painted on the next frame, not behind
-        Textual's 50 ms transition mask (kept for the first visit, which composes the screen)."""
-        from gpuscope.tui.textual_compat import mode_is_mounted
-
-        if self._poller is not None:  # the new screen may want host or GPU processes (or stop wanting them)
+    def switch_mode(self, mode: str) -> AwaitMount:
+        """Show the screen of ``mode`` with the latest sample (a screen shown before is brought up
+        to date in the same step, so its first frame is not the old data), and tell the poller
+        what the new screen wants (host or GPU processes, or neither)."""
+        if self._poller is not None:
             self.call_after_refresh(self._update_poll_wants)
-        if mode == self.current_mode or not mode_is_mounted(self, mode):
-            return super().switch_mode(mode)
-        self._skip_delay_update = True
-        try:
-            with self.batch_update():  # nothing is painted until the new screen shows the latest data
-                result = super().switch_mode(mode)
-                screen = self.screen
-                if isinstance(screen, GpuscopeScreen) and screen.is_mounted and self.latest_sample is not None:
-                    screen.receive_sample(self.latest_sample)
-        finally:
-            self._skip_delay_update = False
-        return result
-
-    def delay_update(self, delay: float = 0.05) -> None:
-        if getattr(self, "_skip_delay_update", False):
-            return
-        super().delay_update(delay)
+        mounted = super().switch_mode(mode)
+        screen = self.screen
+        if isinstance(screen, GpuscopeScreen) and screen.is_mounted and self.latest_sample is not None:
+            screen.receive_sample(self.latest_sample)
+        return mounted
 
     def _toggle_panel(self, name: str) -> None:
         self.switch_mode("dashboard")

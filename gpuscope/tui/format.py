@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from gpuscope.schema.core import finite_or_none
-from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = [
     "NA",
@@ -86,7 +86,7 @@ def _sig(value: float, digits: int) -> str:
     return f"{value:.{max(0, digits - 1)}f}"
 
 
-def _whole_number(value: Any) -> str:
+def _whole_number(value: object) -> str:
     """A number rounded to a whole one (``1980``), in exponent form past :data:`_WHOLE_UP_TO`,
     ``n/a`` when it is not a finite number."""
     number = finite_or_none(value)
@@ -155,7 +155,10 @@ def fmt_duration(seconds: float) -> str:
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
-def fmt_metric(value: Any, formatter: Callable[[Any], str] = str) -> str:
+T = TypeVar("T")
+
+
+def fmt_metric(value: Metric[T] | None, formatter: Callable[[T], str] = str) -> str:
     """``formatter(value)``, or ``n/a`` for an :class:`Unavailable` (never a zero)."""
     if isinstance(value, Unavailable) or value is None:
         return NA

@@ -16,9 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from gpuscope.telemetry.hostprocs import HostProcess
 from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.sources import TelemetrySource
 
 __all__ = ["MAX_BACKOFF_S", "Polled", "PollFailed", "Poller"]
@@ -34,7 +35,7 @@ class Polled:
     """A sample, and the host processes when a scan was due with it (else None)."""
 
     sample: Sample
-    processes: Any = None
+    processes: list[HostProcess] | Unavailable | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,10 @@ import signal
 import sys
 import threading
 
+from gpuscope.errors import GpuscopeError
+from gpuscope.fileio import write_json_atomic
+from gpuscope.probing.runner import ProbeRunner
+from gpuscope.probing.suite import load_suite
 from gpuscope.schema.events import Failed, Finished, Log, MeasurementDone, ProbeEvent, Progress, Started, encode_event
 from gpuscope.schema.results import Measurement
 
@@ -33,12 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, lambda *_: cancel.set())
     signal.signal(signal.SIGTERM, lambda *_: cancel.set())
 
-    from gpuscope.errors import GpuscopeError
-    from gpuscope.fileio import write_json_atomic
-
     try:
-        from gpuscope.probing import ProbeRunner, load_suite
-
         suite = load_suite(args.suite)
 
         def on_progress(done: int, total: int, label: str) -> None:
@@ -46,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
         def on_measurement(measurement: Measurement) -> None:
             snapshot = runner.snapshot()
-            so_far = {"ceilings": snapshot.ceilings, "workloads": snapshot.workloads} if snapshot is not None else {}
-            _say(MeasurementDone(measurement=measurement, **so_far))
+            if snapshot is None:
+                _say(MeasurementDone(measurement=measurement))
+            else:
+                _say(MeasurementDone(measurement=measurement, ceilings=snapshot.ceilings, workloads=snapshot.workloads))
 
         runner = ProbeRunner(
             suite,

@@ -7,7 +7,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuscope.results import empty_results
+from gpuscope.schema.core import decode_tree
 from gpuscope.tui import config
+from gpuscope.tui.roofline_data import live_document
 
 if TYPE_CHECKING:
     from gpuscope.schema.results import Results
@@ -61,13 +64,13 @@ def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
         if app.simulated and documents:
             documents[0]["system"] = {**(documents[0].get("system") or {}), "simulated": system_of(app)["simulated"]}
         return documents
-    from gpuscope.results import new_results
-    from gpuscope.tui.roofline_data import live_document
+    import msgspec
 
-    document = new_results(system=system_of(app))
+    document: dict[str, Any] = msgspec.to_builtins(empty_results())
+    document["system"] = system_of(app)  # with "simulated", which System does not declare
     live = live_document(app.latest_sample)
     if live is not None:
-        document["devices"] = live["devices"]
+        document["devices"] = msgspec.to_builtins(live.devices)
     return [document]
 
 
@@ -75,8 +78,6 @@ def _as_written(typed: Results, written: bytes | dict[str, Any] | None) -> dict[
     """A results document as written (undeclared fields and explicit nulls kept, which the
     report's energy and profile sections read), from its bytes, its dict, or its typed view."""
     if isinstance(written, bytes):
-        from gpuscope.schema.core import decode_tree
-
         return dict(decode_tree(written, "results"))
     if written is not None:
         return dict(written)

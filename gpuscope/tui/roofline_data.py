@@ -8,15 +8,22 @@ when results change, not every tick.
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import msgspec
 
+from gpuscope.profiling.stored import StoredProfile, profiled_workloads
+from gpuscope.profiling.view import profile_points, profile_rows
+from gpuscope.roofline.live import cuda_device_name, estimate_live_position
+from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.model import DeviceKey, Placement, RooflineModel, place_point
 from gpuscope.schema.core import MIN_MAGNITUDE
-from gpuscope.schema.results import Ceiling, Device, Results, Workload
+from gpuscope.schema.results import Ceiling, Device, Results, System, Workload
+from gpuscope.telemetry.cpuinfo import CpuInfo
 from gpuscope.telemetry.records import GpuSample, Sample
-from gpuscope.textsafe import safe_text
+from gpuscope.telemetry.values import Unavailable
 
 __all__ = [
     "LoadedResults",
@@ -40,8 +47,8 @@ class LoadedResults(NamedTuple):
     written: bytes | dict[str, Any] | None = None
 
 
-def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> dict[str, Any] | None:
-    """A results-shaped document naming this machine's devices (no ceilings), so their datasheet
+def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> Results | None:
+    """A results document naming this machine's devices (no ceilings), so their datasheet
     roofs appear before any probe has run. Devices that ``results`` from this host already name
     are left out, and the rank those results use is reused, so both land on one device. None
     without a sample."""
@@ -56,25 +63,16 @@ def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> dic
             if (entry.host or document.system.hostname) in (hostname, None):
                 present.add(entry.device)
                 rank = entry.rank if rank is None else rank
-    from gpuscope.roofline.live import cuda_device_name
 
-    devices: list[dict[str, Any]] = []
+    devices: list[Device] = []
     if "cpu" not in present:
-        devices.append({"device": "cpu", "type": "cpu", "name": sample.host.cpu_model, "rank": rank})
+        devices.append(Device(device="cpu", type="cpu", name=sample.host.cpu_model, rank=rank))
     for gpu in sample.gpus:
         name = cuda_device_name(gpu, sample.gpus)  # CUDA's number (the mapping), not NVML's index
         if gpu.mig_parent_index is None and name not in present:
             uuid = gpu.uuid if isinstance(gpu.uuid, str) and gpu.uuid else None  # the same GPU as a probe file's
-            devices.append({"device": name, "type": "gpu", "name": gpu.name, "rank": rank, "uuid": uuid})
-    return {
-        "schema": "gpuscope.results",
-        "schema_version": 1,
-        "system": {"hostname": hostname},
-        "devices": devices,
-        "ceilings": [],
-        "measurements": [],
-        "workloads": [],
-    }
+            devices.append(Device(device=name, type="gpu", name=gpu.name, rank=rank, uuid=uuid))
+    return Results(schema="gpuscope.results", schema_version=1, system=System(hostname=hostname), devices=devices)
 
 
 def measurement_points(document: Results) -> list[Workload]:
@@ -108,14 +106,15 @@ def measurement_points(document: Results) -> list[Workload]:
 
 
 def build_screen_model(
-    results: Sequence[Results], sample: Sample | None, include_measurements: bool = True, local_cpu: Any = None
-) -> Any:
+    results: Sequence[Results],
+    sample: Sample | None,
+    include_measurements: bool = True,
+    local_cpu: CpuInfo | None = None,
+) -> RooflineModel:
     """The :class:`gpuscope.roofline.model.RooflineModel` of ``results`` (probe results) plus this
     machine's devices; probe measurements become points. ``local_cpu`` (a CpuInfo) gives the
     CPU datasheet roof; default: this machine's."""
-    from gpuscope.roofline.loading import build_model
-
-    documents: list[tuple[str, Results | Mapping[str, Any]]] = []
+    documents: list[tuple[str, Results]] = []
     for number, document in enumerate(results):
         label = (document.suite.path if document.suite else None) or f"results {number + 1}"
         if include_measurements:
@@ -126,25 +125,20 @@ def build_screen_model(
         documents.append(("this machine", live))
     hostname = sample.host.hostname if sample is not None else socket.gethostname()
     model = build_model(documents, datasheet=True, local_cpu=local_cpu, local_hostname=hostname)
-    return with_profile_clouds(model, [(source, doc) for source, doc in documents if isinstance(doc, Results)])
+    return with_profile_clouds(model, documents)
 
 
-def with_profile_clouds(model: Any, documents: Sequence[tuple[str, Results]]) -> Any:
+def with_profile_clouds(model: RooflineModel, documents: Sequence[tuple[str, Results]]) -> RooflineModel:
     """``model`` with each profile workload's one point (a results workload with ``source:
     "profile"`` and a ``profile`` object, from ``documents``, (source, results document) pairs)
     replaced, in its place, by its top groups' points (:func:`gpuscope.profiling.view.profile_points`
     on the same device), each carrying its table row's time lost (and the step's speed-up at its
     roof) in ``note``. Groups stay in the profile's order (by time lost), so the chart's number n
     of a group is its table row. ``model`` itself when there is no profile."""
-    from dataclasses import replace
-
-    from gpuscope.profiling.view import profile_points, profile_rows
-
-    clouds = {
-        (safe_text(source), safe_text(workload.name)): {"profile": workload.profile}  # what profiling.view reads
+    clouds: dict[tuple[str | None, str], StoredProfile] = {
+        (source, profiled.workload.name): profiled.profile  # as the model's points name them
         for source, document in documents
-        for workload in document.workloads
-        if workload.source == "profile" and isinstance(workload.profile, dict)
+        for profiled in profiled_workloads(document)
     }
     if not clouds:
         return model
@@ -162,18 +156,12 @@ def with_profile_clouds(model: Any, documents: Sequence[tuple[str, Results]]) ->
     return model.replace_points(points)
 
 
-def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[str]]:
+def live_placements(model: RooflineModel, sample: Sample | None) -> tuple[list[Placement], list[str]]:
     """Estimated current positions of the GPUs in ``sample`` (Hopper and newer: activity counters
     and DRAM GB/s) placed against their devices' roofs, and one line per GPU that cannot be
     estimated saying why."""
     if sample is None or not sample.gpus:
         return [], []
-    from dataclasses import replace
-
-    from gpuscope.roofline.live import cuda_device_name, estimate_live_position
-    from gpuscope.roofline.model import place_point
-    from gpuscope.telemetry.values import Unavailable
-
     placements, reasons = [], []
     for gpu in sample.gpus:
         if gpu.mig_parent_index is not None:
@@ -188,10 +176,7 @@ def live_placements(model: Any, sample: Sample | None) -> tuple[list[Any], list[
     return placements, reasons
 
 
-def _device_key(model: Any, gpu: GpuSample, sample: Sample) -> Any:
-    from gpuscope.roofline.live import cuda_device_name
-    from gpuscope.roofline.model import DeviceKey
-
+def _device_key(model: RooflineModel, gpu: GpuSample, sample: Sample) -> DeviceKey:
     wanted = cuda_device_name(gpu, sample.gpus)
     for device in model.devices:
         if device.key.device == wanted and device.key.host in (sample.host.hostname, None):  # first match wins

@@ -11,14 +11,12 @@ import abc
 import bisect
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from gpuscope.telemetry.collector import TelemetryCollector
+from gpuscope.telemetry.hostprocs import HostProcess, ProcessScanner
+from gpuscope.telemetry.logfile import read_log
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.values import Reason, Unavailable
-
-if TYPE_CHECKING:
-    from gpuscope.telemetry.collector import TelemetryCollector
-    from gpuscope.telemetry.hostprocs import HostProcess, ProcessScanner
 
 __all__ = [
     "TelemetrySource",
@@ -65,8 +63,6 @@ class _ScansHost:
     _scanner: ProcessScanner | None = None
 
     def host_processes(self) -> list[HostProcess] | Unavailable:
-        from gpuscope.telemetry.hostprocs import ProcessScanner
-
         if self._scanner is None:
             self._scanner = ProcessScanner()
         missing = self._scanner.available()
@@ -87,8 +83,6 @@ class LiveSource(_ScansHost, TelemetrySource):
         self._gpu_processes_shown = True
 
     def open(self) -> None:
-        from gpuscope.telemetry.collector import TelemetryCollector
-
         # the TUI shows NVLink totals only: per-link rates (36 GPM metrics per H200) are not read
         collector = TelemetryCollector(nvml=self.nvml, nvlink_per_link=False)
         collector.set_gpu_processes_shown(self._gpu_processes_shown)
@@ -145,8 +139,6 @@ def load_replay(path: str | Path, limit: int = MAX_REPLAY_SAMPLES) -> tuple[list
     stride kept: 1 when every sample fits in ``limit``, else every ``stride``-th sample (the log
     is thinned evenly, so a day-long log still replays end to end). Raises
     :class:`gpuscope.errors.BadInputError` for a bad file."""
-    from gpuscope.telemetry.logfile import read_log
-
     samples: list[Sample] = []
     stride = 1
     for number, sample in enumerate(read_log(path)):

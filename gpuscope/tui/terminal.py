@@ -26,7 +26,7 @@ import select
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from textual.app import App
 
@@ -58,6 +58,9 @@ ENDING_SIGNALS = tuple(
     if hasattr(signal, name)
 )
 
+#: What the app returns from ``run`` (run_in_terminal reports only its exit code).
+AppResult = TypeVar("AppResult")
+
 _STREAMS = (("input", 0), ("output", 1), ("error", 2))
 
 
@@ -72,7 +75,7 @@ def require_terminal() -> None:
             )
 
 
-def run_in_terminal(app: App[Any]) -> int:
+def run_in_terminal(app: App[AppResult]) -> int:
     """Run ``app`` full screen in this terminal; returns its exit code (0 when ended by ``q`` or
     one of :data:`ENDING_SIGNALS`, 1 after an error Textual reported). Raises
     :class:`ResourceError` when there is no terminal (:func:`require_terminal`)."""

@@ -39,6 +39,7 @@ from textual.color import Color, ColorParseError
 from textual.css.stylesheet import Stylesheet
 from textual.theme import Theme
 
+from gpuscope.roofline.paint_text import DEFAULT_PALETTE
 from gpuscope.schema.core import problem_of
 from gpuscope.schema.themes import PALETTE_LISTS, RETIRED_CHART_KEYS, THEME_COLOURS, ChartTable, ThemeFileSpec
 from gpuscope.tui.config import read_toml
@@ -90,8 +91,6 @@ class ChartPalette:
 
     def roofline_palette(self) -> RooflinePalette:
         """The roofline chart's palette in these colours (RGB tuples for plotext)."""
-        from gpuscope.roofline.paint_text import DEFAULT_PALETTE
-
         return DEFAULT_PALETTE.with_colors(
             gpu_roofs=tuple(_rgb(c) for c in self.gpu_roofs),
             cpu_roofs=tuple(_rgb(c) for c in self.cpu_roofs),

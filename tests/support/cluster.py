@@ -89,19 +89,25 @@ def multi_rank_results(
 ) -> dict[str, Any]:
     """The merged results document of a 4-rank, 2-host run; rank :data:`STRAGGLER_RANK`'s bf16
     ceiling is ``slow_fraction`` of the others' (a straggler below ``1 - margin``)."""
+    import json
+
     from gpuscope.probing.cluster import RankReport, merge_rank_results
+    from gpuscope.results import to_results
+    from gpuscope.schema.core import encode_json
+    from gpuscope.schema.results import SuiteRef
 
     reports = []
     for rank in range(4):
         host, local_rank = hosts[rank // 2], rank % 2
         bf16 = 780e12 * (slow_fraction if rank == STRAGGLER_RANK else 1.0) * (1.0 + 0.002 * rank)
         dram = 3.0e12 * (0.96 if rank == 3 else 1.0)
-        document = _rank_document(rank, host, f"cuda:{local_rank}", bf16, dram)
+        document = to_results(_rank_document(rank, host, f"cuda:{local_rank}", bf16, dram), f"rank {rank}")
         reports.append(
             RankReport(
                 rank=rank, host=host, status="ok", results=document, local_rank=local_rank, device=f"cuda:{local_rank}"
             )
         )
-    merged = merge_rank_results(reports, world_size=4, suite={"name": "quick"}, margin=margin, backend="nccl")
-    merged["created"] = 1_700_000_200.0
-    return merged
+    merged = merge_rank_results(reports, world_size=4, suite=SuiteRef(name="quick"), margin=margin, backend="nccl")
+    merged.created = 1_700_000_200.0
+    plain: dict[str, Any] = json.loads(encode_json(merged))  # as the file holds it
+    return plain

@@ -7,9 +7,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from gpuscope.results import to_results
+from gpuscope.schema.results import Results
 
 __all__ = [
     "results_document",
@@ -22,6 +25,7 @@ __all__ = [
     "three_device_results",
     "CHART_PICTURES",
     "write_results",
+    "typed",
 ]
 
 
@@ -191,3 +195,9 @@ def write_results(path: str | Path, document: dict[str, Any]) -> Path:
     target = Path(path)
     target.write_text(json.dumps(document), encoding="utf-8")
     return target
+
+
+def typed(documents: Sequence[tuple[str, Any]]) -> list[tuple[str, Results]]:
+    """``(name, document)`` pairs with each document checked into :class:`Results`, what
+    :func:`gpuscope.roofline.loading.build_model` takes."""
+    return [(name, to_results(document, name)) for name, document in documents]

@@ -26,7 +26,7 @@ from gpuscope.telemetry.nvml.session import (
     call,
     pynvml,
 )
-from gpuscope.telemetry.records import GpuSample
+from gpuscope.telemetry.records import GpuSample, JsonObject
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["Check", "GpuReport", "NvmlReport", "probe", "gpu_checks", "check_from_unavailable", "MARKERS"]
@@ -58,7 +58,7 @@ class Check:
     def marker(self) -> str:
         return MARKERS[self.status]
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> JsonObject:
         return {"name": self.name, "status": self.status, "marker": self.marker, "detail": self.detail, "fix": self.fix}
 
 
@@ -75,8 +75,8 @@ class GpuReport:
     mig_parent_index: int | None
     checks: list[Check] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = asdict(self)
         data["checks"] = [check.to_dict() for check in self.checks]
         return data
 
@@ -89,7 +89,7 @@ class NvmlReport:
     versions: list[Check]
     gpus: list[GpuReport]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "library": self.library.to_dict(),
             "versions": [check.to_dict() for check in self.versions],

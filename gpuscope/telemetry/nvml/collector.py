@@ -10,7 +10,7 @@ failed batch). Power limit and PCIe link width/generation are re-read every
 ``PROCESS_BACKGROUND_INTERVAL_S`` while the TUI shows no process list). A metric the GPU does
 not support costs one call per run. ``nvmlDeviceGetPcieThroughput`` (it blocks ~20 ms)
 is never called. A GPU that answers GpuIsLost shows ``state="lost"`` with every metric
-``gpu_lost`` while the others keep updating; it is retried every ``LOST_RETRY_INTERVAL_S``.
+``gpu_lost`` while the others keep updating; it is retried every ``lost_retry_interval_s``.
 When NVML cannot be opened at all, ``sample`` tries again every ``OPEN_RETRY_INTERVAL_S``.
 Xid errors: one ``nvmlEventSetWait_v2`` per sample for all GPUs together (:mod:`.events`).
 """
@@ -42,11 +42,13 @@ from gpuscope.telemetry.nvml.readings import (
     throttle_reason_names,
 )
 from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml
-from gpuscope.telemetry.nvml.structs import memory_row
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, NvLinkLinkSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
-__all__ = ["NvmlCollector", "GpuSide", "DeviceStatus"]
+__all__ = ["NvmlCollector", "GpuSide", "DeviceStatus", "LOST_RETRY_INTERVAL_S"]
+
+#: How often a lost GPU is retried by default, seconds.
+LOST_RETRY_INTERVAL_S = 5.0
 
 
 @dataclass
@@ -163,10 +165,10 @@ class NvmlCollector:
     """Samples every NVIDIA GPU through NVML. ``open``/``sample``/``close`` never raise.
 
     ``clock`` (seconds, monotonic) paces GPM windows, slow re-reads and lost-GPU retries;
-    tests pass the fake NVML's clock.
+    tests pass the fake NVML's clock. ``lost_retry_interval_s``: how often a lost GPU is asked
+    whether it answers again.
     """
 
-    LOST_RETRY_INTERVAL_S = 5.0
     SLOW_INTERVAL_S = 5.0
     PROCESS_INTERVAL_S = 1.0
     #: ... while nothing on screen shows the process lists (:meth:`set_processes_shown`): they
@@ -182,8 +184,10 @@ class NvmlCollector:
         *,
         nvlink_per_link: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        lost_retry_interval_s: float = LOST_RETRY_INTERVAL_S,
     ) -> None:
         self._gpm_enabled = gpm
+        self.lost_retry_interval_s = lost_retry_interval_s
         self._processes_enabled = processes
         #: per-link NVLink rates (36 GPM metrics or counters per H200); False leaves every
         #: GpuSample.nvlink_links empty (the TUI shows the totals only)
@@ -282,7 +286,7 @@ class NvmlCollector:
         except GpuLostError:
             gpu.close()
             gpu.lost = True
-            gpu.next_retry_s = self._clock() + self.LOST_RETRY_INTERVAL_S
+            gpu.next_retry_s = self._clock() + self.lost_retry_interval_s
         except Exception as exc:  # noqa: BLE001 - one GPU that cannot be opened spoils only itself
             gpu.close()
             gpu.problem = Unavailable(Reason.ERROR, f"opening GPU {index}: {type(exc).__name__}: {exc}")
@@ -362,13 +366,13 @@ class NvmlCollector:
                 return fresh
         except GpuLostError:
             pass
-        gpu.next_retry_s = now + self.LOST_RETRY_INTERVAL_S
+        gpu.next_retry_s = now + self.lost_retry_interval_s
         return gpu
 
     def _lost(self, gpu: _Gpu) -> tuple[GpuSample, list[GpuSample]]:
         gone = Unavailable(
             Reason.GPU_LOST,
-            f"GPU {gpu.index} fell off the bus or stopped answering; retried every {self.LOST_RETRY_INTERVAL_S:g} s",
+            f"GPU {gpu.index} fell off the bus or stopped answering; retried every {self.lost_retry_interval_s:g} s",
         )
         full = _identity(gpu, "lost")
         fill_missing(full, gone)
@@ -394,7 +398,7 @@ class NvmlCollector:
         except GpuLostError:
             gpu.close()
             gpu.lost = True
-            gpu.next_retry_s = now + self.LOST_RETRY_INTERVAL_S
+            gpu.next_retry_s = now + self.lost_retry_interval_s
             return self._lost(gpu)
         return full, parts
 
@@ -528,7 +532,10 @@ class NvmlCollector:
         sample = _mig_identity(gpu, mig, "ok")
         sample.mig_mode = True
         memory = mig.memory.get("memory", pynvml.nvmlDeviceGetMemoryInfo)
-        _set_memory(sample, memory if isinstance(memory, Unavailable) else memory_row(memory))
+        _set_memory(
+            sample,
+            memory if isinstance(memory, Unavailable) else (int(memory.total), int(memory.free), int(memory.used)),
+        )
         gi = mig.info.gpu_instance_id
         gpm: dict[str, Metric[float]] | Unavailable
         if isinstance(gi, Unavailable):

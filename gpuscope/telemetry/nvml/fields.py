@@ -25,11 +25,6 @@ and newer, instantaneous power on GA100 and older), in the same batch instead of
 per GPU. Drivers that predate the field ids answer them InvalidArgument at open: they drop as
 ``driver_too_old`` and the collector calls ``nvmlDeviceGetPowerUsage`` instead.
 
-Cost: each request array (``nvmlFieldValue_t[n]``, with field and scope ids filled in) is built
-once per set of asked fields and reused: each read is one C call on it (pynvml's wrapper would
-build a new array through Python-level attribute setters, one per field, every sample) and one
-pass over a plain ctypes view of the answers.
-
 ``NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`` count KiB; ``scopeId`` selects the link, and
 ``0xFFFFFFFF`` asks for the sum of all links. Some drivers ignore the scope and return the
 GPU-wide counter for every link: :class:`FieldSet` checks that (``scope_honoured``) and then
@@ -47,17 +42,11 @@ dropped as ``driver_too_old``.
 
 from __future__ import annotations
 
-import ctypes
-import operator
-import struct
-import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import CFunction, call_symbol, pynvml, unavailable_from_error
-from gpuscope.telemetry.nvml.structs import _FIELDS_OK, FieldValueView, field_values_view
+from gpuscope.telemetry.nvml.session import call, pynvml, unavailable_from_error
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["FieldSet", "KEEP_READS", "SCOPE_ALL_LINKS"]
@@ -68,13 +57,11 @@ _WRAP_32 = 1 << 32
 #: The fastest a PCIe byte counter can move (PCIe 6.0 x16, one direction, bytes/s): a 32-bit
 #: counter read more than 2**32 / this apart (34 ms) may have wrapped more than once.
 PCIE_MAX_BYTES_PER_S = 128e9
-_SUCCESS = 0  # NVML_SUCCESS
 #: reads a counter GPM missed stays asked after GPM gives it again (see the module docstring)
 KEEP_READS = 30
 _NOT_READ = Unavailable(Reason.NOT_APPLICABLE, "not read: another source (GPM) gave this value")
 _NOTHING: frozenset[str] = frozenset()
 _SCOPE_IGNORED = Unavailable(Reason.NOT_SUPPORTED, "this driver reports the GPU-wide NVLink counter for every link")
-_MAX_SELECTIONS = 8  # request arrays kept per GPU (one per set of asked fields)
 #: GPU power in W: the 1 s average (Ampere except GA100, and newer) and the instantaneous reading
 POWER_AVERAGE = "power_average_w"
 POWER_INSTANT = "power_instant_w"
@@ -140,7 +127,16 @@ def _fields(links: list[int], per_link: bool = True) -> list[_Field]:
     return fields
 
 
-def _value(field_value: Any) -> float | int:
+class _FieldValue(Protocol):
+    """What this module reads of one pynvml ``c_nvmlFieldValue_t``."""
+
+    timestamp: int
+    valueType: int
+    nvmlReturn: int
+    value: object
+
+
+def _value(field_value: _FieldValue) -> float | int:
     """The reading in its own type (integers stay exact: byte counters pass 2**53)."""
     kind = int(field_value.valueType)
     number = getattr(field_value.value, _UNION_MEMBER.get(kind, "ullVal"))
@@ -162,67 +158,23 @@ _UNION_MEMBER = {
 }
 
 
-def _request(fields: list[_Field]) -> tuple[Any, Any]:
-    """A reusable ``nvmlFieldValue_t[len(fields)]`` with field and scope ids set, and its view."""
-    values = (pynvml.c_nvmlFieldValue_t * len(fields))()
-    view = field_values_view(values, len(fields))
-    for slot, field in enumerate(fields):
-        view[slot].fieldId = field.field_id
-        view[slot].scopeId = field.scope
-    return values, view
-
-
-#: one nvmlFieldValue_t as plain numbers: fieldId, scopeId, timestamp, latencyUsec, valueType,
-#: nvmlReturn, and the value union read as an unsigned long long (right for ``_ULL`` only)
-_ROW = struct.Struct("=IIqqIIQ")
-_ROWS_OK = _FIELDS_OK and _ROW.size == ctypes.sizeof(FieldValueView)
-#: an unsigned int in the union is its low 4 bytes of the unsigned long long read above
-_LITTLE = sys.byteorder == "little"
-#: value type -> the mask that turns the union read as an unsigned long long into the value
-_QUICK_MASKS = {_ULL: (1 << 64) - 1, _UINT: 0xFFFFFFFF}
-
-
-def _rows(values: Any, view: Any) -> Iterator[tuple[int, int, int, int, int, int, int]]:
-    """The entries of a field-value array as tuples (one C-speed unpack instead of a ctypes
-    attribute read per member), or read member by member where pynvml's layout differs."""
-    if _ROWS_OK:
-        return _ROW.iter_unpack(values)
-    return (
-        (entry.fieldId, entry.scopeId, entry.timestamp, 0, entry.valueType, entry.nvmlReturn, entry.value.ullVal)
-        for entry in view
-    )
-
-
 @dataclass
 class _Selection:
-    """The fields one read asks for, their request array, and what the others read as."""
+    """The fields one read asks for, and what the others read as."""
 
     fields: list[_Field]
-    values: Any  # nvmlFieldValue_t[len(fields)], or None when nothing is asked
-    view: Any
+    ids: list[tuple[int, int]]  # (field id, scope id) of each, as nvmlDeviceGetFieldValues takes them
     not_read: dict[str, Metric[float]]  # key -> _NOT_READ for each field left out
-    #: nvmlDeviceGetFieldValues' count and array arguments, as pynvml's wrapper builds them
-    #: (made once here: the C symbol is called on the prebuilt array)
-    arguments: tuple[Any, ...] = ()
-    #: for a selection of gauges only (no counter: the usual one with GPM), the whole array
-    #: as one struct, their keys and scales, and the value masks of the last value types seen
-    rows: struct.Struct | None = None
-    keys: tuple[str, ...] = ()
-    scales: tuple[float, ...] = ()
-    kinds: tuple[int, ...] = ()
-    masks: tuple[int, ...] | None = None  # None: a value type the quick read does not decode
 
 
 class FieldSet:
     """The batched field values of one GPU and the rates of its counters."""
 
-    def __init__(self, handle: Any, links: list[int], *, per_link: bool = True) -> None:
+    def __init__(self, handle: object, links: list[int], *, per_link: bool = True) -> None:
         self.handle = handle
-        self._get_field_values = CFunction("nvmlDeviceGetFieldValues")  # kept: one NVML session
         #: the links asked one by one (none when ``per_link`` is off: the totals only)
         self.links = list(links) if per_link else []
         self._fields = _fields(list(links), per_link)
-        self._request: tuple[Any, Any] | None = None  # the last read's (nvmlFieldValue_t array, its view)
         self._dropped: dict[str, Unavailable] = {}
         self._previous: dict[str, tuple[float | int, int]] = {}  # key -> (raw value, timestamp us)
         self._last_rate: dict[str, Metric[float]] = {}
@@ -234,16 +186,13 @@ class FieldSet:
         self._scope_check = len(self.links) > 1
         self.opened = False
         self._reads = 0
-        self._selections: dict[frozenset[str], _Selection] = {}  # skipped keys -> selection
-        self._selection: _Selection | None = None
+        self._selection: _Selection | None = None  # the last read's
         self._skipped: frozenset[str] = _NOTHING  # keys the last read did not ask
-        self._given: frozenset[str] = _NOTHING  # the last read's ``covered`` argument
-        self._covered: frozenset[str] = _NOTHING  # the keys of it that are fields here
+        self._covered: frozenset[str] = _NOTHING  # the keys of the last ``covered`` that are fields here
         self._coverable = frozenset(field.key for field in self._fields if field.coverable)
         self._ever_covered: set[str] = set()
         self._kept_until: dict[str, int] = {}  # key -> read number up to which it is asked anyway
         self._scope_probe = False  # ask the per-link counters next read (a total counted traffic)
-        self._stale = False  # the field list or the scope answer changed: select again
 
     @property
     def asked(self) -> list[str]:
@@ -252,7 +201,6 @@ class FieldSet:
 
     def _select(self, given: frozenset[str]) -> _Selection:
         """The fields to ask, given the keys another source had a number for this read."""
-        self._given, self._stale = given, False
         covered = given & self._coverable
         if covered != self._covered:
             # keys GPM had before, missed, and has again: keep them running for a while
@@ -260,45 +208,26 @@ class FieldSet:
             self._kept_until.update(dict.fromkeys(back, self._reads + KEEP_READS))
             self._ever_covered.update(covered)
             self._covered = covered
-        if self._kept_until:
-            for key in [key for key, until in self._kept_until.items() if until < self._reads]:
-                del self._kept_until[key]
-        skip = covered.difference(self._kept_until) if self._kept_until else covered
-        if (
-            self.scope_honoured is None and self._scope_check and skip
-        ):  # the check needs the totals (and, once, each link)
+        for key in [key for key, until in self._kept_until.items() if until < self._reads]:
+            del self._kept_until[key]
+        skip = covered.difference(self._kept_until)
+        if self.scope_honoured is None and self._scope_check:  # the check needs the totals (and, once, each link)
             skip = frozenset(
                 key for key in skip if not key.startswith("nvlink_") or (":" in key and not self._scope_probe)
             )
         elif self.scope_honoured is False:  # per-link counters are the total: never asked
             skip = skip | {field.key for field in self._fields if field.link}
-        if skip != self._skipped:
-            for key in skip - self._skipped:  # not read from now on: forget the last reading
-                self._previous.pop(key, None)
-                self._last_rate.pop(key, None)
-            self._skipped = skip
-        selection = self._selections.get(skip)
-        if selection is None:
-            if len(self._selections) >= _MAX_SELECTIONS:
-                self._selections.clear()
-            asked = [field for field in self._fields if field.key not in skip]
-            values: Any = None
-            view: Any = None
-            arguments: tuple[Any, ...] = ()
-            if asked:
-                values, view = _request(asked)
-                arguments = (ctypes.c_int32(len(asked)), ctypes.byref(values))
-            not_read: dict[str, Metric[float]] = {key: _NOT_READ for key in skip}
-            if self.scope_honoured is False:
-                not_read.update(dict.fromkeys((field.key for field in self._fields if field.link), _SCOPE_IGNORED))
-            selection = self._selections[skip] = _Selection(asked, values, view, not_read, arguments)
-            if asked and _ROWS_OK and _LITTLE and not any(field.counter or field.pcie for field in asked):
-                selection.rows = struct.Struct("=" + _ROW.format[1:] * len(asked))
-                selection.keys = tuple(field.key for field in asked)
-                selection.scales = tuple(field.scale for field in asked)
-        return selection
+        for key in skip - self._skipped:  # not read from now on: forget the last reading
+            self._previous.pop(key, None)
+            self._last_rate.pop(key, None)
+        self._skipped = skip
+        asked = [field for field in self._fields if field.key not in skip]
+        not_read: dict[str, Metric[float]] = dict.fromkeys(skip, _NOT_READ)
+        if self.scope_honoured is False:
+            not_read.update(dict.fromkeys((field.key for field in self._fields if field.link), _SCOPE_IGNORED))
+        return _Selection(asked, [(field.field_id, field.scope) for field in asked], not_read)
 
-    def _raw(self, field: _Field, field_value: Any) -> Metric[float | int]:
+    def _raw(self, field: _Field, field_value: _FieldValue) -> Metric[float | int]:
         code = int(field_value.nvmlReturn)
         if code != pynvml.NVML_SUCCESS:
             if code == pynvml.NVML_ERROR_INVALID_ARGUMENT and not self.opened and field.since:
@@ -322,77 +251,50 @@ class FieldSet:
         if not self._fields:
             return result
         self._reads += 1
-        if not self.opened:
-            covered = _NOTHING
-        selection = self._selection
-        if (
-            selection is None
-            or self._stale
-            or covered is not self._given
-            or self._kept_until
-            or (self.scope_honoured is None and self._scope_check)
-            or self._scope_probe
-        ):
-            selection = self._selection = self._select(covered)
-        if selection.not_read:
-            result.update(selection.not_read)
+        selection = self._selection = self._select(covered if self.opened else _NOTHING)
+        result.update(selection.not_read)
         asked = selection.fields
         if not asked:
-            self._request = None
             return result
-        values, view = self._request = (selection.values, selection.view)
-        got = call_symbol("nvmlDeviceGetFieldValues", self._get_field_values, self.handle, *selection.arguments)
-        if got is not None:
+        got = call("nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, self.handle, selection.ids)
+        if isinstance(got, Unavailable):
             for field in asked:
                 result[field.key] = got
             if not self.opened and got.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
                 self._dropped.update({field.key: got for field in self._fields})
                 self._fields = []
-                self._forget_selections()
+                self._forget_fields()
             self.opened = True
             return result
         raw: dict[str, float | int] | None = {} if self.scope_honoured is None and self._scope_check else None
-        if selection.rows is not None and raw is None and self.opened and self._gauges(selection, values, result):
-            return result
         keep: list[_Field] = []  # the fields still asked for (unsupported ones drop at open)
         opened = self.opened
-        previous_of, last_rate = self._previous, self._last_rate
-        for slot, (field, (_, _, stamp_us, _, kind, code, number)) in enumerate(zip(asked, _rows(values, view))):
+        for field, field_value in zip(asked, got):
             key = field.key
             if not opened:
                 keep.append(field)
-            if code != _SUCCESS:
-                value = self._raw(field, view[slot])
-                assert isinstance(value, Unavailable)
+            value = self._raw(field, field_value)
+            if isinstance(value, Unavailable):
                 result[key] = value
                 if not opened and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
                     self._dropped[key] = value
                     keep.pop()
                 continue
-            reading: float | int = (
-                number if kind == _ULL else number & 0xFFFFFFFF if kind == _UINT and _LITTLE else _value(view[slot])
-            )
             if raw is not None:
-                raw[key] = reading
+                raw[key] = value
+            stamp_us = int(field_value.timestamp)
+            uint = int(field_value.valueType) == _UINT
             if field.pcie:
-                result[key] = self._pcie_rate(field, int(reading), stamp_us, kind == _UINT)
+                result[key] = self._pcie_rate(field, int(value), stamp_us, uint)
             elif field.counter:
-                previous = previous_of.get(key)
-                if kind == _ULL and previous is not None and stamp_us > previous[1] and reading >= previous[0]:
-                    # the usual case, as _rate computes it: a 64-bit counter that moved on
-                    previous_of[key] = (reading, stamp_us)
-                    result[key] = last_rate[key] = (
-                        (reading - previous[0]) * field.scale / ((stamp_us - previous[1]) / 1e6)
-                    )
-                else:
-                    result[key] = self._rate(field, reading, stamp_us, _WRAP_32 if kind == _UINT else None)
+                result[key] = self._rate(field, value, stamp_us, _WRAP_32 if uint else None)
             else:
-                result[key] = reading * field.scale
+                result[key] = value * field.scale
         if not opened:
             keep = self._drop_spares(keep, result)
         if not opened and len(keep) != len(self._fields):
             self._fields = keep
-            self._forget_selections()
+            self._forget_fields()
         self.opened = True
         if raw is not None:
             self._check_scope(raw)
@@ -401,26 +303,6 @@ class FieldSet:
                 result[f"nvlink_tx_bytes_per_s:{link}"] = _SCOPE_IGNORED
                 result[f"nvlink_rx_bytes_per_s:{link}"] = _SCOPE_IGNORED
         return result
-
-    @staticmethod
-    def _gauges(selection: _Selection, values: Any, result: dict[str, Metric[float]]) -> bool:
-        """The read loop's answer for a selection of gauges that all answered, each ``value x
-        scale`` as the loop computes it, in C-speed passes. False (nothing done) when a field
-        failed or has a value type other than an unsigned int or unsigned long long."""
-        assert selection.rows is not None
-        flat = selection.rows.unpack_from(values)
-        if any(flat[5::7]):  # a field's own return code
-            return False
-        kinds = flat[4::7]
-        if kinds != selection.kinds:
-            selection.kinds = kinds
-            known = all(kind in _QUICK_MASKS for kind in kinds)
-            selection.masks = tuple(_QUICK_MASKS[kind] for kind in kinds) if known else None
-        if selection.masks is None:
-            return False
-        numbers = map(operator.and_, flat[6::7], selection.masks)
-        result.update(zip(selection.keys, map(operator.mul, numbers, selection.scales)))
-        return True
 
     def _drop_spares(self, keep: list[_Field], result: dict[str, Metric[float]]) -> list[_Field]:
         """``keep`` without the spare fields whose better field gave a number at open."""
@@ -435,11 +317,8 @@ class FieldSet:
             )
         return [field for field in keep if field not in spares] if spares else keep
 
-    def _forget_selections(self) -> None:
-        """The field list or the scope answer changed: the next read selects again and builds
-        its request array anew (the last read's stay readable as :attr:`asked`)."""
-        self._selections.clear()
-        self._stale = True
+    def _forget_fields(self) -> None:
+        """The field list changed: the keys another source may give are those left."""
         self._coverable = frozenset(field.key for field in self._fields if field.coverable)
         self._skipped = _NOTHING
 
@@ -523,5 +402,4 @@ class FieldSet:
                 continue
             self.scope_honoured = not all(value == total for value in per_link)
             self._scope_probe = False
-            self._forget_selections()  # what is asked depends on the answer
             return

@@ -10,20 +10,9 @@ code; a NoPermission names the RmProfilingAdminOnly fix.
 
 from __future__ import annotations
 
-import ctypes
-import operator
 from collections.abc import Callable
-from typing import Any
 
-from gpuscope.telemetry.nvml.session import (
-    CFunction,
-    GpuLostError,
-    call,
-    call_symbol,
-    pynvml,
-    unavailable_from_error,
-)
-from gpuscope.telemetry.nvml.structs import gpm_metric_columns
+from gpuscope.telemetry.nvml.session import GpuLostError, call, pynvml, unavailable_from_error
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
 __all__ = ["GPM_MIN_INTERVAL_S", "GPM_SAMPLE_INTERVAL_S", "ACTIVITY_METRICS", "GpmReader", "link_metric_ids", "MIB"]
@@ -70,7 +59,7 @@ class GpmReader:
 
     def __init__(
         self,
-        handle: Any,
+        handle: object,
         clock: Callable[[], float],
         *,
         gpu_instance_id: int | None = None,
@@ -79,9 +68,6 @@ class GpmReader:
         self.handle = handle
         self.clock = clock
         self.gpu_instance_id = gpu_instance_id
-        # C functions kept: a reader lives within one NVML session
-        self._sample_get = CFunction("nvmlGpmSampleGet")
-        self._metrics_get = CFunction("nvmlGpmMetricsGet")
         #: metric id -> key in the read() result (GpuSample field or "nvlink_tx_bytes_per_s:<link>")
         self.metrics: dict[int, str] = {mid: key for key, mid in ACTIVITY_METRICS.items()}
         if gpu_instance_id is None:
@@ -93,13 +79,12 @@ class GpmReader:
                     self.metrics[tx] = f"nvlink_tx_bytes_per_s:{link}"
         #: set when GPM cannot work here at all (not supported, driver too old)
         self.unavailable: Unavailable | None = None
-        self._samples: list[Any] = []
+        self._samples: list[object] = []  # two pynvml GPM sample handles
         self._previous_at: float | None = None  # clock time of the kept sample
         self._last: dict[str, Metric[float]] | Unavailable = Unavailable(Reason.WARMING_UP, "GPM needs two samples")
-        #: two requests: [0] asks for the metrics between _samples[0] and _samples[1], [1] the other
-        #: way round; each read uses [0] and then turns both lists round (no per-read setattr on
-        #: pynvml's structure: each is a Python call). Each with its byref() for the C call.
-        self._requests: list[tuple[Any, Any]] = []
+        #: two pynvml c_nvmlGpmMetricsGet_t: [0] asks for the metrics between _samples[0] and
+        #: _samples[1], [1] the other way round; each read uses [0] and then turns both lists round
+        self._requests: list[object] = []
         self._names = list(self.metrics.values())
         # GPM gives PCIe and NVLink in MiB/s, the rest in percent
         self._scales = [MIB if key.startswith(("pcie_", "nvlink_")) else 1.0 for key in self._names]
@@ -128,7 +113,7 @@ class GpmReader:
             for slot, metric_id in enumerate(self.metrics):
                 request.metrics[slot].metricId = metric_id
             request.sample1, request.sample2 = first, second
-            self._requests.append((request, ctypes.byref(request)))
+            self._requests.append(request)
         taken = self._take(self._samples[0])
         if isinstance(taken, Unavailable):
             self._last = taken
@@ -138,10 +123,10 @@ class GpmReader:
                 return taken
         return None
 
-    def _take(self, sample: Any) -> Unavailable | None:
-        result: Any
+    def _take(self, sample: object) -> Unavailable | None:
+        result: Metric[object]
         if self.gpu_instance_id is None:
-            result = call_symbol("nvmlGpmSampleGet", self._sample_get, self.handle, sample, profiling=True)
+            result = call("nvmlGpmSampleGet", pynvml.nvmlGpmSampleGet, self.handle, sample, profiling=True)
         else:
             result = call(
                 "nvmlGpmMigSampleGet",
@@ -175,27 +160,22 @@ class GpmReader:
         if failed is not None:
             self._last = failed
             return failed
-        request, reference = self._requests[0]  # sample1 = previous, sample2 = new
-        got = call_symbol("nvmlGpmMetricsGet", self._metrics_get, reference, profiling=True)
+        got = call("nvmlGpmMetricsGet", pynvml.nvmlGpmMetricsGet, self._requests[0], profiling=True)
         self._samples.reverse()  # the new sample is the next read's previous one
         self._requests.reverse()
-        if got is not None:
+        if isinstance(got, Unavailable):
             self._last = got
             return got
-        ids, codes, values = gpm_metric_columns(request, len(self._names))
-        result: dict[str, Metric[float]]
-        if not any(codes):  # every metric answered (the usual case): no Python-level loop
-            result = dict(zip(self._names, map(operator.mul, values, self._scales)))
-        else:
-            result = {}
-            for key, scale, metric_id, code, value in zip(self._names, self._scales, ids, codes, values):
-                if code == 0:  # NVML_SUCCESS
-                    result[key] = value * scale
-                elif code == pynvml.NVML_ERROR_GPU_IS_LOST:
-                    raise GpuLostError("nvmlGpmMetricsGet")
-                else:
-                    what = f"{key.partition(':')[0]} (GPM metric {metric_id})"
-                    result[key] = unavailable_from_error(pynvml.NVMLError(code), what, profiling=True)
+        result: dict[str, Metric[float]] = {}
+        for key, scale, metric in zip(self._names, self._scales, got.metrics):
+            code = int(metric.nvmlReturn)
+            if code == pynvml.NVML_SUCCESS:
+                result[key] = float(metric.value) * scale
+            elif code == pynvml.NVML_ERROR_GPU_IS_LOST:
+                raise GpuLostError("nvmlGpmMetricsGet")
+            else:
+                what = f"{key.partition(':')[0]} (GPM metric {int(metric.metricId)})"
+                result[key] = unavailable_from_error(pynvml.NVMLError(code), what, profiling=True)
         self._last = result
         return result
 

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuscope.telemetry.nvml import session
+from gpuscope.telemetry.nvml.device import read_mig_devices
 from gpuscope.telemetry.values import Reason, Unavailable
 
 __all__ = [
@@ -186,9 +188,6 @@ def nvml_identities() -> list[NvmlIdentity] | Unavailable:
     :class:`NvmlIdentity`, or an ``Unavailable`` when NVML cannot count them. NVML must be
     initialised (:func:`gpuscope.telemetry.nvml.session.init`). A few NVML calls per GPU
     (microseconds each); a lost or unreadable GPU is left out."""
-    from gpuscope.telemetry.nvml import session
-    from gpuscope.telemetry.nvml.device import read_mig_devices
-
     pynvml = session.pynvml
     try:
         count = session.call("nvmlDeviceGetCount", pynvml.nvmlDeviceGetCount)

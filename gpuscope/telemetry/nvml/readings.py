@@ -1,25 +1,18 @@
 """Per-sample NVML reads of one GPU, and the rules that turn readings into GpuSample fields.
 
 Static unavailability (NotSupported, FunctionNotFound) is remembered per GPU and metric, so a
-metric the GPU does not have costs one call in the whole run, not one per sample. The calls
-every sample makes inline :func:`~.session.call` (one Python frame less each).
-
-The seven queries of every sample (:meth:`MetricCalls.read`) call the C symbol as pynvml's
-wrapper does, on output buffers allocated once per GPU: the wrapper allocates two or three
-ctypes objects and makes three Python calls each time, which cost more than the query itself.
+metric the GPU does not have costs one call in the whole run, not one per sample. Every call is
+pynvml's public wrapper through :func:`~.session.call`.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import operator
 from collections.abc import Callable
 from typing import Any
 
 from gpuscope.telemetry.nvml import compat
-from gpuscope.telemetry.nvml.session import CFunction, failed, pynvml
-from gpuscope.telemetry.nvml.structs import memory_decoder, temperature_view, utilization_decoder
+from gpuscope.telemetry.nvml.session import call, pynvml
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
@@ -27,6 +20,7 @@ __all__ = [
     "THROTTLE_REASONS",
     "throttle_reason_names",
     "MetricCalls",
+    "memory_info",
     "prefer",
     "fill_missing",
     "link_keys",
@@ -94,67 +88,53 @@ def fill_missing(sample: GpuSample, value: Unavailable) -> None:
 
 #: What :meth:`MetricCalls.read` returns, in order (each value, or why there is none).
 SAMPLED = ("utilization", "memory", "sm_clock", "memory_clock", "fan", "temperature", "throttle")
-_VALUE = operator.attrgetter("value")
 
 
-class _Query(CFunction):
-    """One NVML query of one handle: the C symbol (its function kept after the first call: a
-    handle's queries live within one NVML session), its arguments (the output buffer last, by
-    reference, as pynvml's wrapper passes it) and how to read the answer from ``out``."""
-
-    __slots__ = ("args", "out", "decode")
-
-    def __init__(self, symbol: str, args: tuple[Any, ...], out: Any, decode: Callable[[Any], Any]) -> None:
-        super().__init__(symbol)
-        self.args = args
-        self.out = out
-        self.decode = decode
+def _utilization(handle: object) -> tuple[int, int]:
+    util = pynvml.nvmlDeviceGetUtilizationRates(handle)
+    return int(util.gpu), int(util.memory)
 
 
-def _scalar(symbol: str, handle: Any, kind: type[Any], *inputs: Any) -> _Query:
-    """A query answered in one ``kind`` (c_uint, c_ulonglong) after ``inputs``."""
-    out = kind()
-    return _Query(symbol, (handle, *inputs, ctypes.byref(out)), out, _VALUE)
+def memory_info(handle: object) -> tuple[int, int, int]:
+    """(total, free, used) bytes of ``nvmlDeviceGetMemoryInfo``. Raises pynvml.NVMLError."""
+    memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    return int(memory.total), int(memory.free), int(memory.used)
 
 
-def _queries(handle: Any) -> dict[str, list[_Query]]:
-    """Each :data:`SAMPLED` metric's queries, the preferred one first (only those this
-    nvidia-ml-py has a wrapper for: what its wrapper would call)."""
-    utilization, memory = pynvml.c_nvmlUtilization_t(), pynvml.c_nvmlMemory_t()
-    temperature: list[_Query] = []
-    # nvidia-ml-py 12.570 and newer: the wrapper and its request structure
-    request_type = getattr(pynvml, "c_nvmlTemperature_v1_t", None)
-    if compat.function("nvmlDeviceGetTemperatureV") is not None and request_type is not None:
-        request = request_type()
-        request.version = compat.TEMPERATURE_V1
-        request.sensorType = pynvml.NVML_TEMPERATURE_GPU
-        view = temperature_view(request)
-        temperature.append(
-            _Query(
-                "nvmlDeviceGetTemperatureV", (handle, ctypes.byref(request)), view, operator.attrgetter("temperature")
-            )
-        )
-    if compat.function("nvmlDeviceGetTemperature") is not None:
-        sensor = ctypes.c_uint(pynvml.NVML_TEMPERATURE_GPU)
-        temperature.append(_scalar("nvmlDeviceGetTemperature", handle, ctypes.c_uint, sensor))
+def _clock(kind: int) -> Callable[[object], int]:
+    return lambda handle: int(pynvml.nvmlDeviceGetClockInfo(handle, kind))
+
+
+def _temperature_v(handle: object) -> int:
+    # nvidia-ml-py 12.570 and newer only: read through compat, offered only where it exists
+    return int(compat.function("nvmlDeviceGetTemperatureV")(handle, pynvml.NVML_TEMPERATURE_GPU))
+
+
+def _temperature(handle: object) -> int:
+    return int(pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU))
+
+
+def _candidates() -> dict[str, list[tuple[str, Callable[[object], object]]]]:
+    """Each :data:`SAMPLED` metric's (NVML function, reader of a handle), the preferred one
+    first; only those this nvidia-ml-py has a wrapper for."""
+
+    def present(*pairs: tuple[str, Callable[[object], object]]) -> list[tuple[str, Callable[[object], object]]]:
+        return [(name, read) for name, read in pairs if compat.has(name)]
+
     throttle = [
-        _scalar(name, handle, ctypes.c_ulonglong)
+        (name, getattr(pynvml, name))
         for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-        if compat.function(name) is not None
+        if compat.has(name)
     ]
     return {
-        "utilization": [
-            _Query(
-                "nvmlDeviceGetUtilizationRates", (handle, ctypes.byref(utilization)), utilization, utilization_decoder()
-            )
-        ],
-        "memory": [_Query("nvmlDeviceGetMemoryInfo", (handle, ctypes.byref(memory)), memory, memory_decoder())],
-        "sm_clock": [_scalar("nvmlDeviceGetClockInfo", handle, ctypes.c_uint, ctypes.c_uint(pynvml.NVML_CLOCK_SM))],
-        "memory_clock": [
-            _scalar("nvmlDeviceGetClockInfo", handle, ctypes.c_uint, ctypes.c_uint(pynvml.NVML_CLOCK_MEM))
-        ],
-        "fan": [_scalar("nvmlDeviceGetFanSpeed", handle, ctypes.c_uint)],
-        "temperature": temperature,
+        "utilization": [("nvmlDeviceGetUtilizationRates", _utilization)],
+        "memory": [("nvmlDeviceGetMemoryInfo", memory_info)],
+        "sm_clock": [("nvmlDeviceGetClockInfo", _clock(pynvml.NVML_CLOCK_SM))],
+        "memory_clock": [("nvmlDeviceGetClockInfo", _clock(pynvml.NVML_CLOCK_MEM))],
+        "fan": [("nvmlDeviceGetFanSpeed", pynvml.nvmlDeviceGetFanSpeed)],
+        "temperature": present(
+            ("nvmlDeviceGetTemperatureV", _temperature_v), ("nvmlDeviceGetTemperature", _temperature)
+        ),
         "throttle": throttle,
     }
 
@@ -162,24 +142,19 @@ def _queries(handle: Any) -> dict[str, list[_Query]]:
 class MetricCalls:
     """Per-sample NVML calls of one GPU handle, remembering static unavailability."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: object) -> None:
         self.handle = handle
         self.static: dict[str, Unavailable] = {}
-        self._candidates: dict[str, list[_Query]] | None = None  # built on the first read()
-        #: (position in SAMPLED, key, candidates) of each metric not known to be unavailable for
-        #: good (None: build again), and the SAMPLED list with those known ones in place
-        self._queries: list[tuple[int, str, list[_Query]]] | None = None
-        self._known: list[Any] = []
+        #: each SAMPLED metric's functions still worth trying, the one to call first
+        self._candidates = _candidates()
 
-    def get(self, key: str, fn: Callable[..., Any], *args: Any) -> Metric[Any]:
-        """``fn(handle, *args)`` or why not. Raises GpuLostError."""
+    def get(self, key: str, fn: Callable[..., Any], *args: object) -> Metric[Any]:
+        """``fn(handle, *args)`` or why not (remembered for the run when it is for good).
+        Raises GpuLostError."""
         known = self.static.get(key)
         if known is not None:
             return known
-        try:  # session.call, inlined: several calls per GPU per sample come here
-            return fn(self.handle, *args)
-        except Exception as exc:  # noqa: BLE001 - one failing metric never spoils the rest
-            value = failed(getattr(fn, "__name__", key), exc)
+        value = call(getattr(fn, "__name__", key), fn, self.handle, *args)
         self._remember(key, value)
         return value
 
@@ -187,49 +162,28 @@ class MetricCalls:
         """The :data:`SAMPLED` readings, queried in that order: (gpu, memory) busy percent,
         (total, free, used) bytes, SM and memory clock MHz, fan percent, GPU temperature in C,
         and the clocks-event (throttle) reason mask; each one or why not. Raises GpuLostError."""
-        queries = self._queries
-        if queries is None:
-            queries = self._queries = self._pending()
-        values = self._known.copy()
-        for position, key, candidates in queries:
-            query = candidates[0]
-            try:
-                query.check(*query.args)
-            except Exception as exc:  # noqa: BLE001 - as in get()
-                values[position] = self._failed(key, candidates, exc)
+        return [self._first(key) for key in SAMPLED]
+
+    def _first(self, key: str) -> Metric[Any]:
+        """The first candidate's reading of ``key``; where the driver lacks that function, the
+        next one's (remembered: the next read starts there)."""
+        known = self.static.get(key)
+        if known is not None:
+            return known
+        candidates = self._candidates[key]
+        if not candidates:
+            return Unavailable(Reason.DRIVER_TOO_OLD, f"this nvidia-ml-py has no function for {key}")
+        while True:
+            name, read = candidates[0]
+            value = call(name, read, self.handle)
+            if isinstance(value, Unavailable) and value.reason is Reason.DRIVER_TOO_OLD and len(candidates) > 1:
+                candidates.pop(0)
                 continue
-            values[position] = query.decode(query.out)
-        return values
-
-    def _pending(self) -> list[tuple[int, str, list[_Query]]]:
-        """The queries :meth:`read` makes (metrics not known to be unavailable for good); sets
-        :attr:`_known` to match."""
-        if self._candidates is None:
-            self._candidates = _queries(self.handle)
-        self._known = [self.static.get(key) for key in SAMPLED]
-        return [
-            (position, key, self._candidates[key]) for position, key in enumerate(SAMPLED) if key not in self.static
-        ]
-
-    def _failed(self, key: str, candidates: list[_Query], exc: BaseException) -> Metric[Any]:
-        """What :meth:`read` gives for ``key`` when its first candidate raised ``exc``: the next
-        candidate's reading where the driver lacks this one, else the reason (remembered, and
-        no longer asked, when it is for good)."""
-        value = failed(candidates[0].symbol, exc)
-        if isinstance(value, Unavailable) and value.reason is Reason.DRIVER_TOO_OLD and len(candidates) > 1:
-            candidates.pop(0)  # remembered: the next read starts at the one the driver has
-            query = candidates[0]
-            try:
-                query.check(*query.args)
-            except Exception as again:  # noqa: BLE001 - as in get()
-                return self._failed(key, candidates, again)
-            return query.decode(query.out)
-        self._remember(key, value)
-        return value
+            self._remember(key, value)
+            return value
 
     def _remember(self, key: str, value: Metric[Any]) -> None:
         """Keep ``value`` as ``key``'s answer for the rest of the run when it is unavailable for
-        good (NotSupported, FunctionNotFound): not asked again (:meth:`read` leaves it out)."""
+        good (NotSupported, FunctionNotFound): not asked again."""
         if isinstance(value, Unavailable) and value.reason in (Reason.NOT_SUPPORTED, Reason.DRIVER_TOO_OLD):
             self.static[key] = value
-            self._queries = None

@@ -1,11 +1,9 @@
 """The NVML session: init and shutdown, system versions, and NVML errors as ``Unavailable``.
 
-Every NVML call in gpuscope goes through :func:`call`, which returns the value or an
-:class:`Unavailable` naming the reason, except ``GpuIsLost``, which it raises as
-:class:`GpuLostError` so the caller can mark the whole GPU lost. The per-sample calls that
-skip pynvml's wrappers get the C function from :func:`c_function` (the one lookup;
-:class:`CFunction` keeps what it found) and call it through :func:`call_symbol`, or inlined
-with the same error handling.
+Every NVML call in gpuscope goes through :func:`call` (pynvml's public wrappers), which
+returns the value or an :class:`Unavailable` naming the reason, except ``GpuIsLost``, which it
+raises as :class:`GpuLostError` so the caller can mark the whole GPU lost; :func:`failed` is
+the same mapping for an error raised elsewhere (a per-field or per-metric return code).
 """
 
 from __future__ import annotations
@@ -31,8 +29,6 @@ __all__ = [
     "unavailable_from_error",
     "call",
     "c_function",
-    "CFunction",
-    "call_symbol",
     "failed",
     "init",
     "shutdown",
@@ -121,60 +117,13 @@ def call(
         return failed(what, exc, profiling=profiling, not_found=not_found)
 
 
-_SUCCESS = 0  # NVML_SUCCESS (pynvml may be None where the package is missing)
-
-
-# pynvml private names relied on (nvidia-ml-py has no public way to get a C function):
-# ``_nvmlGetFunctionPointer(name)``, the lookup its own wrappers use (the function, or
-# NVMLError FunctionNotFound / Uninitialized), and, only where it exists, the dict
-# ``_nvmlGetFunctionPointer_cache`` that lookup reads first (read here without its lock, as the
-# lookup itself does). Should a release rename the dict, every lookup goes through the function.
+# pynvml private name relied on (nvidia-ml-py has no public way to get a C function):
+# ``_nvmlGetFunctionPointer(name)``, the lookup its own wrappers use. Only the process lists
+# need it (see :mod:`.processes`: the wrappers of some releases pass the wrong struct).
 def c_function(symbol: str) -> Callable[..., int]:
     """The C function ``symbol`` of libnvidia-ml, as pynvml's wrappers look it up (it returns
     an NVML return code). Raises pynvml.NVMLError (FunctionNotFound, Uninitialized)."""
-    cache = getattr(pynvml, "_nvmlGetFunctionPointer_cache", None)
-    fn = cache.get(symbol) if isinstance(cache, dict) else None
-    if fn is not None:
-        return fn  # type: ignore[no-any-return]
     return pynvml._nvmlGetFunctionPointer(symbol)  # type: ignore[no-any-return]
-
-
-class CFunction:
-    """One C symbol, looked up on first use and kept: callers hold it no longer than the NVML
-    session their handles belong to (a collector makes new ones each time it opens)."""
-
-    __slots__ = ("symbol", "fn")
-
-    def __init__(self, symbol: str) -> None:
-        self.symbol = symbol
-        self.fn: Callable[..., int] | None = None
-
-    def resolve(self) -> Callable[..., int]:
-        """The C function (looked up once). Raises pynvml.NVMLError as :func:`c_function`."""
-        fn = self.fn
-        if fn is None:
-            fn = self.fn = c_function(self.symbol)
-        return fn
-
-    def check(self, *args: Any) -> None:
-        """Call the C function with ``args`` as pynvml's wrapper calls it (the answer lands in
-        the buffers ``args`` point to). Raises pynvml.NVMLError for any code but success, as
-        the wrapper's return check does."""
-        code = (self.fn or self.resolve())(*args)
-        if code != _SUCCESS:
-            raise pynvml.NVMLError(code)
-
-
-def call_symbol(what: str, function: CFunction, *args: Any, profiling: bool = False) -> Unavailable | None:
-    """The C function called with ``args`` as pynvml's wrapper calls it (the answer lands in
-    the buffers ``args`` point to): None when it succeeded, else why not, as :func:`call`
-    gives it. Raises only :class:`GpuLostError`. For the per-sample calls whose wrapper would
-    build its arguments anew each time."""
-    try:
-        function.check(*args)
-    except Exception as exc:  # noqa: BLE001 - as in call()
-        return failed(what, exc, profiling=profiling)
-    return None
 
 
 def failed(what: str, exc: BaseException, *, profiling: bool = False, not_found: Metric[T] = _NO_DEFAULT) -> Metric[T]:

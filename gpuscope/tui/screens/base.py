@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from textual import events
 from textual.app import ComposeResult
-from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
@@ -16,7 +14,6 @@ from gpuscope.telemetry.records import Sample
 from gpuscope.tui.widgets.alert_line import AlertLine
 from gpuscope.tui.widgets.cell_grid import CellGrid
 from gpuscope.tui.widgets.keybar import KeyBar
-from gpuscope.tui.widgets.lines import query_cached
 from gpuscope.tui.widgets.metric import MetricCell
 from gpuscope.tui.widgets.topbar import TopBar
 
@@ -31,21 +28,23 @@ class GpuscopeScreen(Screen[None]):
 
     MODE = "dashboard"
     DEFAULT_HINT = ""
+    #: The app reads GPU process lists every second only while a screen that lists them shows.
+    shows_gpu_processes = False
 
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        from gpuscope.tui.row_compositor import row_cropped_compositor
-
-        # paint only the rows a frame updates (the clock and a chart no longer repaint every panel)
-        self._compositor = row_cropped_compositor()
+        #: The sample shown last (a screen shown again catches up with the latest one).
+        self._shown_sample: Sample | None = None
+        self._top_bar = TopBar(self.MODE)
+        self._alert_line = AlertLine()
 
     @property
     def gpuscope(self) -> GpuscopeApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield TopBar(self.MODE)
-        yield AlertLine()
+        yield self._top_bar
+        yield self._alert_line
         yield from self.compose_body()
         yield Static(self.DEFAULT_HINT, id="hint", markup=False)
         yield KeyBar()
@@ -59,36 +58,17 @@ class GpuscopeScreen(Screen[None]):
         for key, title in columns:
             table.add_column(title, key=key)
 
-    def _style_state(self) -> tuple[object, ...] | None:
-        """What the styles of a suspended screen depend on besides its own nodes: the app's CSS
-        (theme) and the app's pseudo-classes (focus/blur, dark/light, ansi, ...); None when this
-        Textual does not tell (gpuscope.tui.textual_compat)."""
-        from gpuscope.tui.textual_compat import style_state
-
-        return style_state(self.app)
-
-    def _on_screen_suspend(self) -> None:
-        # Runs before Textual's own handler (the dispatcher calls each class's handler, subclass first).
-        self._suspended_style_state = self._style_state()
-
-    def _on_screen_resume(self, event: events.ScreenResume) -> None:
-        # Runs before Textual's Screen._on_screen_resume: bring the data up to date, and spare it
-        # re-applying the CSS to every node (a third of a switch) when nothing styles depend on changed.
-        state = self._style_state()
-        if event.refresh_styles and state is not None and getattr(self, "_suspended_style_state", None) == state:
-            event.refresh_styles = False
+    def on_screen_resume(self) -> None:
+        """Bring the data up to date: samples reach only the screens on the stack."""
         sample = self.gpuscope.latest_sample
-        if sample is not None and sample is not getattr(
-            self, "_shown_sample", None
-        ):  # the app's switch_mode may have shown it already
+        if sample is not None and sample is not self._shown_sample:
             self.receive_sample(sample)
 
     def receive_sample(self, sample: Sample) -> None:
         """Called by the app for each new sample while this screen is on the stack."""
         app = self.gpuscope
-        try:
-            top, alerts = query_cached(self, "TopBar", TopBar), query_cached(self, "AlertLine", AlertLine)
-        except NoMatches:  # not composed yet (a sample can arrive first): shown when it resumes
+        top, alerts = self._top_bar, self._alert_line
+        if not top.is_mounted:  # not composed yet (a sample can arrive first): shown when it resumes
             return
         self._shown_sample = sample
         top.set_status(sample.host.hostname, app.source_label, sample.timestamp)
@@ -101,6 +81,12 @@ class GpuscopeScreen(Screen[None]):
     def wants_host_processes(self) -> float | None:
         """Seconds between host process scans while this screen shows (None: none wanted)."""
         return None
+
+    def processes_changed(self) -> None:
+        """The app's host processes changed (a scan finished). Override to show them."""
+
+    def palette_changed(self) -> None:
+        """The chart palette changed with the theme. Override where charts keep colours."""
 
     def set_hint(self, text: str) -> None:
         """Show ``text`` in the hint line above the footer (or the screen's default hint)."""

@@ -20,7 +20,6 @@ from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.widgets.gpu_card import DenseGpuCard, GpuCard, card_height, dense_card_height, make_card
 from gpuscope.tui.widgets.host_extra import DiskPanel, TopProcessesPanel
 from gpuscope.tui.widgets.host_panels import CpuPanel, MemoryPanel, NetworkPanel
-from gpuscope.tui.widgets.lines import query_cached
 from gpuscope.tui.widgets.replay_bar import ReplayBar
 
 __all__ = ["DashboardScreen", "PANELS", "PANEL_KEYS"]
@@ -50,35 +49,60 @@ class DashboardScreen(GpuscopeScreen):
     ]
 
     def compose_body(self) -> ComposeResult:
-        with VerticalScroll(id="body"):
-            yield Static("", id="no-gpu", markup=False)
-            yield Static("", id="all-hidden", markup=False)
-            yield Grid(id="gpus")
-            with Grid(id="host"):
-                yield CpuPanel(id="cpu")
-                with Vertical(id="host-side"):
-                    yield MemoryPanel(id="memory")
-                    yield NetworkPanel(id="network")
-                    yield DiskPanel(id="disk")
-                    yield TopProcessesPanel(id="top")
+        with self._body:
+            yield self._no_gpu
+            yield self._all_hidden
+            yield self._gpus
+            with self._host:
+                yield self._cpu
+                with self._host_side:
+                    yield self._memory
+                    yield self._network
+                    yield self._disk
+                    yield self._top
         if self.gpuscope.replay is not None:
             yield ReplayBar(id="replay-bar")
 
     REPLAY_HINT = "space: pause · ←→: step · [ ]: seek 10% · home/end · +/-: speed · w: window · tab: why n/a"
 
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._no_gpu = Static("", id="no-gpu", markup=False)
+        self._all_hidden = Static("", id="all-hidden", markup=False)
+        self._gpus = Grid(id="gpus")
+        self._host = Grid(id="host")
+        self._host_side = Vertical(id="host-side")
+        self._cpu = CpuPanel(id="cpu")
+        self._memory = MemoryPanel(id="memory")
+        self._network = NetworkPanel(id="network")
+        self._disk = DiskPanel(id="disk")
+        self._top = TopProcessesPanel(id="top")
+        self._body = VerticalScroll(id="body")
+        #: panel name -> its widget (hidden and shown by the panel keys)
+        self._panels: dict[str, Widget] = {
+            "gpus": self._gpus,
+            "cpu": self._cpu,
+            "memory": self._memory,
+            "network": self._network,
+            "disk": self._disk,
+            "top": self._top,
+        }
+        self._cards: dict[str, GpuCard | DenseGpuCard] = {}
+        self._gpu_count = 0
+        self._dense = False
+        #: What the no-GPU line says (updated only when it changes).
+        self._no_gpu_text = ""
+
     def on_mount(self) -> None:
         if self.gpuscope.replay is not None:
             self.DEFAULT_HINT = self.REPLAY_HINT
             self.set_hint("")
-        self._cards: dict[str, GpuCard | DenseGpuCard] = {}
-        self._gpu_count = 0
-        self._dense = False
         for name in self.gpuscope.settings.hidden_panels:
             if name in PANELS:
-                self.query_one(f"#{PANELS[name]}").display = False
-        self.query_one("#no-gpu").display = False
+                self._panels[name].display = False
+        self._no_gpu.display = False
         self._reflow_host()
-        self.watch(self.query_one("#body"), "virtual_size", lambda _size: self._fill(), init=False)
+        self.watch(self._body, "virtual_size", lambda _size: self._fill(), init=False)
 
     def wants_host_processes(self) -> float | None:
         return TOP_PROCESSES_PERIOD_S if self._panel("top").display else None
@@ -90,7 +114,7 @@ class DashboardScreen(GpuscopeScreen):
     # --- layout ------------------------------------------------------------------------------
 
     def _panel(self, name: str) -> Widget:
-        return query_cached(self, f"#{PANELS[name]}", Widget)
+        return self._panels[name]
 
     def _host_rows(self) -> int:
         """Rows the host side needs below the GPUs (measured once laid out, else estimated)."""
@@ -137,7 +161,7 @@ class DashboardScreen(GpuscopeScreen):
             self._cards = {}
             if self.gpuscope.latest_sample is not None:
                 self.call_after_refresh(lambda: self.show_sample(self.gpuscope.latest_sample))
-        gpus = self.query_one("#gpus", Grid)
+        gpus = self._gpus
         if gpus.styles.grid_size_columns != columns:
             gpus.styles.grid_size_columns = columns
         compact = self.size.height < 30
@@ -149,16 +173,16 @@ class DashboardScreen(GpuscopeScreen):
     def _reflow_host(self) -> None:
         """Host panels share the width only when both columns have something to show."""
         main_shown = self._panel("cpu").display
-        side = self.query_one("#host-side")
+        side = self._host_side
         side_shown = any(self._panel(name).display for name in ("memory", "network", "disk", "top"))
         side.display = side_shown
-        host = self.query_one("#host", Grid)
+        host = self._host
         host.display = main_shown or side_shown
         columns = 2 if self.size.width - 1 >= WIDE_HOST_MIN_WIDTH and main_shown and side_shown else 1
         if host.styles.grid_size_columns != columns:
             host.styles.grid_size_columns = columns
         hidden = [name for name in PANELS if not self._panel(name).display]
-        message = self.query_one("#all-hidden", Static)
+        message = self._all_hidden
         all_hidden = len(hidden) == len(PANELS)
         if all_hidden:
             keys = " ".join(PANEL_KEYS.values())
@@ -171,17 +195,16 @@ class DashboardScreen(GpuscopeScreen):
     def _fill(self) -> None:
         """Give the rows the body has to spare (and the rows one host column lacks beside the
         other) to the top-processes panel and the CPU chart: no empty rows, no needless scroll."""
-        body = query_cached(self, "#body", Widget)
+        body = self._body
         content = sum(child.outer_size.height for child in body.children if child.display)
         if not body.size.height or not content:
             return
-        top = query_cached(self, "#top", TopProcessesPanel)
-        cpu = query_cached(self, "#cpu", CpuPanel)
+        top, cpu = self._top, self._cpu
         spare = body.size.height - content  # (the virtual size is never below the viewport)
-        host = query_cached(self, "#host", Grid)
+        host = self._host
         if not host.display:
             return
-        main, side = cpu, query_cached(self, "#host-side", Widget)
+        main, side = cpu, self._host_side
         wide = host.styles.grid_size_columns == 2
         if wide:
             left, right = main.outer_size.height, side.outer_size.height
@@ -217,18 +240,18 @@ class DashboardScreen(GpuscopeScreen):
     # --- data --------------------------------------------------------------------------------
 
     def processes_changed(self) -> None:
-        top = self.query_one(TopProcessesPanel)
+        top = self._top
         if top.display:
             top.show(self.gpuscope.host_processes)
 
     def show_sample(self, sample: Sample) -> None:
         app = self.gpuscope
-        no_gpu = query_cached(self, "#no-gpu", Static)
+        no_gpu = self._no_gpu
         if not sample.gpus:
             missing = sample.gpu_unavailable
             why = (missing.detail or reason_text(missing)) if missing else "no NVIDIA GPUs found"
             text = f"No NVIDIA GPU side: {why}"
-            if text != getattr(self, "_no_gpu_text", None):
+            if text != self._no_gpu_text:
                 self._no_gpu_text = text
                 no_gpu.update(text, layout=False)
             if no_gpu.display != self._panel("gpus").display:
@@ -244,15 +267,15 @@ class DashboardScreen(GpuscopeScreen):
                 if card is not None:
                     card.show(gpu, app.history, palette.series[position % len(palette.series)], window_s)
         if self._panel("cpu").display:
-            query_cached(self, "#cpu", CpuPanel).show(sample.host, app.history, window_s)
+            self._cpu.show(sample.host, app.history, window_s)
         if self._panel("memory").display:
-            query_cached(self, "#memory", MemoryPanel).show(sample.host)
+            self._memory.show(sample.host)
         if self._panel("network").display:
-            query_cached(self, "#network", NetworkPanel).show(sample.host)
+            self._network.show(sample.host)
         if self._panel("disk").display:
-            query_cached(self, "#disk", DiskPanel).show(sample.host)
+            self._disk.show(sample.host)
         if self._panel("top").display:
-            query_cached(self, "#top", TopProcessesPanel).show(app.host_processes)
+            self._top.show(app.host_processes)
         if app.replay is not None:
             self.query_one(ReplayBar).show(app.replay)
         self._fill()
@@ -264,7 +287,7 @@ class DashboardScreen(GpuscopeScreen):
         if len(keys) != self._gpu_count:
             self._gpu_count = len(keys)
             self._layout_columns()  # dense or full cards, before making them
-        container = self.query_one("#gpus", Grid)
+        container = self._gpus
         for key in list(self._cards):
             if key not in keys:
                 self._cards.pop(key).remove()

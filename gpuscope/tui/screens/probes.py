@@ -7,7 +7,6 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from rich.text import Text
 from textual import on, work
@@ -18,14 +17,20 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Label, ProgressBar, Select, Static
 from textual.worker import get_current_worker
 
+from gpuscope.fileio import write_json_atomic, write_text_atomic
 from gpuscope.probing.session import MeasurementRow, ProbeSession
+from gpuscope.resources import suites_dir
+from gpuscope.roofline.live import cuda_device_name
 from gpuscope.schema.events import Exited, Failed, Finished, MeasurementDone, ProbeEvent, Progress, Started
 from gpuscope.schema.results import Measurement
-from gpuscope.telemetry.records import Sample
-from gpuscope.tui.format import NA, fmt_rate
+from gpuscope.telemetry.nvml.mapping import match_cuda_device
+from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.tui import torch_check
+from gpuscope.tui.format import NA, fmt_flops, fmt_rate
 from gpuscope.tui.history import gpu_key
 from gpuscope.tui.probe_job import ProbeJob
 from gpuscope.tui.screens.base import GpuscopeScreen
+from gpuscope.tui.widgets.save_dialog import SaveDialog
 
 __all__ = ["ProbesScreen", "discover_suites"]
 
@@ -42,8 +47,6 @@ _COLUMNS = (
 
 def discover_suites(extra: list[Path] | None = None) -> list[Path]:
     """Shipped suites (``probes/*.toml``), then any extra suite files, without duplicates."""
-    from gpuscope.resources import suites_dir
-
     found: list[Path] = []
     try:
         found = sorted(suites_dir().glob("*.toml"))
@@ -58,17 +61,13 @@ def discover_suites(extra: list[Path] | None = None) -> list[Path]:
 def _cuda_device_names(sample: Sample) -> list[str]:
     """``cuda:N`` of every GPU in ``sample`` that CUDA sees, numbered by the one NVML <-> CUDA
     mapping (``CUDA_VISIBLE_DEVICES``, then PCI order; never NVML's index), in CUDA order."""
-    from gpuscope.roofline.live import cuda_device_name
-
     names = {cuda_device_name(gpu, sample.gpus) for gpu in sample.gpus}
     return sorted((name for name in names if name.startswith("cuda:")), key=lambda name: int(name.split(":")[1]))
 
 
-def _gpu_of(sample: Sample | None, device: str) -> Any:
+def _gpu_of(sample: Sample | None, device: str) -> GpuSample | None:
     """The NVML sample of CUDA device ``device`` (``cuda:N``) by the one NVML <-> CUDA mapping
     (``CUDA_VISIBLE_DEVICES``, then PCI order; never NVML's index), or None."""
-    from gpuscope.telemetry.nvml.mapping import match_cuda_device
-
     name, _, number = device.partition(":")
     if sample is None or name != "cuda" or not number.isdigit():
         return None
@@ -76,20 +75,21 @@ def _gpu_of(sample: Sample | None, device: str) -> Any:
     return match.gpu if match is not None else None
 
 
-def _during_text(dram: Any, clock: Any, power: Any) -> tuple[str, str, str]:
-    def number(value: Any) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _during_text(dram: object, clock: object, power: object) -> tuple[str, str, str]:
+    """DRAM B/s, clock and power as shown (``n/a`` for what is not a number)."""
 
+    def number(value: object) -> float | None:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    dram_bytes_per_s, clock_mhz, power_w = number(dram), number(clock), number(power)
     return (
-        fmt_rate(dram) if number(dram) else NA,
-        f"{clock:.0f} MHz" if number(clock) else NA,
-        f"{power:.0f} W" if number(power) else NA,
+        NA if dram_bytes_per_s is None else fmt_rate(dram_bytes_per_s),
+        NA if clock_mhz is None else f"{clock_mhz:.0f} MHz",
+        NA if power_w is None else f"{power_w:.0f} W",
     )
 
 
 def _fmt_result(measurement: Measurement) -> str:
-    from gpuscope.tui.format import fmt_flops
-
     parts = []
     if measurement.flop_per_s:
         parts.append(fmt_flops(measurement.flop_per_s))
@@ -174,13 +174,18 @@ class ProbesScreen(GpuscopeScreen):
             yield Static("", id="probe-live", markup=False)
         yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
 
-    def on_mount(self) -> None:
-        self.add_columns("#probe-table", _COLUMNS)
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
         self.job: ProbeJob | None = None
         self.session: ProbeSession | None = None
         self._run_index: int | None = None
         self._devices: tuple[str, ...] = ("cpu",)
         self._pending: list[tuple[str, MeasurementRow]] = []
+        #: The line saying why only the CPU is offered is shown once.
+        self._said_no_cuda = False
+
+    def on_mount(self) -> None:
+        self.add_columns("#probe-table", _COLUMNS)
         if self.gpuscope.replay is not None:  # a replay shows a recording: nothing runs live
             for control in ("#probe-run", "#probe-suite", "#probe-device"):
                 self.query_one(control).disabled = True
@@ -189,11 +194,9 @@ class ProbesScreen(GpuscopeScreen):
     # --- telemetry ---------------------------------------------------------------------------
 
     def show_sample(self, sample: Sample) -> None:
-        from gpuscope.tui.torch_check import cuda_unavailable_reason
-
         gpus = _cuda_device_names(sample)
-        no_cuda = cuda_unavailable_reason() if gpus and self.gpuscope.replay is None else None
-        if no_cuda and not getattr(self, "_said_no_cuda", False):
+        no_cuda = torch_check.cuda_unavailable_reason() if gpus and self.gpuscope.replay is None else None
+        if no_cuda and not self._said_no_cuda:
             self._said_no_cuda = True
             if self.job is None:
                 self._status(f"Only cpu: {no_cuda} (a CUDA build of torch probes the GPUs).")
@@ -280,8 +283,6 @@ class ProbesScreen(GpuscopeScreen):
 
     def action_save_as(self) -> None:
         """Ask for a path and write the results of the last run there."""
-        from gpuscope.tui.widgets.save_dialog import SaveDialog
-
         session = self.session
         if session is None or session.results is None:
             self.notify("No results to save yet: run a suite first", severity="warning")
@@ -292,7 +293,6 @@ class ProbesScreen(GpuscopeScreen):
         def chosen(path: str | None) -> None:
             if not path:
                 return
-            from gpuscope.fileio import write_json_atomic, write_text_atomic
 
             target = Path(path).expanduser()
             try:

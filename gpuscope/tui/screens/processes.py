@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,8 +16,8 @@ from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Input, Static
 
 from gpuscope.telemetry.hostprocs import HostProcess, may_signal, send_signal
-from gpuscope.telemetry.records import Sample
-from gpuscope.telemetry.values import Unavailable
+from gpuscope.telemetry.records import GpuSample, Sample
+from gpuscope.telemetry.values import Metric, Unavailable
 from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import NA, fmt_mib, reason_text
 from gpuscope.tui.screens.base import GpuscopeScreen
@@ -48,14 +47,14 @@ _DESCENDING = {"memory", "sm", "cpu", "rss", "elapsed"}
 class ProcessRow:
     gpu: str  # "0", "0/1" (MIG), "" for a host process on no GPU
     pid: int
-    user: Any
-    name: Any
-    memory: Any  # GPU memory, bytes
-    sm: Any
+    user: Metric[str]
+    name: Metric[str]
+    memory: Metric[int] | None  # GPU memory, bytes (None: a host process)
+    sm: Metric[float] | None
     kind: str  # compute, graphics, host
-    cpu: Any = None  # host CPU % (None: no host data)
-    rss: Any = None  # host resident memory, bytes
-    elapsed: Any = None  # seconds since the process started
+    cpu: Metric[float] | None = None  # host CPU % (None: no host data)
+    rss: int | None = None  # host resident memory, bytes
+    elapsed: float | None = None  # seconds since the process started
     command: str = ""
     ppid: int | None = None
     host: HostProcess | None = None
@@ -64,7 +63,7 @@ class ProcessRow:
     def key(self) -> str:
         return f"{self.gpu}:{self.pid}:{self.kind}"
 
-    def sort_value(self, column: str) -> tuple[Any, ...]:
+    def sort_value(self, column: str) -> tuple[int, str | float]:
         value = getattr(self, column)
         if isinstance(value, Unavailable) or value is None or value == "":
             return (0, 0)  # unavailable sorts below every real value
@@ -73,11 +72,13 @@ class ProcessRow:
         return (1, value)
 
 
-def _gpu_label(gpu: Any) -> str:
+def _gpu_label(gpu: GpuSample) -> str:
     return str(gpu.index) if gpu.mig_parent_index is None else f"{gpu.mig_parent_index}/{gpu.mig_gpu_instance_id}"
 
 
-def process_rows(sample: Sample, host: Any = None, include_host: bool = False) -> tuple[list[ProcessRow], list[str]]:
+def process_rows(
+    sample: Sample, host: list[HostProcess] | Unavailable | None = None, include_host: bool = False
+) -> tuple[list[ProcessRow], list[str]]:
     """The processes of every GPU joined with ``host`` (a list of :class:`HostProcess`, or an
     Unavailable), plus every other host process when ``include_host``; and, per GPU whose list is
     unavailable, why."""
@@ -140,7 +141,9 @@ def process_rows(sample: Sample, host: Any = None, include_host: bool = False) -
     return rows, problems
 
 
-def tree_order(rows: list[ProcessRow], key: Callable[[ProcessRow], Any], reverse: bool) -> list[tuple[ProcessRow, str]]:
+def tree_order(
+    rows: list[ProcessRow], key: Callable[[ProcessRow], tuple[int, str | float]], reverse: bool
+) -> list[tuple[ProcessRow, str]]:
     """``rows`` as a process tree: each row after its parent (when the parent is listed), siblings
     sorted by ``key``; with the prefix to draw before the command (``├─ ``, ``│  └─ ``...)."""
     pids = {row.pid for row in rows}
@@ -219,14 +222,12 @@ class ProcessesScreen(GpuscopeScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="proc-status", markup=False)
-        table: DataTable[Any] = DataTable(id="processes", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text] = DataTable(id="processes", cursor_type="row", zebra_stripes=True)
         yield table
         yield Input(placeholder="filter: pid, user or command text (enter to keep, escape to clear)", id="proc-filter")
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for key, title, right in COLUMNS:
-            table.add_column(Text(title, justify="right" if right else "left"), key=key)
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
         self.sort_column = "memory"
         self.sort_reverse = True
         self.tree_view = False
@@ -234,8 +235,13 @@ class ProcessesScreen(GpuscopeScreen):
         self.filter_text = ""
         self._rows: list[ProcessRow] = []
         self._visible: list[ProcessRow] = []
-        self._shown: list[tuple[Any, ...]] = []
+        self._shown: list[tuple[str, ...]] = []
         self._problems: list[str] = []
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, title, right in COLUMNS:
+            table.add_column(Text(title, justify="right" if right else "left"), key=key)
         self.query_one("#proc-filter", Input).display = False
 
     #: the app reads GPU process lists every second only while a screen that lists them shows

@@ -3,18 +3,20 @@ positions) and a table of points; moving through the table highlights a point on
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
+from gpuscope.roofline.layout import layout_roofline
+from gpuscope.roofline.model import Placement, Roof, RooflineModel
+from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, render_roofline
 from gpuscope.roofline.units import format_intensity, format_si
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_placements
 from gpuscope.tui.screens.base import GpuscopeScreen
+from gpuscope.tui.themes import ChartPalette
 from gpuscope.tui.widgets.chart import PlotextView
 
 __all__ = ["RooflineScreen", "WIDE_MIN_WIDTH", "STRAGGLER_MARK"]
@@ -39,7 +41,7 @@ _COLUMNS = (
 _NAME_CELLS = 24
 
 
-def _below(roof: Any) -> str:
+def _below(roof: Roof) -> str:
     """``"bf16 -20% vs median"``: a straggler roof and how far below the median it is."""
     below = roof.below_median_percent
     return roof.name if below is None else f"{roof.name} -{below:.0f}% vs median"
@@ -57,17 +59,20 @@ class RooflineScreen(GpuscopeScreen):
                 yield Static("", id="roof-summary", markup=False)
                 yield DataTable(id="roof-points", cursor_type="row", zebra_stripes=True)
 
-    def on_mount(self) -> None:
-        self.add_columns("#roof-points", _COLUMNS)
-        self._model: Any = None
+    def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._model: RooflineModel | None = None
         self._model_key: tuple[object, ...] = ()
-        self._live: list[Any] = []
+        self._live: list[Placement] = []
         self._live_reasons: list[str] = []
         self._live_key: tuple[object, ...] = ()
         self._highlight: int | None = None
         self.show_live = True
         self._rows_key: tuple[object, ...] = ()
-        self._palette: Any = None
+        self._palette: ChartPalette | None = None
+
+    def on_mount(self) -> None:
+        self.add_columns("#roof-points", _COLUMNS)
 
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_MIN_WIDTH, "-wide")
@@ -118,15 +123,14 @@ class RooflineScreen(GpuscopeScreen):
 
     # --- table -------------------------------------------------------------------------------
 
-    def _straggler_roofs(self, placement: Any) -> list[Any]:
+    def _straggler_roofs(self, model: RooflineModel, placement: Placement) -> list[Roof]:
         """The straggler roofs of a point's device (rank), when the point is not a live one."""
         if placement in self._live or placement.point.estimated:
             return []
-        device = self._model.device(placement.point.key)
+        device = model.device(placement.point.key)
         return device.stragglers if device is not None else []
 
-    def _rows(self) -> list[tuple[str, ...]]:
-        model = self._model
+    def _rows(self, model: RooflineModel) -> list[tuple[str, ...]]:
         rows: list[tuple[str, ...]] = []
         for placement in list(model.placements) + self._live:
             point = placement.point
@@ -136,7 +140,7 @@ class RooflineScreen(GpuscopeScreen):
                 note = "ABOVE ROOF: counting error"
             elif placement.bound == "unknown" and placement.note:
                 note = placement.note
-            stragglers = self._straggler_roofs(placement)
+            stragglers = self._straggler_roofs(model, placement)
             if stragglers and not placement.above_roof:
                 note = "straggler rank: " + ", ".join(_below(roof) for roof in stragglers)
             roof = placement.bounding_roof
@@ -168,7 +172,8 @@ class RooflineScreen(GpuscopeScreen):
 
     def _refresh_table(self) -> None:
         table = self.query_one("#roof-points", DataTable)
-        rows = self._rows() if self._model is not None else []
+        model = self._model
+        rows = self._rows(model) if model is not None else []
         key = tuple(rows)
         summary = self._summary()
         self.query_one("#roof-summary", Static).update(summary, layout=False)
@@ -177,11 +182,11 @@ class RooflineScreen(GpuscopeScreen):
         self._rows_key = key
         cursor = table.cursor_row
         table.clear()
-        placements = self._model.placements
+        placements = model.placements if model is not None else []
         warning = getattr(self.app.current_theme, "warning", None) or "yellow"
         for number, row in enumerate(rows):
             style = "italic" if number >= len(placements) else ""  # live rows
-            if number < len(placements) and self._straggler_roofs(placements[number]):
+            if model is not None and number < len(placements) and self._straggler_roofs(model, placements[number]):
                 style = f"bold {warning}"  # a straggler rank's point: the theme's warning colour
             # The row label is the number the chart shows for a point whose full label has no room.
             table.add_row(
@@ -238,14 +243,12 @@ class RooflineScreen(GpuscopeScreen):
         model = self._model
         if model is None or not model.devices:
             return "No devices yet: waiting for the first sample, or pass --probes results.json"
-        from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, render_roofline
 
         palette = self.gpuscope.chart_palette.roofline_palette()
         if width < MIN_CHART_WIDTH:
             return f"The roofline needs {MIN_CHART_WIDTH} columns; this pane has {width}. Widen the terminal."
         # The same layout as `gpuscope roofline` and the HTML report (gpuscope.roofline.layout);
         # the legend under the chart takes what the chart leaves of the pane's height.
-        from gpuscope.roofline.layout import layout_roofline
 
         legend_rows = len(model.devices) + 2 + len(layout_roofline(model).notes)
         return render_roofline(

@@ -5,8 +5,8 @@ reason as a tooltip, and ``tab`` walks through the n/a cells, explaining each in
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from textual import events
 from textual.binding import Binding
@@ -17,7 +17,11 @@ from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, reason_text
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
-__all__ = ["CellGrid", "CellState", "Geometry"]
+__all__ = ["CellGrid", "CellState", "CellValue", "Geometry"]
+
+
+#: What a cell is given: its text, or why it has none (None: no reading).
+CellValue = str | Unavailable
 
 
 class Geometry(NamedTuple):
@@ -90,22 +94,20 @@ class CellGrid(LineWidget):
     def cell(self, key: str) -> CellState:
         return self._cells[key]
 
-    def set_values(self, values: dict[str, Any]) -> None:
-        """``key -> str value or Unavailable``; redraws when anything changed."""
+    def set_values(self, values: Mapping[str, CellValue | None]) -> None:
+        """``key -> text or Unavailable`` (None: no reading); redraws when anything changed."""
         changed = False
         cells = self._cells
         for key, value in values.items():
             old = cells[key]
-            if type(value) is str:  # the common case: a value, often the one shown already
+            if isinstance(value, str):  # the common case: a value, often the one shown already
                 if old.reason is None and old.value_text == value:
                     continue
                 new = CellState(old.label, value, None)
-            elif isinstance(value, Unavailable):
-                new = CellState(old.label, NA, reason_text(value))
             elif value is None:
                 new = CellState(old.label, NA, "no reading")
             else:
-                new = CellState(old.label, str(value), None)
+                new = CellState(old.label, NA, reason_text(value))
             if new != old:
                 cells[key] = new
                 changed = True

@@ -4,16 +4,12 @@ cells only, no charts) when many GPUs share the screen."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.filter import LineFilter
-from textual.geometry import Region, Size
-from textual.strip import Strip
 
 from gpuscope.telemetry.records import GpuSample
-from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.values import Metric, Reason, Unavailable
 from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import (
     fmt_celsius,
@@ -23,11 +19,9 @@ from gpuscope.tui.format import (
     si,
 )
 from gpuscope.tui.history import History, gpu_key
-from gpuscope.tui.textual_compat import repaint
-from gpuscope.tui.widgets.cell_grid import CellGrid
+from gpuscope.tui.widgets.cell_grid import CellGrid, CellValue
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
 from gpuscope.tui.widgets.history_plot import scale_percent
-from gpuscope.tui.widgets.lines import Paint
 
 __all__ = [
     "GpuCard",
@@ -44,7 +38,7 @@ CELL_WIDTH = 24
 CHART_WIDTH = 14
 
 
-def _pair(first: Any, second: Any, fmt: Callable[[Any], str], unit: str = "") -> Any:
+def _pair(first: Metric[float], second: Metric[float] | None, fmt: Callable[[float], str], unit: str = "") -> CellValue:
     """``first/second unit`` when both are known, ``first unit`` when only the first is."""
     if isinstance(first, Unavailable):
         return first
@@ -53,7 +47,7 @@ def _pair(first: Any, second: Any, fmt: Callable[[Any], str], unit: str = "") ->
     return f"{fmt(first)}/{fmt(second)}{unit}"
 
 
-def _memory(g: GpuSample) -> Any:
+def _memory(g: GpuSample) -> CellValue:
     if isinstance(g.memory_used_bytes, Unavailable):
         return g.memory_used_bytes
     if isinstance(g.memory_total_bytes, Unavailable) or not g.memory_total_bytes:
@@ -62,7 +56,7 @@ def _memory(g: GpuSample) -> Any:
     return f"{used / 2**30:.1f}/{total / 2**30:.0f}GiB {100 * used / total:.0f}%"
 
 
-def _dram(g: GpuSample) -> Any:
+def _dram(g: GpuSample) -> CellValue:
     if isinstance(g.dram_bandwidth_bytes_per_s, Unavailable):
         return g.dram_bandwidth_bytes_per_s
     text = fmt_rate(g.dram_bandwidth_bytes_per_s)
@@ -71,14 +65,14 @@ def _dram(g: GpuSample) -> Any:
     return text
 
 
-def _throttle(g: GpuSample) -> Any:
+def _throttle(g: GpuSample) -> CellValue:
     reasons = g.throttle_reasons
     if isinstance(reasons, Unavailable):
         return reasons
     return ", ".join(reasons) if reasons else "none"
 
 
-def _ecc(g: GpuSample) -> Any:
+def _ecc(g: GpuSample) -> CellValue:
     if isinstance(g.ecc_corrected_errors, Unavailable) and isinstance(g.ecc_uncorrected_errors, Unavailable):
         return g.ecc_corrected_errors
     corrected = "n/a" if isinstance(g.ecc_corrected_errors, Unavailable) else str(g.ecc_corrected_errors)
@@ -86,23 +80,23 @@ def _ecc(g: GpuSample) -> Any:
     return f"{corrected} corr {uncorrected} unc"
 
 
-def _nvlink(value: Any, g: GpuSample) -> Any:
+def _nvlink(value: Metric[float], g: GpuSample) -> CellValue:
     if isinstance(value, Unavailable):
         return value
     links = "" if isinstance(g.nvlink_active_links, Unavailable) else f" ×{g.nvlink_active_links}"
     return fmt_rate(value) + links
 
 
-def _pct(value: Any) -> Any:
+def _pct(value: Metric[float]) -> CellValue:
     return value if isinstance(value, Unavailable) else fmt_percent(value)
 
 
-def _rate(value: Any) -> Any:
+def _rate(value: Metric[float]) -> CellValue:
     return value if isinstance(value, Unavailable) else fmt_rate(value)
 
 
 #: (cell id, label, value function). A value function returns a string or an Unavailable.
-GPU_CELLS: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...] = (
+GPU_CELLS: tuple[tuple[str, str, Callable[[GpuSample], CellValue]], ...] = (
     ("util", "util", lambda g: _pct(g.utilization_percent)),
     ("sm", "SM act", lambda g: _pct(g.sm_activity_percent)),
     ("tensor", "tensor", lambda g: _pct(g.tensor_activity_percent)),
@@ -197,6 +191,9 @@ border-title-style: bold; padding: 0 0 0 1; }
         self.key = gpu_key(gpu)
         self.border_title = gpu_title(gpu)
         self._pending: tuple[GpuSample, History, str | None, float] | None = None
+        #: The cells and charts, once mounted (a sample can come first: it waits in _pending).
+        self._grid: CellGrid | None = None
+        self._charts: ChartRow | None = None
         self._has_nvlink = not (
             isinstance(gpu.nvlink_tx_bytes_per_s, Unavailable)
             and gpu.nvlink_tx_bytes_per_s.reason == Reason.NOT_APPLICABLE
@@ -231,14 +228,13 @@ border-title-style: bold; padding: 0 0 0 1; }
     def set_tall(self, tall: bool) -> None:
         """Taller charts when the terminal has the rows for them."""
         self.set_class(tall, "-tall")
-        charts = getattr(self, "_charts", None)  # not there before compose
-        if charts is not None:
-            charts.chart_height = CHART_ROWS_TALL if tall else CHART_ROWS
+        if self._charts is not None:
+            self._charts.chart_height = CHART_ROWS_TALL if tall else CHART_ROWS
 
     def show(self, gpu: GpuSample, history: History, series_colour: str | None = None, window_s: float = 60.0) -> None:
         """Update the cells and charts from ``gpu``; the charts span the last ``window_s``
         seconds (only what changed redraws)."""
-        if not hasattr(self, "_grid"):  # not mounted yet: show it once mounted
+        if self._grid is None:  # not mounted yet: show it once mounted
             self._pending = (gpu, history, series_colour, window_s)
             return
         self._pending = None
@@ -254,7 +250,7 @@ border-title-style: bold; padding: 0 0 0 1; }
             )
 
 
-def _number(value: Any) -> float | None:
+def _number(value: Metric[float] | None) -> float | None:
     return None if isinstance(value, Unavailable) or value is None else float(value)
 
 
@@ -328,8 +324,10 @@ def _pairwise_sum(a: list[float | None], b: list[float | None]) -> list[float | 
     return [None if x is None or y is None else x + y for x, y in zip(a, b)]
 
 
-def _cell_values(specs: tuple[tuple[str, str, Callable[[GpuSample], Any]], ...], gpu: GpuSample) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _cell_values(
+    specs: tuple[tuple[str, str, Callable[[GpuSample], CellValue]], ...], gpu: GpuSample
+) -> dict[str, CellValue]:
+    values: dict[str, CellValue] = {}
     for cell_id, _, function in specs:
         try:
             values[cell_id] = function(gpu)
@@ -348,7 +346,7 @@ border-title-style: bold; padding: 0 0 0 1; }
     DenseGpuCard.-lost { border: round $error; border-title-color: $error; }
     """
     dense = True
-    merge_changed_lines = True  # its rows repaint cheaply (render_lines): one band per card
+    merge_changed_lines = True  # one refresh per card and sample
 
     def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
         super().__init__([(cell_id, label) for cell_id, label, _ in DENSE_CELLS], cell_width=CELL_WIDTH, gap=2, id=id)
@@ -377,77 +375,6 @@ border-title-style: bold; padding: 0 0 0 1; }
         if lost != self.has_class("-lost"):
             self.set_class(lost, "-lost")
         self.set_values(_cell_values(DENSE_CELLS, gpu))
-
-    # --- painting: the rows between the borders, without Textual's per-call styles work ------
-
-    #: (outer size, theme, line filters) -> how content rows are made (border pieces included),
-    #: or None where rows go through Textual.
-    _frame: tuple[tuple[object, ...], Paint | None] | None = None
-    #: The first content row (below the top border).
-    _first_row = 1
-
-    def notify_style_update(self) -> None:
-        self._frame = None
-        super().notify_style_update()
-
-    def repaint_rows(self, y: int, rows: int) -> None:
-        """Repaint whole rows, borders included, when they are made with the border pieces: the
-        compositor then sends the strips it has (a region inside the borders would make it cut
-        each row's strip first)."""
-        edges = self._paint[4]
-        if edges is None:
-            super().repaint_rows(y, rows)
-        else:
-            repaint(self, Region(-edges[2], y, edges[2] + self._paint[0] + edges[3], rows))
-
-    def render_lines(self, crop: Region) -> list[Strip]:
-        """A repaint of content rows only (what a new sample causes: a value or two per row) gives
-        the rows the line cache made, the border pieces of the last full render included (each
-        changed row is one new Strip). Textual's styles cache would work out the card's region,
-        colours, border and title again for every such call, eight cards, every sample. Anything
-        else (borders, title, other styles) goes through Textual, and so does everything when the
-        pieces do not rebuild Textual's own row."""
-        outer = self.outer_size
-        app = self.app
-        filters = app.get_line_filters()
-        frame = self._frame
-        # a theme change restyles the card (notify_style_update); the theme is in the key too, in
-        # case only the colours under the card changed
-        key = (outer, app.theme, tuple(filters), tuple(getattr(f, "enabled", None) for f in filters))
-        if frame is None or frame[0] != key:
-            frame = self._frame = (key, self._make_frame(outer, tuple(filters)))
-        paint = frame[1]
-        if paint is None or crop.y < self._first_row or crop.bottom > self._first_row + paint[1]:
-            return super().render_lines(crop)
-        strips = self._lines(paint)[crop.y - self._first_row : crop.bottom - self._first_row]
-        if crop.x or crop.width != outer.width:
-            strips = [strip.crop(crop.x, crop.right) for strip in strips]
-        return strips
-
-    def _make_frame(self, outer: Size, filters: tuple[LineFilter, ...]) -> Paint | None:
-        """How the content rows are made with the border pieces (None: through Textual)."""
-        styles = self.styles
-        gutter = styles.gutter
-        plain = (
-            self.opacity == 1.0
-            and not styles.tint.a
-            and styles.text_opacity == 1.0
-            and not (styles.has_rule("hatch") and styles.hatch != "none")
-            and not any(edge for edge, _ in styles.outline)
-            and not self.hover_style.link_id
-        )
-        width, first, end = outer.width, gutter.top, outer.height - gutter.bottom
-        content_size = (width - gutter.left - gutter.right, end - first)
-        if not plain or content_size[0] <= 0 or content_size[1] <= 0 or self.size != content_size:
-            return None
-        textual = super().render_lines(Region(0, first, width, 1))[0]
-        left, right = textual.crop(0, gutter.left), textual.crop(width - gutter.right, width)
-        edges = (tuple(left), tuple(right), gutter.left, gutter.right)
-        paint: Paint = (*content_size, filters, self.background_colors[1], edges)
-        if self._lines(paint)[0] != textual:  # the pieces must give back Textual's own row
-            return None
-        self._first_row = first
-        return paint
 
 
 def make_card(gpu: GpuSample, dense: bool) -> GpuCard | DenseGpuCard:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from gpuscope.schema.core import finite_or_none
+from gpuscope.telemetry.hostprocs import HostProcess, top_by_cpu
 from gpuscope.telemetry.records import HostSample
 from gpuscope.telemetry.values import Unavailable
 from gpuscope.tui.format import NA, fmt_rate, reason_text
-from gpuscope.tui.widgets.lines import LineWidget, Run, query_cached, set_title
+from gpuscope.tui.widgets.lines import LineWidget, Run, set_title
 
 __all__ = ["DiskLine", "DiskPanel", "ProcessLines", "TopProcessesPanel", "fmt_elapsed", "fmt_rss"]
 
@@ -62,7 +61,8 @@ class DiskLine(LineWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        self.values: tuple[Any, ...] = (None, None)
+        #: What is shown for reading and writing: the rate's text, or why there is none.
+        self.values: tuple[str | Unavailable | None, ...] = (None, None)
 
     def build_lines(self, width: int, height: int) -> list[list[Run]]:
         runs: list[Run] = []
@@ -85,15 +85,16 @@ class DiskPanel(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Disk I/O"
+        self._line = DiskLine()
 
     def compose(self) -> ComposeResult:
-        yield DiskLine()
+        yield self._line
 
     def show(self, host: HostSample) -> None:
         raw = (getattr(host, "disk_read_bytes_per_s", None), getattr(host, "disk_write_bytes_per_s", None))
         # compare what is shown, not the raw rates (they differ every sample, their text seldom)
         values = tuple(fmt_rate(v) if isinstance(v, (int, float)) else v for v in raw)
-        line = query_cached(self, "DiskLine", DiskLine)
+        line = self._line
         if values != line.values:
             line.values = values
             reasons = [
@@ -161,19 +162,18 @@ class TopProcessesPanel(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Top processes"
-        self._shown_from: Any = None
+        self._shown_from: list[HostProcess] | Unavailable | None = None
+        self._lines = ProcessLines()
 
     def compose(self) -> ComposeResult:
-        yield ProcessLines()
+        yield self._lines
 
     def on_resize(self) -> None:
         self._shown_from = None  # as many processes as the new height holds, at the next sample
 
-    def show(self, processes: Any) -> None:
+    def show(self, processes: list[HostProcess] | Unavailable) -> None:
         """Show ``processes`` (a list of HostProcess, or why there are none); a list already
         shown is not looked at again (the scan runs every few seconds, the UI every second)."""
-        from gpuscope.telemetry.hostprocs import top_by_cpu
-
         if processes is self._shown_from:
             return
         self._shown_from = processes
@@ -196,7 +196,7 @@ class TopProcessesPanel(Vertical):
                 for p in top_by_cpu(processes, limit)
             )
             message = "" if rows else "no processes"
-        lines = query_cached(self, "ProcessLines", ProcessLines)
+        lines = self._lines
         if rows != lines.rows or message != lines.message:
             lines.rows, lines.message = rows, message
             lines.invalidate()

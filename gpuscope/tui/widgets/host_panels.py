@@ -18,7 +18,7 @@ from gpuscope.tui.format import NA, bar, fmt_bytes, fmt_percent, fmt_rate, reaso
 from gpuscope.tui.history import History
 from gpuscope.tui.widgets.chart_row import ChartData, ChartRow
 from gpuscope.tui.widgets.history_plot import scale_percent
-from gpuscope.tui.widgets.lines import LineWidget, Run, query_cached, set_title
+from gpuscope.tui.widgets.lines import LineWidget, Run, set_title
 from gpuscope.tui.widgets.metric import MetricCell
 
 if TYPE_CHECKING:
@@ -120,13 +120,21 @@ class CpuPanel(Vertical):
     #: Rows of the CPU chart (title, bars, time axis) unless the dashboard gives it more.
     CHART_ROWS = 4
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._total = MetricCell("CPU", label_width=5, id="cpu-total")
+        self._load = MetricCell("load", label_width=5, id="cpu-load")
+        self._freq = MetricCell("freq", label_width=5, id="cpu-freq")
+        self._chart = ChartRow(["CPU"], min_width=20, chart_height=self.CHART_ROWS, id="cpu-chart")
+        self._cores = CoreBars(id="cpu-cores")
+
     def compose(self) -> ComposeResult:
         with Grid(classes="cells"):
-            yield MetricCell("CPU", label_width=5, id="cpu-total")
-            yield MetricCell("load", label_width=5, id="cpu-load")
-            yield MetricCell("freq", label_width=5, id="cpu-freq")
-        yield ChartRow(["CPU"], min_width=20, chart_height=self.CHART_ROWS, id="cpu-chart")
-        yield CoreBars(id="cpu-cores")
+            yield self._total
+            yield self._load
+            yield self._freq
+        yield self._chart
+        yield self._cores
 
     def on_resize(self) -> None:
         columns = max(1, min(3, (self.size.width + 2) // 26))
@@ -136,24 +144,24 @@ class CpuPanel(Vertical):
 
     def set_chart_rows(self, rows: int) -> None:
         """Give the CPU chart ``rows`` rows (the dashboard fills spare rows this way)."""
-        query_cached(self, "#cpu-chart", ChartRow).chart_height = max(self.CHART_ROWS, rows)
+        self._chart.chart_height = max(self.CHART_ROWS, rows)
 
     @property
     def chart_rows(self) -> int:
-        return query_cached(self, "#cpu-chart", ChartRow).chart_height
+        return self._chart.chart_height
 
     def show(self, host: HostSample, history: History, window_s: float = 60.0) -> None:
         physical = "" if isinstance(host.physical_cores, Unavailable) else f" ({host.physical_cores} physical)"
         set_title(self, f"CPU · {host.cpu_model} · {host.logical_cores} cores{physical}")
-        query_cached(self, "#cpu-total", MetricCell).set_value(host.cpu_utilization_percent, fmt_percent)
+        self._total.set_value(host.cpu_utilization_percent, fmt_percent)
         loads = (host.load_average_1m, host.load_average_5m, host.load_average_15m)
-        load_cell = query_cached(self, "#cpu-load", MetricCell)
+        load_cell = self._load
         if isinstance(loads[0], Unavailable):
             load_cell.set_value(loads[0])
         else:
             load_cell.set_text(" ".join(NA if isinstance(v, Unavailable) else f"{v:.2f}" for v in loads))
         freqs = [c.frequency_mhz for c in host.cores if not isinstance(c.frequency_mhz, Unavailable)]
-        freq_cell = query_cached(self, "#cpu-freq", MetricCell)
+        freq_cell = self._freq
         if freqs:
             freq_cell.set_text(f"{sum(freqs) / len(freqs):.0f} MHz")
         elif host.cores and isinstance(host.cores[0].frequency_mhz, Unavailable):
@@ -163,9 +171,8 @@ class CpuPanel(Vertical):
         values = history.window(("host", "cpu"), history.points_in(window_s))
         current = NA if not values or values[-1] is None else scale_percent(values[-1])
         chart = ChartData("CPU", current, tuple(values), 100.0, scale_percent)
-        chart_row = query_cached(self, "#cpu-chart", ChartRow)
-        chart_row.set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
-        query_cached(self, "#cpu-cores", CoreBars).set_levels(host)
+        self._chart.set_charts([chart], colour=_palette(self).series[0], window_s=window_s)
+        self._cores.set_levels(host)
 
 
 class MemoryPanel(Vertical):
@@ -176,32 +183,39 @@ class MemoryPanel(Vertical):
     MemoryPanel > MetricCell { width: 1fr; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        #: The host shown last (the bars are drawn again at a new width) and the bars' width.
+        self._host: HostSample | None = None
+        self._bar_width: int | None = None
+        self._used = MetricCell("used", label_width=5, id="mem-used")
+        self._swap = MetricCell("swap", label_width=5, id="mem-swap")
+
     def compose(self) -> ComposeResult:
-        yield MetricCell("used", label_width=5, id="mem-used")
-        yield MetricCell("swap", label_width=5, id="mem-swap")
+        yield self._used
+        yield self._swap
 
     def on_resize(self) -> None:
         self._bar_width = max(6, self.size.width - 34)
-        host = getattr(self, "_host", None)
-        if host is not None:  # the bars follow the width
-            self.show(host)
+        if self._host is not None:  # the bars follow the width
+            self.show(self._host)
 
     def show(self, host: HostSample) -> None:
         self._host = host
         set_title(self, "Memory")
         palette = _palette(self)
-        width = getattr(self, "_bar_width", None) or max(6, self.size.width - 34)
+        width = self._bar_width or max(6, self.size.width - 34)
         total, used = host.memory_total_bytes, host.memory_used_bytes
         if isinstance(used, Unavailable):
-            query_cached(self, "#mem-used", MetricCell).set_value(used)
+            self._used.set_value(used)
         elif total and not isinstance(total, Unavailable):
             percent = 100 * used / total
             suffix = (bar(percent / 100, width), palette.bar_colour(percent))
             text = f"{fmt_bytes(used):>8}/{fmt_bytes(total):<8} {percent:3.0f}%"
-            query_cached(self, "#mem-used", MetricCell).set_text(text, suffix=suffix)
+            self._used.set_text(text, suffix=suffix)
         else:
-            query_cached(self, "#mem-used", MetricCell).set_text(NA, reason="memory total not reported")
-        swap_cell = query_cached(self, "#mem-swap", MetricCell)
+            self._used.set_text(NA, reason="memory total not reported")
+        swap_cell = self._swap
         if isinstance(host.swap_total_bytes, Unavailable):
             swap_cell.set_value(host.swap_total_bytes)
         elif host.swap_total_bytes == 0:
@@ -291,11 +305,15 @@ class NetworkPanel(Vertical):
     NetworkPanel { height: auto; border: round $secondary; border-title-style: bold; padding: 0 1; }
     """
 
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines = NetworkLines(id="net-lines")
+
     def compose(self) -> ComposeResult:
-        yield NetworkLines(id="net-lines")
+        yield self._lines
 
     def show(self, host: HostSample) -> None:
-        lines = query_cached(self, "#net-lines", NetworkLines)
+        lines = self._lines
         lines.set_host(host)
         ib = f" · {len(host.infiniband_ports)} IB/RoCE ports" if host.infiniband_ports else ""
         down = f" · {lines.down_count} down, not shown" if lines.down_count else ""

@@ -27,15 +27,15 @@ class KeyBar(Widget):
     def _collect(self) -> list[tuple[str, str, str]]:
         entries: list[tuple[str, str, str]] = []
         seen: set[str] = set()
-        for namespace, bindings in self.screen._modal_binding_chain:
-            prefix = "app" if isinstance(namespace, App) else "screen" if namespace is self.screen else None
+        for active in self.screen.active_bindings.values():
+            node, binding = active.node, active.binding
+            prefix = "app" if isinstance(node, App) else "screen" if node is self.screen else None
             if prefix is None:
                 continue  # bindings of the focused widget change with focus; the palette lists them
-            for _, binding in bindings:
-                if not binding.show or binding.action in seen:
-                    continue
-                seen.add(binding.action)
-                entries.append((self.app.get_key_display(binding), binding.description, f"{prefix}.{binding.action}"))
+            if not binding.show or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            entries.append((self.app.get_key_display(binding), binding.description, f"{prefix}.{binding.action}"))
         return entries
 
     def render(self) -> Text:

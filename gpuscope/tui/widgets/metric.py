@@ -4,12 +4,11 @@ carry their reason as a tooltip (hover) and in the screen's hint line (focus).""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rich.style import Style
 from textual.message import Message
 
-from gpuscope.telemetry.values import Unavailable
+from gpuscope.telemetry.values import Metric, Unavailable
 from gpuscope.tui.format import NA, reason_text
 from gpuscope.tui.widgets.lines import LineWidget, Run
 
@@ -58,7 +57,9 @@ class MetricCell(LineWidget):
         """Why the metric is unavailable, or None when it has a value."""
         return self._reason
 
-    def set_value(self, value: Any, formatter: Callable[[Any], str] = str, suffix: Suffix | None = None) -> None:
+    def set_value(
+        self, value: Metric[float] | None, formatter: Callable[[float], str] = str, suffix: Suffix | None = None
+    ) -> None:
         """Show ``formatter(value)``, or n/a with the reason for an :class:`Unavailable`."""
         if isinstance(value, Unavailable):
             self.set_text(NA, reason=reason_text(value), suffix=suffix)

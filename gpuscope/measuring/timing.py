@@ -16,10 +16,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gpuscope.probing.stats import percentile, summarize
 from gpuscope.probing.timing import Clock, CpuClock, CudaClock, TimingPolicy, time_kernel
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MIN_TIMER_TICKS", "TimingResult", "time_callable", "cpu_clock", "cuda_clock", "percentile"]
 
@@ -31,7 +34,7 @@ def cpu_clock() -> Clock:
     return CpuClock()
 
 
-def cuda_clock(device: Any) -> Clock:
+def cuda_clock(device: torch.device) -> Clock:
     """CUDA events on a stream of ``device`` (the timed function runs with it as current stream)."""
     return CudaClock(device)
 
@@ -65,7 +68,7 @@ class TimingResult:
 class _FlushingClock:
     """Runs ``flush`` before each sample, outside the timed region."""
 
-    def __init__(self, clock: Clock, flush: Callable[[], Any]) -> None:
+    def __init__(self, clock: Clock, flush: Callable[[], object]) -> None:
         self._clock = clock
         self._flush = flush
         self.name = clock.name
@@ -80,16 +83,16 @@ class _FlushingClock:
         if hasattr(self._clock, "per_call_s"):
             self._clock.per_call_s = value
 
-    def sample(self, fn: Callable[[], Any], inner_reps: int, cancel: threading.Event | None) -> float:
+    def sample(self, fn: Callable[[], object], inner_reps: int, cancel: threading.Event | None) -> float:
         self._flush()
         return self._clock.sample(fn, inner_reps, cancel)
 
 
 def time_callable(
-    call: Callable[[], Any],
+    call: Callable[[], object],
     *,
     clock: Clock,
-    flush: Callable[[], Any] | None = None,
+    flush: Callable[[], object] | None = None,
     target_sample_s: float = 0.02,
     samples: int = 15,
     max_time_s: float = 10.0,
@@ -141,9 +144,9 @@ def time_callable(
     return TimingResult(
         samples_s=tuple(timing.samples_s),
         reps_per_sample=timing.inner_reps,
-        median_s=float(summary["time_median_s"]),
-        p10_s=float(summary["time_p10_s"]),
-        p90_s=float(summary["time_p90_s"]),
+        median_s=summary.time_median_s,
+        p10_s=summary.time_p10_s,
+        p90_s=summary.time_p90_s,
         timer=timing.clock,
         timer_resolution_s=timing.resolution_s,
         cache_state=cache_state,

@@ -10,31 +10,27 @@ charts come from :func:`gpuscope.report.charts.roofline_svg`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from gpuscope.profiling.energy_roofline import attainable_flop_per_j, energy_roofs_from_ceilings
-from gpuscope.profiling.view import as_list, first_module, format_ms, group_numbers, profile_workloads, top_groups
-from gpuscope.report.html import escape_text as _e
-from gpuscope.report.html import table_html
+from gpuscope.profiling.energy_roofline import EnergyRoofs, attainable_flop_per_j, energy_roofs_from_ceilings
+from gpuscope.profiling.stored import Profiled, StoredGroup, profiled_workloads
+from gpuscope.profiling.view import format_ms, group_numbers
+from gpuscope.report.charts import roofline_svg
+from gpuscope.report.html_blocks import escape_text as _e
+from gpuscope.report.html_blocks import table_html
 from gpuscope.report.tables import Table
 from gpuscope.roofline.units import format_si
-from gpuscope.schema.core import finite_or_none
-from gpuscope.schema.report import Point, Roofline
+from gpuscope.schema.report import EmbeddedResults, Point, Roofline
+from gpuscope.schema.results import Workload
 
 __all__ = ["energy_section_html", "profile_markdown_lines", "profile_section_html", "profiles_of"]
 
 TOP_GROUPS = 10
 
 
-def profiles_of(report: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(source label, results document, workload) for every profile workload in the report."""
-    return [
-        (str(entry.get("label")), document, workload)
-        for entry in report.get("results") or []
-        for document in [entry.get("document") or {}]
-        for workload in profile_workloads(document)
-    ]
+def profiles_of(results: Sequence[EmbeddedResults]) -> list[tuple[str, Profiled]]:
+    """(source label, profile workload) for every profile workload of the report's results."""
+    return [(str(entry.label), profiled) for entry in results for profiled in profiled_workloads(entry.document)]
 
 
 def _table(headers: list[str], rows: list[list[str]], numeric: set[int], table_id: str, title: str) -> str:
@@ -44,21 +40,15 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int], table_i
     return table_html(table)
 
 
-def _energy_text(workload: dict[str, Any]) -> str:
-    joules = finite_or_none(workload.get("energy_j"))
+def _energy_text(workload: Workload) -> str:
+    joules = workload.energy_j
     if joules is not None and joules > 0:
-        per_j = finite_or_none(workload.get("flop_per_j"))
-        return f"{format_si(joules, 'J')} per step, {format_si(per_j, 'FLOP/J')}"
-    reason = workload.get("energy_unavailable") or "not measured"
-    return f"unavailable ({reason})"
+        return f"{format_si(joules, 'J')} per step, {format_si(workload.flop_per_j, 'FLOP/J')}"
+    return f"unavailable ({workload.energy_unavailable or 'not measured'})"
 
 
-def _chart(
-    roofline: Roofline | None, workload: dict[str, Any], groups: list[dict[str, Any]], number: int
-) -> str | None:
-    from gpuscope.report.charts import roofline_svg
-
-    device, host = workload.get("device"), workload.get("host")
+def _chart(roofline: Roofline | None, workload: Workload, groups: list[StoredGroup], number: int) -> str | None:
+    device, host = workload.device, workload.host
     roofs = [
         roof
         for roof in (roofline.roofs or [] if roofline else [])
@@ -66,17 +56,17 @@ def _chart(
     ]
     points = []
     for rank, group in enumerate(groups, 1):
-        flops, nbytes, time_s = (finite_or_none(group.get(key)) for key in ("flops", "bytes", "time_s"))
+        flops, nbytes, time_s = group.flops, group.bytes, group.time_s
         if not flops or not nbytes or not time_s:
             continue
         points.append(
             Point(
-                name=f"#{rank} {str(group.get('op', '')).split('::')[-1]}",
+                name=f"#{rank} {(group.op or '').split('::')[-1]}",
                 device=device,
                 host=roofs[0].host if roofs else host,
                 rank=roofs[0].rank if roofs else None,
                 device_type=roofs[0].device_type if roofs else None,
-                dtype=group.get("dtype"),
+                dtype=group.dtype,
                 flop_per_s=flops / time_s,
                 intensity_flop_per_byte=flops / nbytes,
             )
@@ -101,113 +91,88 @@ _GROUP_HEADERS = [
 _MARKDOWN_COLUMNS = (0, 1, 2, 3, 4, 6, 7)
 
 
-def _step_s(workload: dict[str, Any]) -> float | None:
-    return finite_or_none(workload["profile"].get("step_s")) or finite_or_none(workload.get("time_s"))
-
-
-def _group_rows(workload: dict[str, Any]) -> list[list[str]]:
+def _group_rows(profiled: Profiled) -> list[list[str]]:
     """The top groups as table rows (:data:`_GROUP_HEADERS`)."""
-    step_s, rows = _step_s(workload), []
-    for rank, group in enumerate(top_groups(workload, TOP_GROUPS), 1):
-        rows.append(
-            [
-                str(rank),
-                str(group.get("label") or group.get("op")),
-                first_module(group),
-                str(group.get("bound") or "-"),
-                *group_numbers(
-                    group.get("time_s"),
-                    step_s,
-                    group.get("efficiency"),
-                    group.get("time_lost_s"),
-                    group.get("step_speedup"),
-                ),
-            ]
-        )
+    step_s, rows = profiled.step_s, []
+    for rank, group in enumerate(profiled.profile.top_groups(TOP_GROUPS), 1):
+        numbers = group_numbers(group.time_s, step_s, group.efficiency, group.time_lost_s, group.step_speedup)
+        rows.append([str(rank), group.name, group.first_module, str(group.bound or "-"), *numbers])
     return rows
 
 
-def profile_section_html(report: dict[str, Any], roofline: Roofline | None = None) -> str | None:
+def profile_section_html(results: Sequence[EmbeddedResults], roofline: Roofline | None = None) -> str | None:
     """The body of the "Where the time goes" section, or None when the report has no profile.
-    ``report`` holds the report's results documents as written (``results``); ``roofline`` is the
-    report's roofline section, whose roofs the groups' chart draws."""
-    profiles = profiles_of(report)
+    ``results`` are the report's results; ``roofline`` is its roofline section, whose roofs the
+    groups' chart draws."""
+    profiles = profiles_of(results)
     if not profiles:
         return None
     parts = []
-    for number, (label, _document, workload) in enumerate(profiles, 1):
-        profile = workload["profile"]
-        step_s = _step_s(workload)
-        ops_s = finite_or_none(profile.get("ops_s"))
+    for number, (label, profiled) in enumerate(profiles, 1):
+        workload, profile = profiled.workload, profiled.profile
+        step_s = profiled.step_s
+        ops_s = profile.ops_s
         share = f"{ops_s / step_s * 100:.1f}%" if ops_s is not None and step_s else "-"
         parts.append(
-            f"<h3>{_e(workload.get('name'))} <small>on {_e(workload.get('device'))} "
-            f"({_e(workload.get('device_name'))}), from {_e(label)}</small></h3>\n"
+            f"<h3>{_e(workload.name)} <small>on {_e(workload.device)} "
+            f"({_e(workload.device_name)}), from {_e(label)}</small></h3>\n"
         )
         parts.append(
             '<ul class="summary">'
-            f"<li>Step {_e(format_si(step_s, 's'))} ({_e(profile.get('steps'))} profiled steps, mean); {share} of "
-            f"it inside ops ({_e(profile.get('time_basis'))})</li>"
-            f"<li>FLOPs per step {_e(format_si(finite_or_none(profile.get('flop_counter_flops')), ''))} "
+            f"<li>Step {_e(format_si(step_s, 's'))} ({_e(profile.steps)} profiled steps, mean); {share} of "
+            f"it inside ops ({_e(profile.time_basis)})</li>"
+            f"<li>FLOPs per step {_e(format_si(profile.flop_counter_flops, ''))} "
             "(FlopCounterMode) + "
-            f"{_e(format_si(finite_or_none(profile.get('pointwise_flops')), ''))} pointwise; bytes "
-            f"{_e(format_si(finite_or_none(workload.get('bytes')), 'B'))} (sum of per-op lower bounds)</li>"
+            f"{_e(format_si(profile.pointwise_flops, ''))} pointwise; bytes "
+            f"{_e(format_si(workload.bytes, 'B'))} (sum of per-op lower bounds)</li>"
             f"<li>Energy: {_e(_energy_text(workload))}</li>"
-            f"<li>{_e(profile.get('roofs'))}</li>"
+            f"<li>{_e(profile.roofs)}</li>"
             "</ul>\n"
         )
         parts.append(
-            _table(_GROUP_HEADERS, _group_rows(workload), {0, 4, 5, 6, 7, 8}, f"profile-{number}", "op groups")
+            _table(_GROUP_HEADERS, _group_rows(profiled), {0, 4, 5, 6, 7, 8}, f"profile-{number}", "op groups")
         )
         parts.append(
             '<p class="note">Ranked by time lost = measured time - time at roof (FLOPs / attainable FLOP/s; data '
             "movement: bytes / DRAM roof). Efficiency = time at roof / measured time.</p>\n"
         )
-        modules = [m for m in as_list(profile.get("modules")) if isinstance(m, dict)]
-        modules = [m for m in modules if str(m.get("path", "")).count(".") <= 1]  # two levels
-        modules.sort(key=lambda m: -(finite_or_none(m.get("time_s")) or 0))
+        modules = [m for m in profile.modules if (m.path or "").count(".") <= 1]  # two levels
+        modules.sort(key=lambda m: -(m.time_s or 0))
         module_rows = [
-            [
-                str(m.get("path")),
-                format_ms(m.get("time_s")),
-                format_si(finite_or_none(m.get("flops")), ""),
-                format_si(finite_or_none(m.get("bytes")), "B"),
-            ]
-            for m in modules[:12]
+            [str(m.path), format_ms(m.time_s), format_si(m.flops, ""), format_si(m.bytes, "B")] for m in modules[:12]
         ]
         if module_rows:
             headers = ["module (submodules included)", "ms/step", "FLOPs", "bytes"]
             parts.append(_table(headers, module_rows, {1, 2, 3}, f"profile-{number}-modules", "modules"))
-        svg = _chart(roofline, workload, top_groups(workload, TOP_GROUPS), number)
+        svg = _chart(roofline, workload, profile.top_groups(TOP_GROUPS), number)
         if svg:
             parts.append(
                 f"<figure>\n{svg}<figcaption>The groups above that have FLOPs and bytes, as points; each point's "
                 "name starts with its row in the table above (#). Roofs of "
-                f"{_e(workload.get('device'))}.</figcaption>\n</figure>\n"
+                f"{_e(workload.device)}.</figcaption>\n</figure>\n"
             )
     return "".join(parts)
 
 
-def energy_section_html(report: dict[str, Any]) -> str | None:
+def energy_section_html(results: Sequence[EmbeddedResults]) -> str | None:
     """The energy section: FLOP/J of every workload with energy, and the energy roofline (Choi et
     al. 2013) per device whose probe ceilings carry energy. None when nothing carries energy fields."""
-    documents = [entry.get("document") or {} for entry in report.get("results") or []]
-    ceilings = [c for document in documents for c in document.get("ceilings") or [] if isinstance(c, dict)]
-    workloads = [w for document in documents for w in document.get("workloads") or [] if isinstance(w, dict)]
-    with_fields = [w for w in workloads if "energy_j" in w or "energy_unavailable" in w]
-    if not with_fields and not any("energy_j" in c or "energy_unavailable" in c for c in ceilings):
+    ceilings = [c for entry in results for c in entry.document.ceilings]
+    workloads = [w for entry in results for w in entry.document.workloads]
+    with_fields = [w for w in workloads if w.energy_j is not None or w.energy_unavailable is not None]
+    if not with_fields and not any(c.energy_j is not None or c.energy_unavailable is not None for c in ceilings):
         return None
     rows = []
     for workload in with_fields:
-        joules, intensity = (finite_or_none(workload.get(key)) for key in ("energy_j", "intensity_flop_per_byte"))
+        joules, intensity = workload.energy_j, workload.intensity_flop_per_byte
         rows.append(
             [
-                str(workload.get("name")),
-                str(workload.get("device")),
+                workload.name,
+                workload.device,
                 format_si(joules, "J") if joules else "unavailable",
-                format_si(finite_or_none(workload.get("flop_per_j")), "FLOP/J"),
+                format_si(workload.flop_per_j, "FLOP/J"),
                 "-" if intensity is None else f"{intensity:.3g}",
-                str(workload.get("energy_unavailable") or workload.get("energy_method") or ""),
+                workload.energy_unavailable or workload.energy_method or "",
             ]
         )
     headers = ["workload", "device", "energy per call/step", "FLOP/J", "FLOP/byte", "counter or reason"]
@@ -227,12 +192,8 @@ def energy_section_html(report: dict[str, Any]) -> str | None:
             f"peak {_e(format_si(roof.peak_flop_per_j, 'FLOP/J'))}; energy balance point "
             f"{roof.balance_flop_per_byte:.3g} FLOP/byte.</p>\n"
         )
-        points = [
-            (w, finite_or_none(w.get("intensity_flop_per_byte")), finite_or_none(w.get("flop_per_j")))
-            for w in workloads
-            if w.get("device") == roof.device
-        ]
-        parts.append(_energy_svg(roof, [(str(w.get("name")), x, y) for w, x, y in points if x and y]))
+        points = [(w.name, w.intensity_flop_per_byte, w.flop_per_j) for w in workloads if w.device == roof.device]
+        parts.append(_energy_svg(roof, [(name, x, y) for name, x, y in points if x and y]))
     parts.append(
         '<p class="note">Energy roofline after Choi, Bedard, Fowler and Vuduc (IPDPS 2013): FLOP/J = 1 / (J per '
         "FLOP + J per byte / intensity), costs from the probe ceilings' mean power (constant power folded "
@@ -241,7 +202,7 @@ def energy_section_html(report: dict[str, Any]) -> str | None:
     return "".join(parts)
 
 
-def _energy_svg(roof: Any, points: list[tuple[str, float, float]]) -> str:
+def _energy_svg(roof: EnergyRoofs, points: list[tuple[str, float, float]]) -> str:
     """A small log-log SVG: the energy roofline and the workloads' FLOP/J."""
     width, height, pad = 640, 300, 48
     xs = [0.01, 1000.0] + [x for _, x, _ in points]
@@ -301,21 +262,19 @@ def _energy_svg(roof: Any, points: list[tuple[str, float, float]]) -> str:
     return "".join(out)
 
 
-def profile_markdown_lines(report: dict[str, Any], md_escape: Callable[[Any], str]) -> list[str]:
+def profile_markdown_lines(results: Sequence[EmbeddedResults], md_escape: Callable[[object], str]) -> list[str]:
     """The section as Markdown lines (summary and top groups per profile), every text through
     ``md_escape`` (the report's Markdown escaping); empty without profiles."""
     lines: list[str] = []
-    for label, _document, workload in profiles_of(report):
-        profile = workload["profile"]
-        lines.append(
-            f"### {md_escape(workload.get('name'))} on {md_escape(workload.get('device'))} ({md_escape(label)})"
-        )
+    for label, profiled in profiles_of(results):
+        workload = profiled.workload
+        lines.append(f"### {md_escape(workload.name)} on {md_escape(workload.device)} ({md_escape(label)})")
         lines.append("")
-        lines.append(f"Energy: {md_escape(_energy_text(workload))}. {md_escape(profile.get('roofs'))}")
+        lines.append(f"Energy: {md_escape(_energy_text(workload))}. {md_escape(profiled.profile.roofs)}")
         lines.append("")
         lines.append("| " + " | ".join(_GROUP_HEADERS[i] for i in _MARKDOWN_COLUMNS) + " |")
         lines.append("|---:|---|---|---|---:|---:|---:|")
-        for row in _group_rows(workload):
+        for row in _group_rows(profiled):
             cells = [md_escape(row[i]) if i in (1, 2, 3) else row[i] for i in _MARKDOWN_COLUMNS]  # text escaped
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")

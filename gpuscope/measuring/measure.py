@@ -9,7 +9,6 @@ torch is imported only when :func:`measure` runs.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import time
@@ -17,22 +16,37 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from gpuscope.errors import GpuscopeError, UsageError
-from gpuscope.probing.environment import torch_device, torch_device_name
-from gpuscope.roofline.counting import BYTES_RULE, FLOP_COUNTING_RULE, POINTWISE_RULE, CountResult, count_call
+from gpuscope.fileio import OutputLock, check_output, write_json_atomic
+from gpuscope.measuring.counting import (
+    BYTES_RULE,
+    FLOP_COUNTING_RULE,
+    POINTWISE_RULE,
+    CountResult,
+    FlopFormula,
+    count_call,
+)
+from gpuscope.measuring.dram import DramCollector, match_gpu, measure_dram_bytes
+from gpuscope.measuring.timing import TimingResult, cpu_clock, cuda_clock, time_callable
+from gpuscope.probing.environment import device_info, parse_device, system_info, torch_device, torch_device_name
+from gpuscope.results import empty_results, parse_results
 from gpuscope.roofline.model import PerCallRates
-from gpuscope.roofline.timing import TimingResult, cpu_clock, cuda_clock, time_callable
 from gpuscope.roofline.units import format_bytes, format_count, format_intensity, format_si
 from gpuscope.schema.core import timestamp_now_s
+from gpuscope.schema.files import read_bytes
 from gpuscope.schema.results import Device, Results, System, Workload
-from gpuscope.telemetry.energy import energy_fields
+from gpuscope.telemetry.cpuinfo import cpu_info
+from gpuscope.telemetry.energy import EnergyResult, energy_fields, energy_per_call
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = ["measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload", "dram_bytes_per_call"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload"]
 
 
 class UncountedOpsWarning(UserWarning):
@@ -56,7 +70,7 @@ class MeasuredWorkload(PerCallRates):
     device_name: str | None = None
     results_path: str | None = None
     notes: list[str] = field(default_factory=list)
-    energy: Any = None  # EnergyResult of one call (gpuscope.telemetry.energy), None when not measured
+    energy: EnergyResult | None = None  # of one call; None when not measured
 
     @property
     def time_s(self) -> float:
@@ -134,7 +148,7 @@ class MeasuredWorkload(PerCallRates):
         return lines
 
 
-def _flush_function(device: Any) -> Callable[[], Any]:
+def _flush_function(device: torch.device) -> Callable[[], None]:
     """Evicts the caches: writes a buffer twice the last-level cache (GPU L2 or CPU LLC)."""
     import torch
 
@@ -142,8 +156,6 @@ def _flush_function(device: Any) -> Callable[[], Any]:
         l2_bytes = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20
         buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=device)
     else:
-        from gpuscope.telemetry.cpuinfo import cpu_info
-
         llc_bytes = cpu_info().last_level_cache_bytes or 64 * 2**20
         buffer = torch.empty(min(2 * llc_bytes, 2**30), dtype=torch.uint8)
     state = {"value": 0}
@@ -157,105 +169,14 @@ def _flush_function(device: Any) -> Callable[[], Any]:
     return flush
 
 
-# --- DRAM bytes from GPM telemetry -------------------------------------------------------------
-
-
-def dram_bytes_per_call(intervals: list[tuple[float, Any, int]]) -> float | Unavailable:
-    """DRAM bytes moved per call from telemetry intervals ``(seconds, dram_bytes_per_s, calls)``:
-    the integral of bandwidth over the intervals divided by the calls made in them. An interval
-    whose bandwidth is :class:`Unavailable` is skipped; when all are, the first reason is returned."""
-    total_bytes = 0.0
-    total_calls = 0
-    reason: Unavailable | None = None
-    for seconds, bandwidth, calls in intervals:
-        if isinstance(bandwidth, Unavailable):
-            reason = reason or bandwidth
-            continue
-        if bandwidth is None or seconds <= 0:
-            continue
-        total_bytes += float(bandwidth) * seconds
-        total_calls += calls
-    if total_calls == 0:
-        return reason or Unavailable(Reason.ERROR, "no telemetry interval covered the run")
-    return total_bytes / total_calls
-
-
-def _match_gpu(sample: Any, device: Any) -> Any:
-    """The GpuSample of ``device`` in a telemetry Sample: by UUID, else by ``CUDA_VISIBLE_DEVICES``
-    and PCI order (:func:`gpuscope.telemetry.nvml.mapping.match_cuda_device`)."""
-    from gpuscope.telemetry.nvml import mapping
-
-    index = device.index or 0
-    match = mapping.match_cuda_device(
-        list(getattr(sample, "gpus", []) or []), index, cuda_uuid=mapping.cuda_device_uuid(index)
-    )
-    return match.gpu if match is not None else None
-
-
-def _default_collector() -> Any:
-    from gpuscope.telemetry.collector import TelemetryCollector
-
-    return TelemetryCollector(processes=False)
-
-
-def _measure_dram_bytes(
-    call: Callable[[], Any],
-    per_call_s: float,
-    window_s: float,
-    collector_factory: Callable[[], Any] | None,
-    synchronize: Callable[[], Any],
-    select_gpu: Callable[[Any], Any],
-    device_text: str,
-) -> float | Unavailable:
-    """Run ``call`` for about ``window_s`` seconds while GPM telemetry samples the GPU every
-    ~0.25 s (GPM needs more than 100 ms between samples); returns DRAM bytes per call.
-    ``synchronize`` waits for queued GPU work; ``select_gpu`` picks the GpuSample of a Sample."""
-    try:
-        collector = (collector_factory or _default_collector)()
-    except ImportError as exc:
-        return Unavailable(Reason.NOT_SUPPORTED, f"telemetry collector not available ({exc})")
-    except Exception as exc:  # noqa: BLE001 - telemetry is optional
-        return Unavailable(Reason.ERROR, f"telemetry collector failed to start: {exc}")
-    try:
-        missing: Unavailable | None = collector.open()
-        if missing is not None:
-            return missing
-        batch = max(1, math.ceil(0.25 / max(per_call_s, 1e-9)))
-        synchronize()
-        previous = collector.sample()
-        if select_gpu(previous) is None:
-            reason = getattr(previous, "gpu_unavailable", None)
-            return reason or Unavailable(Reason.NOT_APPLICABLE, f"telemetry does not list {device_text}")
-        intervals: list[tuple[float, Any, int]] = []
-        started = previous_at = time.perf_counter()  # not the samples' wall timestamps: that clock may step
-        while time.perf_counter() - started < window_s:
-            for _ in range(batch):
-                call()
-            synchronize()
-            current = collector.sample()
-            now = time.perf_counter()
-            gpu = select_gpu(current)
-            bandwidth = (
-                gpu.dram_bandwidth_bytes_per_s
-                if gpu is not None
-                else Unavailable(Reason.GPU_LOST, "GPU left the sample")
-            )
-            intervals.append((now - previous_at, bandwidth, batch))
-            previous_at = now
-        return dram_bytes_per_call(intervals)
-    except Exception as exc:  # noqa: BLE001 - telemetry must never spoil a measurement
-        return Unavailable(Reason.ERROR, f"telemetry failed during the run: {exc}")
-    finally:
-        try:
-            collector.close()
-        except Exception:  # noqa: BLE001
-            pass
-
-
 # --- results file ------------------------------------------------------------------------------
 
 
-def _entries(value: object) -> list[object]:
+#: A results file kept as written, field by field, with lists to which entries are appended.
+_KeptDocument = dict[str, "msgspec.Raw | list[msgspec.Raw | Device | Workload]"]
+
+
+def _entries(value: object) -> list[msgspec.Raw | Device | Workload]:
     """The entries of one of a results file's lists, each kept as written (``msgspec.Raw``)."""
     if isinstance(value, msgspec.Raw):
         return list(msgspec.json.decode(value, type=list[msgspec.Raw]))
@@ -268,18 +189,15 @@ def append_workload(path: str | os.PathLike[str], workload: Workload, device: De
     keeps every field as written. Atomic: a reader never sees a half-written file. Read, change and
     write happen under the file's lock (processes appending to one file wait for each other: none
     loses another's workload). Raises :class:`BadInputError` for an existing file that is not results."""
-    from gpuscope.fileio import OutputLock, check_output, write_json_atomic
-    from gpuscope.results import empty_results, parse_results
-    from gpuscope.schema.files import read_bytes
-
     target = Path(path)
     check_output(target, allow_inputs=True)
     with OutputLock(target, wait_s=300.0):
-        document: Results | dict[str, object]
+        document: Results | _KeptDocument
         if target.exists() and target.stat().st_size > 0:  # empty: the lock's new file, nothing to keep
             raw = read_bytes(target, "a results JSON file")
             known = {(entry.device, entry.host) for entry in parse_results(raw, str(target)).devices}
-            kept = document = dict(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))  # every field as written
+            kept: _KeptDocument = dict(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))  # every field as written
+            document = kept
             fresh = [device] if (device.device, device.host) not in known else []
             kept["devices"] = [*_entries(kept.get("devices")), *fresh]
             kept["workloads"] = [*_entries(kept.get("workloads")), workload]
@@ -297,23 +215,23 @@ def append_workload(path: str | os.PathLike[str], workload: Workload, device: De
 
 
 def measure(
-    fn: Callable[..., Any],
-    *args: Any,
+    fn: Callable[..., object],
+    *args: object,
     name: str | None = None,
-    device: Any = None,
+    device: str | torch.device | None = None,
     results: str | os.PathLike[str] | None = None,
     warm: bool = True,
-    kwargs: dict[str, Any] | None = None,
+    kwargs: dict[str, object] | None = None,
     flops: float | None = None,
     bytes_moved: float | None = None,
-    flop_formulas: dict[Any, Callable[..., int]] | None = None,
+    flop_formulas: dict[object, FlopFormula] | None = None,
     target_sample_s: float = 0.02,
     samples: int = 15,
     max_time_s: float = 10.0,
     warmup_max_s: float = 2.0,
     telemetry: bool = True,
     dram_window_s: float = 1.0,
-    collector_factory: Callable[[], Any] | None = None,
+    collector_factory: Callable[[], DramCollector] | None = None,
     energy: bool = True,
 ) -> MeasuredWorkload:
     """Time ``fn(*args, **kwargs)`` and place it on the roofline.
@@ -327,7 +245,7 @@ def measure(
     - FLOPs: counted by torch's FlopCounterMode on one call; ops without a FLOP formula raise an
       :class:`UncountedOpsWarning` naming them. ``flops`` overrides the count; ``flop_formulas``
       adds formulas. Bytes: a lower bound (distinct tensors read and written, see
-      :data:`gpuscope.roofline.counting.BYTES_RULE`); ``bytes_moved`` overrides it.
+      :data:`gpuscope.measuring.counting.BYTES_RULE`); ``bytes_moved`` overrides it.
     - Timing (the probe harness, :mod:`gpuscope.probing.timing`): first call discarded, warm-up
       until the rate stops rising (at most ``warmup_max_s``), then the median of ``samples``
       samples (p10, p90, N), each at least 20 timer ticks and ``target_sample_s``; the number of
@@ -350,7 +268,7 @@ def measure(
     label = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
     resolved = torch_device(device, (args, kwargs))
 
-    def call() -> Any:
+    def call() -> object:
         return fn(*args, **kwargs)
 
     with contextlib.ExitStack() as stack:
@@ -392,19 +310,17 @@ def measure(
         elif not telemetry:
             dram = Unavailable(Reason.NOT_APPLICABLE, "telemetry turned off")
         else:
-            dram = _measure_dram_bytes(
+            dram = measure_dram_bytes(
                 call,
                 timing.median_s,
                 dram_window_s,
                 collector_factory,
                 synchronize=lambda: torch.cuda.synchronize(resolved),
-                select_gpu=lambda sample: _match_gpu(sample, resolved),
+                select_gpu=lambda sample: match_gpu(sample, resolved),
                 device_text=str(resolved),
             )
         energy_result = None
         if energy:
-            from gpuscope.telemetry.energy import energy_per_call
-
             energy_result, _ = energy_per_call(
                 call,
                 str(resolved) if resolved.type == "cuda" else "cpu",
@@ -434,8 +350,6 @@ def measure(
         energy=energy_result,
     )
     if results is not None:
-        from gpuscope.probing.environment import device_info, parse_device, system_info
-
         spec = parse_device(device_text)  # the probe's device entry and system: one identity
         append_workload(results_path or results, workload.to_workload(), device_info(spec), system_info(spec))
         workload.results_path = str(results)

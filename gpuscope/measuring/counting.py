@@ -17,13 +17,17 @@ torch is imported only inside :func:`count_call`.
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "CountResult",
     "count_call",
+    "FlopFormula",
     "torch_dtype_roof_name",
     "BYTES_RULE",
     "ZERO_FLOP_OPS",
@@ -41,6 +45,10 @@ BYTES_RULE = (
     "distinct storage bytes written that outlive it (outputs, in-place updates), each counted once; "
     "intermediates excluded"
 )
+
+#: A FLOP formula for FlopCounterMode's ``custom_mapping``: the op's arguments (shapes) and
+#: ``out_shape`` -> FLOPs of one call.
+FlopFormula = Callable[..., int]
 
 #: aten ops that move, create, view or index data and do no floating-point arithmetic.
 ZERO_FLOP_OPS = frozenset(
@@ -136,7 +144,7 @@ _PER_INPUT = frozenset(
 )
 
 
-def _numel(shape: Any) -> int:
+def _numel(shape: object) -> int:
     """Elements of a torch.Size (or the first Size in a tuple of them); 0 for anything else."""
     if isinstance(shape, (tuple, list)) and shape and all(isinstance(size, int) for size in shape):
         count = 1
@@ -152,7 +160,7 @@ def _numel(shape: Any) -> int:
     return 0
 
 
-def pointwise_flops(op: str, input_shape: Any, output_shape: Any) -> int:
+def pointwise_flops(op: str, input_shape: object, output_shape: object) -> int:
     """FLOPs of one call of pointwise op ``op`` (a key of :data:`POINTWISE_FLOPS_PER_ELEMENT`,
     with or without a trailing ``_`` for the in-place form), from its first input's and its
     output's shapes (tuples of ints). 0 for an op not in the table."""
@@ -164,19 +172,19 @@ def pointwise_flops(op: str, input_shape: Any, output_shape: Any) -> int:
     return int(per * elements)
 
 
-def pointwise_flop_formulas() -> dict[Any, Any]:
+def pointwise_flop_formulas() -> dict[object, FlopFormula]:
     """The table as FlopCounterMode ``custom_mapping`` formulas (aten overload packet -> formula),
     in-place variants included. Imports torch."""
     import torch
 
-    formulas: dict[Any, Any] = {}
+    formulas: dict[object, FlopFormula] = {}
     for name in POINTWISE_FLOPS_PER_ELEMENT:
         for variant in (name, name + "_"):
             packet = getattr(torch.ops.aten, variant, None)
             if packet is None:
                 continue
 
-            def formula(*args: Any, out_shape: Any = None, _name: str = name, **kwargs: Any) -> int:
+            def formula(*args: object, out_shape: object = None, _name: str = name, **kwargs: object) -> int:
                 first = next((arg for arg in args if isinstance(arg, (tuple, list))), None)
                 return pointwise_flops(_name, first, out_shape)
 
@@ -239,7 +247,7 @@ def tf32_allowed(op_kind: str = "matmul") -> bool:
         return False
 
 
-def torch_dtype_roof_name(dtype: Any, device_type: str = "cpu", op_kind: str = "matmul") -> str | None:
+def torch_dtype_roof_name(dtype: torch.dtype, device_type: str = "cpu", op_kind: str = "matmul") -> str | None:
     """Compute roof name for a torch dtype: float32 -> ``"fp32"`` (``"tf32"`` for CUDA matmuls and
     convolutions when TF32 is allowed, :func:`tf32_allowed`), bfloat16 -> ``"bf16"``, float8 ->
     ``"fp8"``, int8 -> ``"int8"``."""
@@ -283,7 +291,7 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def tensor_extent(tensor: Any) -> tuple[tuple[str, int], tuple[int, int]] | None:
+def tensor_extent(tensor: torch.Tensor) -> tuple[tuple[str, int], tuple[int, int]] | None:
     """Where a tensor's bytes lie: its storage (device, data pointer) and the half-open byte range
     it spans in that storage; None for an empty, non-strided or meta tensor, or one without storage."""
     import torch
@@ -296,17 +304,19 @@ def tensor_extent(tensor: Any) -> tuple[tuple[str, int], tuple[int, int]] | None
         return None
     item = tensor.element_size()
     span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
-    start = tensor.storage_offset() * item
-    return (str(tensor.device), pointer), (start, start + span * item)
+    start = int(tensor.storage_offset()) * item
+    return (str(tensor.device), pointer), (start, start + int(span) * item)
 
 
-def written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[Any], set[int]]:
+def written_tensors(
+    func: object, args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> tuple[list[torch.Tensor], set[int]]:
     """The tensors an aten op writes, from its schema's alias annotations, and the ids of
     those it only writes (``out=`` arguments: not read, so not counted as read traffic)."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    mutated: list[Any] = []
+    mutated: list[torch.Tensor] = []
     write_only: set[int] = set()
     schema = getattr(func, "_schema", None)
     if schema is None:
@@ -324,12 +334,12 @@ def written_tensors(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def count_call(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+    fn: Callable[..., object],
+    args: tuple[object, ...],
+    kwargs: Mapping[str, object],
     *,
-    flop_formulas: dict[Any, Callable[..., int]] | None = None,
-) -> tuple[CountResult, Any]:
+    flop_formulas: Mapping[object, FlopFormula] | None = None,
+) -> tuple[CountResult, object]:
     """Run ``fn(*args, **kwargs)`` once under the counters; returns the counts and fn's result.
 
     ``flop_formulas`` adds FLOP formulas (aten op -> formula), passed to FlopCounterMode as its
@@ -354,7 +364,13 @@ def count_call(
             self.no_formula: collections.Counter[str] = collections.Counter()
             self.flops_by_dtype: collections.Counter[str] = collections.Counter()
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        def __torch_dispatch__(
+            self,
+            func: Callable[..., object],
+            types: object,
+            args: tuple[object, ...] = (),
+            kwargs: dict[str, object] | None = None,
+        ) -> object:
             kwargs = kwargs or {}
             self.ops += 1
             mutated, write_only = written_tensors(func, args, kwargs)

@@ -1,0 +1,131 @@
+"""The ``profile`` object of a profile workload, as a results file stores it (docs/profile.md):
+written by :meth:`gpuscope.profiling.result.ProfileResult.profile_json`, read back by
+:func:`read_profile` for the painters that only have the file (the TUI's roofline screen, the
+report, ``compare``). Fields in the order they are written; every field may be missing when read.
+
+The results schema keeps ``Workload.profile`` free detail (any JSON), so a results file with a
+profile this version does not understand still reads: :func:`read_profile` then returns None and
+the workload is drawn as a plain point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from gpuscope.schema.core import Detail
+from gpuscope.schema.results import Results, Workload
+
+__all__ = ["PROFILE_SCHEMA_VERSION", "StoredGroup", "StoredModule", "StoredProfile", "Profiled", "read_profile",
+           "profiled_workloads"]  # fmt: skip
+
+PROFILE_SCHEMA_VERSION = 1
+
+
+class StoredGroup(msgspec.Struct, kw_only=True):
+    """One op group with its verdict, per step (seconds, FLOPs, bytes), most time lost first."""
+
+    op: str | None = None
+    label: str | None = None
+    shapes: list[list[int]] = msgspec.field(default_factory=list)
+    dtype: str | None = None
+    calls: float | None = None
+    time_s: float | None = None
+    flops: float | None = None
+    counter_flops: float | None = None
+    pointwise_flops: float | None = None
+    bytes: float | None = None
+    counted: bool | None = None
+    no_formula: bool | None = None
+    modules: list[str] = msgspec.field(default_factory=list)  # module paths, most time first
+    backward: bool | None = None
+    bound: str | None = None  # "compute" | "memory" | "unknown"
+    roof: str | None = None
+    roof_source: str | None = None
+    attainable_flop_per_s: float | None = None
+    time_at_roof_s: float | None = None
+    time_lost_s: float | None = None
+    efficiency: float | None = None
+    step_speedup: float | None = None
+    intensity_flop_per_byte: float | None = None
+    above_roof: bool | None = None
+    note: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The label, else the op."""
+        return str(self.label or self.op)
+
+    @property
+    def first_module(self) -> str:
+        """The module path the group spent most time in, or ``"-"``."""
+        return self.modules[0] if self.modules else "-"
+
+
+class StoredModule(msgspec.Struct, kw_only=True):
+    """One nn.Module path and everything that ran inside it, per step."""
+
+    path: str | None = None
+    time_s: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    calls: float | None = None
+
+
+class StoredProfile(msgspec.Struct, kw_only=True):
+    """The ``profile`` object: totals per step, the groups with their verdicts, the module totals."""
+
+    version: int | None = None
+    steps: int | None = None
+    warmup_steps: int | None = None
+    time_basis: str | None = None
+    step_s: float | None = None
+    ops_s: float | None = None
+    outside_ops_s: float | None = None
+    traced_s: float | None = None
+    flop_counter_flops: float | None = None
+    pointwise_flops: float | None = None
+    bytes_rule: str | None = None
+    roofs: str | None = None
+    unmatched_ops: int | None = None
+    uncounted_ops: dict[str, float] = msgspec.field(default_factory=dict)
+    groups: list[StoredGroup] = msgspec.field(default_factory=list)
+    modules: list[StoredModule] = msgspec.field(default_factory=list)
+
+    def top_groups(self, limit: int | None = 10) -> list[StoredGroup]:
+        """The first ``limit`` (None: all) groups, in the stored order (by time lost)."""
+        return self.groups[:limit]
+
+
+@dataclass(frozen=True)
+class Profiled:
+    """A profile workload of a results file and its profile."""
+
+    workload: Workload
+    profile: StoredProfile
+
+    @property
+    def step_s(self) -> float:
+        """Mean time of one profiled step: the profile's, else the workload's."""
+        return self.profile.step_s or self.workload.time_s
+
+
+def read_profile(detail: Detail) -> StoredProfile | None:
+    """A workload's ``profile`` detail as a :class:`StoredProfile`; None when it is not one."""
+    if not isinstance(detail, dict):
+        return None
+    try:
+        return msgspec.convert(detail, StoredProfile)
+    except msgspec.ValidationError:
+        return None
+
+
+def profiled_workloads(results: Results) -> list[Profiled]:
+    """The profile workloads of a results document (``source == "profile"`` with a profile object)."""
+    found = []
+    for workload in results.workloads:
+        profile = read_profile(workload.profile) if workload.source == "profile" else None
+        if profile is not None:
+            found.append(Profiled(workload, profile))
+    return found
