@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gpuscope"
 
 #: package -> the gpuscope packages (and top-level modules) it may import, besides itself.
 ALLOWED = {
-    "roofline": {"schema", "telemetry", "results", "batchgc", "errors"},
+    "roofline": {"schema", "telemetry", "results", "batchgc", "errors", "textsafe"},
     "measuring": {"roofline", "probing", "schema", "telemetry", "results", "fileio", "errors"},
     "profiling": {"measuring", "roofline", "probing", "schema", "telemetry", "results", "errors"},
     "report": {
