@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.installs import needs_torch
 from support.reports import make_log_samples, make_results, write_log, write_results
 
 from gpuscope.cli import main
@@ -170,6 +171,7 @@ def test_report_in_a_subprocess_imports_no_torch_or_textual(inputs, tmp_path):
     assert out.stat().st_size > 10_000
 
 
+@needs_torch
 def test_probe_report_option_checks_the_format_first(tmp_path, capsys):
     results = tmp_path / "results.json"
     assert main(["probe", "--device", "cpu", "--report", str(tmp_path / "r.pdf"), "-o", str(results)]) == EXIT_USAGE
@@ -178,6 +180,7 @@ def test_probe_report_option_checks_the_format_first(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@needs_torch
 def test_probe_writes_a_report(tmp_path):
     suite = tmp_path / "tiny.toml"
     suite.write_text(

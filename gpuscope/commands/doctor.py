@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import TextIO
 
+from gpuscope.extras import PROBES_INSTALL_COMMAND, is_installed
 from gpuscope.schema.core import Detail, DetailMap, as_detail
 from gpuscope.telemetry.cpuinfo import cpu_info
 from gpuscope.telemetry.nvml import mapping
@@ -45,7 +46,12 @@ def _torch_checks(skip: bool) -> list[Check]:
         import torch  # noqa: PLC0415 - only here, only when doctor runs
     except ImportError as exc:
         return [
-            Check("torch", "unavailable", f"not installed ({exc})", "pip install torch (needed by probes and measure)")
+            Check(
+                "torch",
+                "unavailable",
+                f"not installed ({exc}): optional, for probe, measure and profile; monitoring works without it",
+                PROBES_INSTALL_COMMAND,
+            )
         ]
     except Exception as exc:  # noqa: BLE001 - a broken install is reported, not raised
         return [Check("torch", "problem", f"import failed: {type(exc).__name__}: {exc}", "reinstall torch")]
@@ -172,10 +178,11 @@ def _cpu_section() -> tuple[list[Check], DetailMap]:
     return checks, facts
 
 
-def _package_check(label: str, distribution: str, fix: str, purpose: str) -> Check:
-    version = _version(distribution)
+def _package_check(label: str, distribution: str, fix: str, purpose: str, *, optional: bool = False) -> Check:
+    """A package's version, or why it matters; a missing optional package is a finding, not a problem."""
+    version = _version(distribution) if is_installed(label) else None  # metadata alone is not an importable module
     if version is None:
-        return Check(label, "problem", f"not installed ({purpose})", fix)
+        return Check(label, "unavailable" if optional else "problem", f"not installed ({purpose})", fix)
     return Check(label, "ok", f"{distribution} {version}")
 
 
@@ -219,7 +226,21 @@ def run(args: argparse.Namespace) -> int:
         if gpu.state != "ok":
             title += f"  [{gpu.state}]"
         sections.append((title, gpu.checks))
-    sections += [("torch", torch_checks), ("CPU", cpu_checks), ("host telemetry", host), ("dashboard", tui)]
+    torch_checks.append(
+        _package_check(
+            "numba",
+            "numba",
+            PROBES_INSTALL_COMMAND,
+            "optional: the CPU memory and FLOP-peak probes' compiled kernels",
+            optional=True,
+        )
+    )
+    sections += [
+        ("torch", torch_checks),
+        ("CPU", cpu_checks),
+        ("host telemetry", host),
+        ("dashboard", tui),
+    ]
 
     problems = sum(check.status == "problem" for _title, checks in sections for check in checks)
     code = EXIT_PROBLEMS if problems else 0

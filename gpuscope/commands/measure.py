@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuscope.commands.options import call_user
 from gpuscope.errors import ResourceError, UsageError, exception_text, message_text
+from gpuscope.extras import require_probes
 from gpuscope.fileio import check_output as check_writable
 from gpuscope.measuring.measure import measure
 from gpuscope.results import read_results
@@ -178,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{option} {value:g}: must be a non-negative finite number")
     if args.output:
         check_output(args.output)  # a bad results file fails before torch loads and the timing runs
+    require_probes("measure")
     function = load_function(args.target)
     torch_device = torch_device_of(args.device)
     positional, keywords = parse_arguments(args.args_json, torch_device)

@@ -23,6 +23,7 @@ from typing import TextIO
 import msgspec
 
 from gpuscope.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, GpuscopeError, UsageError
+from gpuscope.extras import require_probes
 from gpuscope.fileio import OutputLock, is_stdout, write_json_atomic
 from gpuscope.paths import check_output_path
 from gpuscope.probing.distributed import DistributedOptions, Launch, run_distributed
@@ -183,12 +184,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.memory_fraction <= 1.0:
         raise UsageError(f"--memory-fraction {args.memory_fraction:g}: expected a number in (0, 1]")
     if getattr(args, "distributed", False):
+        require_probes("probe")
         return _run_distributed(args)
     output = Path(args.output)
     check_output_path(output, inputs=[args.suite])
     _refuse_overwrite(output, getattr(args, "force", False))
     if args.report:
         format_for(args.report, hint="")  # an unknown report format fails before the probes run
+    require_probes("probe")
 
     suite = load_suite(args.suite)
     device = resolve_device(args.device)

@@ -16,6 +16,7 @@ import sys
 from gpuscope.commands.measure import check_output, load_function, parse_arguments, torch_device_of
 from gpuscope.commands.options import call_user
 from gpuscope.errors import UsageError
+from gpuscope.extras import require_probes
 from gpuscope.profiling.api import profile
 from gpuscope.profiling.render import module_table, render_chart, summary_lines, top_table
 from gpuscope.schema.core import encode_json
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.output)  # a bad results file fails before torch loads
         if os.path.isfile(args.output) and args.output not in roofs:
             roofs.append(args.output)
+    require_probes("profile")
     function = load_function(args.target)
     positional, keywords = parse_arguments(args.args_json, torch_device_of(args.device))
 

@@ -9,6 +9,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+from gpuscope.extras import missing_probes_reason
+
 __all__ = ["cuda_unavailable_reason"]
 
 
@@ -20,7 +22,7 @@ def cuda_unavailable_reason() -> str | None:
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        return "torch is not installed (pip install torch)"
+        return missing_probes_reason()
     version_file = Path(list(spec.submodule_search_locations)[0]) / "version.py"
     try:
         text = version_file.read_text(encoding="utf-8", errors="replace")
