@@ -13,6 +13,10 @@
 2. First frame: time from spawning ``gpuscope`` in tmux until the pane shows the dashboard's
    top bar, and until it shows the first sample's clock (median of ``--repeat`` runs).
    Target: <= 1.5 s.
+   ``fleet-32gpu`` (issue 29): ``gpuscope fleet --hosts`` over 4 exporters of 8 fake H200s each
+   (one real ``gpuscope serve`` exposition, captured once and served by this script on 4 ports, so
+   the exporters' own cost is not on the machine) at a 2 s refresh, 160x48. Budget: at most x2 of
+   ``gpuscope-8gpu`` in the same run.
 3. torch: a headless run (Textual's test driver) that opens every screen reports whether
    ``torch`` is in ``sys.modules`` (it must not be before a probe runs).
 
@@ -22,6 +26,7 @@ Usage: .venv/bin/python benchmarks/bench_tui_idle.py [--seconds 60] [--warmup 5]
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import re
@@ -30,7 +35,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,6 +47,8 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 #: Issue 25's budgets: idle CPU as a multiple of the reference's, measured in the same run.
 CPU_ONLY_BUDGET_RATIO = 1.25
 EIGHT_GPU_BUDGET_RATIO = 2.4
+#: Issue 29: the fleet view with 32 fake GPUs at 2 s, as a multiple of gpuscope-8gpu in the same run.
+FLEET_BUDGET_RATIO = 2.0
 SIZE = ("120", "40")
 
 _TORCH_PROBE = r"""
@@ -186,6 +196,49 @@ def torch_imported() -> bool:
     return result.stdout.strip().endswith("True")
 
 
+def fleet_exporters(env: dict[str, str], count: int = 4) -> tuple[list[str], Callable[[], None]]:
+    """``count`` loopback addresses serving one real exposition of 8 fake H200s (captured from a
+    ``gpuscope serve`` run once), and a function that stops them."""
+    scenario = {**env, "GPUSCOPE_FAKE_NVML": "gpus=8xh200,links=18,slow=3"}
+    serve = subprocess.Popen(
+        [PYTHON, "-m", "gpuscope", "serve", "--listen", "127.0.0.1:0", "--interval", "0.5"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO, env=scenario,
+    )  # fmt: skip
+    try:
+        assert serve.stderr is not None
+        match = re.search(r"http://(127\.0\.0\.1:\d+)/metrics", serve.stderr.readline())
+        if match is None:
+            raise RuntimeError("gpuscope serve did not start")
+        time.sleep(3.0)
+        with urllib.request.urlopen(f"http://{match.group(1)}/metrics", timeout=10) as response:  # noqa: S310
+            body = response.read()
+    finally:
+        serve.terminate()
+        serve.wait(timeout=20)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) for _ in range(count)]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def stop() -> None:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
+
+    return [f"127.0.0.1:{server.server_address[1]}" for server in servers], stop
+
+
 def reference_command(home: Path) -> tuple[str, str] | None:
     """(name, command) of the reference monitor at a 1 s refresh, installing btop if needed."""
     if shutil.which("btop") is None and shutil.which("apt-get"):
@@ -246,14 +299,22 @@ def main() -> int:
         ("gpuscope-demo", f"{PYTHON} -m gpuscope --demo", env, SIZE),
         ("gpuscope-8gpu", f"{PYTHON} -m gpuscope", eight, ("160", "48")),
     ]
+    stop_fleet: Callable[[], None] = lambda: None  # noqa: E731
+    if "fleet-32gpu" in wanted:
+        addresses, stop_fleet = fleet_exporters(env)
+        fleet = f"{PYTHON} -m gpuscope fleet --interval 2 --hosts {','.join(addresses)}"
+        planned.append(("fleet-32gpu", fleet, env, ("160", "48")))
     chosen = [run for run in planned if run[0] in wanted]
     reference = reference_command(home) if "reference" in wanted else None
     if reference is not None:
         chosen.append((reference[0], reference[1], env, SIZE))
-    if args.together:
-        runs = idle_cpu(chosen, args.warmup, args.seconds)
-    else:
-        runs = [run for one in chosen for run in idle_cpu([one], args.warmup, args.seconds)]
+    try:
+        if args.together:
+            runs = idle_cpu(chosen, args.warmup, args.seconds)
+        else:
+            runs = [run for one in chosen for run in idle_cpu([one], args.warmup, args.seconds)]
+    finally:
+        stop_fleet()
     if reference is None and "reference" in wanted:
         runs.append({"tool": "reference", "error": "neither btop nor glances could be found or installed"})
     results["idle"] = runs
@@ -270,6 +331,14 @@ def main() -> int:
         for tool, budget in budgets.items()
         if tool in by_tool
     }
+    eight_run, fleet_run = by_tool.get("gpuscope-8gpu"), by_tool.get("fleet-32gpu")
+    if eight_run and fleet_run and eight_run["cpu_core_percent"]:
+        fleet_ratio = round(float(fleet_run["cpu_core_percent"]) / float(eight_run["cpu_core_percent"]), 2)
+        fleet_run["ratio_to_gpuscope_8gpu"] = fleet_ratio
+        results["budgets"]["fleet-32gpu"] = {  # type: ignore[index]
+            "budget_ratio_to_gpuscope_8gpu": FLEET_BUDGET_RATIO,
+            "ratio": fleet_ratio,
+        }
     frame: dict[str, float] = {"first_frame_s_median": float("nan"), "first_sample_shown_s_median": float("nan")}
     frame["runs"] = 0
     torch_seen = False
@@ -284,7 +353,7 @@ def main() -> int:
             ratio = f", x{run['ratio_to_reference']} of the reference" if "ratio_to_reference" in run else ""
             print(
                 f"{run['tool']:<16} {run['cpu_core_percent']:6.2f} % of one core over {run['seconds']} s "
-                f"(1 s refresh, tmux {run['size']}{ratio})"
+                f"({'2' if run['tool'] == 'fleet-32gpu' else '1'} s refresh, tmux {run['size']}{ratio})"
             )
         else:
             print(f"{run['tool']:<16} {run.get('error')}")
@@ -301,6 +370,12 @@ def main() -> int:
             met = float(measured) <= budget
             print(f"{tool}: x{measured} of the reference (budget x{budget}): {'met' if met else 'NOT met'}")
             ok = ok and met
+    if fleet_run and "ratio_to_gpuscope_8gpu" in fleet_run:
+        measured = float(fleet_run["ratio_to_gpuscope_8gpu"])
+        met = measured <= FLEET_BUDGET_RATIO
+        verdict = "met" if met else "NOT met"
+        print(f"fleet-32gpu: x{measured} of gpuscope-8gpu (budget x{FLEET_BUDGET_RATIO}): {verdict}")
+        ok = ok and met
     ok = ok and not frame["first_frame_s_median"] > 1.5 and not torch_seen  # nan (not measured) passes
     return 0 if ok else 1
 

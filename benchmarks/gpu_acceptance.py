@@ -15,12 +15,15 @@ then killed; what it wrote is kept and the run fails.
 1. ``nvidia-smi`` (nvidia-smi.txt) and ``gpuscope doctor`` (doctor.txt, doctor.json);
 2. ``gpuscope log --interval 0.2`` in the background for the whole run (telemetry.jsonl);
 3. ``gpuscope probe --suite quick`` then ``--suite transformer`` (quick.json, transformer.json);
+   quick runs the Triton kernels too (gpuscope.probing.triton_kernels: FMA peaks, L2 and DRAM
+   read/copy/triad with the repetition inside the kernel);
 4. checks. The run FAILS (exit 1) when: doctor exits non-zero or reports a problem (``!!``);
    the probed GPU has no power, memory-used or SM-clock reading; every metric of a GPU is an
    error; a results file is missing, partial or has a failed measurement; any required ceiling
    is missing; on a GPU, a ``dram.*`` ceiling's B/s and the GPU's DRAM counter during it differ
    by more than 10 %, or an ``l2.*`` ceiling shows more than a little DRAM traffic (or the
-   counter could not be read); an H200 misses a target; a step overran the budget.
+   counter could not be read), the same for the Triton kernels' own L2/DRAM measurements, or no
+   Triton kernel ran; an H200 misses a target; a step overran the budget.
 
 CPU check of the failure logic (tests/test_gpu_contact_acceptance.py): ``--device cpu --fake
 SCENARIO --suite PATH --require NAME,...`` runs a tiny suite on the CPU with the fake NVML
@@ -68,6 +71,8 @@ QUICK_REQUIRED = (
     "d2h.pinned",
     "h2d.pageable",
     "d2h.pageable",
+    "fp64.fma",
+    "fp32.fma",
 )
 TRANSFORMER_REQUIRED = ("bf16", "dram.copy")
 #: GpuSample fields the probed GPU must report (in the log and during the probes).
@@ -381,6 +386,44 @@ def ceiling_rows(results: dict[str, Any] | None, *, gpu: bool) -> tuple[list[dic
     return rows, problems
 
 
+def triton_rows(results: dict[str, Any] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Triton kernels' own measurements (gpuscope.probing.triton_kernels): FMA peaks, and L2
+    and DRAM bandwidth each held against the GPU's DRAM counter (``dram_check``: L2 near zero,
+    DRAM within 10 %). Problems: no Triton measurement ran, or a check failed or could not run."""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    measurements = [m for m in (results or {}).get("measurements", []) if m.get("library") == "triton"]
+    if results is None:
+        return rows, problems
+    ran = [m for m in measurements if m.get("status") == "ok"]
+    if not ran:
+        reasons = sorted({str(m.get("error"))[:100] for m in measurements if m.get("error")})
+        problems.append("no Triton kernel ran" + (f" ({'; '.join(reasons)[:200]})" if reasons else ""))
+        return rows, problems
+    for m in ran:
+        parameters = m.get("parameters") or {}
+        if m.get("kind") == "peak":
+            rows.append({"name": f"{parameters.get('dtype')}.fma (triton)", "value": m.get("flop_per_s"),
+                         "unit": "FLOP/s", "reported_dram_bytes_per_s": None, "check": ""})  # fmt: skip
+            continue
+        level = str(m.get("level") or parameters.get("level"))
+        name = f"{level}.{parameters.get('kernel')} (triton)"
+        check = m.get("dram_check") or {}
+        row = {"name": name, "value": m.get("bytes_per_s"), "unit": "B/s",
+               "reported_dram_bytes_per_s": check.get("reported_dram_bytes_per_s"), "check": ""}  # fmt: skip
+        rows.append(row)
+        ratio = check.get("ratio")
+        if check.get("ok") is None:
+            row["check"] = "UNCHECKED"
+            problems.append(f"{name}: not checked against the DRAM counter ({check.get('reason') or 'no reading'})")
+        elif check.get("ok"):
+            row["check"] = f"{ratio:.0%} ok" if _number(ratio) else "ok"
+        else:
+            row["check"] = f"{ratio:.0%} {'DRAM!' if level == 'l2' else 'DISAGREE'}" if _number(ratio) else "FAILED"
+            problems.append(f"{name}: {check.get('rule') or 'DRAM counter check'} failed (counter/probe {ratio})")
+    return rows, problems
+
+
 def target_problems(results: dict[str, Any] | None) -> tuple[list[str], list[str]]:
     """(problems, notes): H200 targets, enforced only when the device is an H200."""
     if results is None:
@@ -627,6 +670,10 @@ def _run(run: Run, args: argparse.Namespace, gpu: bool, env: dict[str, str], pyt
         for problem in probe_readings_problems(first):
             run.fail(problem)
     rows, problems = ceiling_rows(first, gpu=gpu)
+    if gpu:  # the Triton kernels' own rows: L2 and DRAM against the DRAM counter, FMA peaks
+        more, triton_problems = triton_rows(first)
+        rows += more
+        problems += triton_problems
     run.rows = rows
     for problem in problems:
         run.fail(problem)

@@ -16,10 +16,18 @@ from gpuscope.version import __version__
 
 if TYPE_CHECKING:
     from gpuscope.measuring.measure import MeasuredWorkload, measure
-    from gpuscope.profiling.api import Profiler, profile
+    from gpuscope.profiling.api import IncompleteProfileWarning, Profiler, profile
     from gpuscope.profiling.result import ProfileResult
 
-__all__ = ["__version__", "measure", "profile", "MeasuredWorkload", "Profiler", "ProfileResult"]
+__all__ = [
+    "__version__",
+    "measure",
+    "profile",
+    "MeasuredWorkload",
+    "Profiler",
+    "ProfileResult",
+    "IncompleteProfileWarning",
+]
 
 #: Public name -> the module that defines it, loaded on first access (PEP 562).
 _LAZY = {
@@ -27,6 +35,7 @@ _LAZY = {
     "MeasuredWorkload": "gpuscope.measuring.measure",
     "profile": "gpuscope.profiling.api",
     "Profiler": "gpuscope.profiling.api",
+    "IncompleteProfileWarning": "gpuscope.profiling.api",
     "ProfileResult": "gpuscope.profiling.result",
 }
 

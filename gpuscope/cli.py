@@ -55,6 +55,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare the ceilings and workloads of two or more results files",
     "replay": "play a recorded telemetry log through the dashboard",
     "serve": "expose telemetry to Prometheus (same as log --prometheus)",
+    "fleet": "every node and GPU of a cluster, from Prometheus or gpuscope exporters",
 }
 
 

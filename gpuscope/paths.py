@@ -2,6 +2,8 @@
 
 - config: ``$GPUSCOPE_CONFIG_DIR``, else ``$XDG_CONFIG_HOME/gpuscope`` (default ``~/.config/gpuscope``)
 - data: ``$GPUSCOPE_DATA_DIR``, else ``$XDG_DATA_HOME/gpuscope`` (default ``~/.local/share/gpuscope``)
+- cache: ``$GPUSCOPE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpuscope`` (default ``~/.cache/gpuscope``);
+  what is there can be deleted at any time (compiled kernels)
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["config_dir", "data_dir", "check_output_path", "use_private_matplotlib_dir", "child_env"]
+__all__ = ["config_dir", "data_dir", "cache_dir", "check_output_path", "use_private_matplotlib_dir", "child_env"]
 
 
 def config_dir() -> Path:
@@ -28,6 +30,15 @@ def data_dir() -> Path:
     if override:
         return Path(override).expanduser()
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gpuscope"
+
+
+def cache_dir() -> Path:
+    """The gpuscope cache folder (it may not exist yet): things that are rebuilt when deleted."""
+    override = os.environ.get("GPUSCOPE_CACHE_DIR")
+    if override:
+        return Path(override).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "gpuscope"
 
 

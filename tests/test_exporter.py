@@ -382,7 +382,8 @@ def test_scrape_over_http_on_loopback() -> None:
         assert handle.host == "127.0.0.1" and handle.port > 0
         assert handle.url == f"http://127.0.0.1:{handle.port}/metrics"
         before = _parse(_get(handle.url))
-        assert not any(name.startswith("gpuscope_") for name in before)  # nothing before the first sample
+        own = {"gpuscope_build_info", "gpuscope_exporter_scrape_errors_total", "gpuscope_exporter_auth_refusals_total"}
+        assert {name for name in before if name.startswith("gpuscope_")} == own  # no sample's series before the first
         assert "process_resident_memory_bytes" in before or "process_cpu_seconds_total" in before
         handle.update(_sample())
         handle.update(_sample(timestamp=1_700_000_001.0))

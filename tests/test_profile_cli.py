@@ -43,9 +43,12 @@ def test_profile_prints_table_and_chart_and_appends(tmp_path: Path, capsys: pyte
     assert lines[0].startswith("tiny layer on cpu")
     assert any(line.startswith(" #  op dtype shapes") for line in lines)
     assert any("energy" in line for line in lines)
+    assert any(line.startswith("  coverage  ") and "% of op time" in line for line in lines)  # issue 27.2
+    assert any(line.startswith("  verdict   ") for line in lines)
     assert all(len(line) <= 80 for line in lines), max(lines, key=len)
     document = results_json(output)
     (workload,) = document["workloads"]
+    assert 0 < workload["profile"]["coverage"] <= 1
     assert workload["name"] == "tiny layer" and workload["source"] == "profile"
     assert workload["profile"]["groups"] and workload["profile"]["modules"]
     assert workload["flops"] == workload["profile"]["flop_counter_flops"] + workload["profile"]["pointwise_flops"]

@@ -17,6 +17,7 @@ ALLOWED = {
     "measuring": {"roofline", "probing", "schema", "telemetry", "results", "fileio", "errors"},
     "profiling": {"measuring", "roofline", "probing", "schema", "telemetry", "results", "errors"},
     "report": {
+        "fleet",
         "profiling",
         "roofline",
         "schema",

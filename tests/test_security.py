@@ -51,6 +51,9 @@ _ALLOWED = {
     ("gpuscope/schema/generate.py", "import_module"),
     # the package loads its public functions on first use, from a fixed table of its own modules
     ("gpuscope/__init__.py", "import_module"),
+    # the exporter's web config is YAML (the exporter-toolkit format); read with yaml.safe_load, which builds plain
+    # data only (yaml.load and yaml.unsafe_load are still caught as calls)
+    ("gpuscope/exporter/webconfig.py", "yaml"),
 }
 
 
@@ -78,7 +81,8 @@ def test_no_eval_exec_pickle_or_yaml_load_on_data() -> None:
                         "jsonpickle",
                         "cloudpickle",
                     ):
-                        found.append(f"{relative}:{node.lineno}: imports {name}")
+                        if (relative, name) not in _ALLOWED:
+                            found.append(f"{relative}:{node.lineno}: imports {name}")
             if not isinstance(node, ast.Call):
                 continue
             function = node.func
@@ -95,7 +99,8 @@ def test_no_eval_exec_pickle_or_yaml_load_on_data() -> None:
                 else None
             )
             if (
-                name in _DANGEROUS_CALLS
+                # a method of the same name (nn.Module.eval) is not the builtin
+                (name in _DANGEROUS_CALLS and (isinstance(function, ast.Name) or owner == "builtins"))
                 or (owner, name) in _DANGEROUS_ATTRIBUTES
                 or name in ("exec_module", "import_module")
             ):

@@ -81,7 +81,21 @@ def configure_log(parser: argparse.ArgumentParser) -> None:
         help="continue an existing gpuscope log (a killed run's cut last line is dropped); other files are refused",
     )
     existing.add_argument("--force", action="store_true", help="replace an existing --output file")
-    parser.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="jsonl (default) or csv")
+    parser.add_argument(
+        "--format", choices=("jsonl", "csv"), default=None,
+        help="jsonl or csv (default: from the --output name, else jsonl); a name ending .zst or .gz is compressed",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rotate-size", default=None, metavar="SIZE",
+        help="start a new file when the current one reaches SIZE (e.g. 500MB, 1GB); files are BASE.<UTC time>.EXT",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rotate-every", default=None, metavar="AGE",
+        help="start a new file every AGE on the clock (e.g. 1h, 30m, 1d)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--keep", type=int, default=None, metavar="N", help="with rotation: keep the newest N files, remove older ones"
+    )
     parser.add_argument(
         "--no-gpm", action="store_true", help="do not read GPM metrics (DRAM bandwidth, SM/tensor activity)"
     )
@@ -90,6 +104,31 @@ def configure_log(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="HOST:PORT",
         help="also serve each sample to Prometheus at HOST:PORT/metrics (see docs/prometheus.md)",
+    )
+    _add_exporter_protection(parser)
+
+
+def _add_exporter_protection(parser: argparse.ArgumentParser) -> None:
+    """The exporter's ``--web-config``, ``--insecure`` and ``--process-labels`` (serve, log --prometheus)."""
+    parser.add_argument(
+        "--web-config",
+        default=None,
+        metavar="FILE",
+        type=path_option,
+        help="TLS, client certificates and basic auth for the exporter (Prometheus exporter-toolkit format; "
+        "reloaded when it changes; see docs/prometheus.md)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve off loopback with neither TLS nor basic auth (anyone who reaches the port reads the metrics)",
+    )
+    parser.add_argument(
+        "--process-labels",
+        choices=("full", "pid", "none"),
+        default=None,
+        help="what per-process GPU series carry: full (pid, process name, user), pid, or none (counts and totals "
+        "only); default full on loopback, pid elsewhere",
     )
 
 
@@ -183,6 +222,12 @@ def configure_roofline(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-datasheet", action="store_true", help="leave out the built-in datasheet roofs")
     parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="draw the working-set sweeps instead (bandwidth against working set, from `probe --suite sweep` "
+        "or `full`) with the cache levels their plateaus show",
+    )
+    parser.add_argument(
         "--all-roofs",
         action="store_true",
         help="also draw every other dtype, cache level and datasheet roof (default: per device the envelope "
@@ -269,7 +314,8 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
         "--log",
         metavar="TELEMETRY.jsonl",
         type=path_option,
-        help="telemetry log from `gpuscope log` recorded alongside the probes",
+        help="telemetry log from `gpuscope log` recorded alongside the probes (.zst/.gz too; "
+        "a folder, glob or rotated set reads as one log)",
     )
     parser.add_argument(
         "--output",
@@ -288,6 +334,10 @@ def configure_report(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redact", action="store_true", help="drop hostnames, usernames and command lines everywhere in the report"
     )
+    parser.add_argument(
+        "--fleet", metavar="FLEET.json", type=path_option,
+        help="report a fleet snapshot written by `gpuscope fleet --once --json` (instead of results files)",
+    )  # fmt: skip
     parser.add_argument(
         "--force",
         action="store_true",
@@ -317,8 +367,10 @@ def configure_compare(parser: argparse.ArgumentParser) -> None:
 
 def configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "file", metavar="FILE", type=path_option, help="a telemetry log written by `gpuscope log` (JSON lines or CSV)"
-    )
+        "file", metavar="FILE", type=path_option,
+        help="a telemetry log written by `gpuscope log` (JSON lines or CSV, plain, .zst or .gz), "
+        "or a folder, glob or rotated base name read as one log",
+    )  # fmt: skip
     parser.add_argument(
         "--speed", type=_speed, default=1.0, metavar="X", help="playback speed, 1 = as recorded (0.0625 to 64)"
     )
@@ -334,6 +386,38 @@ def configure_serve(parser: argparse.ArgumentParser) -> None:
         help=f"address to serve /metrics on (default {DEFAULT_LISTEN}; use 0.0.0.0:PORT to expose it to the network)",
     )
     add_sampling(parser, "leave out per-process GPU series (pid labels churn)")
+    _add_exporter_protection(parser)
+
+
+def configure_fleet(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--prometheus", metavar="URL", help="a Prometheus server that scrapes gpuscope exporters")
+    where.add_argument(
+        "--hosts", metavar="HOST:PORT,...", help="gpuscope exporters to scrape directly (port 9842 by default)"
+    )
+    where.add_argument(
+        "--hosts-file", metavar="FILE", type=path_option, help="exporters, HOST:PORT per line (# comments)"
+    )
+    parser.add_argument("--once", action="store_true", help="print one line per node and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: print the fleet snapshot as JSON")
+    add_value(parser, "--interval", 2.0, "SECONDS", "seconds between refreshes of the screen (default 2, minimum 0.5)")
+    add_value(parser, "--timeout", 3.0, "SECONDS", "timeout of each request (default 3)")
+    add_value(parser, "--concurrency", 16, "N", "--hosts: hosts scraped at once (default 16)")
+    parser.add_argument(
+        "--job", metavar="REGEX", help="--prometheus: only targets of these jobs (default: every gpuscope target)"
+    )
+    add_value(parser, "--history-minutes", 15.0, "MINUTES", "--prometheus: history shown for a node (default 15)")
+    parser.add_argument(
+        "--ca-file", metavar="PEM", type=path_option, help="CA certificates for https servers (default: the system's)"
+    )
+    parser.add_argument("--cert-file", metavar="PEM", type=path_option, help="client certificate for mutual TLS")
+    parser.add_argument("--key-file", metavar="PEM", type=path_option, help="key of --cert-file")
+    parser.add_argument(
+        "--basic-auth-file", metavar="FILE", type=path_option, help="a file holding one USER:PASSWORD line"
+    )
+    parser.add_argument("--bearer-token-file", metavar="FILE", type=path_option, help="a file holding a bearer token")
+    add_value(parser, "--straggler-margin", 0.10, "F", "straggler: more than F below its peers' median (default 0.1)")
+    parser.add_argument("--theme", metavar="NAME", help="colour theme (see `gpuscope tui --help`)")
 
 
 #: name -> the function that adds its options.
@@ -350,4 +434,5 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "compare": configure_compare,
     "replay": configure_replay,
     "serve": configure_serve,
+    "fleet": configure_fleet,
 }

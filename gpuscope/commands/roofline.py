@@ -8,6 +8,8 @@ import shutil
 import sys
 import textwrap
 
+import msgspec
+
 from gpuscope.commands.parsers import MAX_HEIGHT, MAX_WIDTH, MIN_HEIGHT, MIN_WIDTH
 from gpuscope.errors import UsageError
 from gpuscope.roofline.loading import load_model
@@ -48,8 +50,28 @@ def chart_size(width: int | None, height: int | None) -> tuple[int, int]:
     return columns, rows
 
 
+def _run_sweep(args: argparse.Namespace, width: int, height: int) -> int:
+    """``--sweep``: each file's working-set sweeps as text charts (JSON with ``--json``)."""
+    from gpuscope.results import read_results
+    from gpuscope.roofline.sweep_chart import sweep_lines, sweeps_of
+
+    sweeps = [sweep for path in args.probes for sweep in sweeps_of(read_results(path))]
+    if args.json:
+        print(encode_json([msgspec.to_builtins(sweep) for sweep in sweeps], indent=2).decode())
+        return 0
+    if not sweeps:
+        raise UsageError(
+            "no working-set sweep in " + ", ".join(map(str, args.probes))
+            + ": run `gpuscope probe --suite sweep` (or `full`) first"
+        )  # fmt: skip
+    sys.stdout.write("\n".join(sweep_lines(sweeps, width, max(8, height - 10))) + "\n")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     width, height = chart_size(args.width, args.height)  # a bad option fails before any file is read
+    if getattr(args, "sweep", False):
+        return _run_sweep(args, width, height)
     model = load_model(args.probes, datasheet=not args.no_datasheet)
     if args.json:
         print(encode_json(model_to_json(model), indent=2).decode())

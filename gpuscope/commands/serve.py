@@ -1,7 +1,8 @@
 """``gpuscope serve``: sample telemetry and expose it to Prometheus at HOST:PORT/metrics.
 
 The same exporter runs inside ``gpuscope log --prometheus HOST:PORT``. Binds 127.0.0.1 unless a
-host is given; metric names are listed in ``docs/prometheus.md``.
+host is given; off loopback it needs ``--web-config FILE`` (TLS, basic auth) or ``--insecure``.
+Metric names, ``--process-labels`` levels and the web configuration: ``docs/prometheus.md``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuscope.exporter import start_exporter
+from gpuscope.exporter import start_exporter_for
 from gpuscope.telemetry.collector import TelemetryCollector
 from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
 
@@ -19,12 +20,12 @@ __all__ = ["run"]
 def run(args: argparse.Namespace) -> int:
     interval_s = check_interval(args.interval)
     duration_s = check_duration(args.duration)
-    handle = start_exporter(args.listen)
+    handle = start_exporter_for(args.listen, args)
     collector = TelemetryCollector(nvml=not args.no_gpu, processes=not args.no_processes)
     try:
         missing = collector.open()
         print(
-            f"gpuscope: serving Prometheus metrics on {handle.url} every {interval_s:g} s (Ctrl-C to stop)",
+            f"gpuscope: serving Prometheus metrics on {handle.announce} every {interval_s:g} s (Ctrl-C to stop)",
             file=sys.stderr,
             flush=True,
         )

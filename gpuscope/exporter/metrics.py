@@ -34,6 +34,7 @@ __all__ = [
     "sample_to_families",
     "count_xids",
     "XidTotals",
+    "PROCESS_LABEL_LEVELS",
 ]
 
 PREFIX = "gpuscope_"
@@ -52,11 +53,12 @@ class MetricSpec:
     labels: tuple[str, ...]
     kind: str = "gauge"  # "gauge" or "counter"
 
-    def family(self) -> CounterMetricFamily | GaugeMetricFamily:
-        """An empty prometheus-client family for this spec."""
+    def family(self, labels: tuple[str, ...] | None = None) -> CounterMetricFamily | GaugeMetricFamily:
+        """An empty prometheus-client family for this spec (``labels`` instead of its own)."""
+        names = list(self.labels if labels is None else labels)
         if self.kind == "counter":
-            return CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=list(self.labels))
-        return GaugeMetricFamily(self.name, self.help, labels=list(self.labels))
+            return CounterMetricFamily(self.name.removesuffix("_total"), self.help, labels=names)
+        return GaugeMetricFamily(self.name, self.help, labels=names)
 
 
 Convert = Callable[[Any], float]
@@ -102,6 +104,11 @@ _CORE = (*HOST_LABELS, "core")
 _IB = (*HOST_LABELS, "device", "port", "link_layer")
 _LINK = (*GPU_LABELS, "link")
 _PROC = (*GPU_LABELS, "pid", "process", "user", "kind")
+#: ``--process-labels``: what the per-process series carry. ``full``: pid, process name, user;
+#: ``pid``: the pid only (names and users stay on the node); ``none``: no per-process series,
+#: only each GPU's process count and totals.
+PROCESS_LABEL_LEVELS = ("full", "pid", "none")
+_PID_ONLY = (*GPU_LABELS, "pid", "kind")
 
 # --- sample and host ---------------------------------------------------------------------------
 SAMPLE_TIMESTAMP = _spec(
@@ -264,6 +271,16 @@ GPU_THROTTLE_REASON = _spec(
 LINK_TX = _spec("gpu_nvlink_link_transmit_bytes_per_second", "NVLink bytes per second sent on one link.", _LINK)
 LINK_RX = _spec("gpu_nvlink_link_receive_bytes_per_second", "NVLink bytes per second received on one link.", _LINK)
 GPU_PROCESSES = _spec("gpu_processes", "Processes using the GPU.", GPU_LABELS)
+PROCS_MEMORY = _spec(
+    "gpu_processes_memory_bytes",
+    "Device memory used by all processes on the GPU (at every --process-labels).",
+    GPU_LABELS,
+)
+PROCS_SM = _spec(
+    "gpu_processes_sm_utilization_ratio",
+    "Sum of the processes' SM utilization (0..1 each; at every --process-labels).",
+    GPU_LABELS,
+)
 PROC_MEMORY = _spec("gpu_process_memory_bytes", "Device memory used by one process.", _PROC)
 PROC_SM = _spec("gpu_process_sm_utilization_ratio", "SM utilization of one process (0..1).", _PROC)
 XID_EVENTS = _spec(
@@ -277,6 +294,23 @@ ALERT = _spec(
     "alert",
     "A threshold crossed (1 careful, 2 warning, 3 critical); one series per alert (gpuscope.telemetry.alerts).",
     (*HOST_LABELS, "gpu", "uuid", "kind", "level"),
+)
+
+# --- the exporter itself (served before the first sample too; gpuscope.exporter.server) ----------
+BUILD_INFO = _spec(
+    "build_info", "gpuscope's version as labels (value is always 1).", (*HOST_LABELS, "version", "python_version")
+)
+SCRAPE_ERRORS = _spec(
+    "exporter_scrape_errors_total",
+    "Scrapes whose sample could not be converted (its series were left out) or whose answer failed.",
+    HOST_LABELS,
+    "counter",
+)
+AUTH_REFUSALS = _spec(
+    "exporter_auth_refusals_total",
+    "Requests and TLS connections refused: no_credentials, wrong_credentials, tls_handshake, client_san.",
+    (*HOST_LABELS, "reason"),
+    "counter",
 )
 
 #: The optional operator aid: which metric is missing and why. Not part of :data:`METRICS`' data.
@@ -347,10 +381,11 @@ class _Scrape:
         self.families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {}
         self.missing: dict[tuple[str, ...], None] = {}
 
-    def add(self, spec: MetricSpec, labels: Iterable[str], value: float) -> None:
+    def add(self, spec: MetricSpec, labels: Iterable[str], value: float, names: tuple[str, ...] | None = None) -> None:
+        """Add one series; ``names`` replaces the spec's label names (``--process-labels pid``)."""
         family = self.families.get(spec.name)
         if family is None:
-            family = self.families[spec.name] = spec.family()
+            family = self.families[spec.name] = spec.family(names)
         family.add_metric([_label_value(label) for label in labels], value)
 
     def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason) -> None:
@@ -359,7 +394,13 @@ class _Scrape:
         self.missing[key] = None
 
     def put(
-        self, spec: MetricSpec, labels: tuple[str, ...], scope: tuple[str, ...], raw: Any, convert: Convert = _same
+        self,
+        spec: MetricSpec,
+        labels: tuple[str, ...],
+        scope: tuple[str, ...],
+        raw: Any,
+        convert: Convert = _same,
+        names: tuple[str, ...] | None = None,
     ) -> None:
         """Add ``convert(raw)`` unless ``raw`` is unavailable (or not a finite number)."""
         if isinstance(raw, Unavailable):
@@ -376,7 +417,7 @@ class _Scrape:
         if not math.isfinite(value):
             self.note(spec, scope, Reason.ERROR)
             return
-        self.add(spec, labels, value)
+        self.add(spec, labels, value, names)
 
     def result(self, with_unavailable: bool) -> Iterator[Metric]:
         for spec in METRICS:
@@ -427,7 +468,7 @@ def _host_families(scrape: _Scrape, host: HostSample) -> None:
         scrape.put(IB_TX, ib_labels, scope, port.tx_bytes_per_s)
 
 
-def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample) -> None:
+def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample, process_labels: str = "full") -> None:
     labels = gpu_label_values(host, gpu)
     scrape.add(GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, gpu.architecture, gpu.state), 1.0)
     scrape.add(GPU_UP, labels, 0.0 if gpu.state == "lost" else 1.0)
@@ -446,16 +487,43 @@ def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample) -> None:
         scrape.put(LINK_RX, link_labels, labels, link.rx_bytes_per_s)
     if isinstance(gpu.xid_events, Unavailable) and gpu.mig_parent_index is None:
         scrape.note(XID_EVENTS, labels, gpu.xid_events.reason)
+    _process_families(scrape, labels, gpu, process_labels)
+
+
+def _process_families(scrape: _Scrape, labels: tuple[str, ...], gpu: GpuSample, level: str) -> None:
+    """The process count and totals, then one series per process at ``level`` (``full``, ``pid``, ``none``)."""
     processes = gpu.processes
+    per_process = () if level == "none" else (PROC_MEMORY, PROC_SM)
     if isinstance(processes, Unavailable):
-        for spec in (GPU_PROCESSES, PROC_MEMORY, PROC_SM):
+        for spec in (GPU_PROCESSES, PROCS_MEMORY, PROCS_SM, *per_process):
             scrape.note(spec, labels, processes.reason)
-    elif processes is not None:
-        scrape.add(GPU_PROCESSES, labels, float(len(processes)))
-        for process in processes:
-            process_labels = (*labels, str(process.pid), _text(process.name), _text(process.user), process.kind)
-            scrape.put(PROC_MEMORY, process_labels, labels, process.gpu_memory_bytes)
-            scrape.put(PROC_SM, process_labels, labels, process.sm_percent, _percent_to_ratio)
+        return
+    scrape.add(GPU_PROCESSES, labels, float(len(processes)))
+    memory = [p.gpu_memory_bytes for p in processes]
+    sm = [p.sm_percent for p in processes]
+    scrape.put(PROCS_MEMORY, labels, labels, _sum(memory))
+    scrape.put(PROCS_SM, labels, labels, _sum(sm), _percent_to_ratio)
+    if level == "none":
+        return
+    names = _PID_ONLY if level == "pid" else None
+    for process in processes:
+        if level == "pid":
+            series: tuple[str, ...] = (*labels, str(process.pid), process.kind)
+        else:
+            series = (*labels, str(process.pid), _text(process.name), _text(process.user), process.kind)
+        scrape.put(PROC_MEMORY, series, labels, process.gpu_memory_bytes, names=names)
+        scrape.put(PROC_SM, series, labels, process.sm_percent, _percent_to_ratio, names=names)
+
+
+def _sum(values: list[Any]) -> Any:
+    """The sum of numbers; the first unavailable value (or None) when one is missing, so the
+    total is absent rather than too small. An empty list sums to 0."""
+    total = 0.0
+    for value in values:
+        if value is None or isinstance(value, Unavailable):
+            return value
+        total += float(value)
+    return total
 
 
 def sample_to_families(
@@ -463,12 +531,14 @@ def sample_to_families(
     samples_received: int = 0,
     with_unavailable: bool = True,
     xid_totals: XidTotals | None = None,
+    process_labels: str = "full",
 ) -> list[Metric]:
     """The metric families of ``sample`` (none when it is ``None``), unavailable values left out.
 
     ``samples_received`` feeds ``gpuscope_exporter_samples_total``; ``with_unavailable`` adds
     the ``gpuscope_metric_unavailable`` series; ``xid_totals`` (:func:`count_xids` over every
-    sample so far) feeds ``gpuscope_gpu_xid_events_total``.
+    sample so far) feeds ``gpuscope_gpu_xid_events_total``; ``process_labels`` is one of
+    :data:`PROCESS_LABEL_LEVELS`.
     """
     if sample is None:
         return []
@@ -501,7 +571,7 @@ def sample_to_families(
     for (level, kind), count in counts.items():
         scrape.add(ALERTS, (host, level, kind), float(count))
     for gpu in sample.gpus:
-        _gpu_families(scrape, host, gpu)
+        _gpu_families(scrape, host, gpu, process_labels)
     for series, total in (xid_totals or {}).items():
         scrape.add(XID_EVENTS, series, float(total))
     for alert in exporter_alerts(sample):

@@ -1,51 +1,69 @@
-"""Serve the latest telemetry sample over HTTP for Prometheus to scrape.
+"""Serve the latest telemetry sample over HTTP or HTTPS for Prometheus to scrape.
 
 A custom collector converts the newest :class:`Sample` at scrape time, so an unavailable metric
 is simply absent and an exporter nobody scrapes costs nothing beyond keeping one reference.
+How connections are read without letting idle or trickling clients hold a thread, and the TLS
+handshake: :mod:`gpuscope.exporter.connections`. Auth, the rate limit, ``/-/healthy`` and
+``/-/ready``: :mod:`gpuscope.exporter.gate`. The ``--web-config`` file:
+:mod:`gpuscope.exporter.webconfig`.
 
-Anyone who can reach the port must not be able to stop the exporter, the sampler or a scrape.
-One thread accepts connections and reads their requests through a selector, so a connection
-that sends nothing, or trickles its request a byte at a time, holds no worker: only a request
-that has arrived whole is handed to one of :data:`WORKERS` threads. A connection must deliver
-its request within :data:`IDLE_TIMEOUT_S` seconds of connecting; at most :func:`max_connections`
-are held while they do, and a new one pushes out the oldest, so idle connections can never lock a
-scraper out. ``503`` answers only when whole requests queue faster than the workers serve them.
-The listen backlog is :data:`LISTEN_BACKLOG`, and an ``accept`` that fails because file
-descriptors ran out closes the oldest waiting connection (or waits a moment) instead of spinning
-or ending the server.
+Off loopback the exporter refuses to start with neither TLS nor basic auth unless told
+``insecure``, and process names and users stay on the node unless ``process_labels="full"``.
 """
 
 from __future__ import annotations
 
+import argparse
 import errno
-import io
 import ipaddress
-import queue
+import platform
 import re
 import resource
-import selectors
 import socket
+import ssl
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import make_server
 
-from prometheus_client.core import CollectorRegistry, Metric
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpuscope.errors import ResourceError, UsageError
-from gpuscope.exporter.metrics import XidTotals, count_xids, sample_to_families
+from gpuscope.exporter.connections import (
+    IDLE_TIMEOUT_S,
+    LISTEN_BACKLOG,
+    MAX_REQUEST_BYTES,
+    WORKERS,
+    ExporterServer,
+    RequestHandler,
+    TlsSource,
+)
+from gpuscope.exporter.gate import ConfigWatcher, ExporterStats, Gate
+from gpuscope.exporter.metrics import (
+    AUTH_REFUSALS,
+    BUILD_INFO,
+    PROCESS_LABEL_LEVELS,
+    SCRAPE_ERRORS,
+    XidTotals,
+    count_xids,
+    sample_to_families,
+)
+from gpuscope.exporter.webconfig import WebConfig, load_web_config
 from gpuscope.telemetry.records import Sample
+from gpuscope.version import __version__
 
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_PORT",
     "SampleCollector",
+    "SelfCollector",
     "ExporterHandle",
     "parse_listen",
     "start_exporter",
+    "start_exporter_for",
     "max_connections",
+    "is_loopback",
     "IDLE_TIMEOUT_S",
     "LISTEN_BACKLOG",
     "WORKERS",
@@ -54,16 +72,6 @@ __all__ = [
 
 DEFAULT_PORT = 9842
 DEFAULT_LISTEN = f"127.0.0.1:{DEFAULT_PORT}"
-#: A connection that has not sent a whole request this long after connecting is closed, seconds
-#: (Prometheus sends its request at once and waits up to its scrape timeout, 10 s by default, for
-#: the answer); also the limit on writing an answer to a client that does not read it.
-IDLE_TIMEOUT_S = 5.0
-#: Connections the kernel queues before gpuscope accepts them (Python's default is 5).
-LISTEN_BACKLOG = 128
-#: Threads that answer whole requests (an answer takes milliseconds).
-WORKERS = 4
-#: The longest request head accepted, bytes (a scrape's is about 200).
-MAX_REQUEST_BYTES = 16 * 1024
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 
 
@@ -79,200 +87,27 @@ def max_connections() -> int:
     return max(4, min(64, (int(soft) - 64) // 2))
 
 
-class _Handler(WSGIRequestHandler):
-    """Quiet (no access log on stderr); parses the request head the server already read."""
-
-    timeout = IDLE_TIMEOUT_S
-
-    def __init__(self, request: socket.socket, client_address: Any, server: Any, head: bytes) -> None:
-        self._head = head
-        super().__init__(request, client_address, server)
-
-    def setup(self) -> None:
-        super().setup()
-        self.rfile.close()  # the socket's own reader: the head is already here
-        self.rfile = io.BytesIO(self._head)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
-_BUSY_RESPONSE = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
-_OUT_OF_DESCRIPTORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
-_HEAD_ENDS = (b"\r\n\r\n", b"\n\n")
-
-
-class _Pending:
-    """A connection whose request has not arrived whole yet."""
-
-    __slots__ = ("address", "deadline_s", "head")
-
-    def __init__(self, address: Any, deadline_s: float) -> None:
-        self.address = address
-        self.deadline_s = deadline_s
-        self.head = bytearray()
-
-
-class _Server(WSGIServer):
-    """Reads requests on the serving thread (a selector over every waiting connection) and answers
-    whole ones on :data:`WORKERS` threads; holds at most ``slots`` waiting connections."""
-
-    allow_reuse_address = True
-    request_queue_size = LISTEN_BACKLOG
-
-    def __init__(self, *args: Any, slots: int = 64, **kwargs: Any) -> None:
-        self._slots = slots
-        self._pending: dict[socket.socket, _Pending] = {}  # oldest first (one deadline rule for all)
-        self._selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._stop = threading.Event()
-        self._stopped = threading.Event()
-        self._requests: queue.Queue[tuple[socket.socket, Any, bytes] | None] = queue.Queue(maxsize=slots)
-        self._workers = [
-            threading.Thread(target=self._answer, name=f"gpuscope-exporter-{n}", daemon=True) for n in range(WORKERS)
-        ]
-        super().__init__(*args, **kwargs)  # last: a failed bind calls server_close, which needs the above
-
-    # --- the serving thread -----------------------------------------------------------------
-
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        self.socket.setblocking(False)
-        self._selector.register(self.socket, selectors.EVENT_READ)
-        self._wake_read.setblocking(False)
-        self._selector.register(self._wake_read, selectors.EVENT_READ)
-        for worker in self._workers:
-            worker.start()
-        try:
-            while not self._stop.is_set():
-                oldest = next(iter(self._pending.values()), None)
-                timeout = None if oldest is None else max(0.0, oldest.deadline_s - time.monotonic())
-                for key, _ in self._selector.select(timeout):
-                    if key.fileobj is self.socket:
-                        self._accept()
-                    elif key.fileobj is self._wake_read:
-                        self._wake_read.recv(64)
-                    else:
-                        self._read(key.fileobj)  # type: ignore[arg-type]  # only sockets are registered
-                self._expire(time.monotonic())
-        finally:
-            for connection in list(self._pending):
-                self._drop(connection)
-            for _ in self._workers:
-                self._requests.put(None)
-            self._stopped.set()
-
-    def _accept(self) -> None:
-        try:
-            connection, address = self.socket.accept()
-        except BlockingIOError:
-            return
-        except OSError as exc:
-            if exc.errno in _OUT_OF_DESCRIPTORS:
-                if self._pending:
-                    self._drop(next(iter(self._pending)))  # free a descriptor for the next one
-                else:
-                    time.sleep(0.05)  # the listening socket stays readable: do not spin
-            return  # this one connection attempt is lost; serving goes on
-        if len(self._pending) >= self._slots:
-            self._drop(next(iter(self._pending)))  # the oldest waiter makes room: idle ones never lock others out
-        try:
-            connection.setblocking(False)
-            self._selector.register(connection, selectors.EVENT_READ)
-        except (OSError, ValueError):  # out of memory for the selector: this one connection is lost
-            self.shutdown_request(connection)
-            return
-        self._pending[connection] = _Pending(address, time.monotonic() + IDLE_TIMEOUT_S)
-
-    def _read(self, connection: socket.socket) -> None:
-        pending = self._pending.get(connection)
-        if pending is None:
-            return
-        try:
-            chunk = connection.recv(4096)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            chunk = b""
-        if not chunk or len(pending.head) + len(chunk) > MAX_REQUEST_BYTES:
-            self._drop(connection)
-            return
-        pending.head += chunk
-        if not any(end in pending.head for end in _HEAD_ENDS):
-            return
-        self._selector.unregister(connection)
-        del self._pending[connection]
-        try:
-            self._requests.put_nowait((connection, pending.address, bytes(pending.head)))
-        except queue.Full:
-            try:
-                connection.send(_BUSY_RESPONSE)
-            except OSError:
-                pass
-            self.shutdown_request(connection)
-
-    def _expire(self, now_s: float) -> None:
-        """Close the waiting connections past their deadline (the oldest come first)."""
-        while self._pending:
-            connection, pending = next(iter(self._pending.items()))
-            if pending.deadline_s > now_s:
-                return
-            self._drop(connection)
-
-    def _drop(self, connection: socket.socket) -> None:
-        self._pending.pop(connection, None)
-        try:
-            self._selector.unregister(connection)
-        except (KeyError, ValueError):
-            pass
-        self.shutdown_request(connection)
-
-    # --- the workers --------------------------------------------------------------------------
-
-    def _answer(self) -> None:
-        while True:
-            item = self._requests.get()
-            if item is None:
-                return
-            connection, address, head = item
-            try:
-                connection.setblocking(True)
-                connection.settimeout(IDLE_TIMEOUT_S)
-                _Handler(connection, address, self, head)
-            except Exception:  # noqa: BLE001 - a client that timed out or reset is not worth a traceback
-                pass
-            finally:
-                self.shutdown_request(connection)
-
-    # --- stopping -----------------------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        """Stop :meth:`serve_forever` and its workers (waits at most a few seconds)."""
-        self._stop.set()
-        try:
-            self._wake_write.send(b"x")
-        except OSError:
-            pass
-        self._stopped.wait(timeout=5.0)
-        for worker in self._workers:
-            if worker.is_alive():
-                worker.join(timeout=IDLE_TIMEOUT_S)
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._selector.close()
-        self._wake_read.close()
-        self._wake_write.close()
-
-
 class SampleCollector(Collector):
-    """A prometheus-client collector that exposes the newest sample given to :meth:`update`."""
+    """A prometheus-client collector that exposes the newest sample given to :meth:`update`.
 
-    def __init__(self, with_unavailable: bool = True) -> None:
+    ``process_labels`` is one of :data:`~gpuscope.exporter.metrics.PROCESS_LABEL_LEVELS`; a
+    sample that fails to convert is counted in ``stats`` and left out of that scrape."""
+
+    def __init__(
+        self, with_unavailable: bool = True, process_labels: str = "full", stats: ExporterStats | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._sample: Sample | None = None
         self._count = 0
         self._with_unavailable = with_unavailable
         self._xid_totals: XidTotals = {}
+        self.process_labels = process_labels
+        self.stats = stats or ExporterStats()
+
+    @property
+    def ready(self) -> bool:
+        """True once a sample has arrived (``/-/ready``)."""
+        return self._sample is not None
 
     def update(self, sample: Sample) -> None:
         """Make ``sample`` the one the next scrape shows (cheap: no conversion happens here)."""
@@ -284,10 +119,42 @@ class SampleCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             sample, count, xids = self._sample, self._count, dict(self._xid_totals)
-        yield from sample_to_families(sample, count, self._with_unavailable, xids)
+        try:
+            families = sample_to_families(sample, count, self._with_unavailable, xids, self.process_labels)
+        except Exception:  # noqa: BLE001 - a sample that cannot be converted is counted, not a dead exporter
+            self.stats.scrape_error()
+            families = []
+        yield from families
 
     def describe(self) -> list[Metric]:
         # An empty description stops the registry from calling collect() at registration.
+        return []
+
+
+class SelfCollector(Collector):
+    """The exporter's own series: ``gpuscope_build_info``, the scrape-error and auth-refusal
+    counters (served before the first sample too)."""
+
+    def __init__(self, stats: ExporterStats) -> None:
+        self._stats = stats
+        self._host = socket.gethostname()
+
+    def collect(self) -> Iterator[Metric]:
+        host = self._host
+        info = BUILD_INFO.family()
+        info.add_metric([host, __version__, platform.python_version()], 1.0)
+        yield info
+        errors, refusals = self._stats.snapshot()
+        family = SCRAPE_ERRORS.family()
+        assert isinstance(family, CounterMetricFamily)
+        family.add_metric([host], float(errors))
+        yield family
+        family = AUTH_REFUSALS.family()
+        for reason, count in refusals.items():
+            family.add_metric([host, reason], float(count))
+        yield family
+
+    def describe(self) -> list[Metric]:
         return []
 
 
@@ -324,22 +191,74 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
+def is_loopback(host: str) -> bool:
+    """True when ``host`` (an address as bound) is a loopback address (127.0.0.0/8, ::1)."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
 class ExporterHandle:
     """A running exporter. Feed it samples with :meth:`update`; stop it with :meth:`close`."""
 
-    def __init__(self, server: object, thread: threading.Thread, collector: SampleCollector, host: str) -> None:
-        self._server = server
+    def __init__(
+        self,
+        server: ExporterServer,
+        thread: threading.Thread,
+        collector: SampleCollector,
+        host: str,
+        *,
+        web_config: WebConfig | None = None,
+        insecure: bool = False,
+        gate: Gate | None = None,
+    ) -> None:
+        self._server: ExporterServer | None = server
         self._thread = thread
         self.collector = collector
         self.host = host
-        address = server.socket.getsockname()  # type: ignore[attr-defined]
+        self.web_config = web_config
+        self.gate = gate
+        address = server.socket.getsockname()
         self.port: int = int(address[1])
+        self.loopback = is_loopback(str(address[0]))
+        self.insecure = insecure and not self.loopback and not (web_config is not None and web_config.protected)
+
+    @property
+    def scheme(self) -> str:
+        """``https`` when the web configuration turns TLS on, else ``http``."""
+        return "https" if self.web_config is not None and self.web_config.tls is not None else "http"
 
     @property
     def url(self) -> str:
         """The scrape URL, e.g. ``http://127.0.0.1:9842/metrics``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"{self.scheme}://{host}:{self.port}/metrics"
+
+    @property
+    def stats(self) -> ExporterStats:
+        """The exporter's own counters."""
+        return self.collector.stats
+
+    def security(self) -> str:
+        """What protects the port, for the start line; empty on loopback with no web config
+        and every process label (the default there, unchanged)."""
+        parts = []
+        if self.web_config is not None:
+            parts.append(self.web_config.describe())
+            if self.web_config.users and self.web_config.tls is None and not self.loopback:
+                parts.append("WARNING: basic auth without TLS: passwords and metrics cross the network in clear text")
+        if self.insecure:
+            parts.append("UNPROTECTED (--insecure): no TLS, no auth; anyone who reaches the port reads the metrics")
+        if not (self.loopback and self.collector.process_labels == "full"):
+            parts.append(f"process labels: {self.collector.process_labels}")
+        return "; ".join(parts)
+
+    @property
+    def announce(self) -> str:
+        """The URL and, where there is something to say, what protects it (for the start line)."""
+        security = self.security()
+        return f"{self.url} ({security})" if security else self.url
 
     def update(self, sample: Sample) -> None:
         """Expose ``sample`` from the next scrape on (thread-safe)."""
@@ -350,8 +269,8 @@ class ExporterHandle:
         server, self._server = self._server, None
         if server is None:
             return
-        server.shutdown()  # type: ignore[attr-defined]
-        server.server_close()  # type: ignore[attr-defined]
+        server.shutdown()
+        server.server_close()
         self._thread.join(timeout=5.0)
 
     def __enter__(self) -> ExporterHandle:
@@ -362,24 +281,46 @@ class ExporterHandle:
 
 
 def start_exporter(
-    listen: str = DEFAULT_LISTEN, *, process_metrics: bool = True, with_unavailable: bool = True
+    listen: str = DEFAULT_LISTEN,
+    *,
+    process_metrics: bool = True,
+    with_unavailable: bool = True,
+    web_config: str | None = None,
+    insecure: bool = False,
+    process_labels: str | None = None,
 ) -> ExporterHandle:
     """Serve Prometheus metrics on ``listen`` (``HOST:PORT``; port 0 picks a free port) in a
     daemon thread. ``process_metrics`` adds the standard ``process_*`` series of this process
-    (gpuscope's own CPU and memory). Raises :class:`UsageError` for a malformed or non-local
-    address and :class:`ResourceError` when the port is taken.
+    (gpuscope's own CPU and memory). ``web_config`` is an exporter-toolkit web configuration
+    file (TLS, client certificates, basic auth). Off loopback, serving with neither TLS nor basic
+    auth needs ``insecure``. ``process_labels`` (``full``, ``pid``, ``none``) defaults to
+    ``full`` on loopback and ``pid`` elsewhere.
+
+    Raises :class:`UsageError` for a malformed or non-local address, or an unprotected one off
+    loopback; :class:`BadInputError` for a bad web configuration; :class:`ResourceError` when
+    the port is taken.
     """
     from prometheus_client import make_wsgi_app
     from prometheus_client.process_collector import ProcessCollector
 
     host, port = parse_listen(listen)
+    if process_labels is not None and process_labels not in PROCESS_LABEL_LEVELS:
+        raise UsageError(f"--process-labels {process_labels!r}: expected one of {', '.join(PROCESS_LABEL_LEVELS)}")
+    config = load_web_config(web_config) if web_config is not None else None
+    watcher = ConfigWatcher(config) if config is not None else None
+    stats = ExporterStats()
     registry = CollectorRegistry(auto_describe=False)
-    collector = SampleCollector(with_unavailable)
+    collector = SampleCollector(with_unavailable, process_labels or "full", stats)
     registry.register(collector)
+    registry.register(SelfCollector(stats))
     if process_metrics:
         ProcessCollector(registry=registry)
+    gate = Gate(make_wsgi_app(registry), watcher, stats, lambda: collector.ready)
+    tls: TlsSource | None = None
+    if config is not None and config.tls is not None and watcher is not None:
+        tls = _tls_source(watcher)
     try:
-        server, thread = _serve(host, port, make_wsgi_app(registry))
+        server = _bind(host, port, gate, tls, stats)
     except socket.gaierror:
         raise UsageError(
             f"--listen {listen!r}: cannot resolve host {host!r}; use an IP address of this machine"
@@ -396,22 +337,50 @@ def start_exporter(
                 f"cannot listen on {host}:{port}: permission denied (ports below 1024 need privileges)"
             ) from None
         raise ResourceError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    return ExporterHandle(server, thread, collector, host)
+    loopback = is_loopback(str(server.socket.getsockname()[0]))
+    if not loopback and not insecure and not (config is not None and config.protected):
+        server.server_close()
+        raise UsageError(
+            f"--listen {listen!r} reaches beyond this machine and nothing protects it: give --web-config FILE "
+            "(TLS and/or basic auth; see docs/prometheus.md) or --insecure to serve the metrics to anyone"
+        )
+    collector.process_labels = process_labels or ("full" if loopback else "pid")
+    thread = threading.Thread(target=server.serve_forever, name="gpuscope-exporter", daemon=True)
+    thread.start()
+    return ExporterHandle(server, thread, collector, host, web_config=config, insecure=insecure, gate=gate)
 
 
-def _serve(host: str, port: int, app: Any) -> tuple[_Server, threading.Thread]:
-    """Bind ``host:port`` and serve ``app`` from a daemon thread."""
+def start_exporter_for(listen: str, args: argparse.Namespace) -> ExporterHandle:
+    """:func:`start_exporter` with the command line's ``--web-config``, ``--insecure`` and
+    ``--process-labels`` (absent options keep their defaults)."""
+    return start_exporter(
+        listen,
+        web_config=getattr(args, "web_config", None),
+        insecure=bool(getattr(args, "insecure", False)),
+        process_labels=getattr(args, "process_labels", None),
+    )
+
+
+def _tls_source(watcher: ConfigWatcher) -> TlsSource:
+    """The TLS context (and allowed client SANs) of the current web configuration."""
+
+    def current() -> tuple[ssl.SSLContext, tuple[str, ...]] | None:
+        config = watcher.current()
+        return None if config.tls is None else (config.tls, config.client_allowed_sans)
+
+    return current
+
+
+def _bind(host: str, port: int, app: Any, tls: TlsSource | None, stats: ExporterStats) -> ExporterServer:
+    """Bind ``host:port`` for ``app`` (not serving yet)."""
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
 
     slots = max_connections()
 
-    class Server(_Server):
+    class Server(ExporterServer):
         address_family = family
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, slots=slots, **kwargs)
+            super().__init__(*args, slots=slots, tls=tls, stats=stats, **kwargs)
 
-    server = make_server(str(address[0]), port, app, server_class=Server, handler_class=_Handler)
-    thread = threading.Thread(target=server.serve_forever, name="gpuscope-exporter", daemon=True)
-    thread.start()
-    return server, thread
+    return make_server(str(address[0]), port, app, server_class=Server, handler_class=RequestHandler)

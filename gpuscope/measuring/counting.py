@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpuscope.measuring.formulas import ELEMENTWISE, flop_mapping, is_pointwise_op
+
 if TYPE_CHECKING:
     import torch
 
@@ -37,6 +39,7 @@ __all__ = [
     "pointwise_flops",
     "pointwise_flop_formulas",
     "tensor_extent",
+    "tensor_shape",
     "union_length",
 ]
 
@@ -61,87 +64,41 @@ ZERO_FLOP_OPS = frozenset(
     ones ones_like permute rand rand_like randint randn randn_like random_ repeat reshape resize_
     roll scalar_tensor scatter scatter_ select set_ slice split split_with_sizes squeeze stack t
     transpose unbind unfold uniform_ unsqueeze view where zero_ zeros zeros_like
+    embedding one_hot triu tril triu_indices tril_indices slice_backward select_backward
+    index_select_backward narrow_copy dropout feature_dropout alpha_dropout is_nonzero to
+    pad reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d repeat_interleave
+    masked_scatter masked_select take put_ movedim tile expand_as view_as reshape_as
+    upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d
+    _upsample_nearest_exact2d _upsample_nearest_exact3d
+    _record_function_enter _record_function_enter_new _record_function_exit
+    _nested_tensor_from_mask _nested_tensor_from_mask_left_aligned to_padded_tensor _nested_tensor_from_tensor_list
     """.split()
 )
 
 
 #: FLOPs per element of the aten pointwise, reduction and normalisation ops torch's FlopCounterMode
-#: has no formula for. The element count is the output's for elementwise ops (broadcasting
-#: included) and the first input's for reductions, softmax and norms. Special functions (exp,
-#: tanh, erf) count as one FLOP each, as hardware counters and ERT count them; the totals below
-#: follow the usual expansion of each op.
-POINTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {
-    # arithmetic: one FLOP per output element
-    "add": 1,
-    "sub": 1,
-    "rsub": 1,
-    "mul": 1,
-    "div": 1,
-    "neg": 1,
-    "reciprocal": 1,
-    "sqrt": 1,
-    "rsqrt": 1,
-    "exp": 1,
-    "log": 1,
-    "pow": 1,
-    "maximum": 1,
-    "minimum": 1,
-    "abs": 1,
-    "square": 1,
-    "addcmul": 2,
-    "addcdiv": 2,
-    "lerp": 2,
-    "clamp": 2,
-    # activations
-    "relu": 1,  # max(x, 0)
-    "leaky_relu": 2,  # compare + multiply
-    "sigmoid": 3,  # exp, add, divide
-    "tanh": 1,  # one special function
-    "silu": 4,  # x * sigmoid(x)
-    "gelu": 8,  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): 7 arithmetic + 1 tanh (erf form alike)
-    # reductions: one FLOP per input element
-    "sum": 1,
-    "mean": 1,
-    "amax": 1,
-    "amin": 1,
-    "var": 3,
-    "std": 3,
-    # softmax along a dim: max, subtract, exp, sum, divide
-    "_softmax": 5,
-    "_log_softmax": 5,
-    # layer norm: mean (1), subtract (1), square (1), variance sum (1), scale by 1/std (1), weight (1), bias (1)
-    "native_layer_norm": 7,
-    # RMS norm: square (1), sum (1), scale (1), weight (1)
-    "_fused_rms_norm": 4,
-    "native_batch_norm": 4,  # (x - mean) * rstd * weight + bias, statistics given
-}
+#: has no formula for (the elementwise rows of :data:`gpuscope.measuring.formulas.ELEMENTWISE`).
+#: The element count is the output's for elementwise ops (broadcasting included) and the first
+#: input's for reductions, softmax and norms.
+POINTWISE_FLOPS_PER_ELEMENT: dict[str, float] = {name: per for name, (per, _) in ELEMENTWISE.items()}
 
 #: How pointwise FLOPs are counted: stored as ``pointwise_rule`` with each workload that
 #: ``gpuscope measure`` or ``gpuscope profile`` writes (the table may change between versions).
 POINTWISE_RULE = (
     "pointwise ops: FLOPs per element x elements (output for elementwise ops, first input for "
     "reductions, softmax and norms); gelu 8, silu 4, sigmoid 3, softmax 5, layer_norm 7, rms_norm 4, "
-    "add/mul/div/relu 1; matmul/conv/attention by torch.utils.flop_counter"
+    "add/mul/div/relu 1; pooling, interpolation, embedding bags, scatter-adds, top-k/sort and "
+    "_foreach ops by gpuscope.measuring.formulas; matmul/conv/attention by torch.utils.flop_counter"
 )
 
 #: How ``gpuscope measure`` counts FLOPs (its workloads' ``flop_counting_rule``).
-FLOP_COUNTING_RULE = "torch.utils.flop_counter.FlopCounterMode + gpuscope's pointwise formulas (pointwise_rule)"
-
-_PER_INPUT = frozenset(
-    {
-        "sum",
-        "mean",
-        "amax",
-        "amin",
-        "var",
-        "std",
-        "_softmax",
-        "_log_softmax",
-        "native_layer_norm",
-        "_fused_rms_norm",
-        "native_batch_norm",
-    }
+FLOP_COUNTING_RULE = (
+    "torch.utils.flop_counter.FlopCounterMode with gpuscope's formula table (gpuscope.measuring.formulas: "
+    "fused attention and transformer paths, grouped matmuls, grouped-convolution backward corrected) "
+    "+ gpuscope's pointwise formulas (pointwise_rule)"
 )
+
+_PER_INPUT = frozenset(name for name, (_, basis) in ELEMENTWISE.items() if basis == "in")
 
 
 def _numel(shape: object) -> int:
@@ -173,23 +130,10 @@ def pointwise_flops(op: str, input_shape: object, output_shape: object) -> int:
 
 
 def pointwise_flop_formulas() -> dict[object, FlopFormula]:
-    """The table as FlopCounterMode ``custom_mapping`` formulas (aten overload packet -> formula),
-    in-place variants included. Imports torch."""
-    import torch
-
-    formulas: dict[object, FlopFormula] = {}
-    for name in POINTWISE_FLOPS_PER_ELEMENT:
-        for variant in (name, name + "_"):
-            packet = getattr(torch.ops.aten, variant, None)
-            if packet is None:
-                continue
-
-            def formula(*args: object, out_shape: object = None, _name: str = name, **kwargs: object) -> int:
-                first = next((arg for arg in args if isinstance(arg, (tuple, list))), None)
-                return pointwise_flops(_name, first, out_shape)
-
-            formulas[packet] = formula
-    return formulas
+    """gpuscope's whole formula table (:mod:`gpuscope.measuring.formulas`) as FlopCounterMode
+    ``custom_mapping`` formulas (aten overload packet -> formula), in-place variants included.
+    Imports torch."""
+    return flop_mapping()
 
 
 @dataclass(frozen=True)
@@ -297,15 +241,27 @@ def tensor_extent(tensor: torch.Tensor) -> tuple[tuple[str, int], tuple[int, int
     import torch
 
     try:
-        if tensor.numel() == 0 or tensor.layout != torch.strided or tensor.device.type == "meta":
+        if (
+            tensor.is_nested  # nested tensors have no single shape and stride: left out (a lower bound)
+            or tensor.numel() == 0
+            or tensor.layout != torch.strided
+            or tensor.device.type == "meta"
+        ):
             return None
         pointer = tensor.untyped_storage().data_ptr()
+        span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
     except (RuntimeError, NotImplementedError, TypeError):
         return None
     item = tensor.element_size()
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()) if size > 0)
     start = int(tensor.storage_offset()) * item
     return (str(tensor.device), pointer), (start, start + int(span) * item)
+
+
+def tensor_shape(tensor: torch.Tensor) -> tuple[int, ...]:
+    """A tensor's shape as ints; ``()`` for a nested tensor (no single shape)."""
+    if tensor.is_nested:
+        return ()
+    return tuple(int(size) for size in tensor.shape)
 
 
 def written_tensors(
@@ -402,9 +358,7 @@ def count_call(
                 if tensors and flops:
                     short_name = str(packet).split(".")[-1]
                     kind = (
-                        "conv"
-                        if "conv" in str(packet)
-                        else ("pointwise" if short_name.rstrip("_") in POINTWISE_FLOPS_PER_ELEMENT else "matmul")
+                        "conv" if "conv" in str(packet) else ("pointwise" if is_pointwise_op(short_name) else "matmul")
                     )
                     name = torch_dtype_roof_name(tensors[0].dtype, tensors[0].device.type, kind) or str(
                         tensors[0].dtype

@@ -46,7 +46,12 @@ from gpuscope.telemetry.values import Reason, Unavailable
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload"]
+__all__ = ["COUNTED_CALL", "measure", "MeasuredWorkload", "UncountedOpsWarning", "append_workload"]
+
+
+#: The call whose FLOPs and bytes :func:`measure` counts: the first warm one (call 1 is discarded,
+#: as the timing discards it).
+COUNTED_CALL = 2
 
 
 class UncountedOpsWarning(UserWarning):
@@ -71,6 +76,7 @@ class MeasuredWorkload(PerCallRates):
     results_path: str | None = None
     notes: list[str] = field(default_factory=list)
     energy: EnergyResult | None = None  # of one call; None when not measured
+    counted_call: int | None = COUNTED_CALL  # which call FLOPs and bytes were counted on (1 = the first)
 
     @property
     def time_s(self) -> float:
@@ -94,6 +100,7 @@ class MeasuredWorkload(PerCallRates):
             pointwise_rule=POINTWISE_RULE,
             flops_by_dtype=dict(counts.flops_by_dtype),
             uncounted_ops=dict(counts.uncounted_ops),
+            counted_call=self.counted_call,
             dtype=self.dtype,
             time_s=timing.median_s,
             time_p10_s=timing.p10_s,
@@ -134,6 +141,8 @@ class MeasuredWorkload(PerCallRates):
             f" written {format_bytes(self.counts.written_bytes)})  "
             f"-> {format_intensity(self.intensity_flop_per_byte)} FLOP/byte",
         ]
+        if self.counted_call is not None:
+            lines.append(f"  counted   on call {self.counted_call} (warm; call 1 discarded, as the timing does)")
         if isinstance(dram, Unavailable):
             lines.append(f"  DRAM      not measured: {dram.detail or dram.reason.value}")
         else:
@@ -242,7 +251,8 @@ def measure(
       in memory only.
     - ``warm=True`` times with warm caches and labels the result "warm"; ``warm=False`` flushes
       the last-level cache before each sample.
-    - FLOPs: counted by torch's FlopCounterMode on one call; ops without a FLOP formula raise an
+    - FLOPs: counted by torch's FlopCounterMode on one warm call (call 2: call 1 is discarded, as
+      the timing discards it; recorded as ``counted_call``); ops without a FLOP formula raise an
       :class:`UncountedOpsWarning` naming them. ``flops`` overrides the count; ``flop_formulas``
       adds formulas. Bytes: a lower bound (distinct tensors read and written, see
       :data:`gpuscope.measuring.counting.BYTES_RULE`); ``bytes_moved`` overrides it.
@@ -274,7 +284,13 @@ def measure(
     with contextlib.ExitStack() as stack:
         if resolved.type == "cuda":
             stack.enter_context(torch.cuda.device(resolved))  # the caller's current device is kept
-        counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)  # also the first, discarded run
+        # Call 1 is discarded, as the timing discards it: it may build what later calls only read
+        # (a cached model, its input), and bytes read are counted only for tensors that exist
+        # before the counted call. FLOPs and bytes are counted on call 2, a warm call.
+        call()
+        if resolved.type == "cuda":
+            torch.cuda.synchronize(resolved)
+        counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)
         # A warm, uncounted call sizes the sample budget (the counted call is many times slower).
         started = time.perf_counter()
         call()

@@ -8,6 +8,7 @@ rank that vanished and left only its published measurements.
 
 from __future__ import annotations
 
+from gpuscope.roofline.hierarchy import out_of_order_roofs
 from gpuscope.schema.core import detail_map
 from gpuscope.schema.results import Ceiling, CeilingKind, CeilingUnit, Measurement, RunSummary, Workload
 
@@ -61,6 +62,11 @@ def _ceiling_of(m: Measurement) -> list[Ceiling]:
         roof.dtype, roof.library, roof.blas, roof.shape = dtype, m.library, m.implementation, m.name
         roof.note = f"{m.implementation}, {m.name}, best of {m.n}"
         out.append(roof)
+    elif m.kind == "peak" and dtype and m.flop_per_s:  # an FMA-chain peak beside the GEMM roof (gpuscope.probing.peaks)
+        roof = _roof(m, "compute", f"{dtype}.fma", m.flop_per_s, "FLOP/s")
+        roof.dtype, roof.kernel, roof.library, roof.implementation = dtype, kernel, m.library, m.implementation
+        roof.note = f"FMA peak: {m.implementation}, best of {m.n}"
+        out.append(roof)
     elif m.kind == "memory" and m.level and kernel and m.bytes_per_s:
         roof = _roof(m, "memory", f"{m.level}.{kernel}", m.bytes_per_s, "B/s")
         roof.level, roof.kernel, roof.implementation = m.level, kernel, m.implementation
@@ -100,7 +106,20 @@ def derive_ceilings(measurements: list[Measurement]) -> list[Ceiling]:
         if ceiling.kind == "compute" and key in libraries:
             ceiling.libraries_flop_per_s = libraries[key]
         out.append(_with_energy(ceiling, m))
+    _flag_out_of_order(out)
     return sorted(out, key=lambda c: (_ORDER[c.kind], c.name))
+
+
+def _flag_out_of_order(ceilings: list[Ceiling]) -> None:
+    """Set ``out_of_order`` on each memory ceiling slower than a farther level of its kernel."""
+    by_device: dict[str, dict[str, Ceiling]] = {}
+    for ceiling in ceilings:
+        if ceiling.kind == "memory":
+            by_device.setdefault(ceiling.device, {})[ceiling.name] = ceiling
+    for named in by_device.values():
+        flags = out_of_order_roofs({name: ceiling.value for name, ceiling in named.items()})
+        for name, ceiling in named.items():
+            ceiling.out_of_order = flags.get(name)
 
 
 def derive_workloads(measurements: list[Measurement]) -> list[Workload]:

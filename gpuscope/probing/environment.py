@@ -18,15 +18,18 @@ from typing import TYPE_CHECKING
 
 from gpuscope.errors import ResourceError, UsageError
 from gpuscope.probing.errors import ProbeSkipped
+from gpuscope.roofline.datasheet import CpuDatasheet, cpu_datasheet
 from gpuscope.schema.core import DetailMap
 from gpuscope.schema.results import CacheLevel, Device, System
-from gpuscope.telemetry.cpuinfo import cpu_info
+from gpuscope.telemetry.cpuinfo import CpuInfo, cpu_info
 from gpuscope.telemetry.nvml import mapping, session
-from gpuscope.telemetry.values import Unavailable
+from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.version import __version__
 
 if TYPE_CHECKING:  # the types only: torch loads when a probe runs
     import torch
+
+    from gpuscope.probing.peaks import ClockEstimate
 
 __all__ = [
     "DeviceSpec",
@@ -39,6 +42,8 @@ __all__ = [
     "versions",
     "system_info",
     "device_info",
+    "measured_clock",
+    "cpu_datasheet_of",
     "gpu_uuid",
     "tensor_device",
     "torch_device",
@@ -319,12 +324,44 @@ def system_info(device: DeviceSpec, driver: str | None = None) -> System:
     )
 
 
-def device_info(device: DeviceSpec, *, gpus: Sequence[object] | None = None, cuda_uuid: str | None = None) -> Device:
+@functools.lru_cache(maxsize=1)
+def measured_clock() -> ClockEstimate | Unavailable:
+    """This machine's core clock from a dependent-add chain (:func:`gpuscope.probing.peaks.measure_clock`;
+    about half a second, once per process), or why it cannot be measured (numba unavailable)."""
+    from gpuscope.probing.peaks import measure_clock
+
+    try:
+        return measure_clock()
+    except Exception as exc:  # noqa: BLE001 - a datasheet clock is optional
+        return Unavailable(Reason.ERROR, f"clock chain failed: {type(exc).__name__}: {exc}")
+
+
+def cpu_datasheet_of(info: CpuInfo, measure_clock: bool = False) -> CpuDatasheet:
+    """The CPU datasheet roofs (:func:`gpuscope.roofline.datasheet.cpu_datasheet`); with
+    ``measure_clock`` and no cpufreq maximum, the clock is measured (:func:`measured_clock`)."""
+    measured = None
+    if measure_clock and not info.max_frequency_source.startswith("cpufreq"):
+        estimate = measured_clock()
+        measured = None if isinstance(estimate, Unavailable) else estimate.mhz
+    return cpu_datasheet(info, measured)
+
+
+def device_info(
+    device: DeviceSpec,
+    *,
+    gpus: Sequence[object] | None = None,
+    cuda_uuid: str | None = None,
+    measure_clock: bool = False,
+) -> Device:
     """The ``devices`` entry for ``device``: name, memory, cores or SMs, caches; a GPU's ``uuid``
-    by :func:`gpu_uuid` (``gpus`` and ``cuda_uuid`` are passed on; None: NVML's and torch's)."""
+    by :func:`gpu_uuid` (``gpus`` and ``cuda_uuid`` are passed on; None: NVML's and torch's).
+    A CPU's datasheet peaks (fp64, fp32, bf16 where the ISA has it) with their clock and its source;
+    ``measure_clock``: measure the clock when cpufreq does not expose the maximum (``probe``)."""
     host = socket.gethostname()
     if not device.is_gpu:
         info = cpu_info()
+        sheet = cpu_datasheet_of(info, measure_clock)
+        peaks = sheet.peaks_flop_per_s
         return Device(
             device=device.name,
             type=device.type,
@@ -340,8 +377,12 @@ def device_info(device: DeviceSpec, *, gpus: Sequence[object] | None = None, cud
             ],
             last_level_cache_bytes=info.last_level_cache_bytes,
             memory_total_bytes=_cpu_total_bytes(),
-            datasheet_peak_fp32_flop_per_s=info.peak_flop_per_s("fp32"),
-            datasheet_peak_fp64_flop_per_s=info.peak_flop_per_s("fp64"),
+            datasheet_peak_fp32_flop_per_s=peaks.get("fp32"),
+            datasheet_peak_fp64_flop_per_s=peaks.get("fp64"),
+            datasheet_peak_bf16_flop_per_s=peaks.get("bf16"),
+            datasheet_clock_mhz=sheet.clock_mhz,
+            datasheet_clock_source=sheet.clock_source,
+            datasheet_rule=sheet.rule,
         )
     import torch
 

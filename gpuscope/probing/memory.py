@@ -6,13 +6,18 @@ once each; write-allocate traffic does not. A working set is the bytes all of a 
 occupy together (its footprint); it is classified into a level (``l1``, ``l2``, ``llc``/``l2`` on
 GPU, ``dram``) by :func:`classify`; sizes between levels are measured but make no ceiling.
 
-CPU: one worker thread per physical core, each with its own arrays (first-touched by that
-thread), runs the kernel over its arrays; the time is that of the whole team. Each kernel has a
-few implementations (glibc memcpy through ``numpy.copyto``, numpy ufuncs with ``out=``, torch ops
-with one intra-op thread, repeated either as a Python loop of calls or as one call over a
-zero-stride 2-D view); a short trial picks the fastest, and the record names it. Small working
-sets are dominated by per-call dispatch (about 0.3-1 us per call from Python), so L1 figures are
-lower bounds. GPU: one torch op per call on the probe stream, arrays of the requested size.
+CPU: one worker thread per physical core (pinned to it where the OS allows), each with its own
+arrays (first-touched by that thread), runs the kernel over its arrays; the time is that of the
+whole team. The main implementation is compiled (numba, :mod:`gpuscope.probing.cpu_kernels.stream`):
+the passes are repeated inside the compiled loop, so call overhead vanishes even at L1 size. The
+numpy and torch implementations (glibc memcpy through ``numpy.copyto``, ufuncs with ``out=``,
+torch ops with one intra-op thread, as a Python loop of calls or one call over a zero-stride 2-D
+view) stay in a short trial and are kept only where they win on the same working set (glibc's
+memcpy uses non-temporal stores for DRAM-sized copies); the record names the winner and says
+which JIT ran (``parameters.jit``: the numba version, or "unavailable, because ...").
+GPU: one torch op per call on the probe stream, arrays of the requested size
+(:mod:`gpuscope.probing.memory_gpu`). The kernels, byte counts, levels and size plans are in
+:mod:`gpuscope.probing.memory_plan` (re-exported here).
 
 GPU L2: Hopper's 50 MB L2 is two partitions; data that every SM touches is effectively cached in
 about half of it, so a working set of half the reported L2 already streams partly from DRAM. The
@@ -35,10 +40,24 @@ import msgspec
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
 from gpuscope.probing.errors import ProbeSkipped
+from gpuscope.probing.memory_gpu import dram_check, gpu_measure
+from gpuscope.probing.memory_plan import (
+    BYTES_RULE,
+    DTYPE_BYTES,
+    FLOAT64_REFERENCE,
+    GPU_L2_FRACTION,
+    KERNEL_ARRAYS,
+    SCALAR,
+    CacheSizes,
+    WorkingSet,
+    classify,
+    plan_working_sets,
+    stream_bytes,
+    torch_ops,
+)
 from gpuscope.probing.validation import check_close, elementwise_tolerance
 from gpuscope.schema.core import Detail, DetailMap, as_detail, detail_map
-from gpuscope.schema.results import DramCheck, Measurement
-from gpuscope.schema.suites import KERNELS
+from gpuscope.schema.results import Measurement
 from gpuscope.telemetry.cpuinfo import cpu_info
 
 if TYPE_CHECKING:  # the types only: numpy and torch load when a probe runs
@@ -50,6 +69,7 @@ if TYPE_CHECKING:  # the types only: numpy and torch load when a probe runs
     Array: TypeAlias = npt.NDArray[Float]
 
 __all__ = [
+    "CorePinner",
     "KERNEL_ARRAYS",
     "BYTES_RULE",
     "stream_bytes",
@@ -61,65 +81,12 @@ __all__ = [
     "dram_check",
 ]
 
-#: GPU ``auto`` L2 working set, as a fraction of the reported L2 (Hopper: two partitions, so
-#: about half of L2 is effective for data all SMs touch; a quarter leaves room).
-GPU_L2_FRACTION = 0.25
-#: A GPU footprint counts as ``l2`` up to this fraction of the reported L2.
-GPU_L2_CLASSIFY_FRACTION = 0.3
-#: ``l2.*``: DRAM traffic is "near zero" below this fraction of the probe's B/s.
-L2_DRAM_NEAR_ZERO_FRACTION = 0.1
-#: ``dram.*``: the GPU's DRAM counter and the probe's B/s agree within this fraction.
-DRAM_AGREEMENT_FRACTION = 0.10
-
-SCALAR = 3.0
 #: CPU: each worker repeats passes over its arrays until a call moves about target_sample_s times
 #: this many bytes (1 GB for a 20 ms sample): one call then lasts about one sample
 PASS_BYTES_PER_S = 50e9
-
-#: kernel -> (arrays named in the kernel, arrays read, arrays written)
-KERNEL_ARRAYS: dict[str, tuple[int, int, int]] = {
-    "copy": (2, 1, 1),  # c = a
-    "scale": (2, 1, 1),  # b = s*c
-    "add": (3, 2, 1),  # c = a + b
-    "triad": (3, 2, 1),  # a = b + s*c
-    "read": (1, 1, 0),  # sum(a)
-}
-assert tuple(KERNEL_ARRAYS) == KERNELS  # one entry per kernel a suite may name
-BYTES_RULE = (
-    "STREAM: bytes = arrays named in the kernel x elements x element size, each array counted once; "
-    "write-allocate traffic is not counted. copy c=a and scale b=s*c: 2 arrays (1 read, 1 write); "
-    "add c=a+b and triad a=b+s*c: 3 arrays (2 read, 1 write); read sum(a): 1 array (read only)"
-)
-_DTYPE_BYTES = {"fp64": 8, "fp32": 4, "bf16": 2, "fp16": 2}
-
-
-def stream_bytes(kernel: str, elements: int, element_bytes: int) -> int:
-    """Bytes one pass of ``kernel`` over ``elements`` elements moves, by STREAM's rule."""
-    return KERNEL_ARRAYS[kernel][0] * elements * element_bytes
-
-
-@dataclass(frozen=True)
-class WorkingSet:
-    """``footprint_bytes``: all of the kernel's arrays together (every thread)."""
-
-    kernel: str
-    footprint_bytes: int
-    level: str | None
-
-    @property
-    def array_bytes(self) -> int:
-        return self.footprint_bytes // KERNEL_ARRAYS[self.kernel][0]
-
-
-@dataclass(frozen=True)
-class CacheSizes:
-    """Per-core L1 and L2, the shared last level, and the worker count (GPU: ``l2`` only)."""
-
-    l1_bytes: int | None
-    l2_bytes: int | None
-    llc_bytes: int | None
-    threads: int
-    gpu: bool = False
+#: ... and this many when the working set is beyond the last-level cache (DRAM runs at 5-20 GB/s
+#: per core, so 1 GB calls would last 50-200 ms and a DRAM measurement many seconds)
+DRAM_PASS_BYTES_PER_S = 10e9
 
 
 def cache_sizes(ctx: ProbeContext) -> CacheSizes:
@@ -133,57 +100,6 @@ def cache_sizes(ctx: ProbeContext) -> CacheSizes:
     info = cpu_info()
     threads = info.physical_cores or info.logical_cores or 1
     return CacheSizes(info.cache_bytes(1), info.cache_bytes(2), info.last_level_cache_bytes, threads)
-
-
-def classify(ws: WorkingSet, caches: CacheSizes) -> str | None:
-    """The level ``ws`` measures, or None for a size between levels. DRAM needs every array at
-    least 4x the last-level cache; a cache level needs the footprint within 60 % of it (per core
-    for private caches) and beyond the level below."""
-    llc = caches.llc_bytes
-    if llc and ws.array_bytes >= 4 * llc:
-        return "dram"
-    per_thread = ws.footprint_bytes / max(1, caches.threads)
-    if caches.gpu:
-        return "l2" if llc and ws.footprint_bytes <= GPU_L2_CLASSIFY_FRACTION * llc else None
-    if caches.l1_bytes and per_thread <= 0.6 * caches.l1_bytes:
-        return "l1"
-    if caches.l2_bytes and caches.l1_bytes and caches.l1_bytes < per_thread <= 0.6 * caches.l2_bytes:
-        return "l2"
-    if llc and caches.l2_bytes and per_thread > caches.l2_bytes and ws.footprint_bytes <= 0.6 * llc:
-        return "llc"
-    return None
-
-
-def plan_working_sets(
-    kernel: str, sizes: str | list[int], caches: CacheSizes, dram_array_bytes: int | None = None
-) -> list[WorkingSet]:
-    """``auto``: one size per level (half of each CPU cache, :data:`GPU_L2_FRACTION` of a GPU's L2;
-    DRAM arrays ``max(4 x LLC, dram_array_bytes)``).
-    ``sweep``: powers of two from 8 KiB per core up to the DRAM size. A list: those footprints."""
-    narrays = KERNEL_ARRAYS[kernel][0]
-    llc = caches.llc_bytes or 32 * 1024 * 1024
-    dram_array = max(4 * llc, dram_array_bytes or 0)
-    out: list[WorkingSet] = []
-    if isinstance(sizes, list):
-        out = [WorkingSet(kernel, int(size), None) for size in sizes]
-    elif sizes == "auto":
-        if caches.gpu:
-            out.append(WorkingSet(kernel, int(llc * GPU_L2_FRACTION), None))
-        else:
-            for per_core in (caches.l1_bytes, caches.l2_bytes):
-                if per_core:
-                    out.append(WorkingSet(kernel, per_core // 2 * caches.threads, None))
-            out.append(WorkingSet(kernel, llc // 2, None))
-        out.append(WorkingSet(kernel, dram_array * narrays, None))
-    elif sizes == "sweep":
-        footprint = (8 * 1024 if not caches.gpu else 1024 * 1024) * caches.threads
-        while footprint < dram_array * narrays:
-            out.append(WorkingSet(kernel, footprint, None))
-            footprint *= 2
-        out.append(WorkingSet(kernel, dram_array * narrays, None))
-    else:
-        raise ValueError(f"working sets {sizes!r}: expected auto, sweep or a list of byte counts")
-    return [WorkingSet(ws.kernel, ws.footprint_bytes, classify(ws, caches)) for ws in out]
 
 
 # --- CPU ------------------------------------------------------------------------------------
@@ -210,8 +126,13 @@ class _ThreadArrays:
             array += np_dtype(0.5)  # non-zero, in [0.5, 1.5)
         #: the arrays and, for numpy's two-pass triad, its temporary
         self.operands = [*self.arrays, *([_aligned_empty(elements, np_dtype, narrays)] if kernel == "triad" else [])]
-        self.sums: Array | torch.Tensor | Float | None = None  # the read kernel's result (numpy or torch)
+        self.sums: Array | torch.Tensor | Float | float | None = None  # the read kernel's result (numpy or torch)
 
+
+#: below this many bytes per pass per thread the numpy and torch variants are not tried when the
+#: compiled kernel is there: a call costs them 1-3 us from Python (and the GIL, for the loops),
+#: a pass over 4 MiB about 100 us, so only LLC- and DRAM-sized passes give them a chance
+LIBRARY_MIN_PASS_BYTES = 4 * 1024 * 1024
 
 #: CPU arrays start on a page boundary plus this many bytes times their index, whatever address
 #: the allocator returned: where arrays sit relative to 4 KiB pages changes L1 bandwidth by
@@ -238,27 +159,6 @@ def _rows(array: Array, rows: int) -> Array:
     from numpy.lib.stride_tricks import as_strided
 
     return as_strided(array, shape=(rows, array.size), strides=(0, array.itemsize), writeable=True)
-
-
-def _torch_ops() -> dict[str, tuple[str, Callable[[list[torch.Tensor]], object]]]:
-    """kernel -> (name, the torch op on the kernel's arrays), for CPU and GPU alike (not ``read``)."""
-    import torch
-
-    return {
-        "copy": ("torch.Tensor.copy_", lambda x: x[1].copy_(x[0])),
-        "scale": ("torch.mul(out=)", lambda x: torch.mul(x[1], SCALAR, out=x[0])),
-        "add": ("torch.add(out=)", lambda x: torch.add(x[0], x[1], out=x[2])),
-        "triad": ("torch.add(alpha=s, out=)", lambda x: torch.add(x[1], x[2], alpha=SCALAR, out=x[0])),
-    }
-
-
-#: kernel -> (output, its float64 reference) of the sampled float64 arrays (not ``read``)
-_REFERENCE: dict[str, Callable[[list[Array]], tuple[Array, Array]]] = {
-    "copy": lambda f: (f[1], f[0]),
-    "scale": lambda f: (f[0], SCALAR * f[1]),
-    "add": lambda f: (f[2], f[0] + f[1]),
-    "triad": lambda f: (f[0], f[1] + SCALAR * f[2]),
-}
 
 
 def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team: ThreadPoolExecutor) -> list[_Variant]:
@@ -302,14 +202,17 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
         "triad": (two_pass, two_pass,
                   lambda x: lambda: (np.multiply(x[2], SCALAR, out=x[3]), np.add(x[1], x[3], out=x[0]))),
     }  # fmt: skip
-    variants: list[_Variant] = []
+    variants: list[_Variant] = _compiled_variants(kernel, per_thread, reps, team_call)
+    pass_bytes = sum(array.nbytes for array in per_thread[0].arrays)
+    if variants and pass_bytes < LIBRARY_MIN_PASS_BYTES:
+        return variants  # numpy and torch cannot win here: their call overhead is most of a pass
     if kernel in numpy_ops:
         name, rows_name, numpy_call = numpy_ops[kernel]
         variants.append(_Variant(f"{name}, loop", looped(lambda t: numpy_call(t.operands))))
         if reps > 1:
             rows = strided(lambda t, r: numpy_call([_rows(x, r) for x in t.operands]))
             variants.append(_Variant(f"{rows_name}, zero-stride rows", rows))
-        torch_name, torch_op = _torch_ops()[kernel]
+        torch_name, torch_op = torch_ops()[kernel]
         variants.append(_Variant(f"{torch_name}, loop", looped(lambda t: _on_tensors(t, torch_op))))
     elif kernel == "read":
 
@@ -335,6 +238,52 @@ def _cpu_variants(kernel: str, per_thread: list[_ThreadArrays], reps: int, team:
     return variants
 
 
+def _compiled_variants(
+    kernel: str,
+    per_thread: list[_ThreadArrays],
+    reps: int,
+    team_call: Callable[[list[Callable[[], object]]], Callable[[], object]],
+) -> list[_Variant]:
+    """The numba kernel (repetition inside the compiled loop), or nothing when numba is
+    unavailable (the numpy and torch variants remain; the record's ``jit`` says why)."""
+    from gpuscope.probing.jit import load_numba
+    from gpuscope.telemetry.values import Unavailable
+
+    if isinstance(load_numba(), Unavailable):
+        return []
+    scaled = kernel in ("scale", "triad")
+    first = per_thread[0].arrays
+    try:
+        from gpuscope.probing.cpu_kernels.stream import KERNELS as COMPILED
+
+        compiled = COMPILED[kernel]
+        # compile now, for these arrays' types: zero passes over a one-element view change nothing
+        views = [array[:1] for array in first]
+        compiled(*views, *((first[0].dtype.type(SCALAR),) if scaled else ()), 0)
+    except Exception as exc:  # noqa: BLE001  # an LLVM or typing error: the libraries still measure
+        _COMPILE_FAILURES[kernel] = f"unavailable, because numba could not compile {kernel} ({exc})"[:300]
+        return []
+
+    def body(t: _ThreadArrays) -> Callable[[], object]:
+        arrays = t.arrays
+        args = (*arrays, arrays[0].dtype.type(SCALAR)) if scaled else tuple(arrays)
+
+        def fn() -> None:
+            total = compiled(*args, reps)
+            if kernel == "read":
+                t.sums = total / reps
+
+        return fn
+
+    return [_Variant(COMPILED_NAME, team_call([body(t) for t in per_thread]))]
+
+
+#: the implementation name of the compiled kernels in records
+COMPILED_NAME = "numba loop, passes inside the kernel"
+#: kernel -> why its compiled version could not be built in this process (the record's ``jit``)
+_COMPILE_FAILURES: dict[str, str] = {}
+
+
 def _on_tensors(t: _ThreadArrays, op: Callable[[list[torch.Tensor]], object]) -> Callable[[], object]:
     """``op(tensors)`` on torch views of the thread's arrays."""
     import torch
@@ -358,13 +307,19 @@ def _validate_cpu(kernel: str, per_thread: list[_ThreadArrays], dtype: str) -> t
             sums = np.atleast_1d(np.asarray(t.sums, dtype=np.float64))
             got, expected = sums[-1:], np.array([math.fsum(arrays[0].astype(np.float64))], dtype=np.float64)
         else:
-            got, expected = _REFERENCE[kernel]([a[idx].astype(np.float64) for a in arrays])
+            got, expected = FLOAT64_REFERENCE[kernel]([a[idx].astype(np.float64) for a in arrays])
         error = max(error, check_close(got, expected, tolerance, kernel))
     return error, tolerance
 
 
 def _cpu_measure(
-    ws: WorkingSet, dtype: str, ctx: ProbeContext, team: ThreadPoolExecutor, threads: int, record: Measurement
+    ws: WorkingSet,
+    dtype: str,
+    ctx: ProbeContext,
+    team: ThreadPoolExecutor,
+    threads: int,
+    record: Measurement,
+    caches_llc_bytes: int | None = None,
 ) -> Measurement:
     import numpy as np
 
@@ -372,7 +327,7 @@ def _cpu_measure(
     np_dtype = np_dtypes.get(dtype)
     if np_dtype is None:
         raise ProbeSkipped(f"CPU memory probes run in fp64 or fp32, not {dtype}")
-    element_bytes = _DTYPE_BYTES[dtype]
+    element_bytes = DTYPE_BYTES[dtype]
     narrays = KERNEL_ARRAYS[ws.kernel][0]
     elements = max(64, ws.footprint_bytes // (narrays * element_bytes * threads))
     extra = elements * element_bytes * threads if ws.kernel == "triad" else 0
@@ -383,7 +338,9 @@ def _cpu_measure(
     pass_bytes = stream_bytes(ws.kernel, elements, element_bytes)
     # calls of about one sample (1 GB per thread for 20 ms samples): waking the team (~50 us) and
     # the spread of the threads' start times stay well under 1 % of a call
-    per_call_bytes = max(50e6, ctx.ceiling_policy.target_sample_s * PASS_BYTES_PER_S)
+    beyond_llc = caches_llc_bytes is not None and ws.footprint_bytes > caches_llc_bytes
+    rate_guess = DRAM_PASS_BYTES_PER_S if beyond_llc else PASS_BYTES_PER_S
+    per_call_bytes = max(50e6, ctx.ceiling_policy.target_sample_s * rate_guess)
     reps = max(1, math.ceil(per_call_bytes / pass_bytes))
     variants = _cpu_variants(ws.kernel, per_thread, reps, team)
     # trial: every implementation in turn, four rounds, so a burst of load hits them all alike
@@ -409,6 +366,7 @@ def _cpu_measure(
                 "passes_per_call": reps,
                 "array_bytes": elements * element_bytes * threads,
                 "trial_bytes_per_s": as_detail(dict[str, Detail](trial)),
+                "jit": _jit_text(ws.kernel),
             }
         ),
         implementation=chosen.name,
@@ -418,98 +376,14 @@ def _cpu_measure(
     )
 
 
-# --- GPU ------------------------------------------------------------------------------------
+def _jit_text(kernel: str) -> str:
+    """``numba <version>``, or ``unavailable, because <reason>``."""
+    from gpuscope.probing.jit import jit_versions
 
-
-def _gpu_measure(ws: WorkingSet, dtype: str, ctx: ProbeContext, record: Measurement) -> Measurement:
-    import torch
-
-    tdtype = {"fp64": torch.float64, "fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
-    element_bytes = _DTYPE_BYTES[dtype]
-    narrays = KERNEL_ARRAYS[ws.kernel][0]
-    elements = max(1024, ws.footprint_bytes // (narrays * element_bytes))
-    ctx.budget.check(elements * element_bytes * narrays, f"memory {ws.kernel} working set")
-    device = ctx.device.torch_device
-    with oom_guard(f"memory {ws.kernel} {ws.footprint_bytes} B", ctx.device):
-        arrays = [torch.rand(elements, dtype=tdtype, device=device).add_(0.5) for _ in range(narrays)]
-        holder: dict[str, torch.Tensor] = {}
-        kernel = ws.kernel
-        run: Callable[[], object]
-        if kernel == "read":
-            sums = torch.empty((), dtype=torch.float32 if dtype != "fp64" else torch.float64, device=device)
-
-            def run() -> None:
-                torch.sum(arrays[0], dim=0, dtype=sums.dtype, out=sums)
-                holder["sum"] = sums
-
-            implementation = "torch.sum(out=)"
-        else:
-            implementation, op = _torch_ops()[kernel]
-            run = lambda: op(arrays)  # noqa: E731
-
-    def validate() -> tuple[float, float]:
-        import numpy as np
-
-        if kernel == "read":
-            read_tolerance = 1e-10 if dtype == "fp64" else 1e-3
-            got, expected = float(holder["sum"].item()), float(arrays[0].double().sum().item())
-            return check_close(np.array([got]), np.array([expected]), read_tolerance, "read"), read_tolerance
-        tolerance = elementwise_tolerance(dtype)
-        idx = torch.linspace(0, elements - 1, steps=min(elements, 257), device=device).long()
-        output, reference = _REFERENCE[kernel]([a[idx].double().cpu().numpy() for a in arrays])
-        return check_close(output, reference, tolerance, kernel), tolerance
-
-    record = msgspec.structs.replace(
-        record,
-        bytes=stream_bytes(kernel, elements, element_bytes),
-        parameters=as_detail(
-            detail_map(record.parameters) | {"elements": elements, "array_bytes": elements * element_bytes}
-        ),
-        implementation=implementation,
-    )
-    try:
-        result = ctx.measure(run, statistic="best", validate=validate, record=record)
-        return msgspec.structs.replace(result, dram_check=dram_check(result))
-    finally:
-        # empty the list rather than `del arrays`: run/validate close over the name, and the
-        # tensors must go before empty_cache can hand their memory back
-        arrays.clear()
-        torch.cuda.empty_cache()
-
-
-def dram_check(result: Measurement) -> DramCheck:
-    """What the GPU's DRAM counter (telemetry during the measurement, GPM DRAM_BW_UTIL x peak)
-    said next to the probe's own B/s: for ``l2`` whether DRAM traffic stayed near zero (below
-    :data:`L2_DRAM_NEAR_ZERO_FRACTION` of the probe's B/s), for ``dram`` whether the two agree
-    within :data:`DRAM_AGREEMENT_FRACTION`. ``ok`` is None when it could not be checked."""
-    level = result.level or detail_map(result.parameters).get("level")
-    level = level if isinstance(level, str) else None
-    probe = result.bytes_per_s
-    during = detail_map(result.telemetry_during)
-    reported = during.get("dram_bandwidth_bytes_per_s_mean")
-    if not isinstance(reported, (int, float)) or isinstance(reported, bool):
-        reported = None
-    check = DramCheck(level=level, probe_bytes_per_s=probe, reported_dram_bytes_per_s=reported)
-    if probe is None or probe <= 0 or reported is None:
-        reason = during.get("reason")
-        check.reason = (
-            reason
-            if isinstance(reason, str) and reason
-            else "no DRAM bandwidth in the telemetry during the measurement"
-        )
-        return check
-    check.ratio = ratio = reported / probe
-    if level == "l2":
-        check.near_zero = ok = ratio < L2_DRAM_NEAR_ZERO_FRACTION
-        check.rule = f"l2: DRAM traffic below {L2_DRAM_NEAR_ZERO_FRACTION:.0%} of the probe's B/s"
-    elif level == "dram":
-        ok = abs(ratio - 1.0) <= DRAM_AGREEMENT_FRACTION
-        check.rule = f"dram: the GPU's DRAM counter within {DRAM_AGREEMENT_FRACTION:.0%} of the probe's B/s"
-    else:
-        check.reason = "between levels: nothing to check"
-        return check
-    check.ok = bool(ok)
-    return check
+    version = jit_versions()["numba"]
+    if version.startswith("unavailable"):
+        return version
+    return _COMPILE_FAILURES.get(kernel) or f"numba {version}"
 
 
 # --- probe ----------------------------------------------------------------------------------
@@ -533,7 +407,9 @@ def memory_probe(
 
         previous_threads = torch.get_num_threads()
         torch.set_num_threads(1)  # each worker thread runs its own ops; no nested parallelism
-        team = ThreadPoolExecutor(max_workers=caches.threads, thread_name_prefix="gpuscope-stream")
+        team = ThreadPoolExecutor(
+            max_workers=caches.threads, thread_name_prefix="gpuscope-stream", initializer=CorePinner(caches.threads)
+        )
     try:
         for kernel in kernels:
             for ws in plan_working_sets(kernel, sizes, caches, dram_array_bytes):
@@ -546,6 +422,8 @@ def memory_probe(
                     kernel=kernel, dtype=dtype, footprint_bytes=ws.footprint_bytes, level=ws.level,
                     reads_writes=as_detail(reads_writes),
                 )  # fmt: skip
+                if sizes == "sweep":
+                    parameters["sweep"] = True
                 record = Measurement(
                     kind="memory", name=label + (f" ({ws.level})" if ws.level else ""), device=ctx.device.name,
                     parameters=as_detail(parameters), flops=0, bytes=0,
@@ -553,10 +431,10 @@ def memory_probe(
                 )  # fmt: skip
                 try:
                     if ctx.device.is_gpu:
-                        result = _gpu_measure(ws, dtype, ctx, record)
+                        result = gpu_measure(ws, dtype, ctx, record)
                     else:
                         assert team is not None
-                        result = _cpu_measure(ws, dtype, ctx, team, caches.threads, record)
+                        result = _cpu_measure(ws, dtype, ctx, team, caches.threads, record, caches.llc_bytes)
                 except ProbeSkipped as exc:
                     result = ctx.skipped(record, str(exc))
                 emit(result)
@@ -567,6 +445,54 @@ def memory_probe(
             import torch
 
             torch.set_num_threads(previous_threads)
+
+
+def core_cpus(allowed: set[int] | None = None) -> list[int]:
+    """One logical CPU per physical core (the lowest-numbered sibling), among ``allowed`` (default:
+    the CPUs this process may run on), from /sys's topology; [] when it cannot be read."""
+    import os
+
+    try:
+        allowed = set(os.sched_getaffinity(0)) if allowed is None else allowed
+    except (AttributeError, OSError):
+        return []
+    seen: dict[tuple[str, str], int] = {}
+    for cpu in sorted(allowed):
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            with open(topology + "physical_package_id") as package, open(topology + "core_id") as core:
+                key = (package.read().strip(), core.read().strip())
+        except OSError:
+            return []
+        seen.setdefault(key, cpu)
+    return sorted(seen.values())
+
+
+class CorePinner:
+    """A thread-pool initializer that pins each new worker to its own physical core (as
+    likwid-bench and OMP_PROC_BIND do), so a worker stays on the core whose caches hold its
+    arrays; does nothing where affinity cannot be set or there are fewer cores than workers."""
+
+    def __init__(self, workers: int) -> None:
+        import threading
+
+        cpus = core_cpus()
+        self.cpus = cpus if len(cpus) >= workers else []
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        import os
+
+        with self._lock:
+            if not self.cpus:
+                return
+            cpu = self.cpus[self._next % len(self.cpus)]
+            self._next += 1
+        try:
+            os.sched_setaffinity(0, {cpu})  # Linux: 0 is the calling thread
+        except (AttributeError, OSError):
+            pass
 
 
 def _human(nbytes: int) -> str:

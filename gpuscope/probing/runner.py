@@ -31,7 +31,7 @@ import msgspec
 import psutil
 
 from gpuscope.errors import BadInputError
-from gpuscope.probing import collective, matmul, memory, transfer
+from gpuscope.probing import collective, matmul, memory, peaks, transfer
 from gpuscope.probing.context import ProbeContext, finish_measurement
 from gpuscope.probing.derive import derive_ceilings, derive_workloads, summary_of
 from gpuscope.probing.environment import (
@@ -50,13 +50,15 @@ from gpuscope.probing.telemetry import ProbeTelemetry, TelemetryFactory
 from gpuscope.probing.timing import Clock, TimingPolicy
 from gpuscope.probing.transformer import transformer_shapes
 from gpuscope.results import empty_results
+from gpuscope.roofline.sweep import derive_sweeps
 from gpuscope.schema.core import DetailMap, as_detail, decode_json, detail_map, encode_json
-from gpuscope.schema.results import Measurement, Results, RunSummary
+from gpuscope.schema.results import Contention, Measurement, Results, RunSummary, contention_notes
 from gpuscope.schema.suites import (
     CollectiveOptions,
     MatmulOptions,
     MatmulShape,
     MemoryOptions,
+    PeakOptions,
     TransferOptions,
     TransformerOptions,
 )
@@ -102,6 +104,7 @@ class ProbeRunner:
         self._clock_factory = clock_factory
         self._lock = threading.Lock()
         self._results: Results | None = None
+        self._busy_before: float | None = None
         self.steps = self._plan()
 
     # --- planning -----------------------------------------------------------------------
@@ -156,6 +159,15 @@ class ProbeRunner:
                 )
                 for direction in o.directions
             ]
+        if isinstance(o, PeakOptions):
+            fma = [_Step(f"peak {d}", _with_samples(o.samples, functools.partial(peaks.fma_peak, d))) for d in o.dtypes]
+            levels = [level for level in o.kernels if level != "fma"]
+            bandwidth = [
+                _Step(f"peak {lv} bandwidth", _with_samples(o.samples, functools.partial(peaks.bandwidth_peak, lv)))
+                for lv in levels
+                if self.device.is_gpu
+            ]
+            return (fma if "fma" in o.kernels else []) + bandwidth
         if isinstance(o, CollectiveOptions):
             return [
                 _Step(
@@ -204,7 +216,8 @@ class ProbeRunner:
         telemetry = self._telemetry
         results = empty_results(
             system=system_info(self.device, driver), suite=self.suite.ref(), partial=True,
-            partial_reason="in progress", device=self.device.name, devices=[device_info(self.device)],
+            partial_reason="in progress", device=self.device.name,
+            devices=[device_info(self.device, measure_clock=True)],
             memory_fraction=self.memory_fraction, settings=self.suite.settings.to_dict(),
             telemetry={"available": telemetry.available, "reason": telemetry.reason,
                        "gpu_unavailable": telemetry.gpu_unavailable},
@@ -261,6 +274,7 @@ class ProbeRunner:
                     )
                     if message not in results.warnings:
                         results.warnings.append(message)
+                results.contention = _contention(results, threshold, contended, self._busy_before)
         if self.on_progress is not None and not cancelled:
             self.on_progress(total, total, "done")
         final = self.snapshot()
@@ -275,6 +289,7 @@ class ProbeRunner:
             measurement = checked_measurement(record, f"m{len(results.measurements) + 1:04d}")
             results.measurements.append(measurement)
             results.ceilings = derive_ceilings(results.measurements)
+            results.sweeps = derive_sweeps(results.measurements, results.devices) or None
             results.workloads = derive_workloads(results.measurements)
         if self.on_measurement is not None:
             self.on_measurement(measurement)
@@ -296,7 +311,7 @@ class ProbeRunner:
             names = ", ".join(f"{p.get('pid')} ({p.get('name') or '?'})" for p in others[:5])
             out.append(f"{len(others)} other process(es) use {self.device.name}: {names}; numbers may be low")
         if not self.device.is_gpu:
-            busy = _cpu_busy_percent()
+            busy = self._busy_before = _cpu_busy_percent()
             if busy is not None and busy > 25:
                 out.append(
                     f"the CPU was {busy:.0f}% busy before the run (other processes); numbers may be low and noisy"
@@ -321,7 +336,7 @@ def checked_measurement(measurement: Measurement, measurement_id: str) -> Measur
 
 def _step_failure(label: str, exc: Exception, device: str, version_info: DetailMap) -> Measurement:
     """The measurement of a step that raised outside a measurement."""
-    kind = label.split()[0] if label.split()[0] in ("matmul", "memory", "transfer", "collective") else "matmul"
+    kind = label.split()[0] if label.split()[0] in ("matmul", "memory", "transfer", "collective", "peak") else "matmul"
     status = "skipped" if is_out_of_memory(exc) else "failed"
     error = (
         f"out of memory: {first_line(exc)}"
@@ -333,6 +348,20 @@ def _step_failure(label: str, exc: Exception, device: str, version_info: DetailM
         versions=as_detail(version_info),
     )  # fmt: skip
     return finish_measurement(draft, statistic="best", status=status, error=error)
+
+
+def _contention(
+    results: Results, threshold: float, contended: list[float], busy_before: float | None
+) -> Contention | None:
+    """The ``contention`` record of a run: its contention warnings (kept in every report, compare
+    and chart made from the file) and the figures behind them; None when there were none."""
+    notes = contention_notes(msgspec.structs.replace(results, contention=None))
+    if not notes:
+        return None
+    return Contention(
+        cpu_busy_percent_before=busy_before, threshold_percent=threshold, contended_measurements=len(contended),
+        max_percent=max(contended) if contended else None, notes=notes,
+    )  # fmt: skip
 
 
 def _cpu_busy_percent() -> float | None:

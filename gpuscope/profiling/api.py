@@ -16,14 +16,24 @@ CPU and CUDA activities, shapes recorded); later blocks run plain. The result is
 last profiled step ends (:attr:`Profiler.result`). Inside one ``with`` block, :meth:`Profiler.step`
 marks a step boundary (for a loop inside the block).
 
+A profile whose steps stop early warns (:class:`IncompleteProfileWarning`, naming the steps run
+and needed) when it is closed (:meth:`Profiler.close`), garbage-collected or the program exits,
+and keeps a partial profile marked incomplete when a profiled step ran. torch's profiler prints
+``USDT: ... profiler_start`` lines from C++; :mod:`gpuscope.profiling.quiet` keeps them (and only
+them) off the terminal.
+
 torch is imported when the first step begins, never at import.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import sys
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, overload
@@ -33,6 +43,7 @@ from gpuscope.measuring.dram import DramCollector, match_gpu, measure_dram_bytes
 from gpuscope.probing.environment import tensor_device, torch_device
 from gpuscope.profiling.attribution import StepEvents, claim_events, join_counts
 from gpuscope.profiling.build import append_profile, build_result
+from gpuscope.profiling.quiet import drop_profiler_noise
 from gpuscope.profiling.record import CountedStep, StepCounter
 from gpuscope.profiling.result import ProfileResult
 from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
@@ -43,7 +54,22 @@ if TYPE_CHECKING:
     import torch
     import torch.profiler
 
-__all__ = ["Profiler", "profile"]
+__all__ = ["IncompleteProfileWarning", "Profiler", "profile"]
+
+
+class IncompleteProfileWarning(UserWarning):
+    """A profile ended (the program exited, or the profiler was dropped or closed) before every
+    warm-up, counting and profiled step ran."""
+
+
+#: Profilers not closed yet: each one still incomplete at exit warns then (:meth:`Profiler.close`).
+_OPEN: weakref.WeakSet[Profiler] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_profilers() -> None:
+    for profiler in list(_OPEN):
+        profiler.close()
 
 
 class Profiler:
@@ -93,6 +119,9 @@ class Profiler:
         self._energy: list[EnergyResult] = []
         self._meter: EnergyMeter | None = None
         self._started_s = 0.0
+        self._closed = False
+        self._site = _caller_site()  # where the warning of an incomplete profile points
+        _OPEN.add(self)
 
     # --- phases -----------------------------------------------------------------------------
 
@@ -153,7 +182,8 @@ class Profiler:
             if self._device.type == "cuda":
                 activities.append(ProfilerActivity.CUDA)
             profiler = torch_profile(activities=activities, record_shapes=True)
-            profiler.__enter__()
+            with drop_profiler_noise():
+                profiler.__enter__()
             if self.energy and self._meter is None:  # RAPL on a CPU; NVML's counter of the mapped GPU
                 device = str(self._device) if self._device.type == "cuda" else "cpu"
                 self._meter = EnergyMeter(device, powercap_root=self.powercap_root)
@@ -171,7 +201,8 @@ class Profiler:
         if counter is not None:
             counter.__exit__(RuntimeError, None, None)
         elif profiler is not None:
-            profiler.__exit__(None, None, None)
+            with drop_profiler_noise():
+                profiler.__exit__(None, None, None)
             if self._meter is not None:
                 self._meter.stop()
         self._index -= 1  # the step did not happen; the next block retries this phase
@@ -189,7 +220,8 @@ class Profiler:
             wall_s = time.perf_counter() - self._started_s
             if self._meter is not None:
                 self._energy.append(self._meter.stop())
-            profiler.__exit__(None, None, None)
+            with drop_profiler_noise():
+                profiler.__exit__(None, None, None)
             assert self._counted is not None and self._device is not None
             events = claim_events(profiler.events(), self._counted.names, self._device.type)
             join_counts(events, self._counted)
@@ -200,7 +232,71 @@ class Profiler:
 
     # --- the result ---------------------------------------------------------------------------
 
-    def _finish(self) -> None:
+    @property
+    def steps_needed(self) -> int:
+        """Steps (``with`` blocks or :meth:`step` boundaries) a complete profile needs: warm-up +
+        counting + profiled."""
+        return self.warmup + 1 + self.steps
+
+    @property
+    def steps_run(self) -> int:
+        """Steps that have ended (warm-up, counting and profiled), at most :attr:`steps_needed`."""
+        return min(self._index - (1 if self._running is not None else 0), self.steps_needed)
+
+    def close(self) -> ProfileResult | None:
+        """End the profile now. A complete profile is left as it is. An incomplete one (fewer steps
+        than :attr:`steps_needed` ran) warns with :class:`IncompleteProfileWarning`, naming the
+        steps run and needed, and keeps what it has: when at least one profiled step ran,
+        :attr:`result` becomes a partial profile marked ``incomplete`` and is appended to
+        ``results``. Runs by itself when the profiler is garbage-collected or the program exits.
+        Returns :attr:`result`."""
+        if self._closed:
+            return self.result
+        self._closed = True
+        _OPEN.discard(self)
+        if self.result is not None or self._index == 0:  # complete, or never used: nothing to say
+            return self.result
+        if self._running is not None:
+            self._abort()
+        run, needed = self.steps_run, self.steps_needed
+        counted = min(max(run - self.warmup, 0), 1)
+        what = (
+            f"{min(run, self.warmup)} of {self.warmup} warm-up, {counted} of 1 counting, "
+            f"{len(self._step_times_s)} of {self.steps} profiled"
+        )
+        head = f"gpuscope.profile({self.name!r}): {run} of the {needed} steps it needs ran ({what})"
+        if not self._step_events:
+            hint = f"run {needed} `with` blocks, or lower steps= or warmup="
+            self._warn(f"{head}: no profiled step ran, nothing to keep ({hint})")
+            return None
+        try:
+            self._finish(incomplete=True)
+        except Exception as exc:  # noqa: BLE001 - at exit or in a finaliser: say it, never raise
+            self._warn(f"{head}: the partial profile could not be built: {exc}")
+            return None
+        where = f", appended to {self.results} marked incomplete" if self.results is not None else ""
+        profiled = len(self._step_times_s)
+        self._warn(f"{head}: kept a partial profile of {profiled} profiled step{'s' if profiled != 1 else ''}{where}")
+        return self.result
+
+    def _warn(self, message: str) -> None:
+        """An :class:`IncompleteProfileWarning` pointing at the line that created the profiler."""
+        filename, lineno, module = self._site
+        warnings.warn_explicit(message, IncompleteProfileWarning, filename, lineno, module)
+
+    def discard(self) -> None:
+        """End the profile without a result, a warning or a write (what ran is dropped)."""
+        self._closed = True
+        _OPEN.discard(self)
+
+    def __del__(self) -> None:
+        try:
+            if not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finaliser (interpreter shutdown)
+            pass
+
+    def _finish(self, incomplete: bool = False) -> None:
         assert self._counted is not None and self._device is not None
         if self._meter is not None:
             self._meter.close()
@@ -215,6 +311,15 @@ class Profiler:
             energy=_energy_per_step(self._energy, len(self._step_times_s)) if self.energy else None,
             dram=self._dram_bytes(),
         )
+        self.result.steps_requested = self.steps
+        if incomplete:
+            self.result.incomplete = True
+            self.result.notes.append(
+                f"INCOMPLETE: {len(self._step_times_s)} of {self.steps} profiled steps ran (the steps stopped early)"
+            )
+        else:
+            self._closed = True
+            _OPEN.discard(self)
         if self.results is not None:
             append_profile(self._results_path or self.results, self.result)
             self.result.results_path = str(self.results)
@@ -243,6 +348,15 @@ class Profiler:
             select_gpu=lambda sample: match_gpu(sample, device),
             device_text=str(device),
         )
+
+
+def _caller_site() -> tuple[str, int, str]:
+    """(file, line, module) of the first frame outside gpuscope: where the user made the profiler."""
+    frame = sys._getframe(1)
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno, str(frame.f_globals.get("__name__", "__main__"))
 
 
 def _energy_per_step(results: list[EnergyResult], steps: int) -> EnergyResult | None:
@@ -345,9 +459,13 @@ def profile(
     )
     if fn is None:
         return profiler
-    for _ in range(warmup + 1 + steps):
-        with profiler:
-            fn(*args, **call_kwargs)
+    try:
+        for _ in range(warmup + 1 + steps):
+            with profiler:
+                fn(*args, **call_kwargs)
+    except BaseException:
+        profiler.discard()  # what fn raised propagates; no partial profile, ``results`` as it was
+        raise
     if profiler.result is None:  # pragma: no cover - the loop above always completes the phases
         raise ResourceError("gpuscope.profile: the profile did not complete")
     return profiler.result

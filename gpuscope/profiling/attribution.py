@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gpuscope.profiling.record import CountedStep, OpRecord, Shape, match_key
+from gpuscope.profiling.record import CountedStep, OpRecord, Shape, is_data_movement, match_key
 
 __all__ = [
     "ModuleTotal",
@@ -164,6 +164,15 @@ class OpGroup:
     @property
     def flops(self) -> int:
         return self.counter_flops + self.pointwise_flops
+
+    @property
+    def flops_known(self) -> bool:
+        """Whether the group's FLOPs are known: counted by a formula, or zero by definition (genuine
+        data movement, :data:`gpuscope.profiling.record.DATA_MOVEMENT_RULE`, also for an op the
+        counting step never saw). What the profile's coverage counts."""
+        if not self.counted:  # ops the dispatch mode never sees (detach_ in an optimizer): known when data movement
+            return is_data_movement(self.op.split("::", 1)[-1])
+        return not self.no_formula
 
     @property
     def label(self) -> str:

@@ -26,18 +26,23 @@ from gpuscope.measuring.counting import (
     ZERO_FLOP_OPS,
     pointwise_flops,
     tensor_extent,
+    tensor_shape,
     torch_dtype_roof_name,
     union_length,
     written_tensors,
 )
+from gpuscope.measuring.formulas import flop_mapping, formula_bytes, is_pointwise_op, pointwise_total, split_flops
 
 __all__ = [
+    "DATA_MOVEMENT_OPS",
+    "DATA_MOVEMENT_RULE",
     "NO_TRAFFIC_OPS",
     "OP_BYTES_RULE",
     "CountedStep",
     "OpRecord",
     "StepCounter",
     "count_step",
+    "is_data_movement",
     "match_key",
     "pointwise_op_flops",
 ]
@@ -54,6 +59,25 @@ NO_TRAFFIC_OPS = frozenset(
     "as_strided view _unsafe_view t transpose permute expand unsqueeze squeeze select slice unfold diagonal split "
     "split_with_sizes unbind chunk narrow".split()
 )
+
+#: Genuine data movement: ops whose FLOPs are zero by definition. Copies, concatenation, fills,
+#: gathers, indexing, selection, random fills (:data:`gpuscope.measuring.counting.ZERO_FLOP_OPS`),
+#: views and allocations (:data:`NO_TRAFFIC_OPS`), and any op torch marks as a view. An op outside
+#: this list that no formula counts is "no FLOP formula": its FLOPs are unknown, never 0.
+DATA_MOVEMENT_OPS = ZERO_FLOP_OPS | NO_TRAFFIC_OPS
+
+DATA_MOVEMENT_RULE = (
+    "genuine data movement = ops with zero FLOPs by definition: copies, cat/stack, fills, gathers, "
+    "indexing, where/masked_fill, random fills, views and allocations "
+    "(gpuscope.profiling.record.DATA_MOVEMENT_OPS)"
+)
+
+
+def is_data_movement(op: str, is_view: bool = False) -> bool:
+    """Whether aten op ``op`` (name without namespace, e.g. ``"copy_"``) does no arithmetic by
+    definition (:data:`DATA_MOVEMENT_OPS`, or a view)."""
+    return is_view or op in DATA_MOVEMENT_OPS or op.startswith("_foreach_copy")
+
 
 if TYPE_CHECKING:
     import torch
@@ -188,8 +212,10 @@ class StepCounter:
             counter.__exit__(*exc)
         if exc[0] is None:
             self.synchronize()
-            self.result = CountedStep(
-                records=records, flop_counter_total=int(counter.get_total_flops()), wall_s=time.perf_counter() - started
+            self.result = CountedStep(  # FlopCounterMode's total less the table's pointwise rows (reported apart)
+                records=records,
+                flop_counter_total=int(counter.get_total_flops()) - pointwise_total(counter.flop_counts["Global"]),
+                wall_s=time.perf_counter() - started,
             )
 
 
@@ -199,7 +225,9 @@ def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
     from torch.utils._pytree import tree_leaves
     from torch.utils.flop_counter import FlopCounterMode
 
-    counter = FlopCounterMode(display=False)
+    # gpuscope's formula table (gpuscope.measuring.formulas): fused paths, CPU attention, grouped
+    # matmuls, the grouped-convolution backward correction, elementwise ops (reported as pointwise)
+    counter = FlopCounterMode(display=False, custom_mapping=flop_mapping())
     registry = counter.flop_registry
     tracker = counter.mod_tracker
 
@@ -222,14 +250,17 @@ def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
             kwargs: dict[str, object] | None = None,
         ) -> object:
             kwargs = kwargs or {}
-            before = sum(counter.flop_counts["Global"].values())
+            before = dict(counter.flop_counts["Global"])
             out = func(*args, **kwargs)  # FlopCounterMode counts it (or what it decomposes into)
-            counted = sum(counter.flop_counts["Global"].values()) - before
+            counted, table_pointwise = split_flops(before, counter.flop_counts["Global"])
             packet = getattr(func, "_overloadpacket", func)
             short = str(packet).split(".", 1)[-1]
             name = f"aten::{short}" if str(packet).startswith("aten.") else str(packet).replace(".", "::", 1)
             inputs = [leaf for leaf in tree_leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
-            shapes = tuple(tuple(int(size) for size in leaf.shape) for leaf in inputs)
+            # the profiler records a tensor list argument (cat, _foreach_*) as []: so does the join key
+            shapes = tuple(
+                tensor_shape(value) for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor)
+            )
             mutated, written_only = written_tensors(func, args, kwargs)
             if getattr(func, "is_view", False) or short in NO_TRAFFIC_OPS:
                 moved = 0
@@ -239,22 +270,18 @@ def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
                 moved = union_bytes(read) + union_bytes(
                     outputs + [leaf for leaf in mutated if all(leaf is not o for o in outputs)]
                 )
-            pointwise = 0
+                moved = formula_bytes(short, args, kwargs, out) or moved  # gathers: the rows gathered
+            pointwise = table_pointwise
             no_formula = False
-            if packet not in registry and counted == 0:
+            if packet not in registry and counted == 0 and pointwise == 0:
                 out_shape = next(
-                    (tuple(leaf.shape) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)), None
+                    (tensor_shape(leaf) for leaf in tree_leaves(out) if isinstance(leaf, torch.Tensor)), None
                 )
                 pointwise = pointwise_op_flops(short, shapes[0] if shapes else None, out_shape)
-                no_formula = (
-                    pointwise == 0
-                    and not getattr(func, "is_view", False)
-                    and short not in ZERO_FLOP_OPS
-                    and short not in NO_TRAFFIC_OPS
-                )
+                no_formula = pointwise == 0 and not is_data_movement(short, bool(getattr(func, "is_view", False)))
             dtype = None
             if inputs:
-                kind = "conv" if "conv" in short else "matmul"
+                kind = "conv" if "conv" in short else ("pointwise" if is_pointwise_op(short) else "matmul")
                 dtype = torch_dtype_roof_name(inputs[0].dtype, inputs[0].device.type, kind) or str(
                     inputs[0].dtype
                 ).removeprefix("torch.")

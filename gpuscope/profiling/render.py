@@ -3,6 +3,7 @@ totals and the roofline with each group as a point. No Textual, no torch."""
 
 from __future__ import annotations
 
+from gpuscope.profiling.attribution import OpGroup
 from gpuscope.profiling.result import ProfileResult
 from gpuscope.profiling.view import format_ms, group_numbers, group_point, short_bound
 from gpuscope.roofline.model import RooflineModel
@@ -11,7 +12,17 @@ from gpuscope.roofline.tables import format_table
 from gpuscope.roofline.units import format_count, format_si
 from gpuscope.telemetry.values import Unavailable
 
-__all__ = ["chart_model", "energy_line", "module_table", "render_chart", "summary_lines", "top_table"]
+__all__ = [
+    "chart_model",
+    "coverage_line",
+    "energy_line",
+    "step_verdict_line",
+    "unknown_groups",
+    "module_table",
+    "render_chart",
+    "summary_lines",
+    "top_table",
+]
 
 
 def _cut(text: str, width: int) -> str:
@@ -45,20 +56,60 @@ def energy_line(result: ProfileResult) -> str:
     return f"energy    {format_si(energy.joules, 'J')} per step, {per_j} ({energy.method})"
 
 
+def coverage_line(result: ProfileResult) -> str:
+    """``coverage  99.2% of op time has known FLOPs or moves data; 0.4 ms FLOPs unknown``: the share
+    of the ops' time with a known FLOP count or genuine data movement (:attr:`ProfileResult.coverage`)."""
+    coverage = result.coverage
+    if coverage is None:
+        return "  coverage  - (no op time measured)"
+    return (
+        f"  coverage  {coverage * 100:.1f}% of op time has known FLOPs or moves data; "
+        f"{format_ms(result.unknown_s)} ms FLOPs unknown"
+    )
+
+
+def step_verdict_line(result: ProfileResult) -> str:
+    """The whole step as one point: ``verdict   memory-bound: 0.5 FLOP/B, 19 GB/s = 83% of dram.triad``."""
+    placement = result.step_placement()
+    if placement is None or placement.bound == "unknown" or placement.efficiency is None:
+        why = placement.note if placement is not None and placement.note else "no roofs"
+        return f"  verdict   none for the whole step ({why})"
+    roof = placement.bounding_roof
+    intensity = placement.intensity_flop_per_byte
+    x = "-" if intensity is None else f"{intensity:.3g}"
+    if placement.bound == "memory" and roof is not None:
+        rate = format_si(result.bytes_total / result.step_s, "B/s") if result.step_s else "-"
+        if placement.intensity_basis != "counted bytes":
+            rate = format_si((placement.efficiency or 0.0) * roof.value, "B/s")
+    else:
+        rate = format_si(result.flops / result.step_s if result.step_s else None, "FLOP/s")
+    name = roof.name if roof is not None else "roof"
+    return (
+        f"  verdict   whole step {placement.bound}-bound: {x} FLOP/B, {rate} = "
+        f"{placement.efficiency * 100:.0f}% of the {name} roof"
+    )
+
+
+def unknown_groups(result: ProfileResult) -> list[OpGroup]:
+    """The groups whose FLOPs are unknown (verdict ``unknown``), most time first."""
+    return sorted((group for group in result.groups if not group.flops_known), key=lambda group: -group.time_s)
+
+
 def summary_lines(result: ProfileResult, width: int = 80) -> list[str]:
     """What the step did: time, where it went, FLOPs, bytes, energy, roofs; lines wrapped at
     ``width``."""
-    coverage = result.coverage
+    in_ops = result.in_ops_share
     lines = [
         f"{result.name} on {result.device}{f' ({result.device_name})' if result.device_name else ''}",
         f"  step      {format_si(result.step_s, 's')}, mean of {result.steps} profiled "
         f"(skipped: {result.warmup} warm-up, 1 counting)",
         (
-            f"  in ops    {format_si(result.ops_s, 's')} = {coverage * 100:.1f}% of the step "
+            f"  in ops    {format_si(result.ops_s, 's')} = {in_ops * 100:.1f}% of the step "
             f"({result.time_basis}); outside ops {format_si(result.outside_ops_s, 's')}"
-            if coverage is not None
+            if in_ops is not None
             else "  in ops    -"
         ),
+        coverage_line(result),
         (
             f"  FLOPs     {format_count(result.flop_counter_total)} (FlopCounterMode) + "
             f"{format_count(result.pointwise_flops)} pointwise"
@@ -71,12 +122,15 @@ def summary_lines(result: ProfileResult, width: int = 80) -> list[str]:
     if not isinstance(dram, Unavailable):
         lines.append(f"  DRAM      {format_si(dram, 'B')} moved per step (GPM)")
     lines.append(f"  {result.roofs}")
+    lines.append(step_verdict_line(result))
     lost = result.time_lost_s
     if result.step_s > 0 and any(v.time_lost_s is not None for v in result.verdicts):
         lines.append(f"  lost      {format_si(lost, 's')} to the roofs ({lost / result.step_s * 100:.0f}% of the step)")
-    if result.uncounted_ops:
-        listed = ", ".join(f"{name.split('::')[-1]} x{calls}" for name, calls in list(result.uncounted_ops.items())[:6])
-        lines.append(f"  no FLOP formula (counted as 0): {listed}")
+    unknown = unknown_groups(result)
+    if unknown:
+        listed = ", ".join(f"{group.label} {format_ms(group.time_s)} ms" for group in unknown[:4])
+        more = f" and {len(unknown) - 4} more" if len(unknown) > 4 else ""
+        lines.append(f"  unknown   no FLOP count, no verdict: {listed}{more}")
     for note in result.notes:
         lines.append(f"  note: {note}")
     if result.results_path:

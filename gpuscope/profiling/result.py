@@ -11,10 +11,10 @@ import msgspec
 
 from gpuscope.measuring.counting import POINTWISE_RULE
 from gpuscope.profiling.attribution import ModuleTotal, OpGroup
-from gpuscope.profiling.record import OP_BYTES_RULE
+from gpuscope.profiling.record import DATA_MOVEMENT_RULE, OP_BYTES_RULE
 from gpuscope.profiling.stored import PROFILE_SCHEMA_VERSION, StoredGroup, StoredModule, StoredProfile
 from gpuscope.profiling.verdict import Verdict
-from gpuscope.roofline.model import DeviceKey, DeviceRoofs
+from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Placement, Point, place_point
 from gpuscope.schema.core import Detail, timestamp_now_s
 from gpuscope.schema.results import Workload
 from gpuscope.telemetry.energy import EnergyResult, energy_fields, flop_per_joule
@@ -23,8 +23,9 @@ from gpuscope.telemetry.values import Unavailable
 __all__ = ["FLOP_RULE", "ProfileResult"]
 
 FLOP_RULE = (
-    "torch.utils.flop_counter.FlopCounterMode formulas (matmul, conv, attention) + gpuscope pointwise formulas, "
-    "reported apart"
+    "torch.utils.flop_counter.FlopCounterMode formulas (matmul, conv, attention) with gpuscope's formula table "
+    "(gpuscope.measuring.formulas: fused transformer/attention paths, CPU attention, grouped matmuls, grouped "
+    "convolution backward corrected) + gpuscope pointwise formulas, reported apart"
 )
 
 
@@ -57,6 +58,8 @@ class ProfileResult:
     results_path: str | None = None
     device_key: DeviceKey | None = None  # the device the roofs belong to (for charts)
     device_roofs: DeviceRoofs | None = None  # the roofs the verdicts used, None when no roofs
+    steps_requested: int | None = None  # profiled steps asked for (None: as many as ran)
+    incomplete: bool = False  # the program stopped before every profiled step ran: a partial profile
 
     # --- totals ---------------------------------------------------------------------------
 
@@ -76,14 +79,41 @@ class ProfileResult:
         return max(self.step_s - self.ops_s, 0.0)
 
     @property
-    def coverage(self) -> float | None:
-        """Groups' device time / step wall time."""
+    def in_ops_share(self) -> float | None:
+        """Groups' device time / step wall time (how much of the step the profiler's ops explain)."""
         return self.ops_s / self.step_s if self.step_s > 0 else None
+
+    @property
+    def unknown_s(self) -> float:
+        """Device time per step of the groups whose FLOPs are unknown (:attr:`OpGroup.flops_known`)."""
+        return sum(group.time_s for group in self.groups if not group.flops_known)
+
+    @property
+    def coverage(self) -> float | None:
+        """Share (0..1) of the ops' device time with a known FLOP count or genuine data movement
+        (:data:`gpuscope.profiling.record.DATA_MOVEMENT_RULE`); None when no op time was measured.
+        The rest is :attr:`unknown_s`: those groups' verdict is ``unknown``."""
+        ops_s = self.ops_s
+        return (ops_s - self.unknown_s) / ops_s if ops_s > 0 else None
 
     @property
     def flops(self) -> int:
         """FLOPs of one step: FlopCounterMode's count + pointwise FLOPs."""
         return self.flop_counter_total + self.pointwise_flops
+
+    def step_placement(self) -> Placement | None:
+        """The whole step as one point (FLOPs, the sum of the ops' bytes or the DRAM bytes measured,
+        mean step time) against the roofs the groups were judged by: memory- or compute-bound and
+        its efficiency (achieved / attainable). None without roofs."""
+        if self.device_roofs is None or self.device_key is None or self.step_s <= 0:
+            return None
+        dram = self.dram_bytes_measured
+        point = Point(
+            name=self.name, key=self.device_key, flops=float(self.flops), bytes=float(self.bytes_total),
+            time_s=self.step_s, dtype=_main_dtype(self.groups),
+            dram_bytes_measured=None if isinstance(dram, Unavailable) else dram, source="profile", warm=True,
+        )  # fmt: skip
+        return place_point(point, self.device_roofs)
 
     @property
     def time_lost_s(self) -> float:
@@ -139,7 +169,15 @@ class ProfileResult:
             uncounted_ops=dict(self.uncounted_ops), groups=[_stored_group(verdict) for verdict in self.verdicts],
             modules=[StoredModule(path=m.path, time_s=m.time_s, flops=m.flops, bytes=m.bytes, calls=m.calls)
                      for m in self.modules],
+            coverage=self.coverage, unknown_s=self.unknown_s, data_movement_rule=DATA_MOVEMENT_RULE,
+            incomplete=self.incomplete or None, steps_requested=self.steps_requested,
         )  # fmt: skip
+        placement = self.step_placement()
+        if placement is not None and placement.bound != "unknown":  # the whole step as one point
+            roof = placement.bounding_roof
+            stored.step_bound, stored.step_efficiency = placement.bound, placement.efficiency
+            stored.step_roof = roof.name if roof is not None else None
+            stored.step_intensity_flop_per_byte = placement.intensity_flop_per_byte
         detail: Detail = msgspec.to_builtins(stored)
         return detail
 

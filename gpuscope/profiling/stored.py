@@ -92,6 +92,16 @@ class StoredProfile(msgspec.Struct, kw_only=True):
     uncounted_ops: dict[str, float] = msgspec.field(default_factory=dict)
     groups: list[StoredGroup] = msgspec.field(default_factory=list)
     modules: list[StoredModule] = msgspec.field(default_factory=list)
+    # absent from files written before these fields: read as None
+    coverage: float | None = None  # share of ops_s with a known FLOP count or genuine data movement
+    unknown_s: float | None = None  # ops_s of the groups whose FLOPs are unknown (verdict "unknown")
+    data_movement_rule: str | None = None  # which ops count as genuine data movement
+    incomplete: bool | None = None  # fewer profiled steps than asked for (the program stopped early)
+    steps_requested: int | None = None  # profiled steps asked for; ``steps`` is how many ran
+    step_bound: str | None = None  # the whole step as one point: "memory" | "compute"
+    step_efficiency: float | None = None  # achieved / attainable FLOP/s of the whole step
+    step_roof: str | None = None  # the roof bounding the whole step ("dram.triad", "fp32")
+    step_intensity_flop_per_byte: float | None = None  # the x the step was placed at
 
     def top_groups(self, limit: int | None = 10) -> list[StoredGroup]:
         """The first ``limit`` (None: all) groups, in the stored order (by time lost)."""

@@ -5,6 +5,9 @@ For a group with FLOPs F, bytes B (lower bound) and measured time T per step:
 - the group is placed with :func:`gpuscope.roofline.model.place_point` (the same placement as
   every roofline point): compute roof of its dtype (measured when the results give one, else
   datasheet) and DRAM roof; bound = memory left of the ridge, compute right of it;
+- an op whose FLOPs are unknown (no formula, or not seen by the counting step) is ``unknown``,
+  never memory-bound: only genuine data movement (:data:`gpuscope.profiling.record.DATA_MOVEMENT_OPS`)
+  is judged against the DRAM roof with zero FLOPs;
 - time at roof = F / attainable(F/B); for an op that does no arithmetic (copies) = B / DRAM roof;
 - efficiency = time at roof / T; time lost = T - time at roof (0 when above the roof, which is
   flagged as a counting problem);
@@ -53,6 +56,8 @@ def judge_group(group: OpGroup, device: DeviceRoofs | None, step_s: float, key: 
     """The verdict of one group on ``device`` (None: no roofs known)."""
     if not group.counted:
         return _unknown(group, "not seen by the counting step: FLOPs and bytes unknown")
+    if group.no_formula:
+        return _unknown(group, f"no FLOP formula for {group.op}: FLOPs unknown, so no verdict (its time is listed)")
     if group.time_s <= 0:
         return _unknown(group, "no time measured")
     if device is None:

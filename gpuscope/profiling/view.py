@@ -13,12 +13,14 @@ The TUI's roofline screen shows a profile as a cloud of points with the table be
 
 from __future__ import annotations
 
-from gpuscope.profiling.stored import StoredGroup, StoredProfile
+from gpuscope.profiling.stored import StoredGroup, StoredProfile, read_profile
 from gpuscope.roofline.model import DeviceKey, Point
-from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.core import Detail, finite_or_none
 
 __all__ = [
     "PROFILE_ROW_HEADERS",
+    "coverage_text",
+    "flops_unknown",
     "group_point",
     "profile_points",
     "profile_rows",
@@ -71,13 +73,30 @@ def group_point(name: str, key: DeviceKey, flops: float, nbytes: float, time_s: 
     )
 
 
+def flops_unknown(group: StoredGroup) -> bool:
+    """Whether a stored group's FLOPs are unknown (no formula, or not seen by the counting step):
+    its verdict is ``unknown`` and it is not data movement."""
+    return bool(group.no_formula) or group.counted is False
+
+
+def coverage_text(detail: Detail | StoredProfile) -> str:
+    """``coverage 99.2%`` of a workload's ``profile`` object (or a :class:`StoredProfile`): the share
+    of op time with a known FLOP count or genuine data movement; ``""`` when the file has none."""
+    profile = detail if isinstance(detail, StoredProfile) else read_profile(detail)
+    coverage = finite_or_none(profile.coverage) if profile is not None else None
+    return "" if coverage is None else f"coverage {coverage * 100:.1f}%"
+
+
 def profile_points(profile: StoredProfile, key: DeviceKey, limit: int = 10) -> list[Point]:
     """The top ``limit`` groups (by time lost, the stored order) as points on device ``key``; a
     group without FLOPs or bytes becomes a point with no rate, which painters skip while it keeps
-    its number, so point n is row n of :func:`profile_rows`."""
+    its number, so point n is row n of :func:`profile_rows`. A group whose FLOPs are unknown gets
+    neither FLOPs nor bytes (it is not data movement: no verdict)."""
     points = []
     for group in profile.top_groups(limit):
         flops, nbytes, time_s = (finite_or_none(value) or 0.0 for value in (group.flops, group.bytes, group.time_s))
+        if flops_unknown(group):
+            flops = nbytes = 0.0
         points.append(group_point(group.name, key, flops, nbytes, time_s if flops > 0 else 0.0, group.dtype))
     return points
 

@@ -36,10 +36,10 @@ from gpuscope.report.model import (
     workload_spread_percent,
 )
 from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, datasheet_roofs
-from gpuscope.roofline.loading import build_model
+from gpuscope.roofline.loading import build_model, out_of_order_ceilings
 from gpuscope.roofline.model import ABOVE_DATASHEET_TEXT, ABOVE_DATASHEET_TOLERANCE, is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text
-from gpuscope.schema.results import Measurement, Results
+from gpuscope.schema.results import Measurement, Results, contention_notes
 
 __all__ = [
     "COMPARE_SCHEMA",
@@ -216,6 +216,12 @@ def compare_results(inputs: Sequence[tuple[str, Results]]) -> Comparison:
         "flags": flags,
         "stragglers": stragglers,
         "above_datasheet": above_datasheet,
+        "contention": [f"{label}: {note}" for label, doc in inputs for note in contention_notes(doc)],
+        "out_of_order": [
+            f"{label}: {device} {text}"
+            for label, doc in inputs
+            for (device, _), text in out_of_order_ceilings(doc.ceilings).items()
+        ],
         "rule": (
             f"a value is flagged when it differs from the median of its peers "
             f"(the same ceiling or workload on the same kind of device in every run) "
@@ -408,17 +414,18 @@ def render_compare_text(result: Comparison) -> str:
         out += [_FLEET_TEXT, ""]
     for number, (title, items) in enumerate(_notes(result, str)):
         if items:
-            out += [f"{title}:", *(f"  {clean_text(text, 300)}" for text in items), *([""] if number < 2 else [])]
+            out += [f"{title}:", *(f"  {clean_text(text, 300)}" for text in items), *([""] if number < 3 else [])]
     if not result["flags"]:
         out.append("No difference beyond the measured spread.")
     return "\n".join(out) + "\n"
 
 
 def _notes(result: Comparison, mark: Callable[[str], str]) -> list[tuple[str, list[str]]]:
-    """(title, texts) of the stragglers, the ceilings above their datasheet value and the flagged
-    differences; ``mark`` escapes the marks for the format."""
+    """(title, texts) of the contention warnings, the stragglers, the ceilings above their datasheet
+    value and the flagged differences; ``mark`` escapes the marks for the format."""
     above = f"more than {ABOVE_DATASHEET_TOLERANCE_PERCENT:g}% above the datasheet value"
     return [
+        ("Contention while measuring (numbers may be low)", list(result.get("contention", []))),
         (
             f"Stragglers ({mark(STRAGGLER_MARK)}), flagged by the multi-rank probe run",
             [item["text"] for item in result["stragglers"]],
@@ -426,6 +433,10 @@ def _notes(result: Comparison, mark: Callable[[str], str]) -> list[tuple[str, li
         (
             f"Above datasheet ({mark(ABOVE_DATASHEET_MARK)}), {above}",
             [item["text"] for item in result["above_datasheet"]],
+        ),
+        (
+            "Out of order (slower than a level farther from the core; not drawn as roofs)",
+            list(result.get("out_of_order", [])),
         ),
         ("Differences beyond the measured spread", [flag["text"] for flag in result["flags"]]),
     ]

@@ -106,3 +106,8 @@ class Comparison(_Comparison, total=False):
     ``profiles`` is added by the command when two profiles of one step are given."""
 
     profiles: list[ProfilePair]
+    #: The compared files' contention warnings, "label: text" (gpuscope.schema.results.contention_notes).
+    contention: list[str]
+    #: Memory ceilings slower than a level farther from the core, "label: device text"
+    #: (gpuscope.roofline.hierarchy): a measurement problem, flagged like "above datasheet".
+    out_of_order: list[str]

@@ -14,6 +14,7 @@ from gpuscope.report.charts import roofline_key, roofline_svg, telemetry_svg
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.html_blocks import escape_text, table_html
 from gpuscope.report.profile_section import energy_section_html, profile_section_html, profiles_of
+from gpuscope.report.sweep_section import SWEEP_TITLE, sweep_section_html
 from gpuscope.report.tables import report_tables
 from gpuscope.schema.report import Report
 
@@ -124,6 +125,7 @@ def render_html(report: Report) -> str:
     extra = (
         ("where-time-goes", "Where the time goes", profile_section_html(report.results, report.roofline)),
         ("energy-roofline", "Energy", energy_section_html(report.results)),
+        ("sweeps", SWEEP_TITLE, sweep_section_html(report.results)),
     )
     for section_id, title, section_body in extra:
         if section_body:

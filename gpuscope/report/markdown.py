@@ -8,6 +8,7 @@ import re
 
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.profile_section import profile_markdown_lines
+from gpuscope.report.sweep_section import SWEEP_TITLE, sweep_markdown_lines
 from gpuscope.report.tables import Table, report_tables
 from gpuscope.schema.report import Report
 
@@ -74,6 +75,9 @@ def render_markdown(report: Report) -> str:
     profile_lines = profile_markdown_lines(report.results, md_escape)
     if profile_lines:
         out.append("\n## Where the time goes\n\n" + "\n".join(profile_lines) + "\n")
+    sweep_lines = sweep_markdown_lines(report.results, md_escape)
+    if sweep_lines:
+        out.append(f"\n## {SWEEP_TITLE}\n\n" + "\n".join(sweep_lines) + "\n")
     telemetry = report.telemetry
     if telemetry:
         out.append(

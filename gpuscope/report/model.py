@@ -17,6 +17,7 @@ from typing import TypeVar
 from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ResultsInput
 from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, device_type, roofline_view
+from gpuscope.roofline.loading import out_of_order_ceilings
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text
 from gpuscope.schema.core import JsonObject, finite_or_none
@@ -202,6 +203,7 @@ def _ceilings(label: str, doc: Results, datasheet: DatasheetIndex, thresholds: d
     by_id: dict[str | int | None, Measurement] = {m.id: m for m in doc.measurements if m.id is not None}
     place = placement_of(doc)
     facts = DeviceFacts(doc.devices, doc.system)
+    disordered = out_of_order_ceilings(doc.ceilings)
     rows = []
     for ceiling in doc.ceilings:
         host, rank = place(ceiling)
@@ -220,6 +222,7 @@ def _ceilings(label: str, doc: Results, datasheet: DatasheetIndex, thresholds: d
                 statistic=(measurement.statistic if measurement else None) or ceiling.statistic,
                 spread_percent=spread, straggler=ceiling.straggler is True, median_value=median,
                 below_median_percent=below_median_percent(ceiling.value, median),
+                out_of_order=disordered.get((ceiling.device, ceiling.name)),
             )
         )  # fmt: skip
     return rows
@@ -340,6 +343,13 @@ def summary_lines(report: Report) -> list[str]:
             f"{len(above)} of {len(rated)} ceilings are above their datasheet value: "
             f"the datasheet entry or the measurement is wrong: {listed}."
         )
+    disordered = [c for c in ceilings if c.out_of_order]
+    if disordered:
+        lines.append(
+            f"{len(disordered)} memory ceiling{'s are' if len(disordered) != 1 else ' is'} slower than a level "
+            "farther from the core (a measurement problem; not drawn as roofs): "
+            + "; ".join(f"{c.device} {c.out_of_order}" for c in disordered[:5]) + "."
+        )  # fmt: skip
     if low:
         worst = sorted(low, key=lambda item: item[1])[:5]
         listed = "; ".join(f"{c.device} {c.name} {fmt_percent(p)} of spec" for c, p in worst)

@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable, Sequence
 
 from gpuscope.profiling.energy_roofline import EnergyRoofs, attainable_flop_per_j, energy_roofs_from_ceilings
-from gpuscope.profiling.stored import Profiled, StoredGroup, profiled_workloads
-from gpuscope.profiling.view import format_ms, group_numbers
+from gpuscope.profiling.stored import Profiled, StoredGroup, StoredProfile, profiled_workloads
+from gpuscope.profiling.view import coverage_text, flops_unknown, format_ms, group_numbers
 from gpuscope.report.charts import roofline_svg
 from gpuscope.report.html_blocks import escape_text as _e
 from gpuscope.report.html_blocks import table_html
@@ -45,6 +45,34 @@ def _energy_text(workload: Workload) -> str:
     if joules is not None and joules > 0:
         return f"{format_si(joules, 'J')} per step, {format_si(workload.flop_per_j, 'FLOP/J')}"
     return f"unavailable ({workload.energy_unavailable or 'not measured'})"
+
+
+def _step_verdict_text(profile: StoredProfile) -> str:
+    """The whole step as one point: which roof bounds it and how close it runs to it."""
+    efficiency = profile.step_efficiency
+    if profile.step_bound not in ("memory", "compute") or efficiency is None:
+        return "Whole step: no verdict (no roofs for this device, or written by an older gpuscope)"
+    intensity = profile.step_intensity_flop_per_byte
+    at = "" if intensity is None else f" at {intensity:.3g} FLOP/byte"
+    return (
+        f"Whole step: {profile.step_bound}-bound{at}, {efficiency * 100:.0f}% of the "
+        f"{profile.step_roof or 'bounding'} roof"
+    )
+
+
+def _coverage_text(profile: StoredProfile) -> str:
+    """Coverage and the groups whose FLOPs are unknown (verdict ``unknown``), with their time."""
+    text = (coverage_text(profile) or "coverage not recorded (written by an older gpuscope)").capitalize()
+    if profile.coverage is not None:
+        text += " of op time has a known FLOP count or is data movement"
+    unknown = sorted((g for g in profile.groups if flops_unknown(g)), key=lambda g: -(g.time_s or 0.0))
+    if unknown:
+        listed = ", ".join(f"{g.name} {format_ms(g.time_s)} ms" for g in unknown[:5])
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        text += f"; FLOPs unknown (no verdict): {listed}{more}"
+    if profile.incomplete:
+        text += f"; INCOMPLETE: {profile.steps} of {profile.steps_requested} profiled steps ran"
+    return text
 
 
 def _chart(roofline: Roofline | None, workload: Workload, groups: list[StoredGroup], number: int) -> str | None:
@@ -125,6 +153,8 @@ def profile_section_html(results: Sequence[EmbeddedResults], roofline: Roofline 
             "(FlopCounterMode) + "
             f"{_e(format_si(profile.pointwise_flops, ''))} pointwise; bytes "
             f"{_e(format_si(workload.bytes, 'B'))} (sum of per-op lower bounds)</li>"
+            f"<li>{_e(_step_verdict_text(profile))}</li>"
+            f"<li>{_e(_coverage_text(profile))}</li>"
             f"<li>Energy: {_e(_energy_text(workload))}</li>"
             f"<li>{_e(profile.roofs)}</li>"
             "</ul>\n"
@@ -271,6 +301,10 @@ def profile_markdown_lines(results: Sequence[EmbeddedResults], md_escape: Callab
         lines.append(f"### {md_escape(workload.name)} on {md_escape(workload.device)} ({md_escape(label)})")
         lines.append("")
         lines.append(f"Energy: {md_escape(_energy_text(workload))}. {md_escape(profiled.profile.roofs)}")
+        lines.append("")
+        lines.append(md_escape(_step_verdict_text(profiled.profile)) + ".")
+        lines.append("")
+        lines.append(md_escape(_coverage_text(profiled.profile)) + ".")
         lines.append("")
         lines.append("| " + " | ".join(_GROUP_HEADERS[i] for i in _MARKDOWN_COLUMNS) + " |")
         lines.append("|---:|---|---|---|---:|---:|---:|")

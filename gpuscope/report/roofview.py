@@ -83,9 +83,12 @@ def _from_model(model: rm.RooflineModel) -> rs.Roofline:
         key = device.key
         label = model.device_label(key)
         notes.extend(f"{label}: {note}" for note in device.notes)
+        if device.datasheet and "cores x FLOP/cycle x" in device.datasheet:  # a CPU's, with its clock's source
+            notes.append(f"{label}: datasheet roofs {device.datasheet}")
         peak, dram, others = envelope_roofs(model, device)
         main = {id(roof) for roof in (peak, dram, *others) if roof is not None}
         above = {id(item.measured): item for item in rm.above_datasheet(device)}
+        notes.extend(f"{label}: {text}" for text in device.out_of_order.values())  # not drawn as roofs
         for item in above.values():
             notes.append(f"{label}: {item.text}")
             flagged.append(

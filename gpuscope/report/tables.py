@@ -135,6 +135,8 @@ def _ceiling_flag(c: CeilingRow) -> str:
     words = ["LOW"] if c.low else []
     if is_above_datasheet(c.percent_of_spec):
         words.append("ABOVE DATASHEET")
+    if c.out_of_order:
+        words.append("OUT OF ORDER")
     if c.straggler:
         below = c.below_median_percent
         words.append("STRAGGLER" + (f" -{below:.0f}%" if below is not None else ""))

@@ -8,6 +8,7 @@ that were never available stay absent (``None``), with the reason, never a zero.
 from __future__ import annotations
 
 import math
+import operator
 import os
 from array import array
 from collections.abc import Iterable, Iterator
@@ -29,7 +30,7 @@ from gpuscope.schema.report import (
     Stat,
     Telemetry,
 )
-from gpuscope.telemetry.logfile import read_log
+from gpuscope.telemetry.logscan import scan_log
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, Sample
 from gpuscope.telemetry.values import Unavailable
 
@@ -86,13 +87,13 @@ MAX_PROCESSES = 50
 
 
 def read_samples(path: str | os.PathLike[str], warnings: list[str] | None = None) -> Iterator[Sample]:
-    """The samples of a ``gpuscope log`` file (JSON lines or CSV). Raises :class:`BadInputError`
-    for a missing, empty or corrupt log; an incomplete last line (a killed logger) is skipped
-    and noted in ``warnings``."""
+    """The samples of a ``gpuscope log`` file (JSON lines or CSV, plain or compressed), or of a
+    folder, glob or rotated set read as one log (:mod:`gpuscope.telemetry.logscan`: only the
+    fields a report reads). Raises :class:`BadInputError` for a missing, empty or corrupt log; an
+    incomplete last line or frame (a killed logger) is skipped and noted in ``warnings``, and so
+    is a gap between two files."""
     notes = warnings if warnings is not None else []
-    if os.path.isdir(path):
-        raise BadInputError(f"{path}: is a directory, expected a telemetry log")
-    yield from read_log(path, on_warning=notes.append)
+    yield from scan_log(path, on_warning=notes.append)
 
 
 # --- reduction -------------------------------------------------------------------------------
@@ -146,6 +147,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     costs = array("d")
     previous_time = -math.inf
     out_of_order = 0
+    keys: dict[tuple[object, ...], tuple[str, str]] = {}  # a GPU's identity -> its key and label
     for sample in samples:
         stamp = _number(sample.timestamp)
         if math.isnan(stamp):
@@ -170,15 +172,22 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         if driver is None and isinstance(sample.driver_version, str):
             driver = sample.driver_version
         for gpu in sample.gpus if isinstance(sample.gpus, list) else []:
-            key, label = _gpu_key(gpu)
+            identity = (gpu.index, gpu.mig_parent_index, gpu.mig_gpu_instance_id, gpu.mig_compute_instance_id)
+            known = keys.get(identity)
+            if known is None:
+                known = keys[identity] = _gpu_key(gpu)
+            key, label = known
             track = tracks.get(key)
             if track is None:
                 track = tracks[key] = _GpuTrack(key, gpu.index, str(gpu.name), str(gpu.uuid))
                 track.series = {name: _Series() for name, *_ in GPU_METRICS}
                 labels[key] = label
             track.times.append(stamp)
-            for name, *_ in GPU_METRICS:
-                _append(track.series[name], getattr(gpu, name, None))
+            for series, value in zip(track.series.values(), _GPU_VALUES(gpu), strict=True):
+                if (value.__class__ is float or value.__class__ is int) and value - value == 0:
+                    series.values.append(value)  # a finite number: the common case, kept fast
+                else:
+                    _append(series, value)
             energy = _number(gpu.energy_j)
             if not math.isnan(energy):
                 if track.energy_first_j is None:
@@ -195,6 +204,8 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         warnings.append(f"{source}: {out_of_order} samples were out of time order")
     start = min(host_times)
     end = max(host_times)
+    interval = _median_interval(host_times)
+    gap_s = max(2.0, 2.5 * (interval or 1.0))  # a longer step is drawn as a gap (a rotated set's hole)
     gpus = [
         GpuKey(key=track.key, label=labels[track.key], index=track.index, name=track.name, uuid=track.uuid)
         for track in sorted(tracks.values(), key=lambda t: natural_key(t.key))
@@ -205,14 +216,14 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     for name, label, unit, scale in HOST_METRICS:
         series = host_series[name]
         _collect(stats, unavailable, Missing(key="host", subject="Host", metric=name, label=label), unit, scale, series)
-        lines.setdefault(f"host:{name}", []).append(_line("host", "Host", series, host_times, start, scale))
+        lines.setdefault(f"host:{name}", []).append(_line("host", "Host", series, host_times, start, scale, gap_s))
     for track in (tracks[str(gpu.key)] for gpu in gpus):
         for name, label, unit, scale in GPU_METRICS:
             series = track.series[name]
             where = Missing(key=track.key, subject=labels[track.key], metric=name, label=label)
             _collect(stats, unavailable, where, unit, scale, series)
             lines.setdefault(f"gpu:{name}", []).append(
-                _line(track.key, labels[track.key], series, track.times, start, scale)
+                _line(track.key, labels[track.key], series, track.times, start, scale, gap_s)
             )
     panels = []
     for panel_id, title, unit, members in PANELS:
@@ -224,7 +235,6 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         ]
         if panel_lines:
             panels.append(Panel(id=panel_id, title=title, unit=unit, lines=panel_lines))
-    interval = _median_interval(host_times)
     finite_costs = [cost for cost in costs if not math.isnan(cost)]
     return Telemetry(
         source=source, start=start, end=end, duration_s=end - start, samples=len(host_times), interval_s=interval,
@@ -233,6 +243,10 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         unavailable=unavailable, energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus], panels=panels,
         processes=_process_rows(processes, labels),
     )  # fmt: skip
+
+
+#: The GPU_METRICS values of a GPU sample, in order (one call instead of a getattr each).
+_GPU_VALUES = operator.attrgetter(*(name for name, *_ in GPU_METRICS))
 
 
 def _append(series: _Series, value: object) -> None:
@@ -264,28 +278,82 @@ def _collect(
     )  # fmt: skip
 
 
-def _line(key: str, label: str, series: _Series, times: array[float], start: float, scale: float) -> Line:
+def _line(
+    key: str, label: str, series: _Series, times: array[float], start: float, scale: float, gap_s: float = math.inf
+) -> Line:
     """A chart line: times in seconds since the log's start, values in display units, gaps None,
-    downsampled to at most :data:`MAX_POINTS_PER_LINE` points keeping each bucket's min and max."""
+    downsampled to at most :data:`MAX_POINTS_PER_LINE` points keeping each bucket's min and max;
+    where two samples are more than ``gap_s`` apart, a None point just after the first breaks the
+    line (while the line has room for it)."""
     count = len(times)
     if count <= MAX_POINTS_PER_LINE:
         indices = list(range(count))
     else:
-        buckets = MAX_POINTS_PER_LINE // 2
-        indices = []
-        for bucket in range(buckets):
-            lo = bucket * count // buckets
-            hi = (bucket + 1) * count // buckets
-            chunk = [(series.values[i], i) for i in range(lo, hi) if not math.isnan(series.values[i])]
-            if not chunk:
-                indices.append(lo)
-                continue
-            low = min(chunk)[1]
-            high = max(chunk)[1]
-            indices.extend(sorted({low, high}))
+        indices = _bucket_extremes(series.values, count, MAX_POINTS_PER_LINE // 2)
     t = [round(times[i] - start, 3) for i in indices]
     v = [None if math.isnan(series.values[i]) else round(series.values[i] * scale, 6) for i in indices]
+    room = MAX_POINTS_PER_LINE - len(t)
+    if room > 0 and count > 1 and _has_gap(times, gap_s):
+        t, v = _break_gaps(t, v, times, indices, gap_s, room)
     return Line(key=key, label=label, t=t, v=v)
+
+
+def _bucket_extremes(values: array[float], count: int, buckets: int) -> list[int]:
+    """Per bucket ``[b * count // buckets, (b + 1) * count // buckets)``: the index of its lowest
+    value (the first such) and of its highest (the last such), in order, NaN left out; a bucket
+    of only NaN gives its first index."""
+    import numpy as np
+
+    data = np.frombuffer(values, dtype=np.float64)[:count]
+    bounds = (np.arange(buckets + 1) * count) // buckets
+    starts = bounds[:-1]
+    owner = np.repeat(np.arange(buckets), np.diff(bounds))
+    missing = np.isnan(data)
+    lows = np.where(missing, np.inf, data)
+    highs = np.where(missing, -np.inf, data)
+    low_at = np.flatnonzero(lows == np.minimum.reduceat(lows, starts)[owner])
+    first_low = low_at[np.unique(owner[low_at], return_index=True)[1]]  # the first per bucket
+    high_at = np.flatnonzero(highs == np.maximum.reduceat(highs, starts)[owner])[::-1]
+    last_high = high_at[np.unique(owner[high_at], return_index=True)[1]]  # the last per bucket
+    empty = np.logical_and.reduceat(missing, starts)
+    indices: list[int] = []
+    for bucket, (low, high) in enumerate(zip(first_low.tolist(), last_high.tolist(), strict=True)):
+        if empty[bucket]:
+            indices.append(int(starts[bucket]))
+        elif low == high:
+            indices.append(low)
+        else:
+            indices.extend((low, high) if low < high else (high, low))
+    return indices
+
+
+def _has_gap(times: array[float], gap_s: float) -> bool:
+    """True when two consecutive ``times`` are more than ``gap_s`` apart."""
+    import numpy as np
+
+    if gap_s == math.inf or len(times) < 2:
+        return False
+    return bool((np.diff(np.frombuffer(times, dtype=np.float64)) > gap_s).any())
+
+
+def _break_gaps(
+    t: list[float], v: list[float | None], times: array[float], indices: list[int], gap_s: float, room: int
+) -> tuple[list[float], list[float | None]]:
+    """``t`` and ``v`` with a None point after each sample followed by a gap longer than ``gap_s``
+    (at most ``room`` of them)."""
+    out_t: list[float] = []
+    out_v: list[float | None] = []
+    for position, index in enumerate(indices):
+        out_t.append(t[position])
+        out_v.append(v[position])
+        following = indices[position + 1] if position + 1 < len(indices) else None
+        if following is not None and room > 0 and times[following] - times[index] > gap_s:
+            nearest = times[index + 1] if index + 1 < len(times) else times[following]
+            if nearest - times[index] > gap_s:
+                out_t.append(round(t[position] + gap_s / 2, 3))
+                out_v.append(None)
+                room -= 1
+    return out_t, out_v
 
 
 def _energy(track: _GpuTrack, label: str) -> Energy:

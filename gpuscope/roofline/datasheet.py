@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpuscope.telemetry.cpuinfo import CpuInfo
 
@@ -48,6 +49,13 @@ __all__ = [
     "match_gpu_datasheet",
     "datasheet_by_key",
     "cpu_datasheet_peaks",
+    "CPU_DTYPES",
+    "CLOCK_SOURCES",
+    "FlopPerCycle",
+    "cpu_flop_per_cycle",
+    "CpuDatasheet",
+    "cpu_datasheet",
+    "pick_clock",
 ]
 
 _MIB = 1024 * 1024
@@ -199,12 +207,153 @@ def match_gpu_datasheet(nvml_name: str) -> GpuDatasheet | None:
     return None
 
 
-def cpu_datasheet_peaks(info: CpuInfo) -> dict[str, float]:
-    """Datasheet compute roofs of a CPU (``fp32``, ``fp64``) from a :class:`CpuInfo`:
-    physical cores x SIMD FLOP per cycle x max clock. Empty when the clock is unknown."""
+class _PeakSource(Protocol):
+    def peak_flop_per_s(self, dtype: str = "fp32") -> float | None: ...
+
+
+def cpu_datasheet_peaks(info: CpuInfo | _PeakSource) -> dict[str, float]:
+    """Datasheet compute roofs of a CPU (``fp32``, ``fp64``, and ``bf16`` where the ISA has it)
+    from a :class:`CpuInfo`: physical cores x FLOP per cycle (:func:`cpu_flop_per_cycle`) x
+    clock (:func:`pick_clock`); anything else with ``peak_flop_per_s``: its fp32 and fp64. Empty
+    when the clock is unknown."""
+    if isinstance(info, CpuInfo):
+        return dict(cpu_datasheet(info).peaks_flop_per_s)
     peaks: dict[str, float] = {}
     for dtype in ("fp64", "fp32"):
         value = info.peak_flop_per_s(dtype)
         if value:
             peaks[dtype] = float(value)
     return peaks
+
+
+# --- CPU: FLOP per cycle per ISA, the clock, the datasheet peak ----------------------------------
+
+#: The dtypes a CPU datasheet roof can carry.
+CPU_DTYPES = ("fp64", "fp32", "bf16")
+
+#: Where a CPU datasheet clock comes from, best first: the kernel's maximum, the clock measured by a
+#: dependent-add chain (gpuscope.probing.peaks), the vendor's boost clock (cpuinfo.BOOST_CLOCKS_MHZ),
+#: the current clock /proc/cpuinfo shows (in a VM often the TSC clock: below the real one).
+CLOCK_SOURCES = ("cpufreq max", "measured clock", "boost clock table", "cpuinfo")
+
+
+@dataclass(frozen=True)
+class FlopPerCycle:
+    """FLOP per cycle per core of one instruction set, per dtype (an FMA counts 2 FLOP; a bf16 dot
+    product instruction 2 multiplies and 2 adds per fp32 lane); ``bf16`` None: no bf16 arithmetic
+    in the ISA (bf16 then runs as fp32 after conversion: no bf16 roof). ``rule``: the assumption."""
+
+    isa: str
+    fp64: int
+    fp32: int
+    bf16: int | None
+    rule: str
+
+    def of(self, dtype: str) -> int | None:
+        """FLOP per cycle per core of ``dtype`` (``fp64``, ``fp32``, ``bf16``), None without it."""
+        return {"fp64": self.fp64, "fp32": self.fp32, "bf16": self.bf16}.get(dtype)
+
+
+def cpu_flop_per_cycle(flags: frozenset[str] | set[str], vendor: str = "", machine: str = "x86_64") -> FlopPerCycle:
+    """The FLOP-per-cycle row of a CPU's instruction set (``/proc/cpuinfo`` flags and vendor).
+
+    x86 FMA cores are assumed to have two FMA pipes (every server core since Haswell and Zen);
+    AMD with AVX-512 but without AVX-VNNI (256-bit) is Zen 4, whose 512-bit ops run on two
+    256-bit pipes; AVX512_BF16's VDPBF16PS does twice the FLOP of an fp32 FMA at the same rate;
+    AMX's TDPBF16PS does 16x16x32 bf16 multiply-adds every 16 cycles (1024 FLOP/cycle)."""
+    fma = "fma" in flags or "avx512f" in flags
+    bf16_dot = "avx512_bf16" in flags
+    if "avx512f" in flags:
+        zen4 = vendor == "AuthenticAMD" and "avx_vnni" not in flags
+        lanes32 = 8 if zen4 else 16  # fp32 lanes per FMA pipe
+        fp32 = 2 * lanes32 * 2
+        bf16 = 2 * fp32 if bf16_dot else None
+        isa = "avx512 (Zen 4: 512-bit ops on two 256-bit FMA pipes)" if zen4 else "avx512 (two 512-bit FMA pipes)"
+        rule = "2 FMA pipes x " + str(lanes32) + " fp32 lanes x 2 FLOP"
+        if "amx_bf16" in flags:
+            return FlopPerCycle(
+                isa + " + AMX", fp32 // 2, fp32, 1024, rule + "; bf16: AMX TDPBF16PS, 16x16x32 MACs / 16 cycles"
+            )
+        if bf16_dot:
+            rule += "; bf16: AVX512_BF16 dot products, 2 bf16 products per fp32 lane at the FMA rate"
+        return FlopPerCycle(isa, fp32 // 2, fp32, bf16, rule)
+    if "avx2" in flags and fma:
+        return FlopPerCycle("avx2 + fma", 16, 32, None, "2 FMA pipes x 8 fp32 lanes x 2 FLOP; no bf16 arithmetic")
+    if "avx" in flags:
+        return FlopPerCycle("avx", 8, 16, None, "one 256-bit add and one multiply pipe, no FMA")
+    if "sse2" in flags:
+        return FlopPerCycle("sse2", 4, 8, None, "one 128-bit add and one multiply pipe")
+    if machine in ("aarch64", "arm64") or "asimd" in flags:
+        bf16_arm = 32 if "bf16" in flags else None  # BFDOT: 2 products per fp32 lane
+        return FlopPerCycle(
+            "neon/sve (128-bit)", 8, 16, bf16_arm, "2 FMA pipes x 4 fp32 lanes x 2 FLOP (128-bit assumed)"
+        )
+    return FlopPerCycle("scalar", 2, 2, None, "one scalar FMA or add per cycle")
+
+
+def pick_clock(info: CpuInfo, measured_clock_mhz: float | None = None) -> tuple[float | None, str]:
+    """``(clock MHz, source)`` of a CPU's datasheet peak (:data:`CLOCK_SOURCES`): the cpufreq
+    maximum when the kernel exposes it, else ``measured_clock_mhz`` (a dependent-add chain timed on
+    this machine), else the boost clock table, else the clock /proc/cpuinfo shows. ``(None,
+    "unknown")`` when none is known."""
+    source = info.max_frequency_source
+    if info.max_frequency_mhz and source.startswith("cpufreq"):
+        return float(info.max_frequency_mhz), "cpufreq max"
+    if measured_clock_mhz is not None and measured_clock_mhz > 0:
+        return float(measured_clock_mhz), "measured clock"
+    if info.max_frequency_mhz and source == "boost clock table":
+        return float(info.max_frequency_mhz), "boost clock table"
+    clock = info.max_frequency_mhz or info.base_frequency_mhz
+    return (float(clock), "cpuinfo") if clock else (None, "unknown")
+
+
+@dataclass(frozen=True)
+class CpuDatasheet:
+    """A CPU's datasheet compute roofs: ``cores`` x :class:`FlopPerCycle` x ``clock_mhz``, with
+    where the clock came from (:data:`CLOCK_SOURCES`)."""
+
+    model: str
+    cores: int
+    flop_per_cycle: FlopPerCycle
+    clock_mhz: float | None
+    clock_source: str
+    peaks_flop_per_s: dict[str, float]
+
+    def note(self, dtype: str) -> str:
+        """One line: how ``dtype``'s roof was built
+        (``2 cores x 32 fp32 FLOP/cycle (avx512 ...) x 3650 MHz (measured clock)``)."""
+        per_cycle = self.flop_per_cycle.of(dtype)
+        clock = f"{self.clock_mhz:.0f} MHz" if self.clock_mhz else "unknown clock"
+        isa = self.flop_per_cycle.isa
+        return f"{self.cores} cores x {per_cycle} {dtype} FLOP/cycle ({isa}) x {clock} ({self.clock_source})"
+
+    @property
+    def rule(self) -> str:
+        """The whole rule in one line, for a results file's device entry."""
+        per_cycle = ", ".join(
+            f"{dtype} {value}" for dtype in CPU_DTYPES if (value := self.flop_per_cycle.of(dtype)) is not None
+        )
+        clock = f"{self.clock_mhz:.0f} MHz" if self.clock_mhz else "unknown clock"
+        return (
+            f"{self.cores} cores x FLOP/cycle ({per_cycle}; {self.flop_per_cycle.isa}: {self.flop_per_cycle.rule}) "
+            f"x {clock} ({self.clock_source})"
+        )
+
+
+def cpu_datasheet(info: CpuInfo, measured_clock_mhz: float | None = None) -> CpuDatasheet:
+    """The datasheet roofs of ``info``'s CPU: physical cores x FLOP per cycle x the clock
+    :func:`pick_clock` chooses (``measured_clock_mhz`` when cpufreq is not exposed)."""
+    if info.flags:
+        row = cpu_flop_per_cycle(info.flags, info.vendor, info.architecture)
+    else:  # no flags read (not Linux): the SIMD width CpuInfo found, no bf16 claim
+        fp32 = info.fp32_flop_per_cycle_per_core
+        row = FlopPerCycle(info.simd, info.fp64_flop_per_cycle_per_core, fp32, None, "SIMD width from CpuInfo")
+    clock_mhz, source = pick_clock(info, measured_clock_mhz)
+    cores = info.physical_cores or info.logical_cores
+    peaks: dict[str, float] = {}
+    if clock_mhz:
+        for dtype in CPU_DTYPES:
+            per_cycle = row.of(dtype)
+            if per_cycle:
+                peaks[dtype] = cores * per_cycle * clock_mhz * 1e6
+    return CpuDatasheet(info.model, cores, row, clock_mhz, source, peaks)

@@ -89,7 +89,8 @@ def envelope_roofs(model: RooflineModel, device: DeviceRoofs) -> tuple[Roof | No
     """``(envelope peak, DRAM roof, other compute roofs its workloads use)`` of one device.
 
     The peak is the highest roof among the dtypes the device's workloads use; without workloads
-    (or dtypes) the highest measured compute roof, else the datasheet bf16 (fp32 for a CPU)."""
+    (or dtypes) a CPU's fp32 roof (what CPUs run: its bf16 dot-product peak would set a ceiling no
+    fp32 code meets), a GPU's highest measured compute roof, else the datasheet bf16."""
     placements = model.placements_of(device.key)
     return _envelope(device, placements, [p.compute_roof for p in placements if p.compute_roof is not None])
 
@@ -105,7 +106,9 @@ def _envelope(
     if not used_roofs:
         used_roofs = bounding
     if not used_roofs:
-        peak = best_roof(device.of_kind("compute", MEASURED))
+        peak = dtype_roof(device, "fp32") if device.device_type == "cpu" else None
+        if peak is None:
+            peak = best_roof(device.of_kind("compute", MEASURED))
         if peak is None:
             peak = compute_roof_for(device, "fp32" if device.device_type == "cpu" else "bf16")
         return peak, dram, []
@@ -169,7 +172,7 @@ def layout_roofline(
             envelope_text = f"median of {label}: {envelope_text}"
             flags = (f"across them {entry.ranges_text([peak, dram])}", *_group_flags(entry.members))
         else:
-            flags = tuple(item.text for item in above_datasheet(device))
+            flags = tuple(item.text for item in above_datasheet(device)) + tuple(device.out_of_order.values())
             for roof in device.stragglers:
                 below = roof.below_median_percent
                 flags += (f"straggler: {roof.name}" + (f" -{below:.0f}% vs median" if below is not None else ""),)
@@ -216,6 +219,7 @@ def layout_roofline(
     y_lo, y_hi = _decades(y_bottom, y_top)
     if tight:
         x_hi, y_hi = math.log10(max(xs) * 4), math.log10(y_top)
+    notes += [f"contention: {text}" for text in model.contention]
     layout = RooflineLayout(
         (x_lo, x_hi), (y_lo, y_hi), legend=legend, notes=[safe_text(note) for note in notes], points=marks
     )

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 from gpuscope.batchgc import few_collections
 from gpuscope.results import read_results
-from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet_peaks, match_gpu_datasheet
+from gpuscope.roofline.datasheet import COMPUTE_DTYPES, cpu_datasheet, cpu_datasheet_peaks, match_gpu_datasheet
+from gpuscope.roofline.hierarchy import out_of_order_roofs
 from gpuscope.roofline.model import (
     DATASHEET,
     MEASURED,
@@ -37,10 +38,10 @@ from gpuscope.roofline.model import (
     place_point,
 )
 from gpuscope.schema.core import finite_or_none
-from gpuscope.schema.results import Ceiling, Device, Measurement, Results, Workload
+from gpuscope.schema.results import Ceiling, Device, Measurement, Results, Workload, contention_notes
 from gpuscope.telemetry.cpuinfo import CpuInfo, cpu_info
 
-__all__ = ["load_model", "build_model", "point_from_workload"]
+__all__ = ["load_model", "build_model", "point_from_workload", "out_of_order_ceilings"]
 
 
 _FAILED_STATUSES = frozenset({"failed", "error", "invalid", "skipped", "validation_failed"})
@@ -218,15 +219,18 @@ def build_model(
     for _source, document in typed:
         default_host = _text(document.system.hostname)
         identities.note_document(document, _device_placement(document, default_host), default_host)
+    contention: list[str] = []
     for source, document in typed:
+        contention.extend(f"{source}: {note}" for note in contention_notes(document))
         _add_document(builder, identities, source, document)
+    builder.warnings.extend(note for note in contention if note not in builder.warnings)
     if datasheet:
         _add_datasheet_roofs(builder, local_cpu, local_hostname, cpu_info_factory)
     margins = [margin for _, doc in typed if (margin := doc.straggler_margin) is not None and 0 < margin < 1]
     model = RooflineModel(
         devices=sorted(builder.devices.values(), key=_device_order), points=builder.points,
         sources=[source for source, _ in typed], warnings=builder.warnings,
-        straggler_margin=margins[0] if margins else None, bandwidths=builder.bandwidths,
+        straggler_margin=margins[0] if margins else None, bandwidths=builder.bandwidths, contention=contention,
     )  # fmt: skip
     model.placements = [place_point(point, model.device(point.key)) for point in model.points]
     return model
@@ -248,6 +252,7 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
         assert key is not None  # Device.device is never empty
         builder.device(key, _text(entry.type), _text(entry.name))
         builder.entries.setdefault(key, entry)
+    disordered = out_of_order_ceilings(document.ceilings)
     for position, ceiling in enumerate(document.ceilings):
         key = key_of(ceiling)
         assert key is not None  # Ceiling.device is never empty
@@ -256,6 +261,8 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
             builder.warnings.append(f"{what} is kind {ceiling.kind} with unit {ceiling.unit}; ignored")
         elif ceiling.status is not None and ceiling.status.lower() in _FAILED_STATUSES:
             builder.warnings.append(f"{what} has status {ceiling.status!r}; ignored")
+        elif (flag := disordered.get((ceiling.device, ceiling.name))) is not None:
+            builder.device(key).out_of_order[ceiling.name] = flag  # flagged, not drawn
         else:
             builder.add_roof(_roof(ceiling, key, source))
     for measurement in document.measurements:
@@ -270,6 +277,22 @@ def _add_document(builder: _Builder, identities: _Identities, source: str, docum
             continue
         builder.device(key)
         builder.points.append(point_from_workload(workload, key, source))
+
+
+def out_of_order_ceilings(ceilings: list[Ceiling]) -> dict[tuple[str, str], str]:
+    """(device, roof name) -> flag text of every memory ceiling slower than a farther level of
+    its kernel, as the file says or (files written before ``out_of_order``) as the values say."""
+    rates: dict[str, dict[str, float]] = {}
+    flags: dict[tuple[str, str], str] = {}
+    for ceiling in ceilings:
+        if ceiling.kind == "memory" and (ceiling.status is None or ceiling.status.lower() not in _FAILED_STATUSES):
+            rates.setdefault(ceiling.device, {})[ceiling.name] = ceiling.value
+            if ceiling.out_of_order:
+                flags[(ceiling.device, ceiling.name)] = ceiling.out_of_order
+    for device, named in rates.items():
+        for name, text in out_of_order_roofs(named).items():
+            flags.setdefault((device, name), text)
+    return flags
 
 
 def _bandwidth_point(measurement: Measurement) -> tuple[str, float, float] | None:
@@ -303,6 +326,22 @@ def _device_order(device: DeviceRoofs) -> tuple[str, int, int, int, str]:
         int(index) if index.isdigit() else 0,
         key.device,
     )
+
+
+def _add_recorded_cpu_roofs(builder: _Builder, device: DeviceRoofs, entry: Device) -> None:
+    """A CPU's datasheet roofs as the probe built them on the machine (cores x FLOP/cycle x the
+    clock, its source stated: gpuscope.roofline.datasheet.cpu_datasheet)."""
+    clock = f"{entry.datasheet_clock_mhz:.0f} MHz" if entry.datasheet_clock_mhz else "clock unknown"
+    device.datasheet = f"{device.name or 'CPU'}: cores x FLOP/cycle x {clock} ({entry.datasheet_clock_source})"
+    recorded = {
+        "fp64": entry.datasheet_peak_fp64_flop_per_s,
+        "fp32": entry.datasheet_peak_fp32_flop_per_s,
+        "bf16": entry.datasheet_peak_bf16_flop_per_s,
+    }
+    note = entry.datasheet_rule or f"cores x FLOP/cycle x {clock} ({entry.datasheet_clock_source})"
+    for dtype, value in recorded.items():
+        if value:
+            builder.add_roof(Roof(device.key, "compute", dtype, value, "FLOP/s", DATASHEET, note))
 
 
 def _add_datasheet_roofs(
@@ -345,6 +384,10 @@ def _add_datasheet_roofs(
                 except Exception as exc:  # noqa: BLE001 - a datasheet roof is optional
                     device.notes.append(f"CPU datasheet roof unavailable: {exc}")
                     continue
+            entry = builder.entries.get(key)
+            if entry is not None and entry.datasheet_clock_source:  # built by the probe, the clock's source stated
+                _add_recorded_cpu_roofs(builder, device, entry)
+                continue
             hostname = local_hostname or socket.gethostname()
             same_model = device.name is not None and device.name.strip() == cpu.model.strip()
             same_host = device.name is None and key.host in (None, hostname)
@@ -375,7 +418,8 @@ def _add_datasheet_roofs(
             device.datasheet = f"{cpu.model}: {cores} cores x {cpu.simd} x {clock}"
             if device.name is None:
                 device.name = cpu.model
+            cpu_sheet = cpu_datasheet(cpu) if isinstance(cpu, CpuInfo) else None
             for dtype, value in peaks.items():
                 per_cycle = cpu.fp32_flop_per_cycle_per_core if dtype == "fp32" else cpu.fp64_flop_per_cycle_per_core
-                note = f"{cores} cores x {per_cycle} FLOP/cycle x {clock}"
+                note = cpu_sheet.note(dtype) if cpu_sheet else f"{cores} cores x {per_cycle} FLOP/cycle x {clock}"
                 builder.add_roof(Roof(key, "compute", dtype, value, "FLOP/s", DATASHEET, note))

@@ -202,6 +202,9 @@ class DeviceRoofs:
     datasheet: str | None = None  # label of the matched datasheet entry
     roofs: list[Roof] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: memory ceilings slower than a level farther from the core (gpuscope.roofline.hierarchy):
+    #: roof name -> flag text; they are flagged beside "above datasheet" and not drawn as roofs
+    out_of_order: dict[str, str] = field(default_factory=dict)
 
     def of_kind(self, kind: str, source: str | None = None) -> list[Roof]:
         """Roofs of one kind (optionally one source), highest first."""
@@ -344,6 +347,9 @@ class RooflineModel:
     warnings: list[str] = field(default_factory=list)
     straggler_margin: float | None = None  # the margin a multi-rank run flagged stragglers with
     bandwidths: list[BandwidthPoint] = field(default_factory=list)  # transfers and collectives by message size
+    #: The results files' contention warnings ("source: the CPU was 51% busy ..."), also in ``warnings``:
+    #: every chart, table and report made from the model repeats them.
+    contention: list[str] = field(default_factory=list)
     # Lookups by device key, built once per list (a fleet has thousands of devices and points:
     # a scan per lookup made loading and every table quadratic). Rebuilt when the list is replaced
     # or grows; the list is kept so its id cannot be reused by another.
@@ -412,6 +418,7 @@ class RooflineModel:
             warnings=list(self.warnings),
             straggler_margin=self.straggler_margin,
             bandwidths=list(self.bandwidths),
+            contention=list(self.contention),
         )
 
 

@@ -125,6 +125,17 @@ class FlaggedJson(TypedDict):
     text: str
 
 
+class OutOfOrderJson(TypedDict):
+    """A memory ceiling slower than a level farther from the core: flagged, not drawn."""
+
+    label: str
+    device: str
+    host: str | None
+    rank: int | None
+    name: str
+    text: str
+
+
 class BandwidthJson(TypedDict):
     label: str
     device: str
@@ -145,6 +156,7 @@ class ModelJson(TypedDict):
     straggler_margin: float | None
     dram_rule: str
     above_datasheet: list[FlaggedJson]
+    out_of_order: list[OutOfOrderJson]
     stragglers: list[StragglerJson]
     bandwidths: list[BandwidthJson]
     devices: list[DeviceJson]
@@ -247,6 +259,14 @@ def model_to_json(model: rm.RooflineModel) -> ModelJson:
         }
         for item in model.above_datasheet
     ]  # fmt: skip
+    disordered: list[OutOfOrderJson] = [
+        {
+            "label": model.device_label(device.key), "device": device.key.device, "host": device.key.host,
+            "rank": device.key.rank, "name": name, "text": text,
+        }
+        for device in model.devices
+        for name, text in sorted(device.out_of_order.items())
+    ]  # fmt: skip
     bandwidths: list[BandwidthJson] = [
         {
             "label": model.device_label(b.key), "device": b.key.device, "host": b.key.host, "rank": b.key.rank,
@@ -262,6 +282,7 @@ def model_to_json(model: rm.RooflineModel) -> ModelJson:
         "straggler_margin": model.straggler_margin,
         "dram_rule": rm.DRAM_ROOF_RULE,
         "above_datasheet": above,
+        "out_of_order": disordered,
         "stragglers": stragglers,
         "bandwidths": bandwidths,
         "devices": devices,

@@ -7,6 +7,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
+from gpuscope.roofline.layout import envelope_roofs
 from gpuscope.roofline.layout_fleet import Drawn, chart_devices
 from gpuscope.roofline.model import (
     ABOVE_DATASHEET_TEXT,
@@ -309,6 +310,7 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
         headers.pop()
         rows = [row[:-1] for row in rows]
     lines = fit_table(headers, rows, width, keep=len(headers))
+    lines.extend(textwrap.wrap(_envelope_text(model, entries), width or 100))
     if flagged:
         lines.extend(textwrap.wrap(f"ABOVE DATASHEET: {ABOVE_DATASHEET_TEXT}", width or 100))
     lines.extend(
@@ -317,6 +319,21 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
     if fleet is not None:
         lines.extend(textwrap.wrap(_FLEET_TEXT.format(n=len(model.devices), what="roof"), width or 100))
     return lines
+
+
+def _envelope_text(model: RooflineModel, entries: Sequence[Drawn]) -> str:
+    """Which compute roof each envelope uses, when a device has both a GEMM roof (``fp32``) and an
+    FMA peak (``fp32.fma``, gpuscope.probing.peaks); empty otherwise."""
+    if not any(roof.name.endswith(".fma") for entry in entries for roof in entry.device.compute):
+        return ""
+    used = []
+    for entry in entries:
+        peak = envelope_roofs(model, entry.device)[0]
+        if peak is not None:
+            what = "datasheet" if peak.source == DATASHEET else "GEMM ceiling"
+            what = "FMA peak" if peak.name.endswith(".fma") else what
+            used.append(f"{entry.label(model)} {peak.name} ({what})")
+    return "envelope compute roof: " + ", ".join(used) + " (<dtype> is the GEMM ceiling, <dtype>.fma the FMA peak)"
 
 
 def bandwidth_table(model: RooflineModel, width: int | None = None) -> list[str]:

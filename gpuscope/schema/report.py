@@ -117,6 +117,8 @@ class CeilingRow(_Quantity, kw_only=True):
     statistic: Any = None
     low: bool | None = None
     straggler: bool | None = None
+    #: a memory ceiling slower than a level farther from the core (gpuscope.roofline.hierarchy)
+    out_of_order: str | None = None
 
 
 class Straggler(_Quantity, kw_only=True):

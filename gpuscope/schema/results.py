@@ -28,6 +28,7 @@ from gpuscope.schema.core import (
     Seconds,
     Timestamp,
 )
+from gpuscope.schema.sweeps import Sweep
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -46,6 +47,9 @@ __all__ = [
     "DramCheck",
     "RankInfo",
     "Straggler",
+    "Contention",
+    "CONTENTION_MARKERS",
+    "contention_notes",
     "Results",
 ]
 
@@ -142,6 +146,13 @@ class Device(_Placed, kw_only=True):
     #: A CPU's datasheet peaks as the probe computed them on that machine (gpuscope.roofline.loading).
     datasheet_peak_fp32_flop_per_s: NonNegative | None = None
     datasheet_peak_fp64_flop_per_s: NonNegative | None = None
+    #: bf16 where the ISA has it (AVX512_BF16 dot products, AMX tiles); the clock the datasheet
+    #: peaks use (MHz) and where it came from ("measured clock", "cpufreq max", "cpuinfo", ...),
+    #: and the rule as one line (gpuscope.roofline.datasheet.CpuDatasheet)
+    datasheet_peak_bf16_flop_per_s: NonNegative | None = None
+    datasheet_clock_mhz: NonNegative | None = None
+    datasheet_clock_source: str | None = None
+    datasheet_rule: str | None = None
     #: A multi-rank run's rank on its host (torchrun's LOCAL_RANK).
     local_rank: Rank | None = None
     logical_cores: Count | None = None
@@ -186,6 +197,9 @@ class Ceiling(_Measured, kw_only=True):
     #: The median of this ceiling across the ranks of a multi-rank run, and this one's fraction of it.
     median_value: Real | None = None
     fraction_of_median: Real | None = None
+    #: A memory ceiling slower than a level farther from the core (gpuscope.roofline.hierarchy):
+    #: the flag text; such a ceiling is not drawn as a roof.
+    out_of_order: str | None = None
 
 
 class DramCheck(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -274,6 +288,8 @@ class Workload(_Rated, kw_only=True):
     pointwise_rule: str | None = None
     flops_by_dtype: dict[str, NonNegative] | None = None
     uncounted_ops: dict[str, Count] | None = None  # op -> calls, ops with no FLOP formula
+    #: ``gpuscope measure``: which call (1 = the first) FLOPs and bytes were counted on (a warm one).
+    counted_call: Count | None = None
     reps_per_sample: Count | None = None
     timer: str | None = None
     timer_resolution_s: Seconds | None = None
@@ -338,6 +354,22 @@ class RunSummary(msgspec.Struct, kw_only=True):
     skipped: Count = 0
 
 
+class Contention(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What other processes took while a CPU probe ran (``contention``): the numbers may be low.
+    ``notes`` are the one-line texts every report, compare and chart made from the file repeats."""
+
+    cpu_busy_percent_before: Real | None = None  # psutil, over 0.2 s before the first measurement
+    threshold_percent: Real | None = None  # a measurement above it counts as contended
+    contended_measurements: Count | None = None
+    max_percent: Real | None = None  # the most contended measurement's host_contention_percent
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+#: Words of the contention warnings gpuscope writes (files from before ``contention`` existed
+#: carry them in ``warnings`` only).
+CONTENTION_MARKERS = ("busy before the run", "while other processes used", "under contention", "other process(es) use")
+
+
 class Results(msgspec.Struct, kw_only=True):
     """A whole results file."""
 
@@ -357,6 +389,8 @@ class Results(msgspec.Struct, kw_only=True):
     measurements: list[Measurement] = msgspec.field(default_factory=list)
     workloads: list[Workload] = msgspec.field(default_factory=list)
     warnings: list[str] = msgspec.field(default_factory=list)
+    #: Contention during the run (also among ``warnings``); null: none seen, or an older file.
+    contention: Contention | None = None
     telemetry: Detail = None
     summary: RunSummary | None = None
     duration_s: Seconds | None = None
@@ -365,3 +399,14 @@ class Results(msgspec.Struct, kw_only=True):
     distributed: Distributed | None = None
     straggler_margin: Real | None = None
     stragglers: list[Straggler] | None = None
+    #: Working-set sweeps (``working_sets = "sweep"``): bandwidth against working set per kernel
+    #: and the levels its plateaus show (gpuscope.roofline.sweep).
+    sweeps: list[Sweep] | None = None
+
+
+def contention_notes(results: Results) -> list[str]:
+    """The contention warnings of a results file: ``contention.notes``, else (an older file) the
+    ``warnings`` that name contention (:data:`CONTENTION_MARKERS`)."""
+    if results.contention is not None and results.contention.notes:
+        return list(results.contention.notes)
+    return [text for text in results.warnings if any(marker in text for marker in CONTENTION_MARKERS)]

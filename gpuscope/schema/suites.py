@@ -41,11 +41,13 @@ __all__ = [
     "TransferOptions",
     "CollectiveOptions",
     "TransformerOptions",
+    "PeakOptions",
+    "PeakDtype",
     "SuiteFile",
     "parse_size",
 ]
 
-PROBE_KINDS = ("matmul", "memory", "transfer", "collective", "transformer")
+PROBE_KINDS = ("matmul", "memory", "transfer", "collective", "transformer", "peak")
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|KiB|MiB|GiB)?\s*$")
 _SIZE_SCALE = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 _MAX_SIZE_BYTES = 2**50  # 1 PiB: beyond any device memory
@@ -314,7 +316,25 @@ class TransformerOptions(ProbeOptions, tag="transformer", kw_only=True, forbid_u
             raise ValueError(f"field `kv_heads`: heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
 
 
-AnyProbe = MatmulOptions | MemoryOptions | TransferOptions | CollectiveOptions | TransformerOptions
+PeakDtype = Literal["fp64", "fp32", "bf16", "fp16"]
+PeakKernel = Literal["fma", "l2", "dram"]
+
+
+class PeakOptions(ProbeOptions, tag="peak", kw_only=True, forbid_unknown_fields=True):
+    """FLOP peaks from FMA chains (gpuscope.probing.peaks): numba kernels on a CPU, Triton on a GPU;
+    each gives the compute roof ``<dtype>.fma`` beside the GEMM roof."""
+
+    dtypes: PeakDtype | list[PeakDtype] = msgspec.field(default_factory=lambda: ["fp64", "fp32"])
+    #: ``fma``: the FLOP peaks of ``dtypes``; ``l2``, ``dram``: Triton read/copy/triad bandwidth (GPU only)
+    kernels: PeakKernel | list[PeakKernel] = msgspec.field(default_factory=lambda: ["fma"])
+    samples: PositiveInt | None = None  # this probe's N, instead of the suite's
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._lists("dtypes", "kernels")
+
+
+AnyProbe = MatmulOptions | MemoryOptions | TransferOptions | CollectiveOptions | TransformerOptions | PeakOptions
 
 
 class SuiteFile(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -1,9 +1,11 @@
-"""Telemetry logs: JSON lines and CSV writers, and a reader for both.
+"""Telemetry logs: the JSON lines and CSV writers, plain or compressed; the reader's public names
+(:mod:`gpuscope.telemetry.logread`) are re-exported here.
 
-Every record is written with one ``write`` of a whole line and flushed at once (no Python
-buffering), so a run killed with SIGKILL leaves at most its last line incomplete; the reader skips
-such a line with a :class:`TruncatedLogWarning`. The layout is documented in
-docs/telemetry-schema.md.
+A plain log's every record is written with one ``write`` of a whole line and flushed at once (no
+Python buffering), so a run killed with SIGKILL leaves at most its last line incomplete; a
+compressed log's records are written as indexed frames (:mod:`gpuscope.telemetry.logframes`) at
+most :data:`FRAME_DELAY_S` after they were sampled, so it loses at most that and a cut frame. The
+layout is documented in docs/telemetry-schema.md.
 """
 
 from __future__ import annotations
@@ -13,25 +15,38 @@ import csv
 import errno
 import fcntl
 import io
-import itertools
-import json
 import os
 import stat
+import time
 import warnings
-from collections.abc import Callable, Iterator
-
-import msgspec
+from collections.abc import Callable
 
 from gpuscope.errors import BadInputError, GpuscopeError, ResourceError, UsageError
-from gpuscope.fileio import OutputLock, check_input_size, check_output, is_stream
-from gpuscope.schema.core import encode_json, problem_of
-from gpuscope.schema.kinds import KIND_NAMES, LOG, current_reader, sniff_kind
-from gpuscope.telemetry.flatten import ABSENT_PREFIX, column_converter, encode_cell, flatten_record, unflatten_row
-from gpuscope.telemetry.records import SCHEMA_VERSION, JsonObject, JsonValue, Sample, record_to_dict
-from gpuscope.telemetry.wire import RecordError, VersionError, convert_record, decode_record
+from gpuscope.fileio import OutputLock, check_output, is_stream
+from gpuscope.schema.core import encode_json
+from gpuscope.telemetry.flatten import ABSENT_PREFIX, encode_cell, flatten_record
+from gpuscope.telemetry.logframes import FramedReader, FrameError, codec_of_name, encode_frame, scan_frames, sniff_codec
+from gpuscope.telemetry.logread import (
+    _BLANK,
+    MAX_LINE_BYTES,
+    UNAVAILABLE_COLUMN,
+    TruncatedLogWarning,
+    _csv_line,
+    _decode,
+    _lines_with_last_flag,
+    _read_csv,
+    _read_jsonl,
+    _records_in,
+    read_log,
+    read_log_dicts,
+    sample_to_json_dict,
+    samples_of_bytes,
+)
+from gpuscope.telemetry.records import SCHEMA_VERSION, JsonObject, Sample
 
 __all__ = [
     "FORMATS",
+    "FRAME_DELAY_S",
     "LogWriter",
     "JsonlWriter",
     "CsvWriter",
@@ -39,31 +54,17 @@ __all__ = [
     "sample_to_json_dict",
     "read_log",
     "read_log_dicts",
+    "samples_of_bytes",
     "TruncatedLogWarning",
     "UNAVAILABLE_COLUMN",
+    "MAX_LINE_BYTES",
 ]
 
 FORMATS = ("jsonl", "csv")
-#: The last CSV column: JSON object mapping each unavailable column to ``"reason: detail"``.
-UNAVAILABLE_COLUMN = "unavailable"
-_LEADING = ("schema_version", "timestamp")
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-_BLANK = " \t\r"  # a line of only these is skipped; anything else must be a record
-_CUT = "incomplete last line skipped (the writer was probably killed)"
-#: A line longer than this is not a record (a record of 8 GPUs with many processes is ~100 KB);
-#: the reader stops there instead of holding a huge line in memory.
-MAX_LINE_BYTES = 16 * 1024 * 1024
-
-
-class TruncatedLogWarning(UserWarning):
-    """The log's last line is incomplete (the writer was killed mid-line); it was skipped."""
-
-
-def sample_to_json_dict(sample: Sample) -> JsonObject:
-    """The JSON object of one log line: ``schema_version`` and ``timestamp`` first."""
-    data = record_to_dict(sample)
-    assert isinstance(data, dict)  # a dataclass record is an object
-    return {**{key: data.pop(key) for key in _LEADING}, **data}
+#: A compressed log's records reach the file at most this long after they were sampled (so a
+#: ``kill -9`` loses at most this much).
+FRAME_DELAY_S = 5.0
 
 
 def _dumps(data: JsonObject) -> str:
@@ -82,8 +83,25 @@ class LogWriter:
     to its last complete record.
     """
 
-    def __init__(self, fd: int, label: str, close_fd: bool, on_warning: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        label: str,
+        close_fd: bool,
+        on_warning: Callable[[str], None] | None = None,
+        *,
+        codec: str | None = None,
+        interval_s: float = 1.0,
+    ) -> None:
         self._fd = fd
+        #: ``"zst"`` or ``"gz"``: records are buffered and written as indexed frames
+        #: (:mod:`gpuscope.telemetry.logframes`) at most :data:`FRAME_DELAY_S` after sampling.
+        self.codec = codec
+        self._frame_records = max(1, int(FRAME_DELAY_S / max(interval_s, 1e-3) + 1e-9))
+        self._interval_s = interval_s
+        self._pending: list[bytes] = []
+        self._pending_times: list[float] = []
+        self._pending_since = 0.0
         self.label = label
         self._close_fd = close_fd
         self._on_warning = on_warning or (lambda message: warnings.warn(message, stacklevel=3))
@@ -100,11 +118,32 @@ class LogWriter:
         self._record_start = 0
 
     def write(self, sample: Sample) -> None:
-        """Append one record and flush it."""
+        """Append one record and flush it (a compressed log: flush its frame when due)."""
         data = self._format(sample)
+        if self.codec is not None:
+            if not self._pending:
+                self._pending_since = time.monotonic()
+            self._pending.append(data)
+            self._pending_times.append(sample.timestamp)
+            waited_s = time.monotonic() - self._pending_since
+            if len(self._pending) >= self._frame_records or waited_s + self._interval_s > FRAME_DELAY_S:
+                self.flush()
+            return
         if self._seekable:
             data = self._follow_truncation() + data
         self._write_line(data)
+
+    def flush(self) -> None:
+        """Write the records buffered for a compressed frame (nothing for a plain log)."""
+        if not self._pending or self.codec is None:
+            return
+        lines, times = self._pending, self._pending_times
+        self._pending, self._pending_times = [], []
+        data = b"".join(lines)
+        if self._seekable:
+            data = self._follow_truncation() + data
+        frame = encode_frame(self.codec, data, times[0], times[-1], len(times))
+        self._write_line(frame, len(times))
 
     def _format(self, sample: Sample) -> bytes:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -133,7 +172,7 @@ class LogWriter:
         )
         return self._restart() if size == 0 else b""
 
-    def _write_line(self, data: bytes) -> None:
+    def _write_line(self, data: bytes, records: int = 1) -> None:
         view = memoryview(data)
         try:
             while view:
@@ -151,7 +190,7 @@ class LogWriter:
                     "the records written are intact"
                 ) from None
             raise GpuscopeError(f"cannot write {self.label}: {exc.strerror or exc}") from None
-        self.records_written += 1
+        self.records_written += records
 
     def _cut_back(self) -> None:
         if self._seekable:
@@ -160,6 +199,14 @@ class LogWriter:
                     os.ftruncate(self._fd, self._record_start)
 
     def close(self) -> None:
+        """Write what a compressed frame still holds, then close; a failing last write still
+        closes the file (and raises)."""
+        try:
+            self.flush()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         if self._close_fd:
             try:
                 os.close(self._fd)
@@ -200,8 +247,11 @@ class CsvWriter(LogWriter):
         close_fd: bool,
         on_warning: Callable[[str], None] | None = None,
         columns: list[str] | None = None,
+        *,
+        codec: str | None = None,
+        interval_s: float = 1.0,
     ) -> None:
-        super().__init__(fd, label, close_fd, on_warning)
+        super().__init__(fd, label, close_fd, on_warning, codec=codec, interval_s=interval_s)
         #: ``columns`` (without ``unavailable``): the header of a file being continued (--append).
         self._columns: list[str] | None = columns
         self._column_set: frozenset[str] = frozenset(columns or ())
@@ -246,6 +296,8 @@ def open_log_writer(
     on_warning: Callable[[str], None] | None = None,
     *,
     existing: str = "replace",
+    interval_s: float = 1.0,
+    codec: str | None = "name",
 ) -> LogWriter:
     """A writer for ``path`` (``None`` or ``"-"``: standard output).
 
@@ -260,19 +312,27 @@ def open_log_writer(
     last line (a killed run); any other file is refused and left byte for byte as it was. Writes
     always go to the file's end, so a file cut under the writer (logrotate's copytruncate) goes on
     from its new end. Block devices are refused; an existing file keeps its mode.
+
+    ``codec`` (``"zst"``, ``"gz"``, ``None`` for plain; by default taken from the name's suffix,
+    ``run.jsonl.zst``) writes indexed compressed frames, each at most :data:`FRAME_DELAY_S`
+    after its first record at the sampling ``interval_s``.
     """
     if fmt not in FORMATS:
         raise UsageError(f"unknown log format {fmt!r} (choose jsonl or csv)")
     if existing not in ("replace", "refuse", "append"):
         raise ValueError(f"existing must be replace, refuse or append, not {existing!r}")
     cls = JsonlWriter if fmt == "jsonl" else CsvWriter
-    if path is None or str(path) == "-":
-        return cls(1, "standard output", close_fd=False, on_warning=on_warning)
-    label = os.fspath(path)
+    named = None if path is None or str(path) == "-" else os.fspath(path)
+    if codec == "name":
+        codec = codec_of_name(named) if named is not None else None
+    framing = {"codec": codec, "interval_s": interval_s}
+    if named is None:
+        return cls(1, "standard output", close_fd=False, on_warning=on_warning, **framing)  # type: ignore[arg-type]
+    label = named
     check_output(label, option="--output", streams=True)
     stream = _open_stream(label)
     if stream is not None:
-        return cls(stream, label, close_fd=True, on_warning=on_warning)
+        return cls(stream, label, close_fd=True, on_warning=on_warning, **framing)  # type: ignore[arg-type]
     lock = OutputLock(label)
     lock.acquire()
     try:
@@ -284,11 +344,11 @@ def open_log_writer(
             info = os.fstat(fd)
             if lock.file_key not in (None, (info.st_dev, info.st_ino)):
                 raise ResourceError(f"{label}: the file was replaced while being opened; run again")
-            columns = _prepare_existing(fd, label, fmt, existing)
+            columns = _prepare_existing(fd, label, fmt, existing, codec)
             writer: LogWriter = (
-                CsvWriter(fd, label, close_fd=True, on_warning=on_warning, columns=columns)
+                CsvWriter(fd, label, True, on_warning, columns, codec=codec, interval_s=interval_s)
                 if cls is CsvWriter
-                else JsonlWriter(fd, label, close_fd=True, on_warning=on_warning)
+                else JsonlWriter(fd, label, True, on_warning, codec=codec, interval_s=interval_s)
             )
         except BaseException:
             os.close(fd)
@@ -318,7 +378,7 @@ def _open_stream(label: str) -> int | None:
     return None
 
 
-def _prepare_existing(fd: int, label: str, fmt: str, existing: str) -> list[str] | None:
+def _prepare_existing(fd: int, label: str, fmt: str, existing: str, codec: str | None = None) -> list[str] | None:
     """Truncate, refuse or check ``fd`` for appending (see :func:`open_log_writer`); returns the
     CSV header's data columns when continuing a CSV log. Nothing is changed before the file is
     known to be a gpuscope log of format ``fmt``."""
@@ -333,6 +393,8 @@ def _prepare_existing(fd: int, label: str, fmt: str, existing: str) -> list[str]
         )
     if size and existing == "replace":
         os.ftruncate(fd, 0)
+    elif size and (codec is not None or sniff_codec(os.pread(fd, 4, 0)) is not None):
+        columns = _prepare_framed(fd, label, fmt, codec)
     elif size:
         found, header = _identify_log(fd, label)
         if found != fmt:
@@ -347,6 +409,41 @@ def _prepare_existing(fd: int, label: str, fmt: str, existing: str) -> list[str]
 
 
 _LEFT = "the file was left as it was (choose another --output, or --force to replace it)"
+
+
+def _prepare_framed(fd: int, label: str, fmt: str, codec: str | None) -> list[str] | None:
+    """Check a compressed log for ``--append``: same codec, indexed frames, first record of
+    format ``fmt``; a cut last frame (a killed run) is dropped. Returns the CSV columns."""
+    found_codec = sniff_codec(os.pread(fd, 4, 0))
+    if found_codec != codec:
+        found = "plain text" if found_codec is None else f"{found_codec}-compressed"
+        raise UsageError(f"--append {label}: the file is {found}, not what its name says; {_LEFT}")
+    assert codec is not None
+    scan = scan_frames(fd, codec)
+    if not scan.indexed:
+        raise UsageError(f"--append {label}: not a compressed log written by gpuscope log; {_LEFT}")
+    handle = io.BufferedReader(FramedReader(fd, codec))
+    try:
+        next(_records_in(handle, label, lambda message: None, "gpuscope log --append"))
+    except (BadInputError, FrameError) as exc:
+        raise UsageError(f"--append: {exc}; {_LEFT}") from None
+    first = decode_first_frame(fd, codec, scan)
+    header = first.split(b"\n", 1)[0].decode("utf-8", "replace")
+    found_fmt = "csv" if header.startswith("schema_version,") else "jsonl"
+    if found_fmt != fmt:
+        kind = "a JSON lines log" if found_fmt == "jsonl" else "a CSV log"
+        raise UsageError(f"--append {label}: the file is {kind}, left as it was; add --format {found_fmt}")
+    if scan.cut:
+        os.ftruncate(fd, scan.end)
+    return next(csv.reader([header]))[:-1] if found_fmt == "csv" else None
+
+
+def decode_first_frame(fd: int, codec: str, scan: object) -> bytes:
+    """The plain bytes of the first frame of an indexed compressed log."""
+    from gpuscope.telemetry.logframes import decode_frame
+
+    frame = scan.frames[0]  # type: ignore[attr-defined]
+    return decode_frame(codec, os.pread(fd, frame.length, frame.offset))
 
 
 def _identify_log(fd: int, label: str) -> tuple[str, str | None]:
@@ -415,239 +512,3 @@ def _last_complete_line_end(fd: int, size: int) -> int:
             return start + newline + 1
         position = start
     return 0
-
-
-# --- reader ----------------------------------------------------------------------------------
-
-
-def _warn(message: str) -> None:
-    warnings.warn(message, TruncatedLogWarning, stacklevel=4)
-
-
-def read_log(
-    path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None, reader: str | None = None
-) -> Iterator[Sample]:
-    """The samples of a JSONL or CSV telemetry log, oldest first, decoded and checked by the
-    wire types of :mod:`gpuscope.telemetry.wire`.
-
-    An incomplete last line (a killed writer) is skipped with a :class:`TruncatedLogWarning`
-    (or ``on_warning(message)``). Anything else wrong raises :class:`BadInputError` naming the
-    file and line: garbage, a field of the wrong type (with its JSON path), an unsupported
-    ``schema_version``, an empty file, a gpuscope file of another kind (``reader`` names the
-    command in that message: "x.json is a probe results file; replay reads ...").
-    """
-    for _, sample in _read_numbered(os.fspath(path), on_warning, reader):
-        yield sample
-
-
-def read_log_dicts(
-    path: str | os.PathLike[str], on_warning: Callable[[str], None] | None = None
-) -> Iterator[JsonObject]:
-    """Like :func:`read_log` but yields each record as the plain dict (``record_to_dict`` shape)."""
-    for _, sample in _read_numbered(os.fspath(path), on_warning, None):
-        yield sample_to_json_dict(sample)
-
-
-def _kind_problem(label: str, handle: io.BufferedReader, reader: str | None) -> str | None:
-    """ "<label> is a probe results file; <reader> reads a `gpuscope log` telemetry log" when the
-    file is a gpuscope file of another kind."""
-    try:
-        handle.seek(0)
-        raw = handle.read(64 * 1024 * 1024)
-    except OSError:
-        return None
-    kind = sniff_kind(raw)
-    if kind is None or kind == LOG:
-        return None
-    return f"{label} is {KIND_NAMES[kind]}; {reader or current_reader()} reads {KIND_NAMES[LOG]}"
-
-
-def _read_numbered(
-    label: str, on_warning: Callable[[str], None] | None, reader: str | None
-) -> Iterator[tuple[int, Sample]]:
-    try:
-        handle = open(label, "rb")  # noqa: SIM115 - closed below; a generator owns it
-    except OSError as exc:
-        raise BadInputError(f"{label}: cannot read telemetry log: {exc.strerror or exc}") from None
-    with handle:
-        try:
-            check_input_size(handle.fileno(), label, "telemetry log")
-        except OSError as exc:
-            raise BadInputError(f"{label}: cannot read telemetry log: {exc.strerror or exc}") from None
-        yield from _records_in(handle, label, on_warning or _warn, reader)
-
-
-def _records_in(
-    handle: io.BufferedReader, label: str, warn: Callable[[str], None], reader: str | None
-) -> Iterator[tuple[int, Sample]]:
-    """The numbered samples of the log open as ``handle`` (from its current offset)."""
-    lines = _lines_with_last_flag(handle, label)
-    first = next(lines, None)
-    while first is not None and not first[1].strip(_BLANK):
-        first = next(lines, None)
-    if first is None:
-        raise BadInputError(f"{label}: empty telemetry log (no records)")
-    number, text, is_last, complete = first
-    if text.lstrip(_BLANK).startswith("{"):
-        records = _read_jsonl(label, [(number, text, is_last, complete)], lines, warn)
-    elif text.startswith("schema_version,"):
-        records = _read_csv(label, (number, text, is_last, complete), lines, warn)
-    elif is_last and not complete and "schema_version,".startswith(text):
-        warn(f"{label}:{number}: {_CUT}")
-        records = iter(())
-    else:
-        raise BadInputError(f"{label}:{number}: not a gpuscope telemetry log (expected JSON lines or gpuscope CSV)")
-    count = 0
-    try:
-        for number, sample in records:
-            count += 1
-            yield number, sample
-    except BadInputError:
-        if count == 0:  # the first record failed: perhaps a gpuscope file of another kind
-            problem = _kind_problem(label, handle, reader)
-            if problem:
-                raise BadInputError(problem) from None
-        raise
-    if count == 0:
-        raise BadInputError(f"{label}: empty telemetry log (no complete records)")
-
-
-def _lines_with_last_flag(handle: io.BufferedReader, label: str) -> Iterator[tuple[int, str, bool, bool]]:
-    """(line number, text without newline, is the last line, ended with a newline)."""
-    number = 0
-    previous: bytes | None = None
-    while True:
-        raw = handle.readline(MAX_LINE_BYTES + 1)
-        if not raw:
-            break
-        if len(raw) > MAX_LINE_BYTES:
-            if previous is not None:  # what came before is still delivered
-                number += 1
-                yield number, _decode(previous, label, number), False, True
-                previous = None
-            raise BadInputError(
-                f"{label}:{number + 1}: line longer than {MAX_LINE_BYTES} bytes; not a gpuscope telemetry record"
-            )
-        if previous is not None:
-            number += 1
-            yield number, _decode(previous, label, number), False, True
-        previous = raw
-    if previous is not None:
-        number += 1
-        complete = previous.endswith(b"\n")
-        yield number, _decode(previous, label, number), True, complete
-
-
-def _decode(raw: bytes, label: str, number: int) -> str:
-    try:
-        return raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError:
-        return "\x00"  # not UTF-8: reported as garbage (or skipped when it is a cut last line)
-
-
-def _read_jsonl(
-    label: str,
-    head: list[tuple[int, str, bool, bool]],
-    rest: Iterator[tuple[int, str, bool, bool]],
-    warn: Callable[[str], None],
-) -> Iterator[tuple[int, Sample]]:
-    for number, text, is_last, complete in itertools.chain(head, rest):
-        if not text.strip(_BLANK):
-            continue
-        try:
-            sample = decode_record(text)
-        except RecursionError:
-            problem = "not a JSON object (nested too deeply)"
-        except RecordError as exc:
-            raise BadInputError(_record_problem(label, number, exc)) from None
-        except msgspec.ValidationError as exc:
-            if str(exc).startswith("Expected `object`"):
-                problem = f"not a JSON object ({problem_of(exc)})"
-            else:
-                raise BadInputError(_record_problem(label, number, exc)) from None
-        except msgspec.DecodeError as exc:
-            problem = f"not a JSON object ({problem_of(exc)})"
-        else:
-            yield number, sample
-            continue
-        if is_last and not complete:
-            warn(f"{label}:{number}: {_CUT}")
-            return
-        raise BadInputError(f"{label}:{number}: {problem}")
-
-
-def _record_problem(label: str, number: int, error: Exception) -> str:
-    if isinstance(error, VersionError):
-        return f"{label}:{number}: {error}"
-    text = error if isinstance(error, RecordError) else problem_of(error)  # type: ignore[arg-type]
-    return f"{label}:{number}: not a gpuscope telemetry record ({text})"
-
-
-def _csv_line(cells: list[str]) -> str:
-    """The line :class:`CsvWriter` writes for ``cells``, without its newline."""
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="").writerow(cells)
-    return buffer.getvalue()
-
-
-def _read_csv(
-    label: str,
-    header_line: tuple[int, str, bool, bool],
-    rest: Iterator[tuple[int, str, bool, bool]],
-    warn: Callable[[str], None],
-) -> Iterator[tuple[int, Sample]]:
-    number, text, is_last, complete = header_line
-    columns = next(csv.reader([text]))
-    if not columns or columns[-1] != UNAVAILABLE_COLUMN:
-        if is_last and not complete:
-            warn(f"{label}:{number}: {_CUT}")
-            return
-        raise BadInputError(f"{label}:{number}: CSV header does not end with the '{UNAVAILABLE_COLUMN}' column")
-    converters = [(column, column_converter(column)) for column in columns[:-1]]
-    for number, text, is_last, complete in rest:
-        if not text.strip(_BLANK):
-            continue
-        try:
-            yield number, _csv_record(text, len(columns), converters, is_last and not complete)
-        except _CutLine as problem:
-            if is_last and not complete and problem.cut:
-                warn(f"{label}:{number}: {_CUT}")
-                return
-            raise BadInputError(f"{label}:{number}: {problem}") from None
-        except RecordError as exc:
-            raise BadInputError(_record_problem(label, number, exc)) from None
-
-
-class _CutLine(ValueError):
-    """What is wrong with a CSV row; ``cut``: a killed writer's cut last line would explain it."""
-
-    def __init__(self, text: str, cut: bool = True) -> None:
-        super().__init__(text)
-        self.cut = cut
-
-
-def _csv_record(
-    text: str, width: int, converters: list[tuple[str, Callable[[str], JsonValue]]], unfinished: bool
-) -> Sample:
-    """One CSV row as a :class:`Sample`; ``unfinished``: the file's last line, without its newline."""
-    try:
-        cells = next(csv.reader([text]))
-    except csv.Error as exc:
-        raise _CutLine(f"bad CSV row ({exc})") from None
-    # A last line without its newline is whole only if it is exactly what the writer writes for
-    # those cells (csv.reader accepts a line cut inside a quoted cell); a line cut just before its
-    # 'unavailable' cell has the right cell count but lost the reasons of its empty cells: both
-    # are skipped as incomplete.
-    cut = unfinished and (_csv_line(cells) != text or (cells[-1:] == [""] and "" in cells[:-1]))
-    if len(cells) != width or cut:
-        raise _CutLine(f"{len(cells)} cells, the header has {width}")
-    try:
-        values = {column: (convert(cell) if cell != "" else None) for (column, convert), cell in zip(converters, cells)}
-        missing = json.loads(cells[-1]) if cells[-1] else {}
-    except RecursionError:
-        raise _CutLine("bad cell (JSON nested too deeply)", cut=False) from None
-    except ValueError as exc:
-        raise _CutLine(f"bad cell ({exc})") from None
-    if not isinstance(missing, dict):
-        raise _CutLine(f"the '{UNAVAILABLE_COLUMN}' cell is not a JSON object", cut=False)
-    return convert_record(unflatten_row(values, {str(k): str(v) for k, v in missing.items()}))

@@ -44,6 +44,9 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``events_error``: ``NAME[@GPU]``: ``nvmlDeviceRegisterEvents`` answers the NVML error ``NAME``
   (e.g. ``NotSupported``, ``NoPermission``) on every GPU, or on GPU ``GPU`` only: no Xid events there.
 
+- ``slow``: ``GPU[;GPU]``: with ``busy=1``, those GPUs run at a quarter of the others' SM
+  activity, tensor activity and DRAM traffic and at half their power (a straggler).
+
 - ``sick``: an NVML error name (e.g. ``Unknown``) that every per-sample metric call answers
   (:data:`METRIC_SYMBOLS`) while init, the GPU count and identity still work: a GPU whose every
   metric is an error.
@@ -104,6 +107,7 @@ class Scenario:
     sick: str | None = None
     xids: list[tuple[int, int, float, int]] = field(default_factory=list)  # (xid, count, seconds, GPU)
     events_error: tuple[str, int | None] | None = None
+    slow: list[int] = field(default_factory=list)  # straggler GPUs (busy=1)
 
 
 def _number(key: str, text: str, low: float, high: float) -> float:
@@ -188,6 +192,11 @@ def parse_scenario(text: str) -> Scenario:
             if gpu and not gpu.isdigit():
                 raise UsageError(f"{ENV_VAR}: events_error={value!r} is not NAME[@GPU]")
             scenario.events_error = (name, int(gpu) if gpu else None)
+        elif key == "slow":
+            try:
+                scenario.slow = [int(part) for part in value.split(";")]
+            except ValueError:
+                raise UsageError(f"{ENV_VAR}: slow={value!r} is not ;-separated GPU indices") from None
         elif key == "driver":
             if value.strip() != "550":
                 raise UsageError(f"{ENV_VAR}: driver={value!r}: only driver=550 is known")
@@ -197,6 +206,9 @@ def parse_scenario(text: str) -> Scenario:
     for index, _, _ in scenario.lose:
         if index >= len(scenario.gpus):
             raise UsageError(f"{ENV_VAR}: lose names GPU {index}, but there are {len(scenario.gpus)} GPUs")
+    for index in scenario.slow:
+        if index >= len(scenario.gpus):
+            raise UsageError(f"{ENV_VAR}: slow names GPU {index}, but there are {len(scenario.gpus)} GPUs")
     for _, _, _, index in scenario.xids:
         if index >= len(scenario.gpus):
             raise UsageError(f"{ENV_VAR}: xid names GPU {index}, but there are {len(scenario.gpus)} GPUs")
@@ -285,6 +297,10 @@ def build_fake(scenario: Scenario, clock: Callable[[], float] | None = None) -> 
                 nvlink_rx_bytes_per_s=5e9,
                 power_w=450.0,
                 memory_used_bytes=40 * GIB,
+            )
+        for index in scenario.slow:
+            fake.set_load(
+                index, sm_activity_percent=17.5, tensor_activity_percent=12.5, dram_bytes_per_s=0.375e12, power_w=225.0
             )
     if scenario.random > 0 and scenario.sick:
         raise UsageError(f"{ENV_VAR}: random and sick cannot be combined")

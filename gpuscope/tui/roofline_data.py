@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from gpuscope.profiling.stored import StoredProfile, profiled_workloads
-from gpuscope.profiling.view import profile_points, profile_rows
+from gpuscope.profiling.view import flops_unknown, profile_points, profile_rows
 from gpuscope.roofline.live import cuda_device_name, estimate_live_position
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import DeviceKey, Placement, RooflineModel, place_point
@@ -149,9 +149,12 @@ def with_profile_clouds(model: RooflineModel, documents: Sequence[tuple[str, Res
         if workload is None:
             points.append(point)
             continue
-        for group, row in zip(profile_points(workload, point.key), profile_rows(workload), strict=True):
+        rows = zip(profile_points(workload, point.key), profile_rows(workload), workload.top_groups(), strict=True)
+        for group, row, stored in rows:
             lost, gain = row[6], row[7]
             note = f"lost {lost} ms" + (f" · step {gain} at roof" if gain != "-" else "")
+            if flops_unknown(stored):  # no formula: its time, never a memory verdict
+                note = f"FLOPs unknown: {row[4]} ms, no verdict"
             points.append(replace(group, origin=point.origin, note=note))
     return model.replace_points(points)
 

@@ -17,12 +17,14 @@ from textual.message import Message
 from textual.widgets import Button, DataTable, Label, ProgressBar, Select, Static
 from textual.worker import get_current_worker
 
+from gpuscope.extras import missing_probes_reason
 from gpuscope.fileio import write_json_atomic, write_text_atomic
 from gpuscope.probing.session import MeasurementRow, ProbeSession
 from gpuscope.resources import suites_dir
 from gpuscope.roofline.live import cuda_device_name
+from gpuscope.roofline.sweep_chart import sweep_lines, sweeps_of
 from gpuscope.schema.events import Exited, Failed, Finished, MeasurementDone, ProbeEvent, Progress, Started
-from gpuscope.schema.results import Measurement
+from gpuscope.schema.results import Measurement, Results
 from gpuscope.telemetry.nvml.mapping import match_cuda_device
 from gpuscope.telemetry.records import GpuSample, Sample
 from gpuscope.tui import torch_check
@@ -173,6 +175,9 @@ class ProbesScreen(GpuscopeScreen):
             yield Static("Idle. Pick a suite and a device, then Run.", id="probe-status", markup=False)
             yield Static("", id="probe-live", markup=False)
         yield DataTable(id="probe-table", cursor_type="row", zebra_stripes=True)
+        sweep = Static("", id="probe-sweep", markup=False)  # a finished run's working-set sweeps
+        sweep.display = False
+        yield sweep
 
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -190,6 +195,9 @@ class ProbesScreen(GpuscopeScreen):
             for control in ("#probe-run", "#probe-suite", "#probe-device"):
                 self.query_one(control).disabled = True
             self._status("Replaying a log: probes run only on live hardware (start gpuscope without replay to probe).")
+        elif (missing := missing_probes_reason()) is not None:  # the light install: say so before a run fails
+            self.query_one("#probe-run").disabled = True
+            self._status(f"Probes need torch: {missing}.")
 
     # --- telemetry ---------------------------------------------------------------------------
 
@@ -416,6 +424,15 @@ class ProbesScreen(GpuscopeScreen):
             return
         self._run_index = self.gpuscope.set_results(self._run_index, session.results, session.written)
         self._show_progress()
+        self.show_sweeps(session.results)
+
+    def show_sweeps(self, results: Results) -> None:
+        """Draw ``results``' working-set sweeps under the table (hidden when it has none)."""
+        sweeps = sweeps_of(results)
+        panel = self.query_one("#probe-sweep", Static)
+        if sweeps:
+            panel.update("\n".join(sweep_lines(sweeps, max(60, self.size.width - 2), 12)))
+        panel.display = bool(sweeps)
 
     @on(RunFailed)
     def _on_failed(self, message: RunFailed) -> None:

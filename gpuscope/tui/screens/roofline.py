@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
+from gpuscope.profiling.view import coverage_text
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.model import Placement, Roof, RooflineModel
 from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, render_roofline
@@ -211,7 +212,7 @@ class RooflineScreen(GpuscopeScreen):
         groups = sum(1 for point in model.points if point.source == "profile" and point.note)
         if groups:
             names = ", ".join(
-                repr(w.name)
+                repr(w.name) + (f" ({coverage_text(w.profile)})" if coverage_text(w.profile) else "")
                 for doc, _ in self.gpuscope.probe_results
                 for w in doc.workloads
                 if w.source == "profile" and isinstance(w.profile, dict)
