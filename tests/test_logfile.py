@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support.samples import make_gpu_sample, make_sample
 
@@ -27,6 +27,7 @@ from gpuscope.telemetry.logfile import (
     read_log_dicts,
     sample_to_json_dict,
 )
+from gpuscope.telemetry.logframes import sniff_codec
 from gpuscope.telemetry.records import SCHEMA_VERSION, GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
 
@@ -356,6 +357,7 @@ def test_any_truncation_reads_a_prefix_and_warns_only_when_a_line_is_cut(
     garbage=st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b and b.strip()),
     position=st.integers(0, 2),
 )
+@example(garbage=b"(\xb5/\xfd", position=0)  # zstd's magic first: read as a compressed log
 def test_garbage_in_the_middle_is_a_bad_input_error_with_its_line(
     tmp_path: Path, garbage: bytes, position: int
 ) -> None:
@@ -369,7 +371,10 @@ def test_garbage_in_the_middle_is_a_bad_input_error_with_its_line(
     except BadInputError as exc:
         message = str(exc)
         assert "\n" not in message
-        assert message.startswith(f"{path}:{position + 1}:")
+        if position == 0 and sniff_codec(garbage) is not None:  # a compressed file's magic: the file, not a line
+            assert message.startswith(f"{path}:")
+        else:
+            assert message.startswith(f"{path}:{position + 1}:")
     else:  # the bytes happened to be a valid record: impossible for a schema'd object this short
         raise AssertionError(f"{garbage!r} was accepted")
 
