@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuscope.probing import jit, memory
+from gpuscope.probing import clock, jit, memory
 from gpuscope.probing.errors import ProbeSkipped
 from gpuscope.schema.core import detail_map
 from gpuscope.schema.results import Measurement
@@ -144,9 +144,9 @@ def test_numpy_and_torch_are_tried_only_where_they_can_win(monkeypatch: pytest.M
 def test_core_cpus_gives_one_cpu_per_physical_core() -> None:
     import os
 
-    cpus = memory.core_cpus()
+    cpus = clock.core_cpus()
     assert len(cpus) == len(set(cpus)) and set(cpus) <= set(os.sched_getaffinity(0))
-    assert memory.core_cpus(set()) == []
+    assert clock.core_cpus(set()) == []
 
 
 def test_a_kernel_numba_cannot_compile_leaves_the_libraries_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,7 +29,7 @@ from gpuscope.version import __version__
 if TYPE_CHECKING:  # the types only: torch loads when a probe runs
     import torch
 
-    from gpuscope.probing.peaks import ClockEstimate
+    from gpuscope.probing.clock import ClockEstimate
 
 __all__ = [
     "DeviceSpec",
@@ -326,9 +326,9 @@ def system_info(device: DeviceSpec, driver: str | None = None) -> System:
 
 @functools.lru_cache(maxsize=1)
 def measured_clock() -> ClockEstimate | Unavailable:
-    """This machine's core clock from a dependent-add chain (:func:`gpuscope.probing.peaks.measure_clock`;
+    """This machine's core clock from a dependent-add chain (:func:`gpuscope.probing.clock.measure_clock`;
     about half a second, once per process), or why it cannot be measured (numba unavailable)."""
-    from gpuscope.probing.peaks import measure_clock
+    from gpuscope.probing.clock import measure_clock
 
     try:
         return measure_clock()

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import msgspec
 
+from gpuscope.probing.clock import CorePinner
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import oom_guard
 from gpuscope.probing.errors import ProbeSkipped
@@ -69,7 +70,6 @@ if TYPE_CHECKING:  # the types only: numpy and torch load when a probe runs
     Array: TypeAlias = npt.NDArray[Float]
 
 __all__ = [
-    "CorePinner",
     "KERNEL_ARRAYS",
     "BYTES_RULE",
     "stream_bytes",
@@ -445,54 +445,6 @@ def memory_probe(
             import torch
 
             torch.set_num_threads(previous_threads)
-
-
-def core_cpus(allowed: set[int] | None = None) -> list[int]:
-    """One logical CPU per physical core (the lowest-numbered sibling), among ``allowed`` (default:
-    the CPUs this process may run on), from /sys's topology; [] when it cannot be read."""
-    import os
-
-    try:
-        allowed = set(os.sched_getaffinity(0)) if allowed is None else allowed
-    except (AttributeError, OSError):
-        return []
-    seen: dict[tuple[str, str], int] = {}
-    for cpu in sorted(allowed):
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
-        try:
-            with open(topology + "physical_package_id") as package, open(topology + "core_id") as core:
-                key = (package.read().strip(), core.read().strip())
-        except OSError:
-            return []
-        seen.setdefault(key, cpu)
-    return sorted(seen.values())
-
-
-class CorePinner:
-    """A thread-pool initializer that pins each new worker to its own physical core (as
-    likwid-bench and OMP_PROC_BIND do), so a worker stays on the core whose caches hold its
-    arrays; does nothing where affinity cannot be set or there are fewer cores than workers."""
-
-    def __init__(self, workers: int) -> None:
-        import threading
-
-        cpus = core_cpus()
-        self.cpus = cpus if len(cpus) >= workers else []
-        self._next = 0
-        self._lock = threading.Lock()
-
-    def __call__(self) -> None:
-        import os
-
-        with self._lock:
-            if not self.cpus:
-                return
-            cpu = self.cpus[self._next % len(self.cpus)]
-            self._next += 1
-        try:
-            os.sched_setaffinity(0, {cpu})  # Linux: 0 is the calling thread
-        except (AttributeError, OSError):
-            pass
 
 
 def _human(nbytes: int) -> str:

@@ -31,20 +31,25 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuscope.probing.clock import (
+    CLOCK_RULE,
+    ClockEstimate,
+    CorePinner,
+    clock_mhz_from_chain,
+    measure_clock,
+    peak_threads,
+)
 from gpuscope.probing.context import ProbeContext
-from gpuscope.probing.errors import ProbeSkipped
+from gpuscope.probing.fma_math import FLOPS_RULE, fma_constants, fma_expected, fma_flops
 from gpuscope.probing.jit import load_numba, unavailable_text
-from gpuscope.probing.memory import CorePinner
 from gpuscope.schema.results import Measurement
 from gpuscope.telemetry.cpuinfo import cpu_info
-from gpuscope.telemetry.values import Reason, Unavailable
+from gpuscope.telemetry.values import Unavailable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,11 +73,6 @@ __all__ = [
 
 #: dtypes a peak probe takes (CPU: fp64, fp32, and bf16 with AVX512_BF16; GPU: all four).
 PEAK_DTYPES = ("fp64", "fp32", "bf16", "fp16")
-FLOPS_RULE = "2 FLOP per FMA: threads x lanes x chain x reps x 2 (register/L1-resident, no memory traffic)"
-CLOCK_RULE = (
-    "dependent integer add/xor chain, 1 cycle latency per op: MHz = iterations x ops per iteration / s / 1e6, "
-    "s the thread's own CPU time; one chain per physical core at once, best of N"
-)
 #: Accumulator elements per thread (2 KiB: in L1, 4x the registers AVX-512 has).
 LANES = {"fp32": 512, "fp64": 256}
 #: FMAs per element in the validation run (a**VALIDATION_STEPS = 1/2).
@@ -80,96 +80,9 @@ VALIDATION_REPS = 64
 _TOLERANCE = {"fp32": 1e-3, "fp64": 1e-10}
 
 
-def fma_flops(threads: int, lanes: int, chain: int, reps: int) -> int:
-    """FLOPs of one call: ``threads x lanes x chain x reps`` FMAs, 2 FLOP each."""
-    return 2 * threads * lanes * chain * reps
-
-
-def clock_mhz_from_chain(iterations: int, ops_per_iteration: int, seconds: float, cycles_per_op: float = 1.0) -> float:
-    """The core clock (MHz) a dependent chain of ``iterations x ops_per_iteration`` ops of
-    ``cycles_per_op`` latency each implies when it took ``seconds``."""
-    if seconds <= 0 or iterations <= 0 or ops_per_iteration <= 0:
-        raise ValueError("iterations, ops per iteration and seconds must be > 0")
-    return iterations * ops_per_iteration * cycles_per_op / seconds / 1e6
-
-
-def fma_constants(steps: int) -> tuple[float, float]:
-    """``(a, b)`` of ``x = a*x + b`` with ``a**steps = 1/2`` and fixed point ``b / (1 - a) = 1``."""
-    a = 0.5 ** (1.0 / steps)
-    return a, 1.0 - a
-
-
-def fma_expected(x0: npt.NDArray[np.float64], a: float, b: float, steps: int) -> npt.NDArray[np.float64]:
-    """``steps`` applications of ``x = a*x + b`` to ``x0``, in closed form (float64)."""
-    fixed = b / (1.0 - a)
-    out: npt.NDArray[np.float64] = fixed + (x0 - fixed) * a**steps
-    return out
-
-
-def peak_threads() -> int:
-    """One thread per physical core this process may run on."""
-    physical = cpu_info().physical_cores or os.cpu_count() or 1
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        allowed = physical
-    return max(1, min(physical, allowed))
-
-
-@dataclass(frozen=True)
-class ClockEstimate:
-    """The core clock measured by :func:`measure_clock` (MHz), and how."""
-
-    mhz: float
-    threads: int
-    iterations: int
-    ops_per_iteration: int
-    samples_s: list[float] = field(default_factory=list)
-    rule: str = CLOCK_RULE
-
-
 def _team_call(team: ThreadPoolExecutor, calls: list[Callable[[], object]]) -> None:
     for future in [team.submit(call) for call in calls]:
         future.result()
-
-
-def measure_clock(threads: int | None = None, samples: int = 7, sample_s: float = 0.01) -> ClockEstimate | Unavailable:
-    """The core clock from :func:`~gpuscope.probing.cpu_kernels.fma.add_xor_chain` run on
-    ``threads`` cores at once (default: every physical core), best of ``samples`` timings of about
-    ``sample_s`` each; :class:`Unavailable` when numba cannot be used."""
-    numba = load_numba()
-    if isinstance(numba, Unavailable):
-        return numba
-    try:
-        from gpuscope.probing.cpu_kernels.fma import CHAIN_OPS, add_xor_chain
-    except ProbeSkipped as exc:
-        return Unavailable(Reason.NOT_SUPPORTED, str(exc))
-    count = threads or peak_threads()
-    add_xor_chain(10, 3, 5, 1)  # compile (or load from the cache) outside the timing
-    iterations = 100_000
-
-    def chain(n: int, salt: int) -> float:
-        """The thread's own CPU time (CLOCK_THREAD_CPUTIME_ID): time the scheduler gave other
-        processes is not counted, so a busy machine does not slow the clock it reports."""
-        started = time.thread_time()
-        add_xor_chain(n, 3 + salt, 5, 1)
-        return time.thread_time() - started
-
-    with ThreadPoolExecutor(
-        max_workers=count, thread_name_prefix="gpuscope-clock", initializer=CorePinner(count)
-    ) as team:
-
-        def timed(n: int) -> list[float]:
-            """Each thread's own time: a core another process took slows only its thread."""
-            return [future.result() for future in [team.submit(chain, n, i) for i in range(count)]]
-
-        elapsed = min(timed(iterations))
-        while elapsed < sample_s and iterations < 1 << 34:
-            iterations = int(iterations * max(2.0, 1.2 * sample_s / max(elapsed, 1e-6)))
-            elapsed = min(timed(iterations))
-        times = [time_s for _ in range(samples) for time_s in timed(iterations)]
-    best = min(times)  # the clock is one per core: the least disturbed chain tells it
-    return ClockEstimate(clock_mhz_from_chain(iterations, CHAIN_OPS, best), count, iterations, CHAIN_OPS, times)
 
 
 # --- the peak probe ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Tensor-core peaks stay GEMM (gpuscope.probing.matmul).
 - :func:`gpu_fma_peak`: every program runs :data:`ACCUMULATORS` independent chains of
   :data:`CHAIN` dependent ``x = x * a + b`` per lane (contracted to FMA; fp16/bf16 as half FMA),
   ``reps`` times; FLOPs = 2 x lanes x accumulators x chain x reps. Validated against the closed
-  form (gpuscope.probing.peaks.fma_expected).
+  form (gpuscope.probing.fma_math.fma_expected).
 - :func:`gpu_bandwidth`: ``read`` (a sum), ``copy`` and ``triad`` over a working set sized for the
   level: ``l2`` a quarter of the L2 (passes after the first hit L2), ``dram`` at least 4x the L2.
   Bytes counted as STREAM does (the arrays named in the kernel; write-allocate aside) x reps. The
@@ -30,7 +30,7 @@ import msgspec
 from gpuscope.probing.context import ProbeContext
 from gpuscope.probing.environment import first_line, oom_guard
 from gpuscope.probing.errors import ProbeSkipped
-from gpuscope.probing.peaks import FLOPS_RULE, fma_constants, fma_expected
+from gpuscope.probing.fma_math import FLOPS_RULE, fma_constants, fma_expected
 from gpuscope.probing.validation import check_close, elementwise_tolerance
 from gpuscope.schema.core import as_detail
 from gpuscope.schema.results import Measurement
