@@ -444,6 +444,35 @@ def target_problems(results: dict[str, Any] | None) -> tuple[list[str], list[str
 # --- the summary ---------------------------------------------------------------------------------
 
 
+#: The device-pair matrix on an 8-GPU node takes at most this long (issue 33).
+PAIR_MATRIX_MAX_S = 60.0
+
+
+def transfer_problems(report: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(failures, notes) of ``transfers.json`` (gpuscope.probing.transfer_cuda): a failed host
+    transfer is noted, a pair matrix over :data:`PAIR_MATRIX_MAX_S` on up to 8 GPUs fails."""
+    if not isinstance(report, dict):
+        return ["transfers.json is missing or unreadable"], []
+    problems: list[str] = []
+    notes = [
+        f"transfer {row.get('name')}: "
+        + (str(row.get("error")) if row.get("error") else _rate(row.get("bytes_per_s"), "B/s"))
+        for row in report.get("host", [])
+        if isinstance(row, dict)
+    ]
+    for matrix in report.get("matrices", []):
+        devices, seconds = len(matrix.get("devices", [])), float(matrix.get("seconds") or 0.0)
+        flagged = sum(1 for cell in matrix.get("cells", []) if cell.get("flagged"))
+        notes.append(
+            f"pair matrix {matrix.get('mode')}: {devices} GPUs in {seconds:.1f} s, {flagged} cell(s) under 80%"
+        )
+        if devices <= 8 and seconds > PAIR_MATRIX_MAX_S:
+            problems.append(
+                f"pair matrix {matrix.get('mode')} took {seconds:.0f} s (at most {PAIR_MATRIX_MAX_S:.0f} s)"
+            )
+    return problems, notes
+
+
 def _rate(value: Any, unit: Any) -> str:
     if not _number(value):
         return "-"
@@ -651,6 +680,14 @@ def _run(run: Run, args: argparse.Namespace, gpu: bool, env: dict[str, str], pyt
             required = tuple(filter(None, (args.require or "").split(","))) or required_default.get(suite, ())
             for problem in results_problems(results[name], output.name, required):
                 run.fail(problem)
+        if gpu:  # issue 33: nvbandwidth-style transfers, the device-pair matrix and latency
+            step(run, "transfers and the device-pair matrix")
+            command = [python, "-m", "gpuscope.probing.transfer_cuda", str(out / "transfers.json")]
+            if run_step(run, "transfers", command, env=env, cap_s=120.0, log=out / "transfers.txt") == 0:
+                problems, notes = transfer_problems(_load_json(out / "transfers.json"))
+                run.notes += notes
+                for problem in problems:
+                    run.fail(problem)
     finally:
         _stop(logger, grace_s=10.0)
 

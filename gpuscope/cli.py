@@ -47,6 +47,7 @@ COMMANDS: dict[str, str] = {
     "log": "log telemetry headless as JSON lines or CSV",
     "snapshot": "print one line per GPU and one for the host, then exit (--json for scripts)",
     "doctor": "show what gpuscope can see on this machine, and why not",
+    "topo": "show how GPUs, CPUs, NUMA nodes and NICs are wired (nvidia-smi topo -m), --json",
     "probe": "measure compute, memory, transfer and collective ceilings",
     "roofline": "print the roofline chart of one or more results files",
     "measure": "time a Python function and add it to a results file as a roofline point",

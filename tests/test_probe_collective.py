@@ -19,7 +19,7 @@ def test_bus_factors_match_nccl_tests() -> None:
     assert bus_factor("allreduce", 8) == pytest.approx(2 * 7 / 8)
     assert bus_factor("allgather", 8) == pytest.approx(7 / 8)
     with pytest.raises(ValueError):
-        bus_factor("broadcast", 2)
+        bus_factor("sendrecv", 2)
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from gpuscope.telemetry.cpuinfo import cpu_info
 from gpuscope.telemetry.nvml import mapping
 from gpuscope.telemetry.nvml.capabilities import Check, probe
 from gpuscope.telemetry.nvml.mapping import match_cuda_device
+from gpuscope.telemetry.topology_doctor import interconnect_checks
 from gpuscope.testing.scenarios import install_from_environment
 from gpuscope.textsafe import safe_text
 
@@ -235,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
             optional=True,
         )
     )
+    sections.append(("interconnect", interconnect_checks(getattr(args, "sysfs", "/sys"))))
     sections += [
         ("torch", torch_checks),
         ("CPU", cpu_checks),

@@ -140,6 +140,7 @@ def configure_snapshot(parser: argparse.ArgumentParser) -> None:
         parser, "--wait", 0.5, "SECONDS", "seconds between the two reads that rates need (default 0.5, 0.1 to 10)"
     )
     add_host_only(parser)
+    _add_sysfs(parser)
 
 
 def configure_doctor(parser: argparse.ArgumentParser) -> None:
@@ -147,6 +148,22 @@ def configure_doctor(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-torch", action="store_true", help="skip the torch/CUDA check (importing torch takes seconds)"
     )
+    _add_sysfs(parser)
+
+
+def _add_sysfs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sysfs",
+        metavar="PATH",
+        default="/sys",
+        type=path_option,
+        help="sysfs root for NUMA nodes and NICs (default /sys; e.g. a host's /sys mounted in a container)",
+    )
+
+
+def configure_topo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the topology record as one JSON object")
+    _add_sysfs(parser)
 
 
 def configure_probe(parser: argparse.ArgumentParser) -> None:
@@ -426,6 +443,7 @@ CONFIGURE: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "log": configure_log,
     "snapshot": configure_snapshot,
     "doctor": configure_doctor,
+    "topo": configure_topo,
     "probe": configure_probe,
     "roofline": configure_roofline,
     "measure": configure_measure,

@@ -19,6 +19,7 @@ from gpuscope.schema.core import encode_json, finite_or_none
 from gpuscope.telemetry.alerts import annotate, load_thresholds
 from gpuscope.telemetry.collector import TelemetryCollector
 from gpuscope.telemetry.records import GpuSample, Sample, record_to_dict
+from gpuscope.telemetry.topology_read import read_topology
 from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import NA, fmt_bytes, fmt_rate, reason_text
 
@@ -96,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
             "schema": "gpuscope.snapshot",
             "simulated": f"GPUSCOPE_FAKE_NVML={simulated}" if simulated else None,
             "record": record_to_dict(sample),
+            # how GPUs, CPUs, NUMA nodes and NICs are wired (gpuscope topo --json; additive)
+            "topology": read_topology(getattr(args, "sysfs", "/sys"), nvml=not args.no_gpu),
         }
 
         print(encode_json(document).decode())

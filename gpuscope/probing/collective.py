@@ -1,15 +1,19 @@
-"""Collective bandwidth over torch.distributed: all-reduce and all-gather, nccl-tests style.
+"""Collective bandwidth over torch.distributed, nccl-tests style: all-reduce, all-gather,
+reduce-scatter, all-to-all and broadcast.
 
 The probe starts ``world_size`` local worker processes (``python -m gpuscope.probing.collective``)
 that meet through a file store in a private temporary folder: gloo over the loopback interface
 (127.0.0.1 only) on CPU, NCCL with one GPU per rank on GPU. For each size S (bytes of the full
-buffer: the all-reduce buffer, the all-gather *output*), every sample times ``iters`` back-to-back
-collectives after a barrier; the sample is the slowest rank's time per collective.
+buffer: the all-reduce buffer, the all-gather *output*...: :data:`gpuscope.probing.collective_stats.BYTES_RULE`), every
+sample is a barrier and ``iters`` back-to-back collectives, each timed alone on every rank; rank 0
+gathers every rank's per-iteration times (``rank_iteration_s``), and a sample's time is the slowest
+rank's mean call time. The bus factors, percentiles, per-rank spread and the straggler rule are
+in :mod:`gpuscope.probing.collective_stats`.
 
-nccl-tests' definitions: ``algbw = S / t``; ``busbw = algbw x 2(n-1)/n`` for all-reduce and
-``algbw x (n-1)/n`` for all-gather. Timing uses ``ReduceOp.MAX`` so repeated in-place
-reductions keep their values (same traffic and cost as SUM); one SUM all-reduce and one
-all-gather are validated exactly.
+Timing uses ``ReduceOp.MAX`` so repeated in-place reductions keep their values (same traffic and
+cost as SUM); one call of each op with known values is validated exactly. ``slow_rank``/``slow_s``
+make one rank sleep before each timed call (outside its timer): a rank whose work before the
+collective is slower, which the others then wait for (tests and demonstrations of the straggler rule).
 
 :func:`run_collectives` is the timing every rank runs (``torch.distributed`` already initialised),
 for these workers and for the ranks of ``gpuscope probe --distributed``: for each group size n the
@@ -32,6 +36,15 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from gpuscope.paths import child_env
+from gpuscope.probing.collective_ops import collective_kernel, validate_collective
+from gpuscope.probing.collective_stats import (
+    BYTES_RULE,
+    OPS,
+    STRAGGLER_MARGIN,
+    bus_factor,
+    rank_statistics,
+    sample_times_s,
+)
 from gpuscope.probing.context import ProbeContext, finish_measurement
 from gpuscope.probing.stats import summarize
 from gpuscope.schema.core import Detail, DetailMap, as_detail, encode_json
@@ -49,12 +62,8 @@ __all__ = [
     "collective_record",
     "run_collectives",
     "BYTES_RULE",
+    "OPS",
 ]
-
-BYTES_RULE = (
-    "nccl-tests: S = bytes of the full buffer (all-reduce: the buffer; all-gather: the gathered output); "
-    "algbw = S / time; busbw = algbw x 2(n-1)/n (all-reduce) or x (n-1)/n (all-gather)"
-)
 
 
 class CollectiveTiming(msgspec.Struct, kw_only=True):
@@ -70,6 +79,8 @@ class CollectiveTiming(msgspec.Struct, kw_only=True):
     warmup_samples_s: list[float] = msgspec.field(default_factory=list)
     validation_error: float | None = None
     error: str | None = None
+    #: each rank's time of every timed call, sample after sample (row r: ``ranks[r]``)
+    rank_iteration_s: list[list[float]] = msgspec.field(default_factory=list)
 
 
 def group_sizes(world_size: int) -> list[int]:
@@ -82,16 +93,6 @@ def group_sizes(world_size: int) -> list[int]:
     if world_size >= 2:
         sizes.append(world_size)
     return sizes
-
-
-def bus_factor(op: str, world_size: int) -> float:
-    """nccl-tests' bus bandwidth factor for ``op`` over ``world_size`` ranks."""
-    n = world_size
-    if op == "allreduce":
-        return 2.0 * (n - 1) / n
-    if op == "allgather":
-        return (n - 1) / n
-    raise ValueError(f"unknown collective {op!r}")
 
 
 # --- worker (a separate process) -------------------------------------------------------------
@@ -111,6 +112,8 @@ class _WorkerSpec(msgspec.Struct, kw_only=True):
     output: str  # where rank 0 writes the timings
     cancel_file: str  # present: stop at the next size
     timeout_s: int
+    slow_rank: int | None = None  # this rank sleeps slow_s before each timed call
+    slow_s: float = 0.0
 
 
 def _worker(rank: int, spec: _WorkerSpec) -> int:
@@ -141,6 +144,8 @@ def _worker(rank: int, spec: _WorkerSpec) -> int:
         warmup=spec.warmup,
         should_stop=Path(spec.cancel_file).exists,
         groups=[world],
+        slow_rank=spec.slow_rank,
+        slow_s=spec.slow_s,
     )
     if rank == 0:
         tmp = Path(spec.output + ".tmp")
@@ -165,13 +170,19 @@ def run_collectives(
     should_stop: Callable[[], bool] = lambda: False,
     on_result: Callable[[CollectiveTiming], None] | None = None,
     groups: list[int] | None = None,
+    slow_rank: int | None = None,
+    slow_s: float = 0.0,
 ) -> list[CollectiveTiming]:
-    """Time ``ops`` (``allreduce``, ``allgather``) at ``sizes_bytes`` for every group size
-    (``groups``; default :func:`group_sizes` of ``world_size``).
+    """Time ``ops`` (:data:`OPS`) at ``sizes_bytes`` for every group size (``groups``; default
+    :func:`group_sizes` of ``world_size``).
 
     ``device`` is a torch device (``cpu`` with gloo, ``cuda:LOCAL_RANK`` with nccl). A stop
-    request on any rank (``should_stop``) ends the sweep on all ranks at the next size.
+    request on any rank (``should_stop``) ends the sweep on all ranks at the next size. Rank
+    ``slow_rank`` sleeps ``slow_s`` seconds before each timed call (a straggler on purpose).
     """
+    unknown = [op for op in ops if op not in OPS]
+    if unknown:
+        raise ValueError(f"unknown collective(s) {', '.join(unknown)}; known: {', '.join(OPS)}")
     import torch
     import torch.distributed as dist
 
@@ -205,11 +216,14 @@ def run_collectives(
                     break
                 elements = max(n, size // 4 // n * n)
                 run = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
-                iters, warm, timed = time_collective(run, sync, device, group, target_sample_s, warmup, samples)
+                delay_s = slow_s if rank == slow_rank else 0.0
+                iters, warm, timed, per_rank = time_collective(
+                    run, sync, device, group, target_sample_s, warmup, samples, delay_s=delay_s, group_size=n
+                )
                 error = validate_collective(op, elements, n, rank, device, group, has_into and is_cuda)
                 item = CollectiveTiming(
                     op=op, group_size=n, ranks=members, size_bytes=elements * 4, iters=iters, samples_s=timed,
-                    warmup_samples_s=warm, validation_error=error,
+                    warmup_samples_s=warm, validation_error=error, rank_iteration_s=per_rank,
                 )  # fmt: skip
                 if rank == 0:
                     results.append(item)
@@ -228,95 +242,94 @@ def time_collective(
     target_sample_s: float,
     warmup: int,
     samples: int,
-) -> tuple[int, list[float], list[float]]:
-    """``(iters, warmup seconds, sample seconds)`` per call of ``run``: the first call discarded,
-    ``iters`` sized so a sample spans ``target_sample_s``; each sample is a barrier, ``iters``
-    back-to-back calls, and the slowest rank's time per call (every rank runs the same count)."""
+    *,
+    delay_s: float = 0.0,
+    group_size: int | None = None,
+) -> tuple[int, list[float], list[float], list[list[float]]]:
+    """``(iters, warmup seconds, sample seconds, every rank's per-iteration seconds)`` of ``run``:
+    the first call discarded, ``iters`` sized so a sample spans ``target_sample_s``; each sample is
+    a barrier and ``iters`` calls, each timed alone (call to result ready) after sleeping
+    ``delay_s`` (outside the timer); a sample's time is the slowest rank's mean call time."""
     import torch
     import torch.distributed as dist
 
+    n = group_size if group_size is not None else dist.get_world_size(group)
     run()
     sync()
     dist.barrier(group=group)
     start = time.perf_counter()
     run()
     sync()
-    timer = torch.full((1,), time.perf_counter() - start, dtype=torch.float64, device=device)
+    timer = torch.full((1,), time.perf_counter() - start + delay_s, dtype=torch.float64, device=device)
     dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
     iters = max(1, min(10_000, math.ceil(target_sample_s / max(float(timer.item()), 1e-6))))
-    warm: list[float] = []
-    timed: list[float] = []
-    for count, into in ((warmup, warm), (samples, timed)):
-        for _ in range(count):
-            dist.barrier(group=group)
+
+    def one_sample() -> list[float]:
+        times: list[float] = []
+        dist.barrier(group=group)
+        for _ in range(iters):
+            if delay_s:
+                time.sleep(delay_s)
             start = time.perf_counter()
-            for _ in range(iters):
-                run()
+            run()
             sync()
-            timer.fill_((time.perf_counter() - start) / iters)
-            dist.all_reduce(timer, op=dist.ReduceOp.MAX, group=group)
-            into.append(float(timer.item()))
-    return iters, warm, timed
+            times.append(time.perf_counter() - start)
+        return times
 
-
-def collective_kernel(
-    op: str, elements: int, n: int, device: torch.device, group: ProcessGroup | None, into: bool
-) -> Callable[[], object]:
-    """One ``op`` over ``group`` (None: every rank) on ``elements`` float32 values; ``into``: use
-    ``all_gather_into_tensor``. Each call binds its own tensors."""
-    import torch
-    import torch.distributed as dist
-
-    if op == "allreduce":
-        buffer = torch.rand(elements, device=device).add_(0.5)
-        return lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # MAX keeps values stable
-    if op == "allgather":
-        chunk = torch.rand(elements // n, device=device).add_(0.5)
-        gathered = torch.empty(elements, device=device)
-        pieces = list(gathered.chunk(n))
-        if into:
-            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group)
-        return lambda: dist.all_gather(pieces, chunk, group=group)
-    raise ValueError(f"unknown collective {op!r}")
-
-
-def validate_collective(
-    op: str, elements: int, n: int, rank: int, device: torch.device, group: ProcessGroup | None, into: bool
-) -> float:
-    """One SUM all-reduce or one all-gather with known values; the relative error (0.0 exact)."""
-    import torch
-    import torch.distributed as dist
-
-    if op == "allreduce":
-        buffer = torch.full((elements,), float(rank + 1), device=device)
-        dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
-        expected_sum = n * (n + 1) / 2
-        return float((buffer - expected_sum).abs().max().item()) / expected_sum
-    chunk = torch.full((elements // n,), float(rank + 1), device=device)
-    if into:
-        gathered = torch.empty(elements, device=device)
-        dist.all_gather_into_tensor(gathered, chunk, group=group)
-    else:
-        pieces = [torch.empty_like(chunk) for _ in range(n)]
-        dist.all_gather(pieces, chunk, group=group)
-        gathered = torch.cat(pieces)
-    expected = torch.arange(1, n + 1, device=device, dtype=torch.float32).repeat_interleave(elements // n)
-    return float((gathered - expected).abs().max().item()) / n
+    warm: list[float] = []
+    for _ in range(warmup):
+        mean = torch.full((1,), sum(one_sample()) / iters, dtype=torch.float64, device=device)
+        dist.all_reduce(mean, op=dist.ReduceOp.MAX, group=group)
+        warm.append(float(mean.item()))
+    own: list[float] = []
+    for _ in range(samples):
+        own.extend(one_sample())
+    mine = torch.tensor(own, dtype=torch.float64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(n)]
+    dist.all_gather(gathered, mine, group=group)
+    per_rank = [[float(value) for value in rows.cpu().tolist()] for rows in gathered]
+    return iters, warm, sample_times_s(per_rank, iters), per_rank
 
 
 # --- probe (the parent) -------------------------------------------------------------------
 
 
+#: Per-iteration times kept in a measurement's ``timing.rank_iteration_s`` up to this many values
+#: (ranks x iterations); beyond it only the statistics are kept (a results file stays small).
+RAW_ITERATIONS_MAX = 4096
+
+
 def collective_record(
-    item: CollectiveTiming, name: str, device: str, versions: Detail, parameters: DetailMap
+    item: CollectiveTiming,
+    name: str,
+    device: str,
+    versions: Detail,
+    parameters: DetailMap,
+    margin: float = STRAGGLER_MARGIN,
 ) -> Measurement:
     """The measurement of one op and size timed over ``item.group_size`` ranks; ``parameters``
-    (``op``, ``backend``, ``world_size``...) go into its parameters. ok only when validated exactly."""
+    (``op``, ``backend``, ``world_size``...) go into its parameters. ok only when validated exactly.
+    ``timing`` carries the per-iteration p50/p99, each rank's time, min/max/spread across ranks
+    and the straggler (:func:`gpuscope.probing.collective_stats.rank_statistics`, ``margin``)."""
     samples = [float(s) for s in item.samples_s]
+    per_rank: DetailMap = {}
+    if item.rank_iteration_s:
+        per_rank = rank_statistics(item.rank_iteration_s, item.ranks or list(range(item.group_size)), margin)
+        values = sum(len(row) for row in item.rank_iteration_s)
+        per_rank["rank_iteration_s"] = (
+            as_detail([as_detail(list(row)) for row in item.rank_iteration_s])
+            if values <= RAW_ITERATIONS_MAX
+            else f"omitted ({values} values)"
+        )
     error = item.error
     if not error and item.validation_error not in (0.0, None):
         error = f"validation failed: error {item.validation_error:.3g}"
     ok = bool(samples) and not error and item.validation_error == 0.0
+    timing: DetailMap = {
+        "samples_s": as_detail(list(samples)), "warmup_samples_s": as_detail(list(item.warmup_samples_s)),
+        "inner_reps": item.iters,
+        "clock": "perf_counter per call on every rank; a sample: the slowest rank's mean call",
+    }  # fmt: skip
     record = finish_measurement(
         Measurement(
             kind="collective", name=name, device=device,
@@ -326,10 +339,7 @@ def collective_record(
             flops=0, bytes=item.size_bytes, counting_rule={"bytes": BYTES_RULE}, versions=versions or {},
         ),
         statistic="best", status="ok" if ok else "failed", error=None if ok else (error or "no samples"),
-        timing={
-            "samples_s": list(samples), "warmup_samples_s": list(item.warmup_samples_s), "inner_reps": item.iters,
-            "clock": "perf_counter (slowest rank)",
-        },
+        timing=timing | per_rank,
         summary=summarize(samples, "best") if ok else None, validation_error=item.validation_error,
         validation_tolerance=0.0,
     )  # fmt: skip
@@ -348,8 +358,12 @@ def collective_probe(
     ctx: ProbeContext,
     emit: Callable[[Measurement], None],
     timeout_s: float = 300.0,
+    *,
+    slow_rank: int | None = None,
+    slow_s: float = 0.0,
 ) -> None:
-    """Run the workers, turn their timings into measurements (``emit`` each)."""
+    """Run the workers, turn their timings into measurements (``emit`` each). ``slow_rank``
+    sleeps ``slow_s`` before each timed call (a straggler on purpose, for tests and demos)."""
     backend = "nccl" if ctx.device.is_gpu else "gloo"
     if world_size is None and ctx.device.is_gpu:
         import torch
@@ -386,7 +400,7 @@ def collective_probe(
         spec = _WorkerSpec(
             backend=backend, world=world_size, store=str(store), ops=ops, sizes=sizes, samples=policy.samples,
             warmup=3, target_sample_s=policy.target_sample_s, output=str(output), cancel_file=str(cancel_file),
-            timeout_s=int(timeout_s),
+            timeout_s=int(timeout_s), slow_rank=slow_rank, slow_s=slow_s,
         )  # fmt: skip
         command = [sys.executable, "-m", "gpuscope.probing.collective"]  # + RANK SPEC_JSON
         spec_json = encode_json(spec).decode()

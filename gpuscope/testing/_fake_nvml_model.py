@@ -301,6 +301,19 @@ class FakeGpu:
     gpm_metric_errors: dict[int, ErrorSpec] = field(default_factory=dict)  # GPM metric id -> error
     uuid: str | None = None
     pci_bus_id: str | None = None
+    # topology (gpuscope.testing._fake_nvml_topology): None/empty = not scripted
+    pcie_max_generation: int | None = None  # None: as pcie_generation (the link trained at its maximum)
+    pcie_max_width: int | None = None  # None: as pcie_width
+    pcie_replay_per_s: float = 0.0  # the PCIe replay counter grows this fast with the clock
+    numa_node: int | None = None  # nvmlDeviceGetMemoryAffinity; None: NotSupported
+    cpu_affinity: tuple[int, ...] = ()  # nvmlDeviceGetCpuAffinity; empty: NotSupported
+    pcie_switch: str | None = None  # GPUs naming the same switch share it (common ancestor SINGLE)
+    host_bridge: str | None = None  # ... the same host bridge (HOSTBRIDGE); else NUMA node: NODE or SYSTEM
+    #: the far end of each NVLink link, an NVML bus id (a GPU's or an NVSwitch's); None: every
+    #: link goes to one NVSwitch (NVSWITCH_BUS_ID)
+    nvlink_remote: tuple[str, ...] | None = None
+    #: link -> CRC flit errors per second (the counter grows with the clock)
+    nvlink_crc_per_s: dict[int, float] = field(default_factory=dict)
     # runtime state
     lost: bool = field(default=False, repr=False)
     _lose_after_calls: int | None = field(default=None, repr=False)

@@ -337,13 +337,15 @@ class SymbolsMixin:
         return put(ref, self._gpu_only(handle)[1].pcie_generation)
 
     def _sym_nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
-        return put(ref, self._gpu_only(handle)[1].pcie_generation)
+        gpu = self._gpu_only(handle)[1]
+        return put(ref, gpu.pcie_max_generation or gpu.pcie_generation)
 
     def _sym_nvmlDeviceGetCurrPcieLinkWidth(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
         return put(ref, self._gpu_only(handle)[1].pcie_width)
 
     def _sym_nvmlDeviceGetMaxPcieLinkWidth(self, handle: Handle, ref: Ref[ctypes.c_uint]) -> int:
-        return put(ref, self._gpu_only(handle)[1].pcie_width)
+        gpu = self._gpu_only(handle)[1]
+        return put(ref, gpu.pcie_max_width or gpu.pcie_width)
 
     def _sym_nvmlDeviceGetPcieThroughput(self, handle: Handle, counter: ctypes.c_uint, ref: Ref[ctypes.c_uint]) -> int:
         """The real call blocks ~20 ms; the fake answers at once (tests count the calls)."""

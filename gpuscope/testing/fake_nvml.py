@@ -98,6 +98,7 @@ from gpuscope.testing._fake_nvml_model import (
     error_code,
 )
 from gpuscope.testing._fake_nvml_symbols import FakeReturn, SymbolsMixin, handle_address
+from gpuscope.testing._fake_nvml_topology import TopologySymbols
 
 __all__ = [
     "FakeClock",
@@ -129,7 +130,7 @@ class _Symbol:
         return self.fake._dispatch(self, args)
 
 
-class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, FaultsMixin):
+class FakeNvml(SymbolsMixin, GpmMigProcessSymbols, EventSymbols, TopologySymbols, FaultsMixin):
     """The fake library: scripted GPUs behind NVML's C symbols. Thread-safe."""
 
     def __init__(

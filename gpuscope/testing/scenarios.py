@@ -47,6 +47,11 @@ The value is comma-separated ``key=value`` items (all optional)::
 - ``slow``: ``GPU[;GPU]``: with ``busy=1``, those GPUs run at a quarter of the others' SM
   activity, tensor activity and DRAM traffic and at half their power (a straggler).
 
+- ``topology``: ``hgx8`` (8 x H200 on NVSwitch, two NUMA nodes, GPU 5's link 3 counting CRC
+  errors) or ``pcie4`` (4 x H100 PCIe in NVLink-bridged pairs under two PCIe switches on two
+  NUMA nodes, GPU 1 at x8 Gen4 under x16 Gen5, one bridge link down): these GPUs instead of
+  ``gpus`` (:mod:`gpuscope.testing._fake_nvml_topology`).
+
 - ``sick``: an NVML error name (e.g. ``Unknown``) that every per-sample metric call answers
   (:data:`METRIC_SYMBOLS`) while init, the GPU count and identity still work: a GPU whose every
   metric is an error.
@@ -66,6 +71,7 @@ from dataclasses import dataclass, field
 
 from gpuscope.errors import UsageError
 from gpuscope.telemetry.nvml.mapping import normalize_uuid, parse_visible_devices
+from gpuscope.testing._fake_nvml_topology import TOPOLOGIES
 from gpuscope.testing.fake_nvml import GIB, FakeClock, FakeGpu, FakeNvml, error_code, install_fake_nvml
 
 __all__ = [
@@ -108,6 +114,7 @@ class Scenario:
     xids: list[tuple[int, int, float, int]] = field(default_factory=list)  # (xid, count, seconds, GPU)
     events_error: tuple[str, int | None] | None = None
     slow: list[int] = field(default_factory=list)  # straggler GPUs (busy=1)
+    topology: str | None = None  # a scripted node (TOPOLOGIES) instead of ``gpus``
 
 
 def _number(key: str, text: str, low: float, high: float) -> float:
@@ -197,12 +204,18 @@ def parse_scenario(text: str) -> Scenario:
                 scenario.slow = [int(part) for part in value.split(";")]
             except ValueError:
                 raise UsageError(f"{ENV_VAR}: slow={value!r} is not ;-separated GPU indices") from None
+        elif key == "topology":
+            if value.strip() not in TOPOLOGIES:
+                raise UsageError(f"{ENV_VAR}: topology={value!r} must be one of {', '.join(TOPOLOGIES)}")
+            scenario.topology = value.strip()
         elif key == "driver":
             if value.strip() != "550":
                 raise UsageError(f"{ENV_VAR}: driver={value!r}: only driver=550 is known")
             scenario.driver = "550"
         else:
             raise UsageError(f"{ENV_VAR}: unknown key {key!r}")
+    if scenario.topology is not None:  # the scripted node's GPUs, whatever ``gpus`` said
+        scenario.gpus = ["h200"] * len(TOPOLOGIES[scenario.topology]())
     for index, _, _ in scenario.lose:
         if index >= len(scenario.gpus):
             raise UsageError(f"{ENV_VAR}: lose names GPU {index}, but there are {len(scenario.gpus)} GPUs")
@@ -259,8 +272,12 @@ def build_fake(scenario: Scenario, clock: Callable[[], float] | None = None) -> 
     times count from the clock's time now."""
     clock = clock if clock is not None else FakeClock(real=True)
     gpus = []
+    scripted = TOPOLOGIES[scenario.topology]() if scenario.topology else None
     for position, model in enumerate(scenario.gpus):
         gpu = _BUILDERS[model](wobble=0.02, seed=position, pcie_counter_bits=scenario.pcie_bits)
+        if scripted is not None:
+            gpu = scripted[position]
+            gpu.wobble, gpu.seed, gpu.pcie_counter_bits = 0.02, position, scenario.pcie_bits
         if scenario.links is not None:
             gpu.nvlink_links = scenario.links
         gpu.gpm_no_permission = scenario.gpm_no_permission
