@@ -12,7 +12,8 @@ Steps, all inside a hard total budget (``--budget-s``, default 6 minutes, doctor
 step that would overrun is interrupted (SIGINT: ``gpuscope probe`` writes partial results),
 then killed; what it wrote is kept and the run fails.
 
-1. ``nvidia-smi`` (nvidia-smi.txt) and ``gpuscope doctor`` (doctor.txt, doctor.json);
+1. ``nvidia-smi`` (nvidia-smi.txt; ``amd-smi static`` on a ROCm machine, amd-smi.txt) and
+   ``gpuscope doctor`` (doctor.txt, doctor.json);
 2. ``gpuscope log --interval 0.2`` in the background for the whole run (telemetry.jsonl);
 3. ``gpuscope probe --suite quick`` then ``--suite transformer`` (quick.json, transformer.json);
    quick runs the Triton kernels too (gpuscope.probing.triton_kernels: FMA peaks, L2 and DRAM
@@ -470,6 +471,14 @@ def transfer_problems(report: dict[str, Any] | None) -> tuple[list[str], list[st
             problems.append(
                 f"pair matrix {matrix.get('mode')} took {seconds:.0f} s (at most {PAIR_MATRIX_MAX_S:.0f} s)"
             )
+    latency = report.get("latency_s")
+    if isinstance(latency, dict) and latency:  # small-copy latency: host-device and the slowest device pair
+        pairs = {k: float(v) for k, v in latency.items() if str(k).startswith("d2d")}
+        shown = {k: float(v) for k, v in latency.items() if k in ("h2d", "d2h")}
+        if pairs:
+            slowest = max(pairs, key=lambda k: pairs[k])
+            shown[f"slowest {slowest}"] = pairs[slowest]
+        notes.append("latency " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in shown.items()))
     return problems, notes
 
 
@@ -538,19 +547,23 @@ def _load_json(path: Path) -> Any:
 
 
 def _machine(run: Run, python: str, env: dict[str, str]) -> bool:
-    """nvidia-smi and torch.cuda (inside the budget); False when there is no point going on."""
-    smi = shutil.which("nvidia-smi")
+    """The vendor's tool (nvidia-smi, or amd-smi on a ROCm machine) and torch.cuda (inside the
+    budget); False when there is no point going on. ROCm builds of torch answer torch.cuda too."""
+    nvidia, amd = shutil.which("nvidia-smi"), shutil.which("amd-smi")
+    smi, name = (nvidia, "nvidia-smi") if nvidia is not None else (amd, "amd-smi")
     if smi is None:
-        run.fail("nvidia-smi not found: no NVIDIA driver on this machine")
+        run.fail("neither nvidia-smi nor amd-smi found: no NVIDIA or AMD driver on this machine")
         return False
-    code = run_step(run, "nvidia-smi", [smi], env=env, cap_s=30, log=run.out / "nvidia-smi.txt")
+    arguments = [smi] if name == "nvidia-smi" else [smi, "static", "--asic", "--bus"]
+    code = run_step(run, name, arguments, env=env, cap_s=30, log=run.out / f"{name}.txt")
     if code != 0:
         if code is not None:
-            run.fail(f"nvidia-smi exited {code} (see nvidia-smi.txt)")
+            run.fail(f"{name} exited {code} (see {name}.txt)")
         return False
     check = (
-        "import torch, numpy, psutil, pynvml; assert torch.cuda.is_available(), 'torch sees no CUDA GPU'; "
-        "print('torch', torch.__version__, 'CUDA', torch.version.cuda, torch.cuda.get_device_name(0))"
+        "import torch, numpy, psutil; assert torch.cuda.is_available(), 'torch sees no CUDA or ROCm GPU'; "
+        "print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'HIP', torch.version.hip, "
+        "torch.cuda.get_device_name(0))"
     )
     log = run.out / "environment.txt"
     code = run_step(run, "torch/CUDA check", [python, "-c", check], env=env, cap_s=90, log=log)
@@ -682,7 +695,10 @@ def _run(run: Run, args: argparse.Namespace, gpu: bool, env: dict[str, str], pyt
                 run.fail(problem)
         if gpu:  # issue 33: nvbandwidth-style transfers, the device-pair matrix and latency
             step(run, "transfers and the device-pair matrix")
-            command = [python, "-m", "gpuscope.probing.transfer_cuda", str(out / "transfers.json")]
+            # sized for PAIR_MATRIX_MAX_S: 8 GPUs are 56 ordered pairs, each 1 warm-up + 5 timed 256 MiB
+            # copies (both ways at once when bidirectional): about 1 s a matrix over NVLink, ~5 s at PCIe Gen4
+            command = [python, "-m", "gpuscope.probing.transfer_cuda", str(out / "transfers.json"),
+                       "--size-mib", "256", "--repeats", "5"]  # fmt: skip
             if run_step(run, "transfers", command, env=env, cap_s=120.0, log=out / "transfers.txt") == 0:
                 problems, notes = transfer_problems(_load_json(out / "transfers.json"))
                 run.notes += notes

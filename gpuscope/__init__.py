@@ -17,12 +17,14 @@ from gpuscope.version import __version__
 if TYPE_CHECKING:
     from gpuscope.measuring.measure import MeasuredWorkload, measure
     from gpuscope.profiling.api import IncompleteProfileWarning, Profiler, profile
+    from gpuscope.profiling.generation import profile_generation
     from gpuscope.profiling.result import ProfileResult
 
 __all__ = [
     "__version__",
     "measure",
     "profile",
+    "profile_generation",
     "MeasuredWorkload",
     "Profiler",
     "ProfileResult",
@@ -35,6 +37,7 @@ _LAZY = {
     "MeasuredWorkload": "gpuscope.measuring.measure",
     "profile": "gpuscope.profiling.api",
     "Profiler": "gpuscope.profiling.api",
+    "profile_generation": "gpuscope.profiling.generation",
     "IncompleteProfileWarning": "gpuscope.profiling.api",
     "ProfileResult": "gpuscope.profiling.result",
 }

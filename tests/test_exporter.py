@@ -179,7 +179,7 @@ def test_every_name_follows_prometheus_conventions() -> None:
         ), spec.name
         assert spec.name.endswith("_total") == (spec.kind == "counter"), spec.name
         if any(word in spec.name for word in ("bandwidth", "transmit", "receive")):
-            assert spec.name.endswith(("_bytes_per_second", "_ratio")), spec.name
+            assert spec.name.endswith(("_bytes_per_second", "_ratio", "_bytes_total")), spec.name
         if "temperature" in spec.name:
             assert spec.name.endswith("_celsius")
         if "power" in spec.name:
@@ -198,14 +198,16 @@ def test_every_record_field_is_exported() -> None:
     handled_elsewhere = {
         "index", "name", "uuid", "pci_bus_id", "architecture", "state",
         "mig_parent_index", "mig_gpu_instance_id", "mig_compute_instance_id",
-        "throttle_reasons", "nvlink_links", "processes",
+        "throttle_reasons", "nvlink_links", "processes", "vendor",  # vendor: a gpuscope_gpu_info label
         "xid_events", "xid_events_dropped", "xid_recent",  # gpuscope_gpu_xid_events_total, gpuscope_alert
     }  # fmt: skip
     for field in dataclasses.fields(GpuSample):
         assert field.name in scalar_fields | handled_elsewhere, f"GpuSample.{field.name} is not exported"
     known = {
         Sample: {"timestamp", "host", "gpus", "driver_version", "nvml_version", "cuda_driver_version",
-                 "gpu_unavailable", "sample_cost_s", "schema_version", "alerts"},
+                 "gpu_unavailable", "sample_cost_s", "schema_version", "alerts",
+                 "amd_driver_version", "amdsmi_library_version",  # gpuscope_host_info labels
+                 "nvidia_unavailable", "amd_unavailable"},  # per vendor; gpu_unavailable is the exported one
         HostSample: {"hostname", "cpu_model", "logical_cores", "physical_cores", "cpu_utilization_percent", "cores",
                      "load_average_1m", "load_average_5m", "load_average_15m", "memory_total_bytes",
                      "memory_used_bytes", "memory_available_bytes", "swap_total_bytes", "swap_used_bytes", "nics",
@@ -214,7 +216,8 @@ def test_every_record_field_is_exported() -> None:
         NicSample: {"name", "rx_bytes_per_s", "tx_bytes_per_s", "is_up", "speed_mbit_per_s", "is_loopback"},
         InfinibandPortSample: {"device", "port", "link_layer", "state", "rate_gbit_per_s", "rx_bytes_per_s",
                                "tx_bytes_per_s"},
-        NvLinkLinkSample: {"link", "tx_bytes_per_s", "rx_bytes_per_s"},
+        NvLinkLinkSample: {"link", "tx_bytes_per_s", "rx_bytes_per_s",
+                           "crc_flit_errors", "crc_data_errors", "replay_errors", "recovery_errors"},
         GpuProcessSample: {"pid", "name", "user", "gpu_memory_bytes", "sm_percent", "kind"},
     }  # fmt: skip
     for record, names in known.items():
@@ -234,8 +237,10 @@ def test_every_record_field_is_exported() -> None:
     ]  # fmt: skip
     for name in host_metrics:
         assert name in series, name
+    amd_or_counted = ("xgmi", "hotspot", "pcie_bytes_per_second", "errors_total")  # not in this sample
     for _, spec, _ in _GPU_SCALARS:
-        if spec.name != "gpuscope_gpu_fan_speed_ratio":  # unavailable on gpu0 by design
+        # fan speed: unavailable on gpu0 by design
+        if spec.name != "gpuscope_gpu_fan_speed_ratio" and not any(w in spec.name for w in amd_or_counted):
             assert spec.name in series, spec.name
 
 

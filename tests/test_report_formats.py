@@ -133,7 +133,7 @@ def test_markdown_structure(inputs):
         "## Workloads",
         "## Probe runs",
         "## Telemetry per metric",
-        "## Energy",
+        "## GPU energy (telemetry)",
     ):
         assert f"\n{heading}\n" in text
     rows = [line for line in text.splitlines() if line.startswith("| cuda:1 |") and "dram.triad" in line]
@@ -202,7 +202,7 @@ def test_roofline_caption_names_every_line_style_and_marker_drawn(inputs, monkey
     monkeypatch.setattr(Axes, "plot", recording_plot)
     doc = results_doc(hbm_bytes_per_s=[2.0e12, 3.0e12])  # decode gemv at 2.5 TFLOP/s: above a 2 TB/s roof
     assert charts.roofline_svg(roofline_view(typed([("r", doc)])), all_roofs=True) is not None
-    caption = re.search(r"<figcaption>(.*?)</figcaption>", html_text[html_text.index('id="roofline"') :]).group(1)
+    caption = re.search(r"<figcaption[^>]*>(.*?)</figcaption>", html_text[html_text.index('id="roofline"') :]).group(1)
     words = {marker: text for text, marker in charts._MARKERS.values()}
     lines = {repr(style["linestyle"]): text for text, style in charts._STYLES.values()}
     for marker, linestyle in drawn:

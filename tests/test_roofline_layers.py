@@ -18,6 +18,7 @@ ALLOWED = {
     "profiling": {"measuring", "roofline", "probing", "schema", "telemetry", "results", "errors"},
     "report": {
         "fleet",
+        "probing",  # the probes' own pure records: the transfer matrix and the collective tables
         "profiling",
         "roofline",
         "schema",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.sysfs import make_sysfs
 
 from gpuscope.telemetry.topology import (
     format_cpulist,
@@ -19,7 +20,6 @@ from gpuscope.telemetry.topology_render import matrix_rows, render_topology
 from gpuscope.telemetry.topology_sysfs import parse_ib_rate_bytes_per_s, read_nics, read_numa_nodes
 from gpuscope.testing._fake_nvml_topology import hgx_h200_8, pcie_pairs_4
 from gpuscope.testing.fake_nvml import FakeClock, FakeGpu, FakeNvml, install_fake_nvml
-from tests.support.sysfs import make_sysfs
 
 
 @pytest.fixture

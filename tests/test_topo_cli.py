@@ -9,12 +9,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from support.sysfs import make_sysfs
 
 from gpuscope.cli import main
 from gpuscope.telemetry.topology import Topology
 from gpuscope.testing._fake_nvml_topology import hgx_h200_8, pcie_pairs_4
 from gpuscope.testing.fake_nvml import FakeGpu, FakeNvml, install_fake_nvml
-from tests.support.sysfs import make_sysfs
 
 
 def _busy(gpus: list[FakeGpu]) -> FakeNvml:

@@ -119,9 +119,11 @@ def test_acceptance_reads_the_transfer_report() -> None:
             },
             {"mode": "bidirectional", "devices": list(range(8)), "seconds": 75.0, "cells": []},
         ],
+        "latency_s": {"h2d": 9.5e-6, "d2h": 1.1e-5, "d2d 0->1": 1.2e-5, "d2d 1->0": 1.4e-5},
     }
     problems, notes = module.transfer_problems(report)
     assert problems == ["pair matrix bidirectional took 75 s (at most 60 s)"]
     assert "pair matrix unidirectional: 8 GPUs in 12.0 s, 1 cell(s) under 80%" in notes
     assert "transfer h2d.sm.pinned: no triton" in notes
+    assert "latency h2d 9.5 us, d2h 11.0 us, slowest d2d 1->0 14.0 us" in notes
     assert module.transfer_problems(None)[0] == ["transfers.json is missing or unreadable"]

@@ -117,7 +117,7 @@ def test_registration_not_supported_is_unavailable_with_a_reason() -> None:
     registry.register(exporter)
     exporter.update(_sample(side))
     text = generate_latest(registry).decode()
-    assert 'metric="gpuscope_gpu_xid_events_total",reason="not_supported"' in text
+    assert 'metric="gpuscope_gpu_xid_events_total",nic="",reason="not_supported"' in text
 
 
 def test_no_permission_and_mig_instances() -> None:

@@ -236,6 +236,9 @@ def run(args: argparse.Namespace) -> int:
             optional=True,
         )
     )
+    from gpuscope.telemetry.amdsmi.doctor import amd_sections  # amdsmi only when doctor runs
+
+    sections += amd_sections()
     sections.append(("interconnect", interconnect_checks(getattr(args, "sysfs", "/sys"))))
     sections += [
         ("torch", torch_checks),

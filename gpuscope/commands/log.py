@@ -33,6 +33,7 @@ from gpuscope.telemetry.logprogress import LogProgress
 from gpuscope.telemetry.logrotate import RotatingLogWriter, parse_age_s, parse_size_bytes
 from gpuscope.telemetry.records import Sample
 from gpuscope.telemetry.sampler import Sampler, check_duration, check_interval, stopped_by_signals
+from gpuscope.telemetry.simulated import simulation_note
 from gpuscope.textsafe import safe_text
 
 __all__ = ["run"]
@@ -96,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
             why_no_gpu = collector.open()
             if why_no_gpu is not None and not args.no_gpu:
                 _warn(f"no GPU telemetry, logging the host only: {why_no_gpu.to_json()}")
+            simulated = simulation_note() if why_no_gpu is None and not args.no_gpu else None
+            if simulated:  # as `snapshot` says it
+                _say(safe_text(f"SIMULATED GPUs ({simulated}), not real hardware"))
             if sampler.stopping:  # a signal came while NVML was starting
                 return 0
             progress.start(target, fmt, interval_s, duration_s)

@@ -63,7 +63,13 @@ def configure_tui(parser: argparse.ArgumentParser) -> None:
         "an extra probe suite file to offer on the probes screen (repeatable; shipped suites are always there)",
     )
     parser.add_argument(
-        "--demo", action="store_true", help="use a fake NVML with two GPUs (try the UI on a machine without GPUs)"
+        "--demo",
+        nargs="?",
+        const="nvidia",
+        default=None,
+        choices=("nvidia", "amd", "both"),
+        help="simulated GPUs to try the UI on a machine without them: nvidia (default: an H200 and an A100), "
+        "amd (two MI300X through a fake AMD SMI) or both",
     )
 
 
@@ -314,6 +320,18 @@ def configure_profile(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-energy", action="store_true", help="do not read the energy counters")
     parser.add_argument("--no-telemetry", action="store_true", help="do not measure DRAM bytes with GPM telemetry")
     parser.add_argument("--json", action="store_true", help="print the workload entry (with the groups) as JSON")
+    parser.add_argument(
+        "--compare-eager",
+        action="store_true",
+        help="also profile the step with torch.compile turned off (force_eager) and print the difference per region",
+    )
+    parser.add_argument(
+        "--generate",
+        type=int,
+        metavar="N",
+        help="profile a transformers generate() of N new tokens: the target returns (model, inputs[, generate "
+        "kwargs]); prefill and decode steps are split, each on the roofline (docs/profile.md, Generation)",
+    )
 
 
 def configure_report(parser: argparse.ArgumentParser) -> None:

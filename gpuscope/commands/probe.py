@@ -161,6 +161,11 @@ def print_summary(results: Results, path: Path, stream: TextIO) -> None:
             extra = f"{ceiling.library} wins ({rates})"
         value = _format_value(ceiling.value, ceiling.unit)
         print(f"{ceiling.kind:<10} {ceiling.name:<18} {value:>18}  {extra}", file=stream)
+    from gpuscope.probing.collective_table import interconnect_text  # issue 33: nccl-tests/nvbandwidth tables
+
+    interconnect = interconnect_text(results.measurements, _columns(stream))
+    if interconnect:
+        print(interconnect, file=stream)
 
     summary = results.summary or RunSummary()
     print(
@@ -168,6 +173,13 @@ def print_summary(results: Results, path: Path, stream: TextIO) -> None:
         f"failed {summary.failed}, skipped {summary.skipped}; results in {path}",
         file=stream,
     )
+
+
+def _columns(stream: TextIO) -> int | None:
+    """The terminal's width when ``stream`` is one, else None (a file or pipe gets every column)."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if stream.isatty() else None
 
 
 def _refuse_overwrite(output: Path, force: bool) -> None:
@@ -314,6 +326,11 @@ def print_rank_summary(results: Results, path: Path, stream: TextIO) -> None:
             slowest = min(items, key=lambda c: c.value)
             line += f"; slowest {rate(slowest.value, unit)} on {slowest.host}/r{slowest.rank}"
         print(line, file=stream)
+    from gpuscope.probing.collective_table import interconnect_text  # issue 33: nccl-tests' table per group
+
+    interconnect = interconnect_text(results.measurements, _columns(stream))
+    if interconnect:
+        print(interconnect, file=stream)
     info = results.distributed
     if info is not None:
         print(f"{info.world_size} rank(s) on {info.nnodes} host(s); results in {path}", file=stream)

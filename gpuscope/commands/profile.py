@@ -13,12 +13,15 @@ import argparse
 import os
 import sys
 
+import msgspec
+
 from gpuscope.commands.measure import check_output, load_function, parse_arguments, torch_device_of
 from gpuscope.commands.options import call_user
 from gpuscope.errors import UsageError
 from gpuscope.extras import require_probes
 from gpuscope.profiling.api import profile
 from gpuscope.profiling.render import module_table, render_chart, summary_lines, top_table
+from gpuscope.profiling.result import ProfileResult
 from gpuscope.schema.core import encode_json
 from gpuscope.textsafe import write_styled
 
@@ -42,12 +45,60 @@ def run(args: argparse.Namespace) -> int:
     function = load_function(args.target)
     positional, keywords = parse_arguments(args.args_json, torch_device_of(args.device))
 
-    result = call_user(args.target, lambda: profile(
-        function, *positional, kwargs=keywords, name=args.name or args.target, device=args.device,
-        steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output, energy=not args.no_energy,
-        telemetry=not args.no_telemetry,
-    ))  # fmt: skip
+    if getattr(args, "generate", None) is not None:  # the target builds (model, inputs[, generate kwargs])
+        from gpuscope.profiling.generation import profile_built
+
+        if getattr(args, "compare_eager", False):
+            raise UsageError("--generate and --compare-eager: one at a time")
+        result = call_user(args.target, lambda: profile_built(
+            function(*positional, **keywords), max_new_tokens=args.generate, name=args.name or args.target,
+            device=args.device, steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output,
+            energy=not args.no_energy, telemetry=not args.no_telemetry,
+        ))  # fmt: skip
+    else:
+        result = call_user(args.target, lambda: profile(
+            function, *positional, kwargs=keywords, name=args.name or args.target, device=args.device,
+            steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output, energy=not args.no_energy,
+            telemetry=not args.no_telemetry,
+        ))  # fmt: skip
+    compared = None
+    if getattr(args, "compare_eager", False):  # the same step with torch.compile off, in this process
+        from gpuscope.profiling.compiled import run_eager
+        from gpuscope.profiling.compiled_compare import compare_eager, time_unprofiled
+
+        def eager_profile() -> ProfileResult:
+            with run_eager():
+                return profile(
+                    function, *positional, kwargs=keywords, name=f"{args.name or args.target} (eager)",
+                    device=args.device, steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output,
+                    energy=not args.no_energy, telemetry=not args.no_telemetry,
+                )  # fmt: skip
+
+        eager = call_user(args.target, eager_profile)
+
+        def unprofiled() -> tuple[float, float]:  # the same step without a profiler, each way
+            import torch
+
+            def step() -> object:
+                return function(*positional, **keywords)
+
+            cuda = result.device.startswith("cuda")
+            synchronize = torch.cuda.synchronize if cuda else (lambda: None)
+            compiled_s = time_unprofiled(step, args.steps, synchronize)
+            with run_eager():
+                eager_s = time_unprofiled(step, args.steps, synchronize)
+            return compiled_s, eager_s
+
+        compared = compare_eager(result, eager, call_user(args.target, unprofiled))
     if args.json:
+        if compared is not None:
+            document = {
+                "compiled": msgspec.json.decode(encode_json(result.to_workload())),  # as --json alone prints it
+                "eager": msgspec.json.decode(encode_json(eager.to_workload())),
+                "compare_eager": [row.to_json() for row in compared],
+            }
+            print(encode_json(document, indent=2).decode())
+            return 0
         print(encode_json(result.to_workload(), indent=2).decode())
         return 0
     out = sys.stdout
@@ -61,6 +112,18 @@ def run(args: argparse.Namespace) -> int:
         print(file=out)
 
         write_styled(out, render_chart(result, width=args.width, height=22, color=out.isatty()) + "\n")
+        if result.generation is not None:  # prefill and decode as two points (gpuscope.profiling.generation)
+            from gpuscope.profiling.generation_result import render_generation_chart
+
+            chart = render_generation_chart(result.generation, result.device_key, result.device_roofs,
+                                            width=args.width, color=out.isatty())  # fmt: skip
+            print(file=out)
+            write_styled(out, chart + "\n")
+    if compared is not None:
+        from gpuscope.profiling.compiled_compare import compare_lines
+
+        print(file=out)
+        print("\n".join(compare_lines(compared, width=args.width)), file=out)
     if args.output is None:
         print("  not saved: add --output RESULTS.json to keep it", file=out)
     return 0

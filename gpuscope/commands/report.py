@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = list(args.probes)
     if args.from_report:
         inputs.insert(0, args.from_report)
-    if not inputs:
-        raise UsageError("nothing to report: give --probes RESULTS.json (or --from REPORT.json)")
+    if not inputs and not args.log:  # --log alone: a telemetry-only report
+        raise UsageError("nothing to report: give --probes RESULTS.json, --from REPORT.json or --log LOG")
     fmt = format_for(args.output, args.fmt)  # a bad format fails before any input is read
     existing = None if args.force else existing_output(args.output)
     if existing is not None and existing[0] not in ("other", REPORT):

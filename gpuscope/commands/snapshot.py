@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 
@@ -19,11 +18,12 @@ from gpuscope.schema.core import encode_json, finite_or_none
 from gpuscope.telemetry.alerts import annotate, load_thresholds
 from gpuscope.telemetry.collector import TelemetryCollector
 from gpuscope.telemetry.records import GpuSample, Sample, record_to_dict
+from gpuscope.telemetry.simulated import simulation_note
 from gpuscope.telemetry.topology_read import read_topology
 from gpuscope.textsafe import safe_text
 from gpuscope.tui.format import NA, fmt_bytes, fmt_rate, reason_text
 
-__all__ = ["run", "gpu_line", "host_line"]
+__all__ = ["run", "gpu_line", "host_line", "vendor_lines"]
 
 
 def _or_na(value: object, fmt: str, scale: float = 1.0) -> str:
@@ -38,6 +38,8 @@ def gpu_line(gpu: GpuSample) -> str:
     if gpu.state != "ok":
         return f"{head} {gpu.name} | LOST (fell off the bus; check dmesg for Xid)"
     temp = _or_na(gpu.temperature_gpu_c, ".0f") + "°C"
+    if finite_or_none(gpu.temperature_gpu_c) is None and finite_or_none(gpu.temperature_hotspot_c) is not None:
+        temp = "hotspot " + _or_na(gpu.temperature_hotspot_c, ".0f") + "°C"  # MI300X: no edge sensor
     power = _or_na(gpu.power_w, ".0f") + "/" + _or_na(gpu.power_limit_w, ".0f") + " W"
     util = "util " + _or_na(gpu.utilization_percent, ".0f") + "%"
     sm = finite_or_none(gpu.sm_activity_percent)
@@ -49,10 +51,24 @@ def gpu_line(gpu: GpuSample) -> str:
     parts = [f"{head} {gpu.name}", f"{temp} {power}", util, memory]
     if dram is not None:
         parts.append(f"DRAM {fmt_rate(dram)}")
+    xgmi = [finite_or_none(gpu.xgmi_tx_bytes_per_s), finite_or_none(gpu.xgmi_rx_bytes_per_s)]
+    if xgmi[0] is not None and xgmi[1] is not None:
+        parts.append(f"XGMI tx {fmt_rate(xgmi[0])} rx {fmt_rate(xgmi[1])}")
     processes = gpu.processes
     if isinstance(processes, list):
         parts.append(f"{len(processes)} proc{'s' if len(processes) != 1 else ''}")
     return " | ".join(parts)
+
+
+def vendor_lines(sample: Sample) -> list[str]:
+    """One line per GPU vendor that gave no GPUs, with why (``no NVIDIA GPUs: ...``)."""
+    lines: list[str] = []
+    nvidia = sample.nvidia_unavailable or sample.gpu_unavailable
+    if nvidia is not None:
+        lines.append(f"no NVIDIA GPUs: {reason_text(nvidia)}")
+    if sample.amd_unavailable is not None:
+        lines.append(f"no AMD GPUs: {reason_text(sample.amd_unavailable)}")
+    return lines or ["no GPUs found"]
 
 
 def host_line(sample: Sample) -> str:
@@ -91,11 +107,11 @@ def run(args: argparse.Namespace) -> int:
         time.sleep(args.wait)
         sample = collector.sample()
     alerts = annotate(sample, thresholds)
-    simulated = os.environ.get("GPUSCOPE_FAKE_NVML")
+    simulated = simulation_note()
     if args.json:
         document = {
             "schema": "gpuscope.snapshot",
-            "simulated": f"GPUSCOPE_FAKE_NVML={simulated}" if simulated else None,
+            "simulated": simulated,
             "record": record_to_dict(sample),
             # how GPUs, CPUs, NUMA nodes and NICs are wired (gpuscope topo --json; additive)
             "topology": read_topology(getattr(args, "sysfs", "/sys"), nvml=not args.no_gpu),
@@ -105,14 +121,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     lines = []
     if simulated:
-        lines.append(f"SIMULATED GPUs (GPUSCOPE_FAKE_NVML={simulated}), not real hardware")
+        lines.append(f"SIMULATED GPUs ({simulated}), not real hardware")
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(sample.timestamp))
-    driver = sample.driver_version if isinstance(sample.driver_version, str) else None
-    lines.append(f"{sample.host.hostname}  {stamp}" + (f"  driver {driver}" if driver else ""))
+    drivers = [f"driver {sample.driver_version}"] if isinstance(sample.driver_version, str) else []
+    if isinstance(sample.amd_driver_version, str):
+        drivers.append(f"amdgpu {sample.amd_driver_version}")
+    lines.append("  ".join([f"{sample.host.hostname}  {stamp}", *drivers]))
     lines.extend(gpu_line(gpu) for gpu in sample.gpus)
     if not sample.gpus:
-        why = reason_text(sample.gpu_unavailable) if sample.gpu_unavailable else "no NVIDIA GPUs found"
-        lines.append(f"no GPUs: {why}")
+        lines.extend(vendor_lines(sample))
     lines.append(host_line(sample))
     lines.extend(f"{a.level.upper()} {a.message}" for a in alerts)
 

@@ -1,8 +1,8 @@
 """``gpuscope tui`` (also plain ``gpuscope``): the interactive dashboard.
 
 Options: ``--theme NAME`` (remembered), ``--interval SECONDS`` (default 1, minimum 0.1),
-``--probes results.json`` (repeatable; preloads roofline points), ``--demo`` (fake NVML with two
-GPUs, to try the UI on a machine without GPUs). Imports Textual only in :func:`run`.
+``--probes results.json`` (repeatable; preloads roofline points), ``--demo [nvidia|amd|both]``
+(simulated GPUs, to try the UI on a machine without GPUs). Imports Textual only in :func:`run`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
     source: TelemetrySource
     if args.demo:
-        source = DemoSource()
+        source = DemoSource(args.demo)
     else:
         source = LiveSource()
 

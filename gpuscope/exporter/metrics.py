@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gpuscope.telemetry.alerts import LEVELS, exporter_alerts
-from gpuscope.telemetry.records import GpuSample, HostSample, Sample
+from gpuscope.telemetry.records import NOT_COLLECTED, GpuSample, HostSample, Sample
 from gpuscope.telemetry.values import Reason, Unavailable
 from gpuscope.textsafe import safe_text
 
@@ -34,6 +34,7 @@ __all__ = [
     "sample_to_families",
     "count_xids",
     "XidTotals",
+    "CounterTotals",
     "PROCESS_LABEL_LEVELS",
 ]
 
@@ -121,7 +122,15 @@ SAMPLES = _spec(
 HOST_INFO = _spec(
     "host_info",
     "Host facts as labels (value is always 1).",
-    (*HOST_LABELS, "cpu_model", "driver_version", "nvml_version", "cuda_driver_version"),
+    (
+        *HOST_LABELS,
+        "cpu_model",
+        "driver_version",
+        "nvml_version",
+        "cuda_driver_version",
+        "amd_driver_version",
+        "amdsmi_library_version",
+    ),
 )
 GPU_DEVICES = _spec(
     "gpu_devices", "GPUs and MIG instances visible to gpuscope (absent when the GPU side is unavailable).", HOST_LABELS
@@ -145,19 +154,33 @@ NIC_UP = _spec("nic_up", "1 when the network interface is up, else 0.", _NIC)
 NIC_SPEED = _spec("nic_speed_bytes_per_second", "Link speed of a network interface (one direction).", _NIC)
 DISK_READ = _spec("host_disk_read_bytes_per_second", "Bytes read per second from all physical disks.", HOST_LABELS)
 DISK_WRITE = _spec("host_disk_write_bytes_per_second", "Bytes written per second to all physical disks.", HOST_LABELS)
-ALERTS = _spec(
-    "alerts",
-    "Active alerts of each level and kind (thresholds of gpuscope.telemetry.alerts); absent when none.",
-    (*HOST_LABELS, "level", "kind"),
-)
 IB_INFO = _spec("infiniband_port_info", "InfiniBand/RoCE port state as a label (value is always 1).", (*_IB, "state"))
 IB_RATE = _spec("infiniband_port_rate_bytes_per_second", "Link rate of an InfiniBand/RoCE port (one direction).", _IB)
 IB_RX = _spec("infiniband_receive_bytes_per_second", "Bytes received per second on an InfiniBand/RoCE port.", _IB)
 IB_TX = _spec("infiniband_transmit_bytes_per_second", "Bytes sent per second on an InfiniBand/RoCE port.", _IB)
 
+# --- cumulative traffic (gpuscope.exporter.counters: integrated from each sample's rate) ---------
+_INTEGRATED = " since this exporter started (each sample's rate x its interval; what rate() needs)."
+NIC_RX_TOTAL = _spec("nic_receive_bytes_total", "Bytes received on a network interface" + _INTEGRATED, _NIC, "counter")
+NIC_TX_TOTAL = _spec("nic_transmit_bytes_total", "Bytes sent on a network interface" + _INTEGRATED, _NIC, "counter")
+DISK_READ_TOTAL = _spec(
+    "host_disk_read_bytes_total", "Bytes read from all physical disks" + _INTEGRATED, HOST_LABELS, "counter"
+)
+DISK_WRITE_TOTAL = _spec(
+    "host_disk_write_bytes_total", "Bytes written to all physical disks" + _INTEGRATED, HOST_LABELS, "counter"
+)
+IB_RX_TOTAL = _spec(
+    "infiniband_receive_bytes_total", "Bytes received on an InfiniBand/RoCE port" + _INTEGRATED, _IB, "counter"
+)
+IB_TX_TOTAL = _spec(
+    "infiniband_transmit_bytes_total", "Bytes sent on an InfiniBand/RoCE port" + _INTEGRATED, _IB, "counter"
+)
+
 # --- GPU ------------------------------------------------------------------------------------------
 GPU_INFO = _spec(
-    "gpu_info", "GPU facts as labels (value is always 1).", (*GPU_LABELS, "name", "pci_bus_id", "architecture", "state")
+    "gpu_info",
+    "GPU facts as labels (value is always 1).",
+    (*GPU_LABELS, "name", "pci_bus_id", "architecture", "state", "vendor"),
 )
 GPU_UP = _spec("gpu_up", "1 when the GPU answers, 0 when it is lost.", GPU_LABELS)
 
@@ -241,6 +264,23 @@ _gpu(
     "gpu_nvlink_link_peak_bytes_per_second",
     "Peak bandwidth of one NVLink link, one direction.",
 )
+_gpu("pcie_bytes_per_s", "gpu_pcie_bytes_per_second", "PCIe bytes per second, both directions (AMD SMI's one total).")
+_gpu(
+    "xgmi_tx_bytes_per_s",
+    "gpu_xgmi_transmit_bytes_per_second",
+    "XGMI (Infinity Fabric) bytes per second sent, all links.",
+)
+_gpu(
+    "xgmi_rx_bytes_per_s",
+    "gpu_xgmi_receive_bytes_per_second",
+    "XGMI (Infinity Fabric) bytes per second received, all links.",
+)
+_gpu("xgmi_active_links", "gpu_xgmi_active_links", "XGMI links that are up.")
+_gpu(
+    "xgmi_link_peak_bytes_per_s",
+    "gpu_xgmi_link_peak_bytes_per_second",
+    "Peak bandwidth of one XGMI link, one direction.",
+)
 _gpu("sm_clock_mhz", "gpu_sm_clock_hertz", "Current SM clock.")
 _gpu("sm_clock_max_mhz", "gpu_sm_clock_max_hertz", "Maximum SM clock.")
 _gpu("memory_clock_mhz", "gpu_memory_clock_hertz", "Current memory clock.")
@@ -250,6 +290,7 @@ _gpu("power_limit_w", "gpu_power_limit_watts", "Enforced power limit.")
 _gpu("energy_j", "gpu_energy_joules_total", "Energy consumed since the driver loaded.", "counter")
 _gpu("temperature_gpu_c", "gpu_temperature_celsius", "GPU die temperature.")
 _gpu("temperature_memory_c", "gpu_memory_temperature_celsius", "Device memory (HBM) temperature.")
+_gpu("temperature_hotspot_c", "gpu_hotspot_temperature_celsius", "GPU junction (hotspot) temperature.")
 _gpu("fan_speed_percent", "gpu_fan_speed_ratio", "Fan speed as a fraction of its maximum (0..1).")
 _gpu(
     "ecc_corrected_errors",
@@ -264,12 +305,58 @@ _gpu(
     "counter",
 )
 
+PCIE_TX_TOTAL = _spec(
+    "gpu_pcie_transmit_bytes_total", "PCIe bytes sent by the GPU" + _INTEGRATED, GPU_LABELS, "counter"
+)
+PCIE_RX_TOTAL = _spec(
+    "gpu_pcie_receive_bytes_total", "PCIe bytes received by the GPU" + _INTEGRATED, GPU_LABELS, "counter"
+)
+NVLINK_TX_TOTAL = _spec(
+    "gpu_nvlink_transmit_bytes_total", "NVLink bytes sent, all links" + _INTEGRATED, GPU_LABELS, "counter"
+)
+NVLINK_RX_TOTAL = _spec(
+    "gpu_nvlink_receive_bytes_total", "NVLink bytes received, all links" + _INTEGRATED, GPU_LABELS, "counter"
+)
+XID_ERRORS = _spec(
+    "gpu_xid_errors_total",
+    "Xid errors of every number NVML reported since this exporter started; 0 from the first sample, "
+    "so increase() sees a GPU's first Xid. Absent where the GPU cannot report Xid events.",
+    GPU_LABELS,
+    "counter",
+)
+_gpu(
+    "pcie_replay_errors",
+    "gpu_pcie_replay_errors_total",
+    "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter; read every 5 s).",
+    "counter",
+)
+for _error in ("crc_flit", "crc_data", "replay", "recovery"):
+    _gpu(
+        f"nvlink_{_error}_errors",
+        f"gpu_nvlink_{_error}_errors_total",
+        f"NVLink {_error.replace('_', ' ')} errors since the driver loaded, all active links (read every 5 s).",
+        "counter",
+    )
+#: NvLinkLinkSample error fields -> the ``error`` label of gpuscope_gpu_nvlink_link_errors_total.
+_LINK_ERRORS = (
+    ("crc_flit_errors", "crc_flit"),
+    ("crc_data_errors", "crc_data"),
+    ("replay_errors", "replay"),
+    ("recovery_errors", "recovery"),
+)
+
 GPU_THROTTLED = _spec("gpu_throttled", "1 when any clock throttle reason is active, else 0.", GPU_LABELS)
 GPU_THROTTLE_REASON = _spec(
     "gpu_throttle_reason", "One series per active clock throttle reason (value is always 1).", (*GPU_LABELS, "reason")
 )
 LINK_TX = _spec("gpu_nvlink_link_transmit_bytes_per_second", "NVLink bytes per second sent on one link.", _LINK)
 LINK_RX = _spec("gpu_nvlink_link_receive_bytes_per_second", "NVLink bytes per second received on one link.", _LINK)
+LINK_ERRORS = _spec(
+    "gpu_nvlink_link_errors_total",
+    "NVLink errors on one link since the driver loaded, by error (crc_flit, crc_data, replay, recovery).",
+    (*_LINK, "error"),
+    "counter",
+)
 GPU_PROCESSES = _spec("gpu_processes", "Processes using the GPU.", GPU_LABELS)
 PROCS_MEMORY = _spec(
     "gpu_processes_memory_bytes",
@@ -317,7 +404,7 @@ AUTH_REFUSALS = _spec(
 UNAVAILABLE_METRIC = _spec(
     "metric_unavailable",
     "A metric gpuscope cannot read, and why (value is always 1; the metric itself is absent).",
-    (*GPU_LABELS, "metric", "reason"),
+    (*GPU_LABELS, "nic", "metric", "reason"),
 )
 
 
@@ -336,6 +423,8 @@ def gpu_label_values(host: str, gpu: GpuSample) -> tuple[str, str, str, str, str
 
 #: (GPU labels..., xid) -> Xid events counted since the exporter started.
 XidTotals = dict[tuple[str, ...], int]
+#: metric name -> label values -> the counter's value (gpuscope.exporter.counters keeps them).
+CounterTotals = dict[str, dict[tuple[str, ...], float]]
 
 
 def count_xids(totals: XidTotals, sample: Sample) -> None:
@@ -388,9 +477,10 @@ class _Scrape:
             family = self.families[spec.name] = spec.family(names)
         family.add_metric([_label_value(label) for label in labels], value)
 
-    def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason) -> None:
-        """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values)."""
-        key = (*scope, spec.name, reason.value)
+    def note(self, spec: MetricSpec, scope: tuple[str, ...], reason: Reason, nic: str = "") -> None:
+        """Record that ``spec`` is unavailable for ``scope`` (the 5 GPU label values; ``nic``
+        names the network interface of a NIC metric)."""
+        key = (*scope, nic, spec.name, reason.value)
         self.missing[key] = None
 
     def put(
@@ -401,21 +491,22 @@ class _Scrape:
         raw: Any,
         convert: Convert = _same,
         names: tuple[str, ...] | None = None,
+        nic: str = "",
     ) -> None:
         """Add ``convert(raw)`` unless ``raw`` is unavailable (or not a finite number)."""
         if isinstance(raw, Unavailable):
-            self.note(spec, scope, raw.reason)
+            self.note(spec, scope, raw.reason, nic)
             return
         if raw is None:
-            self.note(spec, scope, Reason.ERROR)
+            self.note(spec, scope, Reason.ERROR, nic)
             return
         try:
             value = convert(raw)
         except (TypeError, ValueError):
-            self.note(spec, scope, Reason.ERROR)
+            self.note(spec, scope, Reason.ERROR, nic)
             return
         if not math.isfinite(value):
-            self.note(spec, scope, Reason.ERROR)
+            self.note(spec, scope, Reason.ERROR, nic)
             return
         self.add(spec, labels, value, names)
 
@@ -456,10 +547,10 @@ def _host_families(scrape: _Scrape, host: HostSample) -> None:
     scrape.put(DISK_WRITE, labels, scope, host.disk_write_bytes_per_s)
     for nic in host.nics:
         nic_labels = (name, nic.name)
-        scrape.put(NIC_RX, nic_labels, scope, nic.rx_bytes_per_s)
-        scrape.put(NIC_TX, nic_labels, scope, nic.tx_bytes_per_s)
-        scrape.put(NIC_UP, nic_labels, scope, nic.is_up, _bool)
-        scrape.put(NIC_SPEED, nic_labels, scope, nic.speed_mbit_per_s, _mbit_to_bytes)
+        scrape.put(NIC_RX, nic_labels, scope, nic.rx_bytes_per_s, nic=nic.name)
+        scrape.put(NIC_TX, nic_labels, scope, nic.tx_bytes_per_s, nic=nic.name)
+        scrape.put(NIC_UP, nic_labels, scope, nic.is_up, _bool, nic=nic.name)
+        scrape.put(NIC_SPEED, nic_labels, scope, nic.speed_mbit_per_s, _mbit_to_bytes, nic=nic.name)
     for port in host.infiniband_ports:
         ib_labels = (name, port.device, str(port.port), port.link_layer)
         scrape.add(IB_INFO, (*ib_labels, port.state), 1.0)
@@ -470,7 +561,7 @@ def _host_families(scrape: _Scrape, host: HostSample) -> None:
 
 def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample, process_labels: str = "full") -> None:
     labels = gpu_label_values(host, gpu)
-    scrape.add(GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, gpu.architecture, gpu.state), 1.0)
+    scrape.add(GPU_INFO, (*labels, gpu.name, gpu.pci_bus_id, gpu.architecture, gpu.state, gpu.vendor), 1.0)
     scrape.add(GPU_UP, labels, 0.0 if gpu.state == "lost" else 1.0)
     for field_name, spec, convert in _GPU_SCALARS:
         scrape.put(spec, labels, labels, getattr(gpu, field_name), convert)
@@ -485,8 +576,13 @@ def _gpu_families(scrape: _Scrape, host: str, gpu: GpuSample, process_labels: st
         link_labels = (*labels, str(link.link))
         scrape.put(LINK_TX, link_labels, labels, link.tx_bytes_per_s)
         scrape.put(LINK_RX, link_labels, labels, link.rx_bytes_per_s)
+        for field_name, error in _LINK_ERRORS:
+            value = getattr(link, field_name)
+            if value is not NOT_COLLECTED:  # an older log or another vendor: not a missing counter
+                scrape.put(LINK_ERRORS, (*link_labels, error), labels, value)
     if isinstance(gpu.xid_events, Unavailable) and gpu.mig_parent_index is None:
         scrape.note(XID_EVENTS, labels, gpu.xid_events.reason)
+        scrape.note(XID_ERRORS, labels, gpu.xid_events.reason)
     _process_families(scrape, labels, gpu, process_labels)
 
 
@@ -532,13 +628,15 @@ def sample_to_families(
     with_unavailable: bool = True,
     xid_totals: XidTotals | None = None,
     process_labels: str = "full",
+    totals: CounterTotals | None = None,
 ) -> list[Metric]:
     """The metric families of ``sample`` (none when it is ``None``), unavailable values left out.
 
     ``samples_received`` feeds ``gpuscope_exporter_samples_total``; ``with_unavailable`` adds
     the ``gpuscope_metric_unavailable`` series; ``xid_totals`` (:func:`count_xids` over every
     sample so far) feeds ``gpuscope_gpu_xid_events_total``; ``process_labels`` is one of
-    :data:`PROCESS_LABEL_LEVELS`.
+    :data:`PROCESS_LABEL_LEVELS`; ``totals`` (:mod:`gpuscope.exporter.counters`) holds the
+    cumulative counters kept over every sample (traffic bytes, Xid errors per GPU).
     """
     if sample is None:
         return []
@@ -555,6 +653,8 @@ def sample_to_families(
             _text(sample.driver_version),
             _text(sample.nvml_version),
             _text(sample.cuda_driver_version),
+            _text(sample.amd_driver_version),
+            _text(sample.amdsmi_library_version),
         ),
         1.0,
     )
@@ -563,17 +663,14 @@ def sample_to_families(
     else:
         scrape.add(GPU_DEVICES, (host,), float(len(sample.gpus)))
     _host_families(scrape, sample.host)
-    counts: dict[tuple[str, str], int] = {}
-    for line in sample.alerts:
-        level, _, rest = line.partition(" ")
-        key = (level, rest.partition(" ")[0])
-        counts[key] = counts.get(key, 0) + 1
-    for (level, kind), count in counts.items():
-        scrape.add(ALERTS, (host, level, kind), float(count))
     for gpu in sample.gpus:
         _gpu_families(scrape, host, gpu, process_labels)
     for series, total in (xid_totals or {}).items():
         scrape.add(XID_EVENTS, series, float(total))
+    for name, by_labels in (totals or {}).items():
+        spec = _BY_NAME[name]
+        for series, value in by_labels.items():
+            scrape.add(spec, series, value)
     for alert in exporter_alerts(sample):
         scrape.add(
             ALERT,

@@ -39,6 +39,7 @@ from gpuscope.exporter.connections import (
     RequestHandler,
     TlsSource,
 )
+from gpuscope.exporter.counters import CounterState
 from gpuscope.exporter.gate import ConfigWatcher, ExporterStats, Gate
 from gpuscope.exporter.metrics import (
     AUTH_REFUSALS,
@@ -101,6 +102,7 @@ class SampleCollector(Collector):
         self._count = 0
         self._with_unavailable = with_unavailable
         self._xid_totals: XidTotals = {}
+        self._counters = CounterState()
         self.process_labels = process_labels
         self.stats = stats or ExporterStats()
 
@@ -115,12 +117,14 @@ class SampleCollector(Collector):
             self._sample = sample
             self._count += 1
             count_xids(self._xid_totals, sample)  # a counter: every sample counts, not only the scraped ones
+            self._counters.add(sample)
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             sample, count, xids = self._sample, self._count, dict(self._xid_totals)
+            totals = self._counters.snapshot()
         try:
-            families = sample_to_families(sample, count, self._with_unavailable, xids, self.process_labels)
+            families = sample_to_families(sample, count, self._with_unavailable, xids, self.process_labels, totals)
         except Exception:  # noqa: BLE001 - a sample that cannot be converted is counted, not a dead exporter
             self.stats.scrape_error()
             families = []

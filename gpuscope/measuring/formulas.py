@@ -173,9 +173,36 @@ FORMULAS: tuple[Formula, ...] = (
         "1 add (or reduce) per source element",
         r.source_elements(3, "src"),
     ),
-    Formula(("index_put", "_index_put_impl"), "1 add per value when accumulate=True, else 0 (a scatter)", r.index_put),
+    Formula(
+        ("index_put", "_index_put_impl"),
+        "1 add per value when accumulate=True, else 0 (a scatter); bytes: indices + values read + the indexed "
+        "elements written (+ read when accumulating), not the whole tensor (a KV cache written in place)",
+        r.index_put,
+        bytes=r.index_put_bytes,
+    ),
+    Formula(
+        ("index_copy",),
+        "0 FLOPs (a scatter of rows); bytes: index + the source rows read + the same rows written, not the "
+        "whole tensor (a static KV cache's update)",
+        lambda call: 0,
+        bytes=r.index_copy_bytes,
+    ),
     Formula(("topk",), "ceil(log2(k + 1)) comparisons per input element (heap selection)", r.topk),
     Formula(("sort", "argsort"), "ceil(log2(n)) comparisons per input element, n the sorted dimension", r.sort),
+    # --- generation loops (issue 34.3): token tests and sampling ---
+    Formula(
+        ("isin",),
+        "torch's choice: n x m comparisons (each of n elements against m test elements) when m < 10 x n^0.145, "
+        "else a sort of the n + m values, (n + m) x ceil(log2(n + m)) + n + m; a scalar side counts 1",
+        r.isin,
+    ),
+    Formula(
+        ("multinomial",),
+        "one sample or no replacement: p / q with q ~ Exp(1) (the draw: a random fill, 0) 1 per element + argmax "
+        "1 per element (k samples: top-k, ceil(log2(k + 1)) per element); k > 1 samples with replacement: "
+        "3 per element (normalise, cumulative sum) + ceil(log2(n)) per sample drawn",
+        r.multinomial,
+    ),
     # --- losses ---
     Formula(("nll_loss_forward", "nll_loss2d_forward"), "1 per target element (pick, negate-sum)", r.nll_loss),
     Formula(("nll_loss_backward", "nll_loss2d_backward"), "1 per target element", r.nll_loss_backward),

@@ -290,7 +290,10 @@ def measure(
         call()
         if resolved.type == "cuda":
             torch.cuda.synchronize(resolved)
-        counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)
+        from gpuscope.measuring.eager import eager_counting
+
+        with eager_counting():  # a torch.compile'd fn stays compiled (gpuscope.profiling.compiled)
+            counts, _ = count_call(fn, args, kwargs, flop_formulas=flop_formulas)
         # A warm, uncounted call sizes the sample budget (the counted call is many times slower).
         started = time.perf_counter()
         call()

@@ -33,9 +33,13 @@ __all__ = [
     "gather_bytes",
     "grouped_mm",
     "index_bytes",
+    "index_copy_bytes",
     "index_put",
+    "index_put_bytes",
+    "isin",
     "index_select_bytes",
     "max_pool",
+    "multinomial",
     "native_dropout",
     "native_multi_head_attention",
     "nll_loss",
@@ -523,3 +527,65 @@ def fused_optimizer(per: int) -> Callable[[Call], int]:
         return per * call.numel(0, "self")
 
     return flops
+
+
+# --- generation loops: token tests, sampling, cache writes (issue 34.3) ----------------------
+
+
+def isin(call: Call) -> int:
+    """Comparisons of ``isin``: torch's own choice of algorithm (numpy's heuristic): brute force
+    (each element against each test element, at most n x m) when m < 10 x n^0.145, else a sort of
+    the n + m values, (n + m) x ceil(log2(n + m)), and one compare per value. A scalar side counts 1."""
+    elements, tests = call.arg(0, "elements"), call.arg(1, "test_elements")
+    n = _numel(elements) if _is_tensor(elements) else 1
+    m = _numel(tests) if _is_tensor(tests) else 1
+    if n == 0 or m == 0:
+        return 0
+    if not (_is_tensor(elements) and _is_tensor(tests)) or m < int(10.0 * n**0.145):
+        return n * m
+    total = n + m
+    return total * max(1, math.ceil(math.log2(total))) + total
+
+
+def multinomial(call: Call) -> int:
+    """``multinomial`` as torch runs it: one sample or no replacement draws q ~ Exp(1) (a random fill,
+    0), divides p / q (1 per element) and takes the argmax (1 per element) or the top k
+    (ceil(log2(k + 1)) per element); k > 1 samples with replacement normalise and sum cumulatively
+    (3 per element) and binary-search each sample (ceil(log2(n)) per sample)."""
+    probs = call.arg(0, "self")
+    samples = int(call.arg(1, "num_samples", 1) or 1)  # type: ignore[call-overload]
+    replacement = bool(call.arg(2, "replacement", False))
+    elements = _numel(probs)
+    shape = _shape(probs)
+    categories = shape[-1] if shape else 1
+    rows = elements // max(categories, 1)
+    if not replacement or samples == 1:
+        select = 1 if samples == 1 else max(1, math.ceil(math.log2(samples + 1)))
+        return int(elements * (1 + select))
+    return int(3 * elements + rows * samples * max(1, math.ceil(math.log2(max(categories, 2)))))
+
+
+def index_copy_bytes(call: Call) -> int:
+    """index + the source rows read + the same rows written into ``self`` (not the whole tensor)."""
+    return _nbytes(call.arg(2, "index")) + 2 * _nbytes(call.arg(3, "source"))
+
+
+def index_put_bytes(call: Call) -> int:
+    """indices + values read + the indexed elements written (each value broadcast to the indexed
+    positions: full dimensions for ``None`` entries x the broadcast index x the dimensions left
+    unindexed); + those elements read when accumulating. Not the whole of ``self``."""
+    indices = call.arg(1, "indices")
+    entries = list(indices) if isinstance(indices, (list, tuple)) else []
+    index_tensors = [entry for entry in entries if _is_tensor(entry)]
+    values, target = call.arg(2, "values"), call.arg(0, "self")
+    shape = _shape(target)
+    written = _nbytes(values)
+    boolean = any("bool" in str(getattr(entry, "dtype", "")) for entry in index_tensors)
+    if index_tensors and shape and not boolean and len(entries) <= len(shape):
+        positions = max(_numel(entry) for entry in index_tensors)
+        for size, entry in zip(shape, entries):
+            positions *= size if entry is None else 1
+        positions *= math.prod(shape[len(entries) :])
+        written = max(written, positions * int(target.element_size()))  # type: ignore[attr-defined]
+    accumulate = bool(call.arg(3, "accumulate", False))
+    return sum(_nbytes(entry) for entry in index_tensors) + _nbytes(values) + written * (2 if accumulate else 1)

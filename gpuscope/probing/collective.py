@@ -81,6 +81,9 @@ class CollectiveTiming(msgspec.Struct, kw_only=True):
     error: str | None = None
     #: each rank's time of every timed call, sample after sample (row r: ``ranks[r]``)
     rank_iteration_s: list[list[float]] = msgspec.field(default_factory=list)
+    #: one rank's input and output buffers (bytes), read from the tensors the call binds
+    rank_input_bytes: int | None = None
+    rank_output_bytes: int | None = None
 
 
 def group_sizes(world_size: int) -> list[int]:
@@ -215,7 +218,7 @@ def run_collectives(
                     stopped = True
                     break
                 elements = max(n, size // 4 // n * n)
-                run = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
+                run, input_bytes, output_bytes = collective_kernel(op, elements, n, device, group, has_into and is_cuda)
                 delay_s = slow_s if rank == slow_rank else 0.0
                 iters, warm, timed, per_rank = time_collective(
                     run, sync, device, group, target_sample_s, warmup, samples, delay_s=delay_s, group_size=n
@@ -224,6 +227,7 @@ def run_collectives(
                 item = CollectiveTiming(
                     op=op, group_size=n, ranks=members, size_bytes=elements * 4, iters=iters, samples_s=timed,
                     warmup_samples_s=warm, validation_error=error, rank_iteration_s=per_rank,
+                    rank_input_bytes=input_bytes, rank_output_bytes=output_bytes,
                 )  # fmt: skip
                 if rank == 0:
                     results.append(item)
@@ -334,7 +338,10 @@ def collective_record(
         Measurement(
             kind="collective", name=name, device=device,
             parameters=as_detail(
-                parameters | {"size_bytes": item.size_bytes, "iters_per_sample": item.iters, "dtype": "fp32"}
+                parameters
+                | {"size_bytes": item.size_bytes, "iters_per_sample": item.iters, "dtype": "fp32",
+                   "group_size": item.group_size, "rank_input_bytes": item.rank_input_bytes,
+                   "rank_output_bytes": item.rank_output_bytes}  # fmt: skip
             ),
             flops=0, bytes=item.size_bytes, counting_rule={"bytes": BYTES_RULE}, versions=versions or {},
         ),

@@ -15,38 +15,46 @@ __all__ = ["collective_kernel", "validate_collective"]
 
 def collective_kernel(
     op: str, elements: int, n: int, device: torch.device, group: ProcessGroup | None, into: bool
-) -> Callable[[], object]:
+) -> tuple[Callable[[], object], int, int]:
     """One ``op`` over ``group`` (None: every rank) on ``elements`` float32 values; ``into``: use
-    ``all_gather_into_tensor``. Each call binds its own tensors."""
+    ``all_gather_into_tensor``. Returns (the call, this rank's input bytes, its output bytes), the
+    sizes read from the tensors the call binds."""
     import torch
     import torch.distributed as dist
 
     if op == "allreduce":
         buffer = torch.rand(elements, device=device).add_(0.5)
-        return lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # MAX keeps values stable
+        run = lambda: dist.all_reduce(buffer, op=dist.ReduceOp.MAX, group=group)  # noqa: E731 - MAX keeps values
+        return run, _nbytes(buffer), _nbytes(buffer)
     if op == "allgather":
         chunk = torch.rand(elements // n, device=device).add_(0.5)
         gathered = torch.empty(elements, device=device)
         pieces = list(gathered.chunk(n))
         if into:
-            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group)
-        return lambda: dist.all_gather(pieces, chunk, group=group)
+            return lambda: dist.all_gather_into_tensor(gathered, chunk, group=group), _nbytes(chunk), _nbytes(gathered)
+        return lambda: dist.all_gather(pieces, chunk, group=group), _nbytes(chunk), _nbytes(gathered)
     if op == "reducescatter":
         whole = torch.rand(elements, device=device).add_(0.5)
         part = torch.empty(elements // n, device=device)
         if hasattr(dist, "reduce_scatter_tensor"):
-            return lambda: dist.reduce_scatter_tensor(part, whole, op=dist.ReduceOp.MAX, group=group)
+            run = lambda: dist.reduce_scatter_tensor(part, whole, op=dist.ReduceOp.MAX, group=group)  # noqa: E731
+            return run, _nbytes(whole), _nbytes(part)
         chunks = list(whole.chunk(n))
-        return lambda: dist.reduce_scatter(part, chunks, op=dist.ReduceOp.MAX, group=group)
+        run = lambda: dist.reduce_scatter(part, chunks, op=dist.ReduceOp.MAX, group=group)  # noqa: E731
+        return run, _nbytes(whole), _nbytes(part)
     if op == "alltoall":
         send = torch.rand(elements, device=device).add_(0.5)
         receive = torch.empty(elements, device=device)
-        return lambda: dist.all_to_all_single(receive, send, group=group)
+        return lambda: dist.all_to_all_single(receive, send, group=group), _nbytes(send), _nbytes(receive)
     if op == "broadcast":
         buffer = torch.rand(elements, device=device).add_(0.5)
         root = _group_root(group)
-        return lambda: dist.broadcast(buffer, src=root, group=group)
+        return lambda: dist.broadcast(buffer, src=root, group=group), _nbytes(buffer), _nbytes(buffer)
     raise ValueError(f"unknown collective {op!r}")
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return int(tensor.numel() * tensor.element_size())
 
 
 def _group_root(group: ProcessGroup | None) -> int:

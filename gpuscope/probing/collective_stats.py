@@ -13,11 +13,13 @@ the slowest rank's mean call time in that sample (the ``samples_s`` the ceiling 
 ``iteration_p50_s``/``iteration_p99_s`` are percentiles (linear interpolation) of each
 iteration's slowest-rank time.
 
-Stragglers: a rank that arrives late at a collective spends the *least* time inside it, since
-the others wait for it there. A rank is the straggler when it spent the least time in the call
-in at least :data:`CONSISTENT_FRACTION` of the timed iterations, and the median time the slowest
-rank waited beyond it is more than the straggler margin (:data:`STRAGGLER_MARGIN`, 10%, the
-margin ``gpuscope probe --distributed`` applies to ceilings) of that iteration's slowest time.
+Stragglers, by the rule ``gpuscope probe --distributed`` states ("a rank more than the margin
+below the median of the same quantity", :data:`STRAGGLER_MARGIN`, 10%), applied to each
+iteration: a rank that arrives late at a collective spends the *least* time inside it, since the
+others wait for it there. In an iteration a rank is *late* when its time inside the call is more
+than the margin below the median of the ranks' times in that call; a rank late in at least
+:data:`CONSISTENT_FRACTION` (80%) of the timed iterations is a straggler (``stragglers``; the most
+consistent one is ``straggler``). One late iteration is noise; a rank late in most of them is slow.
 """
 
 from __future__ import annotations
@@ -96,28 +98,35 @@ def rank_statistics(
     count = len(iterations)
     means = [sum(times[:count]) / count for times in rank_iteration_s]
     fastest, slowest = means.index(min(means)), means.index(max(means))
-    least = [0] * len(rank_iteration_s)
-    waits: list[list[float]] = [[] for _ in rank_iteration_s]
-    for i, top in enumerate(iterations):
+    late = [0] * len(rank_iteration_s)
+    fractions: list[list[float]] = [[] for _ in rank_iteration_s]
+    for i in range(count):
         column = [times[i] for times in rank_iteration_s]
-        least[column.index(min(column))] += 1
+        middle = statistics.median(column)
         for r, value in enumerate(column):
-            waits[r].append((top - value) / top if top > 0 else 0.0)
-    straggler: Detail = None
+            fraction = value / middle if middle > 0 else 1.0
+            fractions[r].append(fraction)
+            late[r] += fraction < 1.0 - margin
+    flagged: list[Detail] = []
     if len(rank_iteration_s) >= 2:
-        candidate = least.index(max(least))
-        share = least[candidate] / count
-        wait = statistics.median(waits[candidate])
-        if share >= CONSISTENT_FRACTION and wait > margin:
-            straggler = as_detail(
-                {
-                    "rank": int(ranks[candidate]),
-                    "least_time_fraction_of_iterations": share,
-                    "median_wait_fraction": wait,
-                    "rule": f"least time inside the call in >= {CONSISTENT_FRACTION:.0%} of iterations and the "
-                    f"others waiting > {margin:.0%} of the call (median)",
-                }
+        for r in sorted(range(len(late)), key=lambda r: -late[r]):
+            share = late[r] / count
+            if share < CONSISTENT_FRACTION:
+                continue
+            fraction = statistics.median(fractions[r])
+            flagged.append(
+                as_detail(
+                    {
+                        "rank": int(ranks[r]),
+                        "late_iterations_fraction": share,
+                        "fraction_of_median": fraction,
+                        "below_median_percent": (1.0 - fraction) * 100.0,
+                        "rule": f"time inside the call more than {margin:.0%} below the median rank's in >= "
+                        f"{CONSISTENT_FRACTION:.0%} of iterations (the others waited for it)",
+                    }
+                )
             )
+    straggler: Detail = flagged[0] if flagged else None
     return {
         "iterations_timed": count,
         "iteration_p50_s": percentile(iterations, 0.5),
@@ -128,5 +137,7 @@ def rank_statistics(
         "rank_spread": (means[slowest] - means[fastest]) / means[slowest] if means[slowest] > 0 else 0.0,
         "fastest_rank": int(ranks[fastest]),
         "slowest_rank": int(ranks[slowest]),
+        "late_iterations": as_detail({str(ranks[r]): late[r] for r in range(len(late))}),
         "straggler": straggler,
+        "stragglers": as_detail(flagged),
     }

@@ -62,6 +62,9 @@ from gpuscope.schema.suites import (
     TransferOptions,
     TransformerOptions,
 )
+from gpuscope.telemetry.simulated import simulation_note
+from gpuscope.telemetry.topology import Topology
+from gpuscope.telemetry.topology_read import read_topology
 
 __all__ = ["ProbeRunner", "wait_interruptible", "exit_at_once"]
 
@@ -197,6 +200,16 @@ class ProbeRunner:
                 duration_s=results.duration_s if results.duration_s is not None else time.monotonic() - self._started_s,
             )
 
+    def _topology(self) -> Topology | None:
+        """How the node is wired as the run starts (NVML for a GPU run, sysfs); None when
+        telemetry is off or the read failed (a probe never fails for it)."""
+        if not self._telemetry.enabled:
+            return None
+        try:
+            return read_topology(nvml=self.device.is_gpu, simulated=simulation_note())
+        except Exception:  # noqa: BLE001 - the topology is context, not a measurement
+            return None
+
     def partial_results(self, reason: str = "cancelled (Ctrl-C) before the suite finished") -> Results:
         """The results so far marked partial (with ``summary`` and ``duration_s``); an empty results
         document when nothing ran yet."""
@@ -221,6 +234,7 @@ class ProbeRunner:
             memory_fraction=self.memory_fraction, settings=self.suite.settings.to_dict(),
             telemetry={"available": telemetry.available, "reason": telemetry.reason,
                        "gpu_unavailable": telemetry.gpu_unavailable},
+            topology=self._topology(),
         )  # fmt: skip
         with self._lock:
             self._results = results

@@ -43,6 +43,8 @@ from gpuscope.measuring.dram import DramCollector, match_gpu, measure_dram_bytes
 from gpuscope.probing.environment import tensor_device, torch_device
 from gpuscope.profiling.attribution import StepEvents, claim_events, join_counts
 from gpuscope.profiling.build import append_profile, build_result
+from gpuscope.profiling.compiled import python_stack_wanted
+from gpuscope.profiling.compiled_attribution import CompiledStep, attribute_compiled, summarize_compiled
 from gpuscope.profiling.quiet import drop_profiler_noise
 from gpuscope.profiling.record import CountedStep, StepCounter
 from gpuscope.profiling.result import ProfileResult
@@ -115,6 +117,7 @@ class Profiler:
         self._device: torch.device | None = None
         self._counted: CountedStep | None = None
         self._step_events: list[StepEvents] = []
+        self._compiled_steps: list[CompiledStep] = []
         self._step_times_s: list[float] = []
         self._energy: list[EnergyResult] = []
         self._meter: EnergyMeter | None = None
@@ -181,7 +184,10 @@ class Profiler:
             activities = [ProfilerActivity.CPU]
             if self._device.type == "cuda":
                 activities.append(ProfilerActivity.CUDA)
-            profiler = torch_profile(activities=activities, record_shapes=True)
+            # compiled code: the Python stack shows each generated module's call and each fused C++ kernel
+            # (gpuscope.profiling.compiled_attribution)
+            with_stack = python_stack_wanted()
+            profiler = torch_profile(activities=activities, record_shapes=True, with_stack=with_stack)
             with drop_profiler_noise():
                 profiler.__enter__()
             if self.energy and self._meter is None:  # RAPL on a CPU; NVML's counter of the mapped GPU
@@ -223,8 +229,10 @@ class Profiler:
             with drop_profiler_noise():
                 profiler.__exit__(None, None, None)
             assert self._counted is not None and self._device is not None
-            events = claim_events(profiler.events(), self._counted.names, self._device.type)
+            raw = profiler.events()
+            events = claim_events(raw, self._counted.names, self._device.type)
             join_counts(events, self._counted)
+            self._compiled_steps.append(attribute_compiled(raw, events, self._counted, self._device.type))
             self._step_events.append(events)
             self._step_times_s.append(wall_s)
             if len(self._step_events) == self.steps:
@@ -312,6 +320,17 @@ class Profiler:
             dram=self._dram_bytes(),
         )
         self.result.steps_requested = self.steps
+        self.result.compiled = summarize_compiled(self._compiled_steps)
+        if self.result.compiled is not None:  # the counted ops fused into kernels found their place
+            compiled = self.result.compiled
+            self.result.unmatched_ops = compiled.unplaced_ops
+            self.result.notes = [note for note in self.result.notes if "had no twin" not in note]
+            if compiled.unplaced_ops:
+                self.result.notes.append(
+                    f"{compiled.unplaced_ops} counted op calls per step are in no timed op or compiled kernel: "
+                    "their FLOPs are in the total, not in a group"
+                )
+            self.result.notes.extend(compiled.notes)
         if incomplete:
             self.result.incomplete = True
             self.result.notes.append(

@@ -160,6 +160,7 @@ class OpGroup:
     no_formula: bool
     modules: list[str] = field(default_factory=list)  # module paths, most time first
     backward: bool = False
+    fused: tuple[str, ...] = ()  # a compiled kernel's eager ops (gpuscope.profiling.compiled_attribution)
 
     @property
     def flops(self) -> int:
@@ -192,7 +193,8 @@ def group_ops(steps: Sequence[StepEvents]) -> list[OpGroup]:
     by_key: dict[tuple[str, tuple[Shape, ...], str | None, bool], list[TimedOp]] = {}
     for op in (op for step in steps for op in step.ops):
         r = op.record
-        key = (r.name, r.shapes, r.dtype, True) if r else (op.name, match_key(op.name, op.shapes)[1], None, False)
+        shapes = r.shapes + r.list_shapes if r else match_key(op.name, op.shapes)[1]  # cat: its list's shapes
+        key = (r.name, shapes, r.dtype, True) if r else (op.name, shapes, None, False)
         by_key.setdefault(key, []).append(op)
     groups = []
     for (name, shapes, dtype, counted), ops in by_key.items():
@@ -214,6 +216,7 @@ def group_ops(steps: Sequence[StepEvents]) -> list[OpGroup]:
                 no_formula=any(r.no_formula for r in records),
                 modules=sorted(modules, key=modules.__getitem__, reverse=True),
                 backward=sum(r.backward for r in records) * 2 > len(ops),
+                fused=records[0].fused if records else (),
             )
         )
     groups.sort(key=lambda group: -group.time_s)

@@ -18,6 +18,7 @@ torch is imported only inside :func:`count_step`.
 from __future__ import annotations
 
 import collections
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,6 +53,9 @@ OP_BYTES_RULE = (
     "and out= arguments), overlapping views of one storage merged; views and allocations 0; a lower "
     "bound (each operand crosses memory once)"
 )
+
+#: Tensors of a list argument (``cat``'s inputs) whose shapes an op's group shows and is keyed by.
+LIST_SHAPES_SHOWN = 8
 
 #: aten ops that allocate or re-describe a tensor without touching its data.
 NO_TRAFFIC_OPS = frozenset(
@@ -127,6 +131,11 @@ class OpRecord:
     module: str  # innermost nn.Module path ("TransformerEncoderLayer.self_attn"), "" outside modules
     backward: bool
     no_formula: bool  # does arithmetic but neither formula knows it
+    fused: tuple[str, ...] = ()  # a compiled kernel's eager ops (gpuscope.profiling.compiled_attribution)
+    # shapes of the tensors inside list arguments (cat, stack, index_put_'s indices; the first
+    # LIST_SHAPES_SHOWN, none for _foreach_*): the profiler records a list as [], so they are not in
+    # the join key (:attr:`key`), only in the group and its label
+    list_shapes: tuple[Shape, ...] = ()
 
     @property
     def flops(self) -> int:
@@ -162,7 +171,10 @@ def _innermost(parents: set[str]) -> str:
     names = [name for name in parents if name != "Global"]
     if not names:
         return ""
-    return max(names, key=lambda name: (name.count("."), len(name)))
+    innermost = max(names, key=lambda name: (name.count("."), len(name)))
+    # torch.compile's wrapper holds the user's module as ``_orig_mod``: "OptimizedModule._orig_mod.qkv"
+    # is the user's "qkv", one level below the root as in an eager run
+    return innermost.replace("._orig_mod.", ".").removesuffix("._orig_mod")
 
 
 def count_step(step: Callable[[], object], synchronize: Callable[[], object] = lambda: None) -> CountedStep:
@@ -182,23 +194,41 @@ class StepCounter:
         self.synchronize = synchronize
         self.result: CountedStep | None = None
         self._modes: tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord], float] | None = None
+        self._eager: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
 
     def __enter__(self) -> StepCounter:
         import time
 
+        from gpuscope.profiling.compiled import eager_counting
+
         recorder, counter, records = _make_modes()
         self.synchronize()
         started = time.perf_counter()
+        # A torch.compile'd callable runs its eager code for this step: under a dispatch mode Dynamo
+        # would mark its frames "skip" for good (gpuscope.profiling.compiled).
+        self._eager = eager_counting()
+        self._eager.__enter__()
         # The recorder is entered last, so it sees each op first, as the profiler names it, before
         # FlopCounterMode (below it) decomposes ops it has no formula for.
-        counter.__enter__()
+        try:
+            counter.__enter__()
+        except BaseException:
+            self._eager.__exit__(None, None, None)
+            raise
         try:
             recorder.__enter__()
         except BaseException:
             counter.__exit__(None, None, None)
+            self._eager.__exit__(None, None, None)
             raise
         self._modes = (recorder, counter, records, started)
         return self
+
+    @property
+    def recorded(self) -> int:
+        """Op calls recorded so far in the running step (0 outside it): a position in the step's
+        records (gpuscope.profiling.generation marks forward-call boundaries with it)."""
+        return len(self._modes[2]) if self._modes is not None else 0
 
     def __exit__(self, *exc: object) -> None:
         import time
@@ -209,7 +239,10 @@ class StepCounter:
         try:
             recorder.__exit__(*exc)
         finally:
-            counter.__exit__(*exc)
+            try:
+                counter.__exit__(*exc)
+            finally:
+                self._eager.__exit__(None, None, None)
         if exc[0] is None:
             self.synchronize()
             self.result = CountedStep(  # FlopCounterMode's total less the table's pointwise rows (reported apart)
@@ -261,6 +294,11 @@ def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
             shapes = tuple(
                 tensor_shape(value) for value in (*args, *kwargs.values()) if isinstance(value, torch.Tensor)
             )
+            list_shapes = () if short.startswith("_foreach_") else tuple(
+                tensor_shape(item)
+                for value in (*args, *kwargs.values()) if isinstance(value, (list, tuple))
+                for item in value if isinstance(item, torch.Tensor)
+            )[:LIST_SHAPES_SHOWN]  # fmt: skip
             mutated, written_only = written_tensors(func, args, kwargs)
             if getattr(func, "is_view", False) or short in NO_TRAFFIC_OPS:
                 moved = 0
@@ -296,6 +334,7 @@ def _make_modes() -> tuple[TorchDispatchMode, FlopCounterMode, list[OpRecord]]:
                     module=_innermost(tracker.parents),
                     backward=bool(tracker.is_bw),
                     no_formula=no_formula,
+                    list_shapes=list_shapes,
                 )
             )
             return out

@@ -131,6 +131,14 @@ def summary_lines(result: ProfileResult, width: int = 80) -> list[str]:
         listed = ", ".join(f"{group.label} {format_ms(group.time_s)} ms" for group in unknown[:4])
         more = f" and {len(unknown) - 4} more" if len(unknown) > 4 else ""
         lines.append(f"  unknown   no FLOP count, no verdict: {listed}{more}")
+    if result.compiled is not None:  # torch.compile'd code ran (gpuscope.profiling.compiled_attribution)
+        from gpuscope.profiling.compiled_attribution import compiled_lines
+
+        lines.extend(compiled_lines(result.compiled))
+    if result.generation is not None:  # a generate() call: prefill, decode, loop (gpuscope.profiling.generation)
+        from gpuscope.profiling.generation_result import generation_lines
+
+        lines.extend(generation_lines(result.generation))
     for note in result.notes:
         lines.append(f"  note: {note}")
     if result.results_path:
@@ -184,6 +192,9 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
     lines = format_table(headers, rows, width=width)
     lines.append(_cut("ms: device time per step; step: share of the step; eff: time at roof / time", width))
     lines.append(_cut("lost: ms above the roof; gain: step speed-up if this row reached its roof", width))
+    for rank, verdict in enumerate(verdicts, 1):  # compiled kernels: the eager ops each one holds
+        if verdict.group.fused:
+            lines.append(_cut(f"{rank}: a compiled kernel holding {', '.join(verdict.group.fused)}", width))
     return lines
 
 

@@ -11,6 +11,8 @@ import msgspec
 
 from gpuscope.measuring.counting import POINTWISE_RULE
 from gpuscope.profiling.attribution import ModuleTotal, OpGroup
+from gpuscope.profiling.compiled_attribution import CompiledProfile
+from gpuscope.profiling.generation_result import GenerationProfile
 from gpuscope.profiling.record import DATA_MOVEMENT_RULE, OP_BYTES_RULE
 from gpuscope.profiling.stored import PROFILE_SCHEMA_VERSION, StoredGroup, StoredModule, StoredProfile
 from gpuscope.profiling.verdict import Verdict
@@ -60,6 +62,8 @@ class ProfileResult:
     device_roofs: DeviceRoofs | None = None  # the roofs the verdicts used, None when no roofs
     steps_requested: int | None = None  # profiled steps asked for (None: as many as ran)
     incomplete: bool = False  # the program stopped before every profiled step ran: a partial profile
+    compiled: CompiledProfile | None = None  # torch.compile'd code ran: regions, graph breaks, fused kernels
+    generation: GenerationProfile | None = None  # a generate() call: prefill, decode, loop (profiling.generation)
 
     # --- totals ---------------------------------------------------------------------------
 
@@ -171,6 +175,8 @@ class ProfileResult:
                      for m in self.modules],
             coverage=self.coverage, unknown_s=self.unknown_s, data_movement_rule=DATA_MOVEMENT_RULE,
             incomplete=self.incomplete or None, steps_requested=self.steps_requested,
+            compiled=self.compiled.to_json() if self.compiled is not None else None,
+            generation=self.generation.to_json() if self.generation is not None else None,
         )  # fmt: skip
         placement = self.step_placement()
         if placement is not None and placement.bound != "unknown":  # the whole step as one point
@@ -200,5 +206,5 @@ def _stored_group(verdict: Verdict) -> StoredGroup:
         roof_source=verdict.roof_source, attainable_flop_per_s=verdict.attainable_flop_per_s,
         time_at_roof_s=verdict.time_at_roof_s, time_lost_s=verdict.time_lost_s, efficiency=verdict.efficiency,
         step_speedup=verdict.step_speedup, intensity_flop_per_byte=verdict.intensity_flop_per_byte,
-        above_roof=verdict.above_roof, note=verdict.note or None,
+        above_roof=verdict.above_roof, note=verdict.note or None, fused_ops=list(group.fused) or None,
     )  # fmt: skip

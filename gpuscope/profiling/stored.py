@@ -51,6 +51,7 @@ class StoredGroup(msgspec.Struct, kw_only=True):
     intensity_flop_per_byte: float | None = None
     above_roof: bool | None = None
     note: str | None = None
+    fused_ops: list[str] | None = None  # a compiled kernel: the eager ops it holds (absent: an aten op)
 
     @property
     def name(self) -> str:
@@ -102,6 +103,11 @@ class StoredProfile(msgspec.Struct, kw_only=True):
     step_efficiency: float | None = None  # achieved / attainable FLOP/s of the whole step
     step_roof: str | None = None  # the roof bounding the whole step ("dram.triad", "fp32")
     step_intensity_flop_per_byte: float | None = None  # the x the step was placed at
+    # torch.compile'd code: regions (frame/compile -> s per step), graph_breaks, fused_kernels, fused_kernels_s
+    compiled: dict[str, object] | None = None
+    # a generate() call (gpuscope.profile_generation): batch, prompt/new tokens, tokens_per_s, j_per_token,
+    # phases (prefill, decode, loop: FLOPs, bytes, time, bound, roof), steps (one per forward call)
+    generation: dict[str, object] | None = None
 
     def top_groups(self, limit: int | None = 10) -> list[StoredGroup]:
         """The first ``limit`` (None: all) groups, in the stored order (by time lost)."""

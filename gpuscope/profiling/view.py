@@ -19,6 +19,7 @@ from gpuscope.schema.core import Detail, finite_or_none
 
 __all__ = [
     "PROFILE_ROW_HEADERS",
+    "compiled_text",
     "coverage_text",
     "flops_unknown",
     "group_point",
@@ -85,6 +86,26 @@ def coverage_text(detail: Detail | StoredProfile) -> str:
     profile = detail if isinstance(detail, StoredProfile) else read_profile(detail)
     coverage = finite_or_none(profile.coverage) if profile is not None else None
     return "" if coverage is None else f"coverage {coverage * 100:.1f}%"
+
+
+def compiled_text(detail: Detail | StoredProfile) -> str:
+    """``compiled: 2 regions, 13 fused kernels, 1 graph break (...)`` of a workload's ``profile``
+    object (or a :class:`StoredProfile`) of torch.compile'd code
+    (:mod:`gpuscope.profiling.compiled_attribution`); ``""`` for an eager one."""
+    profile = detail if isinstance(detail, StoredProfile) else read_profile(detail)
+    compiled = profile.compiled if profile is not None else None
+    if not isinstance(compiled, dict):
+        return ""
+    regions = compiled.get("regions")
+    kernels = compiled.get("fused_kernels")
+    breaks = compiled.get("graph_breaks")
+    count = len(regions) if isinstance(regions, dict) else 0
+    parts = [f"compiled: {count} region{'s' if count != 1 else ''}"]
+    if isinstance(kernels, (int, float)):
+        parts.append(f"{kernels:g} fused kernels")
+    if isinstance(breaks, list) and breaks:
+        parts.append(f"{len(breaks)} graph break{'s' if len(breaks) != 1 else ''} ({'; '.join(map(str, breaks[:3]))})")
+    return ", ".join(parts)
 
 
 def profile_points(profile: StoredProfile, key: DeviceKey, limit: int = 10) -> list[Point]:

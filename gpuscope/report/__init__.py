@@ -36,6 +36,7 @@ from gpuscope.report.markdown import render_markdown
 from gpuscope.report.model import build_report
 from gpuscope.report.redact import Redaction
 from gpuscope.report.telemetry import read_samples, summarize_samples
+from gpuscope.report.telemetry_only import telemetry_only_report
 from gpuscope.results import to_results
 from gpuscope.schema.core import JsonObject, JsonTree, convert
 from gpuscope.schema.report import Report, Telemetry
@@ -86,7 +87,7 @@ def build(
     and an optional telemetry log or in-memory samples, with its JSON document (what report.json
     holds). Raises :class:`BadInputError`."""
     items = _as_list(results_paths_or_dicts)
-    if not items:
+    if not items and log_path is None and samples is None:  # a log alone is a telemetry-only report
         raise BadInputError("no results file given")
     loaded = [load_input(item, position) for position, item in enumerate(items)]
     reports = [entry.typed for entry in loaded if isinstance(entry.typed, Report)]
@@ -105,7 +106,7 @@ def build(
             telemetry = reports[0].telemetry
         if redact:  # before the report is built: its title, summary and tables see only aliases
             redaction, inputs, telemetry = _redacted_inputs(inputs, telemetry)
-        report = build_report(inputs, telemetry, warnings)
+        report = telemetry_only_report(build_report(inputs, telemetry, warnings))  # unchanged with results
         document = report_document(report, [item.document for item in inputs])
     if redaction is not None:
         document = {**redaction.apply(document), "redacted": True}

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from gpuscope.paths import use_private_matplotlib_dir
 from gpuscope.report.fmt import clean_text, fmt_quantity, fmt_time_utc
+from gpuscope.report.model import run_in_log
 from gpuscope.report.roofview import model_from_view
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.layout_cells import cell_of, place_labels
@@ -172,12 +173,15 @@ _CELL_W_PX = _LABEL_PT * 0.62
 _CELL_H_PX = 11.0
 
 
-def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool = False) -> str | None:
+def roofline_svg(
+    roofline: Roofline, prefix: str = "roofline", all_roofs: bool = False, label: str | None = None
+) -> str | None:
     """The report's roofline chart as inline SVG, or None without roofs and points: the layout of
     :mod:`gpuscope.roofline.layout` (bold envelope per device, thin other dtypes and levels
     stopping at their ridge, ridge marks labelled in FLOP/B, labels on their lines placed so none
     covers a line or another label, numbered points) with the points table under the plot.
-    ``roofline`` is the report's roofline section (:func:`gpuscope.report.roofview.roofline_view`)."""
+    ``roofline`` is the report's roofline section (:func:`gpuscope.report.roofview.roofline_view`);
+    ``label`` is the chart's accessible name (default: what it draws, with ``prefix``)."""
     model = model_from_view(roofline)
     if model is None:
         return None
@@ -299,7 +303,13 @@ def roofline_svg(roofline: Roofline, prefix: str = "roofline", all_roofs: bool =
                         color=_FG if number else _MUTED,
                     )  # fmt: skip
                     x += (widths[column] + 2) * char_in / width_in
-        return _svg_text(figure, prefix, "Roofline chart")
+        points = len(model.placements)
+        name = label or (
+            ("Roofline chart" + ("" if prefix == "roofline" else f" ({prefix})") + ": ")
+            + f"{len(model.devices)} device{'s' if len(model.devices) != 1 else ''}, "
+            f"{points} workload{'s' if points != 1 else ''}"
+        )
+        return _svg_text(figure, prefix, name)
 
 
 _BG = _SPAN_A  # the ridge mark's fill: the page's faint span colour
@@ -360,12 +370,9 @@ def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], pref
     duration = float(telemetry.duration_s or 0.0)
     spans = []
     for number, m in enumerate(measurements, start=1):
-        if m.start is None or m.end is None:
-            continue
-        a, b = m.start - start, m.end - start
-        if b < 0 or a > duration:
-            continue
-        spans.append((number, max(a, 0.0), min(b, duration), m.name))
+        inside = run_in_log(m, telemetry)  # the one overlap rule (the runs table and warnings use it too)
+        if inside is not None:
+            spans.append((number, *inside, m.name))
     keys = [g.key for g in telemetry.gpus or []]
     colour_of = {key: 1 + (i % (PALETTE_SIZE - 1)) for i, key in enumerate(keys)}
     colour_of["host"] = 0
@@ -420,4 +427,6 @@ def telemetry_svg(telemetry: Telemetry, measurements: list[MeasurementRow], pref
                 0.815, bottom, "shaded: probe runs\n(numbers as in the\nProbe runs table)", fontsize=7, color=_MUTED,
                 va="bottom",
             )  # fmt: skip
-        return _svg_text(figure, prefix, "Telemetry time series")
+        titles = ", ".join(str(panel.title) for panel in panels)
+        marked = f"; {len(spans)} probe runs shaded" if spans else ""
+        return _svg_text(figure, prefix, f"Telemetry time series of {telemetry.source}: {titles}{marked}")

@@ -11,6 +11,7 @@ samples, the p10-p90 half range of a workload), and never below :data:`MIN_NOISE
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -225,7 +226,9 @@ def compare_results(inputs: Sequence[tuple[str, Results]]) -> Comparison:
         "rule": (
             f"a value is flagged when it differs from the median of its peers "
             f"(the same ceiling or workload on the same kind of device in every run) "
-            f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%"
+            f"by more than its own spread plus the peers' median spread, and by at least {MIN_NOISE_PERCENT:g}%, "
+            f"judged on the log ratio (|ln(value / median)| > ln(1 + spread), the same both ways); "
+            f"between two runs each difference is listed once, the second run against the first"
         ),
     }
 
@@ -262,7 +265,11 @@ def _flag(cells: list[_Cell], run_count: int) -> list[Flag]:
                 difference = (reference / cell.value - 1.0) * 100.0
             noise = max(MIN_NOISE_PERCENT, cell.noise_percent + spreads.median_without(position))
             cell.difference_percent = difference
-            if abs(difference) <= noise:
+            # the symmetric rule: |log ratio| against log(1 + spread), so a 59% rise and the 37% fall
+            # that undoes it are judged alike; a pair is listed once, the later run against the first
+            ratio = 1.0 + difference / 100.0
+            beyond = ratio <= 0 or abs(math.log(ratio)) > math.log1p(noise / 100.0)
+            if not beyond or (len(members) == 2 and position == 0):
                 continue
             cell.flagged = True
             peer = members[1] if position == 0 else members[0]

@@ -13,9 +13,13 @@ from html import escape
 from gpuscope.report.charts import roofline_key, roofline_svg, telemetry_svg
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
 from gpuscope.report.html_blocks import escape_text, table_html
+from gpuscope.report.interconnect_section import INTERCONNECT_TITLE, interconnect_section_html
+from gpuscope.report.model import run_in_log
 from gpuscope.report.profile_section import energy_section_html, profile_section_html, profiles_of
 from gpuscope.report.sweep_section import SWEEP_TITLE, sweep_section_html
 from gpuscope.report.tables import report_tables
+from gpuscope.report.telemetry_only import is_telemetry_only
+from gpuscope.report.topology_section import TOPOLOGY_TITLE, topology_section_html
 from gpuscope.schema.report import Report
 
 __all__ = ["render_html"]
@@ -41,8 +45,9 @@ ul.summary{padding-left:20px}ul.summary li{margin:2px 0}
 div.warnings{background:var(--warn-bg);border:1px solid var(--line);padding:6px 10px;border-radius:4px;font-size:13px}
 div.scroll{overflow-x:auto}
 table{border-collapse:collapse;font-size:12.5px;margin:4px 0;min-width:40%}
-th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:var(--head);font-weight:600}
+th,td{border:1px solid var(--line);padding:3px 7px;text-align:left;vertical-align:top;\
+overflow-wrap:normal;word-break:normal;hyphens:manual;-webkit-hyphens:manual}
+th{background:var(--head);font-weight:600;white-space:nowrap}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.low td{background:var(--low-bg)}tr.low td.flag{color:var(--low-fg);font-weight:700}
 tr.straggler td{background:var(--warn-bg)}tr.straggler td.flag{color:var(--low-fg);font-weight:700}
@@ -91,6 +96,13 @@ def render_html(report: Report) -> str:
         nav.append(("runs", "Probe runs"))
     if profiles_of(report.results):
         nav.insert(nav.index(("workloads", "Workloads")) + 1, ("where-time-goes", "Where the time goes"))
+    energy_html = energy_section_html(report.results)
+    if energy_html:
+        nav.insert(nav.index(("workloads", "Workloads")) + 1, ("energy-roofline", ENERGY_ROOFLINE_TITLE))
+    if "energy" in tables:
+        nav.append(("energy", tables["energy"].title))
+    if is_telemetry_only(report):  # a log alone: no system, roofline, ceilings or workloads
+        nav = [item for item in nav if item[0] in ("summary", "telemetry", "telemetry-stats", "energy")]
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
     summary = "".join(f"<li>{escape_text(line)}</li>" for line in report.summary or [])
@@ -114,18 +126,22 @@ def render_html(report: Report) -> str:
         roof_body = '<p class="empty">No roofs or workloads to draw.</p>\n'
     else:
         roof_body = (
-            f"<figure>\n{svg}<figcaption>Arithmetic intensity against performance, log-log, one colour "
-            f"per device; {roofline_key()}.</figcaption>\n</figure>\n"
+            f'<figure aria-labelledby="roofline-caption">\n{svg}<figcaption id="roofline-caption">Arithmetic '
+            f"intensity against performance, log-log, one colour per device; {roofline_key()}.</figcaption>\n"
+            "</figure>\n"
         )
     notes = report.roofline.notes or []
     if notes:
         roof_body += '<ul class="note">' + "".join(f"<li>{escape_text(note)}</li>" for note in notes) + "</ul>\n"
-    parts.append(_section("roofline", "Roofline", roof_body))
+    if not is_telemetry_only(report):
+        parts.append(_section("roofline", "Roofline", roof_body))
     table_sections("ceilings", "datasheet", "workloads")
     extra = (
         ("where-time-goes", "Where the time goes", profile_section_html(report.results, report.roofline)),
-        ("energy-roofline", "Energy", energy_section_html(report.results)),
+        ("energy-roofline", ENERGY_ROOFLINE_TITLE, energy_html),
         ("sweeps", SWEEP_TITLE, sweep_section_html(report.results)),
+        ("interconnect", INTERCONNECT_TITLE, interconnect_section_html(report.results)),
+        ("topology", TOPOLOGY_TITLE, topology_section_html(report.results)),
     )
     for section_id, title, section_body in extra:
         if section_body:
@@ -138,7 +154,9 @@ def render_html(report: Report) -> str:
             f"from {escape_text(fmt_time_utc(telemetry.start))} to {escape_text(fmt_time_utc(telemetry.end))}.</p>\n"
         )
         tel_body += (
-            f"<figure>\n{chart}</figure>\n"
+            f'<figure aria-labelledby="telemetry-caption">\n{chart}<figcaption id="telemetry-caption">Telemetry of '
+            f"{escape_text(telemetry.source)} over time, one panel per metric group, one colour per GPU; "
+            f"{_runs_caption(report)}.</figcaption>\n</figure>\n"
             if chart
             else '<p class="empty">No telemetry metric had a value to draw.</p>\n'
         )
@@ -152,6 +170,21 @@ def render_html(report: Report) -> str:
     )
     parts.append("</main>\n</body>\n</html>\n")
     return "".join(parts)
+
+
+#: The workloads' energy section (FLOP/J, the energy roofline); the telemetry's is "GPU energy (telemetry)".
+ENERGY_ROOFLINE_TITLE = "Energy per workload (FLOP/J)"
+
+
+def _runs_caption(report: Report) -> str:
+    """What the telemetry figure's shading shows: the runs inside the log, or that none is."""
+    runs = report.measurements
+    inside = sum(1 for run in runs if run_in_log(run, report.telemetry) is not None)
+    if not runs:
+        return "no probe run to mark"
+    if not inside:
+        return "no probe run falls inside the log, so none is shaded"
+    return f"{inside} of {len(runs)} probe runs shaded and numbered as in the Probe runs table"
 
 
 def _meta(report: Report) -> str:

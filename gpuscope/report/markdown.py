@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 
 from gpuscope.report.fmt import clean_text, fmt_time_utc, source_descriptions
+from gpuscope.report.interconnect_section import INTERCONNECT_TITLE, interconnect_markdown_lines
 from gpuscope.report.profile_section import profile_markdown_lines
 from gpuscope.report.sweep_section import SWEEP_TITLE, sweep_markdown_lines
 from gpuscope.report.tables import Table, report_tables
+from gpuscope.report.topology_section import TOPOLOGY_TITLE, topology_markdown_lines
 from gpuscope.schema.report import Report
 
 __all__ = ["render_markdown", "md_escape"]
@@ -78,6 +80,12 @@ def render_markdown(report: Report) -> str:
     sweep_lines = sweep_markdown_lines(report.results, md_escape)
     if sweep_lines:
         out.append(f"\n## {SWEEP_TITLE}\n\n" + "\n".join(sweep_lines) + "\n")
+    interconnect_lines = interconnect_markdown_lines(report.results, md_escape, _table)
+    if interconnect_lines:
+        out.append(f"\n## {INTERCONNECT_TITLE}\n\n" + "\n".join(interconnect_lines) + "\n")
+    topology_lines = topology_markdown_lines(report.results, md_escape, _table)
+    if topology_lines:
+        out.append(f"\n## {TOPOLOGY_TITLE}\n\n" + "\n".join(topology_lines) + "\n")
     telemetry = report.telemetry
     if telemetry:
         out.append(

@@ -14,18 +14,21 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds
+import msgspec
+
+from gpuscope.report.fmt import clean_text, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
 from gpuscope.report.io import REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ResultsInput
 from gpuscope.report.roofview import DatasheetIndex, DeviceFacts, device_type, roofline_view
 from gpuscope.roofline.loading import out_of_order_ceilings
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.roofline.stragglers import below_median_percent, below_text
-from gpuscope.schema.core import JsonObject, finite_or_none
+from gpuscope.schema.core import JsonObject, Scalar, finite_or_none
 from gpuscope.schema.report import (
     CeilingRow,
     EmbeddedResults,
     GpuSummary,
     MeasurementRow,
+    Point,
     Report,
     Roofline,
     Source,
@@ -34,7 +37,7 @@ from gpuscope.schema.report import (
     Telemetry,
     WorkloadRow,
 )
-from gpuscope.schema.results import Ceiling, Device, Measurement, Results, System, Workload
+from gpuscope.schema.results import Ceiling, Device, Measurement, Results, System, Workload, contention_notes
 from gpuscope.version import __version__
 
 __all__ = [
@@ -44,6 +47,8 @@ __all__ = [
     "ceiling_spread_percent",
     "workload_spread_percent",
     "placement_of",
+    "run_in_log",
+    "log_overlap_warning",
     "FLEET_HOSTS",
     "hosts_text",
 ]
@@ -79,6 +84,39 @@ def measurement_span(measurement: Measurement) -> tuple[float | None, float | No
         if start is not None and end is not None and end >= start:
             return start, end
     return None, None
+
+
+def run_in_log(run: MeasurementRow, telemetry: Telemetry | None) -> tuple[float, float] | None:
+    """``(start, end)`` of ``run`` in seconds into the log when the run overlaps the log's time
+    span (clipped to it), else None: what the telemetry chart marks and the runs table calls
+    "in the log". The one overlap rule of every output."""
+    if telemetry is None or run.start is None or run.end is None or telemetry.start is None:
+        return None
+    duration = float(telemetry.duration_s or 0.0)
+    a, b = run.start - telemetry.start, run.end - telemetry.start
+    if b < 0 or a > duration:
+        return None
+    return max(a, 0.0), min(b, duration)
+
+
+def log_overlap_warning(telemetry: Telemetry, runs: Sequence[MeasurementRow]) -> str | None:
+    """The warning for a log and probe runs recorded apart: none of the timed runs inside the
+    log's span (the log describes another time), or only some of them; None when all overlap."""
+    timed = [run for run in runs if run.start is not None and run.end is not None]
+    if not timed or telemetry.start is None:
+        return None
+    inside = [run for run in timed if run_in_log(run, telemetry) is not None]
+    if len(inside) == len(timed):
+        return None
+    first = min(run.start for run in timed if run.start is not None)
+    last = max(run.end for run in timed if run.end is not None)
+    span = (
+        f"the log {telemetry.source} covers {fmt_seconds(telemetry.duration_s)} from {fmt_time_utc(telemetry.start)}; "
+        f"the probe runs went from {fmt_time_utc(first)} to {fmt_time_utc(last)}"
+    )
+    if not inside:
+        return f"The telemetry log and the probe runs do not overlap in time ({span}): they were not recorded together, so no run is marked on the telemetry charts."  # noqa: E501
+    return f"{len(timed) - len(inside)} of {len(timed)} probe runs fall outside the telemetry log ({span}): only the {len(inside)} inside are marked on the telemetry charts."  # noqa: E501
 
 
 def ceiling_spread_percent(measurement: Measurement | None) -> tuple[float | None, int | None]:
@@ -143,10 +181,14 @@ def build_report(
     sources: list[Source] = []
     margins: list[float] = []
     for label, doc, _ in inputs:
+        contended = contention_notes(doc)
+        file_warnings: list[Scalar] = _distinct([*doc.warnings, *contended])
         sources.append(
             Source(kind="results", label=label, created=doc.created, gpuscope_version=doc.gpuscope_version,
-                   suite=doc.suite.name if doc.suite else None, partial=doc.partial, partial_reason=doc.partial_reason)
+                   suite=doc.suite.name if doc.suite else None, partial=doc.partial, partial_reason=doc.partial_reason,
+                   warnings=file_warnings or None, contended=bool(contended))
         )  # fmt: skip
+        notes.extend(note for w in file_warnings if (note := f"{label}: {w}") not in notes)  # warnings as data
         if doc.partial:
             notes.append(f"{label}: results are partial ({doc.partial_reason or 'no reason given'})")
         margin = doc.straggler_margin
@@ -168,10 +210,16 @@ def build_report(
                 )
             )  # fmt: skip
     if telemetry is not None:
-        sources.append(Source(kind="log", label=telemetry.source, created=telemetry.start, samples=telemetry.samples))
+        sources.append(
+            Source(kind="log", label=telemetry.source, created=telemetry.start, samples=telemetry.samples,
+                   simulated=simulated_log(telemetry))
+        )  # fmt: skip
+        notes.extend(note for note in [log_overlap_warning(telemetry, measurements)] if note and note not in notes)
     created = [s.created for s in sources if s.kind == "results" and s.created is not None]
+    systems = merged_systems(systems)
     hosts = _distinct(s.host for s in systems)
     simulated = next((found for _, _, written in inputs if (found := _simulated(written))), None)
+    simulated = simulated or next((str(s.simulated) for s in sources if s.simulated), None)
     report = Report(
         schema=REPORT_SCHEMA,
         schema_version=REPORT_SCHEMA_VERSION,
@@ -271,15 +319,53 @@ def _systems(label: str, system: System, devices: list[Device]) -> list[SystemSu
     return out
 
 
+def merged_systems(systems: Sequence[SystemSummary]) -> list[SystemSummary]:
+    """One entry per host: the entries of one host from several files joined (sources listed
+    together, each field from the first file that has it, GPUs once each), in first-seen order."""
+    merged: list[SystemSummary] = []
+    for system in systems:
+        # one hostname with two CPU models is two machines: kept apart
+        same = (m for m in merged if m.host == system.host and _same_cpu(m.cpu_model, system.cpu_model))
+        found = next(same, None)
+        if found is None:
+            merged.append(msgspec.structs.replace(system, gpus=list(system.gpus or [])))
+            continue
+        if system.source not in str(found.source or "").split(", "):
+            found.source = f"{found.source}, {system.source}" if found.source else system.source
+        for field in found.__struct_fields__:
+            missing = field not in ("source", "host", "gpus") and getattr(found, field) in (None, "")
+            if missing and getattr(system, field):
+                setattr(found, field, getattr(system, field))
+        seen = {(g.uuid or None, g.device, g.rank) for g in found.gpus or []}
+        for gpu in system.gpus or []:
+            if (gpu.uuid or None, gpu.device, gpu.rank) not in seen:
+                (found.gpus or []).append(gpu)
+                seen.add((gpu.uuid or None, gpu.device, gpu.rank))
+    return merged
+
+
+def _same_cpu(first: object, second: object) -> bool:
+    """True when two system entries may be one machine's: the same CPU model, or one not named."""
+    return first is None or second is None or first == second
+
+
 def _workloads(inputs: Sequence[ResultsInput], roofline: Roofline) -> list[WorkloadRow]:
-    points = {(p.source, p.name, p.device, p.host, p.rank): p for p in roofline.points or []}
+    """The Workloads table: each workload with the roofline model's own placement of it (bound,
+    roof, attainable, efficiency), read and never recomputed. The model places one point per
+    workload with a device, in file order (:func:`gpuscope.roofline.loading.build_model`), so
+    each file's points are taken in turn; the model's device key (which merges ranks, UUIDs and a
+    host's CPU) is never rebuilt here."""
+    queues: dict[Scalar, list[Point]] = {}
+    for p in roofline.points or []:
+        queues.setdefault(p.source, []).append(p)
     rows = []
     for label, doc, _ in inputs:
         place = placement_of(doc)
         facts = DeviceFacts(doc.devices, doc.system)
+        queue = queues.get(label, [])
         for workload in doc.workloads:
             host, rank = place(workload)
-            point = points.get((label, workload.name, workload.device, host, rank))
+            point = _next_point(queue, workload) if workload.device else None
             intensity = point.intensity_flop_per_byte if point else workload.intensity_flop_per_byte
             rows.append(
                 WorkloadRow(
@@ -299,6 +385,31 @@ def _workloads(inputs: Sequence[ResultsInput], roofline: Roofline) -> list[Workl
     return rows
 
 
+def _next_point(queue: list[Point], workload: Workload) -> Point | None:
+    """The model's point of ``workload``: the first of its file's remaining points with its name
+    (the next one, unless the model skipped a workload), taken off ``queue``. The device is not
+    compared: the model names a device by machine identity (a host's one CPU is ``cpu``)."""
+    for position, point in enumerate(queue):
+        if point.name == workload.name:
+            del queue[: position + 1]
+            return point
+    return None
+
+
+#: What the fake NVML (gpuscope.testing.fake_nvml) puts in every GPU UUID it makes up: a log
+#: written under GPUSCOPE_FAKE_NVML before the records said ``simulated`` carries it in each record.
+FAKE_NVML_UUID_MARK = "-fake-"
+
+
+def simulated_log(telemetry: Telemetry) -> str | None:
+    """What scripted the log's GPUs (its records' ``simulated``; for older logs of the fake NVML,
+    ``"fake NVML GPUs, UUIDs GPU-…-fake-…"``), else None."""
+    if telemetry.simulated:
+        return str(telemetry.simulated)
+    fake = [g for g in telemetry.gpus or [] if FAKE_NVML_UUID_MARK in str(g.uuid or "")]
+    return "fake NVML GPUs, UUIDs GPU-…-fake-…" if fake else None
+
+
 def _simulated(written: JsonObject) -> str | None:
     """What a demo's results file says it simulated (``system.simulated``, undeclared), else None."""
     system = written.get("system")
@@ -314,7 +425,8 @@ def threshold_text(report: Report) -> str:
 
 def summary_lines(report: Report) -> list[str]:
     """A few sentences for the top of a report and for pasting into an issue tracker."""
-    texts = [(system.host or "unknown host", _system_text(system)) for system in report.systems]
+    logged_gpus = len(report.telemetry.gpus or []) if report.telemetry else 0
+    texts = [(system.host or "unknown host", _system_text(system, logged_gpus)) for system in report.systems]
     if len(texts) <= FLEET_HOSTS:
         lines = [f"{host}: {text}" for host, text in texts]
     else:  # a fleet: the hosts that read alike share one line
@@ -322,6 +434,13 @@ def summary_lines(report: Report) -> list[str]:
         for host, text in texts:
             hosts_of.setdefault(text, []).append(host)
         lines = [f"{hosts_text(hosts)}: {text}" for text, hosts in hosts_of.items()]
+    contended = [source for source in report.sources or [] if source.contended]
+    if contended:
+        said = "; ".join(f"{source.label}: {w}" for source in contended for w in (source.warnings or [])[:2])
+        lines.append(
+            f"Measured under contention ({said}): low numbers below may be the load, not the hardware; "
+            "measure again on an idle machine before acting on them."
+        )
     stragglers = report.stragglers or []
     if stragglers:
         margin = report.straggler_margin
@@ -340,7 +459,7 @@ def summary_lines(report: Report) -> list[str]:
     if above:
         listed = "; ".join(f"{c.device} {c.name} {fmt_percent(p)} of spec" for c, p in above[:5])
         lines.append(
-            f"{len(above)} of {len(rated)} ceilings are above their datasheet value: "
+            f"{len(above)} of {_rated_text(len(rated), len(ceilings))} are above their datasheet value: "
             f"the datasheet entry or the measurement is wrong: {listed}."
         )
     disordered = [c for c in ceilings if c.out_of_order]
@@ -354,11 +473,12 @@ def summary_lines(report: Report) -> list[str]:
         worst = sorted(low, key=lambda item: item[1])[:5]
         listed = "; ".join(f"{c.device} {c.name} {fmt_percent(p)} of spec" for c, p in worst)
         lines.append(
-            f"{len(low)} of {len(rated)} ceilings are low against the datasheet ({threshold_text(report)}): {listed}."
+            f"{len(low)} of {_rated_text(len(rated), len(ceilings))} are low against the datasheet "
+            f"({threshold_text(report)}): {listed}" + (" (measured under contention)." if contended else ".")
         )
     elif rated and not above:
         lines.append(
-            f"All {len(rated)} ceilings with a datasheet value are within the expected range of it "
+            f"All {_rated_text(len(rated), len(ceilings))[4:]} are within the expected range of it "
             f"({threshold_text(report)})."
         )
     elif ceilings and not rated:
@@ -386,10 +506,19 @@ def summary_lines(report: Report) -> list[str]:
     return lines
 
 
-def _system_text(system: SystemSummary) -> str:
-    """A host's summary sentence less its name: CPU, cores, GPUs, versions."""
+def _rated_text(rated: int, measured: int) -> str:
+    """``"the 2 ceilings with a datasheet figure (of 28 measured)"``: what an "n of m" counts."""
+    text = f"the {rated} ceiling{'s' if rated != 1 else ''} with a datasheet figure"
+    return text + (f" (of {measured} measured)" if measured != rated else "")
+
+
+def _system_text(system: SystemSummary, logged_gpus: int = 0) -> str:
+    """A host's summary sentence less its name: CPU, cores, GPUs, versions. A results file with no
+    GPU beside a log with ``logged_gpus`` GPUs says both, never a bare "no GPU"."""
     gpus = Counter(g.name for g in system.gpus or [])
-    gpu_text = ", ".join(f"{count}× {name}" for name, count in gpus.items() if name) or "no GPU"
+    gpu_text = ", ".join(f"{count}× {name}" for name, count in gpus.items() if name) or (
+        f"no GPU in the results file (the telemetry log shows {logged_gpus})" if logged_gpus else "no GPU"
+    )
     parts = [system.cpu_model or "CPU unknown"]
     if system.logical_cores:
         parts.append(f"{system.logical_cores} logical cores")
@@ -442,6 +571,8 @@ def _telemetry_line(telemetry: Telemetry) -> str:
     energies = [e.energy_j for e in telemetry.energy or [] if e.energy_j is not None]
     if energies:
         peaks.append(f"GPU energy {fmt_quantity(sum(energies), 'J')}")
+    if simulated_log(telemetry):
+        peaks.append("all simulated (the fake NVML), not measured on hardware")
     if telemetry.gpu_unavailable:
         peaks.append(f"no GPU telemetry ({telemetry.gpu_unavailable})")
     return text + (": " + ", ".join(peaks) if peaks else "") + "."

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from gpuscope.profiling.energy_roofline import EnergyRoofs, attainable_flop_per_j, energy_roofs_from_ceilings
 from gpuscope.profiling.stored import Profiled, StoredGroup, StoredProfile, profiled_workloads
-from gpuscope.profiling.view import coverage_text, flops_unknown, format_ms, group_numbers
+from gpuscope.profiling.view import compiled_text, coverage_text, flops_unknown, format_ms, group_numbers
 from gpuscope.report.charts import roofline_svg
 from gpuscope.report.html_blocks import escape_text as _e
 from gpuscope.report.html_blocks import table_html
@@ -72,6 +72,12 @@ def _coverage_text(profile: StoredProfile) -> str:
         text += f"; FLOPs unknown (no verdict): {listed}{more}"
     if profile.incomplete:
         text += f"; INCOMPLETE: {profile.steps} of {profile.steps_requested} profiled steps ran"
+    if compiled_text(profile):  # torch.compile'd code: regions, fused kernels, graph breaks
+        text += f"; {compiled_text(profile)}"
+    if profile.generation:  # a generate() call: prefill and decode (gpuscope.profiling.generation)
+        from gpuscope.profiling.generation_result import generation_text
+
+        text += f"; {generation_text(profile.generation)}"
     return text
 
 
@@ -101,7 +107,10 @@ def _chart(roofline: Roofline | None, workload: Workload, groups: list[StoredGro
         )
     if not roofs or not points:
         return None
-    return roofline_svg(Roofline(roofs=roofs, points=points), prefix=f"profile{number}")
+    return roofline_svg(
+        Roofline(roofs=roofs, points=points), prefix=f"profile{number}",
+        label=f"Roofline of profile {number}: its {len(points)} costliest op groups on {device}",
+    )  # fmt: skip
 
 
 _GROUP_HEADERS = [

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gpuscope.report.fmt import clean_text, fmt_number, fmt_percent, fmt_quantity, fmt_seconds, fmt_time_utc
-from gpuscope.report.model import FLEET_HOSTS, hosts_text, threshold_text
+from gpuscope.report.model import FLEET_HOSTS, hosts_text, run_in_log, threshold_text
+from gpuscope.report.telemetry_only import telemetry_only_tables
 from gpuscope.roofline.model import is_above_datasheet
 from gpuscope.schema.report import CeilingRow, MeasurementRow, Report, SystemSummary, WorkloadRow
 
@@ -259,14 +260,20 @@ def report_tables(report: Report) -> list[Table]:
         "Result",
         "Error",
     ]
-    runs = Table(
-        "runs",
-        "Probe runs",
-        headers,
-        note="Each run is marked on the telemetry charts by its number." if telemetry else "",
-    )
+    marked = [m for m in report.measurements if run_in_log(m, telemetry) is not None]
+    if not telemetry:
+        runs_note = ""
+    elif len(marked) == len(report.measurements):
+        runs_note = "Each run is marked on the telemetry charts by its number."
+    elif marked:
+        runs_note = "Each run inside the log is marked on the telemetry charts by its number; the others are not."
+    else:
+        runs_note = "No run falls inside the telemetry log, so none is marked on its charts."
+    runs = Table("runs", "Probe runs", headers, note=runs_note)
     for number, m in enumerate(report.measurements, start=1):
         start_text = "–" if m.start is None else fmt_time_utc(m.start) if start is None else f"{m.start - start:.1f}"
+        if telemetry and m.start is not None and run_in_log(m, telemetry) is None:
+            start_text += " (outside the log)"
         duration = (m.end - m.start) if (m.start is not None and m.end is not None) else None
         rates = (
             fmt_quantity(m.flop_per_s, "FLOP/s") if m.flop_per_s else "",
@@ -301,7 +308,7 @@ def report_tables(report: Report) -> list[Table]:
         tables.append(stats)
         energy = Table(
             "energy",
-            "Energy",
+            "GPU energy (telemetry)",
             ["GPU", "Energy", "Method", "Over", "Mean power"],
             note="From the GPU's cumulative energy counter where it is available, else power integrated over time.",
         )
@@ -342,4 +349,4 @@ def report_tables(report: Report) -> list[Table]:
             )
         if processes.rows:
             tables.append(processes)
-    return tables
+    return telemetry_only_tables(report, tables)  # a log alone: its tables only

@@ -144,6 +144,7 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     hostnames: list[str] = []
     gpu_unavailable: str | None = None
     driver: str | None = None
+    simulated: str | None = None
     costs = array("d")
     previous_time = -math.inf
     out_of_order = 0
@@ -171,6 +172,8 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
             )
         if driver is None and isinstance(sample.driver_version, str):
             driver = sample.driver_version
+        if simulated is None and isinstance(sample.simulated, str):
+            simulated = sample.simulated
         for gpu in sample.gpus if isinstance(sample.gpus, list) else []:
             identity = (gpu.index, gpu.mig_parent_index, gpu.mig_gpu_instance_id, gpu.mig_compute_instance_id)
             known = keys.get(identity)
@@ -239,9 +242,9 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     return Telemetry(
         source=source, start=start, end=end, duration_s=end - start, samples=len(host_times), interval_s=interval,
         mean_sample_cost_s=(sum(finite_costs) / len(finite_costs)) if finite_costs else None,
-        hostnames=list(hostnames), driver=driver, gpu_unavailable=gpu_unavailable, gpus=gpus, stats=stats,
-        unavailable=unavailable, energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus], panels=panels,
-        processes=_process_rows(processes, labels),
+        hostnames=list(hostnames), driver=driver, simulated=simulated, gpu_unavailable=gpu_unavailable, gpus=gpus,
+        stats=stats, unavailable=unavailable, energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus],
+        panels=panels, processes=_process_rows(processes, labels),
     )  # fmt: skip
 
 

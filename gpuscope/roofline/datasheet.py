@@ -1,5 +1,5 @@
-"""Built-in datasheet roofs for NVIDIA GPUs, matched by NVML device name, and the CPU datasheet
-roof from :func:`gpuscope.telemetry.cpuinfo.cpu_info`.
+"""Built-in datasheet roofs for NVIDIA and AMD GPUs, matched by NVML / AMD SMI device name, and the
+CPU datasheet roof from :func:`gpuscope.telemetry.cpuinfo.cpu_info`.
 
 Every compute number is **dense** (NVIDIA's "with sparsity" figures halved), per GPU, in FLOP/s.
 Bandwidths are bytes per second per direction (GB = 1e9 bytes); cache sizes in bytes (MiB as
@@ -32,6 +32,19 @@ Sources (numbers checked against each; the URL is the vendor page of the datashe
   revisions list 7.7 TB/s); NVLink 5 1.8 TB/s = 900 GB/s each way. L2 132644864 bytes is
   cudaDeviceProp.l2CacheSize on a B200 (not in the datasheet). The host link in HGX/DGX B200 runs
   PCIe Gen5 x16 (64 GB/s each way) although the GPU supports Gen6.
+- MI300X: AMD Instinct MI300X data sheet (amd.com/en/products/accelerators/instinct/mi300/mi300x):
+  FP64 vector 81.7, FP64 matrix 163.4, FP32 163.4, TF32 653.7, FP16/BF16 1307.4, FP8 and INT8
+  2614.9 TFLOP/s dense (AMD's "with sparsity" figures are twice these); 192 GB HBM3 at 5.3 TB/s;
+  7 Infinity Fabric (XGMI) links at 128 GB/s each, i.e. 64 GB/s each way, 448 GB/s each way in
+  all; PCIe Gen5 x16; 750 W. The cache roof is the L2 (4 MB per XCD x 8 = 32 MB); the 256 MB
+  Infinity Cache between L2 and HBM is not a roof here.
+- MI325X: AMD Instinct MI325X data sheet: compute as MI300X; 256 GB HBM3E at 6 TB/s; links as
+  MI300X; 1000 W.
+- MI250X: AMD Instinct MI250X data sheet, per OAM module (two GCDs): FP64 vector 47.9, FP64 matrix
+  95.7, FP32 vector 47.9, FP16/BF16 383, INT8 383 TFLOP/s; 128 GB HBM2e at 3.2768 TB/s; 8 Infinity
+  Fabric links of 100 GB/s (50 each way); PCIe Gen4 x16; 560 W peak. AMD SMI and ROCm show each
+  GCD as its own GPU, so the row here is one GCD: half of every module figure, 8 MB L2, and half
+  of the module's links (4 x 50 GB/s each way).
 """
 
 from __future__ import annotations
@@ -81,6 +94,8 @@ class GpuDatasheet:
     tdp_w: float
     fp16_vector_flop_per_s: float | None = None  # non-tensor FP16 (for activity-counter estimates)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    vendor: str = "nvidia"  # "nvidia" or "amd"
+    gpu_link_name: str = "NVLink"  # what nvlink_bytes_per_s_per_direction is on this GPU: "NVLink" or "XGMI"
 
     def peak_flop_per_s(self, dtype: str) -> float | None:
         """The highest dense roof for ``dtype`` (``fp64`` takes the FP64 tensor roof when higher)."""
@@ -101,6 +116,8 @@ _L40S = (91.6 / 64, None, 91.6, 183, 362.05, 362.05, 733, 733, 91.6)
 _L4 = (30.3 / 64, None, 30.3, 120 / 2, 242 / 2, 242 / 2, 485 / 2, 485 / 2, 30.3)
 _RTX_4090 = (82.6 / 64, None, 82.6, 82.6, 165.2, 165.2, 330.3, 660.6, 82.6)
 _B200 = (37, 37, 75, 1125, 2250, 2250, 4500, 4500, 150)
+_MI300X = (81.7, 163.4, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 2614.9, None)
+_MI250X_GCD = (47.9 / 2, 95.7 / 2, 47.9 / 2, None, 383 / 2, 383 / 2, None, 383 / 2, None)
 
 _ADA_FP64_NOTE = "FP64 is not in the datasheet: 1/64 of FP32 on Ada"
 _NOTES = {
@@ -108,6 +125,9 @@ _NOTES = {
     "l4": (_ADA_FP64_NOTE,),
     "rtx-4090": (_ADA_FP64_NOTE, "FP16/BF16/FP8 tensor roofs with FP32 accumulate (torch's default)"),
     "b200": ("L2 size from cudaDeviceProp, not the datasheet", "host link PCIe Gen5 in HGX B200"),
+    "mi300x": ("the L2 roof is 8 XCDs x 4 MB; the 256 MB Infinity Cache is not drawn",),
+    "mi325x": ("the L2 roof is 8 XCDs x 4 MB; the 256 MB Infinity Cache is not drawn",),
+    "mi250x-gcd": ("one GCD: half of the MI250X module's figures (ROCm shows each GCD as a GPU)",),
 }
 
 
@@ -132,6 +152,8 @@ def _sheet(
         tdp_w=tdp_w,
         fp16_vector_flop_per_s=None if fp16_vector is None else fp16_vector * 1e12,
         notes=_NOTES.get(key, ()),
+        vendor="amd" if architecture.startswith("cdna") else "nvidia",
+        gpu_link_name="XGMI" if architecture.startswith("cdna") else "NVLink",
     )
 
 
@@ -152,6 +174,10 @@ DATASHEETS: tuple[GpuDatasheet, ...] = (
     _sheet("l4",             "L4",               "ada",       _L4,           300, "GDDR6",  24,    48, None, 32, 72),
     _sheet("rtx-4090",       "GeForce RTX 4090", "ada",       _RTX_4090,    1008, "GDDR6X", 24,    72, None, 32, 450),
     _sheet("b200",           "B200",             "blackwell", _B200,        8000, "HBM3e", 180, 126.5, 900,  64, 1000),
+    # AMD: the "NVLink" column holds the XGMI links (gpu_link_name says so)
+    _sheet("mi300x",         "MI300X",           "cdna3",     _MI300X,      5300, "HBM3",  192,    32, 448,  64, 750),
+    _sheet("mi325x",         "MI325X",           "cdna3",     _MI300X,      6000, "HBM3e", 256,    32, 448,  64, 1000),
+    _sheet("mi250x-gcd",     "MI250X (one GCD)", "cdna2",     _MI250X_GCD, 1638.4, "HBM2e", 64,     8, 200,  32, 280),
 )
 # fmt: on
 
@@ -166,7 +192,8 @@ def datasheet_by_key(key: str) -> GpuDatasheet | None:
 def _tokens(name: str) -> list[str]:
     """``"NVIDIA A100-SXM4-80GB"`` -> ``["a100", "sxm4", "80gb"]`` (vendor words dropped)."""
     words = re.split(r"[^a-z0-9]+", name.lower())
-    return [word for word in words if word and word not in ("nvidia", "geforce", "tesla", "tensor", "core", "gpu")]
+    return [word for word in words if word and word not in ("nvidia", "geforce", "tesla", "tensor", "core", "gpu",
+                                                            "amd", "instinct")]  # fmt: skip
 
 
 def match_gpu_datasheet(nvml_name: str) -> GpuDatasheet | None:
@@ -204,6 +231,11 @@ def match_gpu_datasheet(nvml_name: str) -> GpuDatasheet | None:
         return _BY_KEY["rtx-4090"]
     if "b200" in words:
         return _BY_KEY["b200"]
+    for key in ("mi300x", "mi325x"):  # AMD SMI's market names: "AMD Instinct MI300X"
+        if key in words:
+            return _BY_KEY[key]
+    if "mi250x" in words:  # "AMD Instinct MI250X" (also "MI250X/MI250": the X figures)
+        return _BY_KEY["mi250x-gcd"]
     return None
 
 

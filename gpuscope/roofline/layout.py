@@ -130,12 +130,16 @@ def layout_roofline(
     extra_placements: Sequence[Placement] = (),
     highlight: int | str | None = None,
     tight: bool = False,
+    short: bool = False,
 ) -> RooflineLayout:
     """The picture of ``model`` (see the module docstring). ``extra_placements`` are live,
     estimated points numbered after the model's; ``highlight`` names a point (its name or its
     0-based index in ``model.placements``). ``tight`` ends the x axis a little past the last
     ridge point or point, and the y axis a little above the highest roof or point, instead of at
-    the next whole decade (the report's chart, whose ticks need not fall on the axis ends)."""
+    the next whole decade (the report's chart, whose ticks need not fall on the axis ends).
+    ``short`` (a chart with few rows per decade: the TUI at 80x24) spends no row on margins: the
+    y axis runs from just below the lowest point or roof to just above the highest, not to
+    whole decades, so each decade gets more rows."""
     plans: list[tuple[int, DeviceRoofs, Roof | None, Roof | None, list[Roof], list[Roof]]] = []
     legend: list[LegendEntry] = []
     cpu_slots, gpu_slots = 0, 0
@@ -219,6 +223,9 @@ def layout_roofline(
     y_lo, y_hi = _decades(y_bottom, y_top)
     if tight:
         x_hi, y_hi = math.log10(max(xs) * 4), math.log10(y_top)
+    if short:
+        low = min(min(point_ys) / 1.5 if point_ys else math.inf, min(peak_ys) / 3)
+        y_lo, y_hi = math.log10(low), math.log10(max(ys) * 1.6)
     notes += [f"contention: {text}" for text in model.contention]
     layout = RooflineLayout(
         (x_lo, x_hi), (y_lo, y_hi), legend=legend, notes=[safe_text(note) for note in notes], points=marks

@@ -9,10 +9,10 @@ gets wrong (``benchmarks/bench_chart_legibility.py`` reports it). No Textual imp
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from gpuscope.roofline.shapes import RoofLabel, RooflineLayout, Segment
+from gpuscope.roofline.shapes import RidgeMark, RoofLabel, RooflineLayout, Segment
 from gpuscope.roofline.units import format_intensity
 
 __all__ = ["CellText", "CellPlacement", "cell_of", "raster_segment", "place_labels", "legibility"]
@@ -49,13 +49,22 @@ class CellPlacement:
     dropped: list[tuple[str, int]] = field(default_factory=list)  # (kind, owner) with no free place
     lines: set[tuple[int, int]] = field(default_factory=set)
     marks: dict[tuple[int, int], tuple[str, int]] = field(default_factory=dict)
+    on_own_line: set[tuple[int, int]] = field(default_factory=set)  # flat roof labels written over their line
 
 
-def cell_of(layout: RooflineLayout, x: float, y: float, columns: int, rows: int) -> tuple[int, int]:
-    """``(row, column)`` of data point (x, y) in a ``columns`` x ``rows`` plot area (may lie outside)."""
+def cell_of(
+    layout: RooflineLayout, x: float, y: float, columns: int, rows: int, dots: int | None = None
+) -> tuple[int, int]:
+    """``(row, column)`` of data point (x, y) in a ``columns`` x ``rows`` plot area (may lie
+    outside). ``dots``: the cell holds ``dots`` x ``dots`` dots and the point goes to the cell
+    of its nearest dot, as plotext draws a line with such a marker (2: half blocks)."""
     (x0, x1), (y0, y1) = layout.x_range, layout.y_range
     fx = (math.log10(x) - x0) / (x1 - x0)
     fy = (math.log10(y) - y0) / (y1 - y0)
+    if dots:
+        column = int(math.floor(fx * (dots * columns - 1) + 0.5)) // dots
+        row = (rows - 1) - int(math.floor(fy * (dots * rows - 1) + 0.5)) // dots
+        return row, column
     column = int(math.floor(fx * (columns - 1) + 0.5))
     row = (rows - 1) - int(math.floor(fy * (rows - 1) + 0.5))
     return row, column
@@ -91,6 +100,9 @@ def place_labels(
     ridge_labels: bool = True,
     gap: int = 1,
     slanted_aspect: float | None = None,
+    on_line: bool = False,
+    dots_of: Callable[[Segment], int] | None = None,
+    mark_dots: int | None = None,
 ) -> CellPlacement:
     """Place the point tags, roof labels and ridge labels of ``layout`` in a ``columns`` x
     ``rows`` grid (the plot area). No label covers a line cell, a point, a ridge mark, a cell in
@@ -99,17 +111,36 @@ def place_labels(
     labels of envelopes, then the thin roofs. ``line_cells`` replaces the layout's own
     rasterisation of the lines (a painter passes the cells it really drew). With
     ``slanted_aspect`` (cell height / cell width on screen) the labels of sloped roofs run along
-    their line (a painter that can rotate text: the SVG), just above or below it. Deterministic."""
+    their line (a painter that can rotate text: the SVG), just above or below it. With
+    ``on_line`` (a painter that passes the cells it drew as ``line_cells``: the terminal) each
+    roof's label goes on its own line as Intel Advisor draws it: a flat roof's label is written
+    over its line, on the row where the line was drawn, right-aligned and sliding left past
+    other labels; a slope's label starts right after (or ends right before) the cells its line
+    was drawn in on a row, walking up the line. ``dots_of``: the dots per cell row of the
+    painter's marker for a segment (plotext: 2 for half blocks, 4 for braille), which decide the
+    row a flat line lands on; ``mark_dots`` the same for point and ridge marks. Deterministic."""
     placement = CellPlacement(columns, rows)
     if line_cells is not None:
         placement.lines = set(line_cells)
     else:
         for segment in layout.segments:
             placement.lines |= raster_segment(layout, segment, columns, rows)
+
+    def at(x: float, y: float) -> tuple[int, int]:
+        """The cell of a point or ridge mark (where the painter puts it)."""
+        return cell_of(layout, x, y, columns, rows, mark_dots)
+
+    def ridge_cell(ridge: RidgeMark) -> tuple[int, int]:
+        """A ridge mark's cell: on the row its flat line was drawn on (the painter's dots)."""
+        if not on_line or dots_of is None:
+            return cell_of(layout, ridge.x, ridge.y, columns, rows)
+        flat = next((s for s in layout.segments if s.device == ridge.device and s.y0 == s.y1 == ridge.y), None)
+        return cell_of(layout, ridge.x, ridge.y, columns, rows, dots_of(flat) if flat else mark_dots)
+
     for number, ridge in enumerate(layout.ridges):
-        placement.marks[cell_of(layout, ridge.x, ridge.y, columns, rows)] = ("ridge", number)
+        placement.marks[ridge_cell(ridge)] = ("ridge", number)
     for number, point in enumerate(layout.points):
-        cell = cell_of(layout, point.x, point.y, columns, rows)
+        cell = at(point.x, point.y)
         placement.marks.setdefault(cell, ("point", number))
     taken: set[tuple[int, int]] = set(placement.lines) | set(placement.marks) | set(blocked)
     padded: set[tuple[int, int]] = set()
@@ -123,9 +154,14 @@ def place_labels(
             return False
         return all((row, c) not in taken and (row, c) not in padded for c in range(start, start + length))
 
+    labelled: set[tuple[int, int]] = set()  # the cells labels took
+    # what the painter drew that is no line (with on_line the lines are the painter's cells)
+    blocked_marks = set(blocked) - placement.lines
+
     def claim(row: int, start: int, length: int, text: str, kind: str, owner: int) -> None:
         for c in range(start, start + length):
             taken.add((row, c))
+            labelled.add((row, c))
         for g in range(1, gap + 1):
             padded.update({(row, start - g), (row, start + length - 1 + g)})
         placement.texts.append(CellText(row, start, text, kind, owner))
@@ -143,7 +179,7 @@ def place_labels(
         point = layout.points[number]
         if not point.tag:  # a point of a fleet's grouped device is drawn untagged (the table lists it)
             continue
-        row, column = cell_of(layout, point.x, point.y, columns, rows)
+        row, column = at(point.x, point.y)
         if not (0 <= row < rows and 0 <= column < columns):
             placement.dropped.append(("point", number))
             continue
@@ -164,6 +200,56 @@ def place_labels(
                 (row + dr, column - length - distance + 1) for dr in (-1, 1)
             ]
         try_spots(spots, text, "point", number)
+
+    def drawn_cells(label: RoofLabel) -> dict[int, tuple[int, int]]:
+        """Per grid row, the first and last column of the cells drawn for ``label``'s line: the
+        painter's cells (``line_cells``) within a row of where the layout puts the line (plotext
+        rounds a line to a neighbouring row)."""
+        runs: dict[int, tuple[int, int]] = {}
+        for segment in segments_of.get((id(label.roof), label.device), []):
+            for row, column in sorted(raster_segment(layout, segment, columns, rows), key=lambda cell: cell[1]):
+                drawn = next((row + dr for dr in (0, -1, 1) if (row + dr, column) in placement.lines), None)
+                if drawn is None:
+                    continue
+                low, high = runs.get(drawn, (column, column))
+                runs[drawn] = (min(low, column), max(high, column))
+        return runs
+
+    def on_line_spots(label: RoofLabel, text: str) -> list[tuple[int, int]]:
+        """Spots on or touching ``label``'s drawn line (see ``on_line``)."""
+        runs = drawn_cells(label)
+        length = len(text)
+        if not label.slope:  # the row the painter drew the line on, the label right-aligned on it
+            flat = [seg for seg in segments_of.get((id(label.roof), label.device), []) if seg.y0 == seg.y1]
+            if not flat:
+                return []
+            _, first = cell_of(layout, flat[0].x0, flat[0].y0, columns, rows)
+            _, last = cell_of(layout, flat[-1].x1, flat[-1].y1, columns, rows)
+            first, last = max(0, first), min(columns - 1, last)
+            row, _ = cell_of(layout, label.x, label.y, columns, rows, dots_of(flat[0]) if dots_of else None)
+            span = range(first, last + 1)
+            row = next(
+                (r for r in (row, row - 1, row + 1) if sum((r, c) in placement.lines for c in span) * 2 >= len(span)),
+                row,
+            )
+            on = [(row, start) for start in range(last - length + 1, first - 1, -1)]
+            beside = [(r, start) for start in range(last - length + 1, first - 1, -1) for r in (row - 1, row + 1)]
+            return on + beside  # on the line; where marks leave no room, touching it above or below
+        spots = []
+        for row in sorted(runs, reverse=True):  # from the bottom (the line's start) upwards
+            first, last = runs[row]
+            spots += [(row, last + 1), (row, first - length)]
+        return spots
+
+    def fits_on_line(row: int, start: int, length: int) -> bool:
+        """Like ``fits``, but a flat roof's label may cover line cells (its own line's)."""
+        if row < 0 or row >= rows or start < 0 or start + length > columns:
+            return False
+        return all(
+            (row, c) not in labelled and (row, c) not in padded and (row, c) not in placement.marks
+            and (row, c) not in blocked_marks
+            for c in range(start, start + length)
+        )  # fmt: skip
 
     def roof_spots(label: RoofLabel, text: str) -> list[tuple[int, int]]:
         row, column = cell_of(layout, label.x, label.y, columns, rows)
@@ -232,12 +318,25 @@ def place_labels(
                     return True
         return False
 
+    def place_on_line(label: RoofLabel, number: int) -> None:
+        length = len(label.text)
+        spots = on_line_spots(label, label.text)
+        on_row = spots[0][0] if spots and not label.slope else None
+        for row, start in spots:
+            over_line = row == on_row  # a flat roof's label over its own line
+            if (fits_on_line if over_line else fits)(row, start, length):
+                claim(row, start, length, label.text, "roof", number)
+                if over_line:
+                    placement.on_own_line.update((row, c) for c in range(start, start + length))
+                return
+        placement.dropped.append(("roof", number))
+
     labels = sorted(range(len(layout.labels)), key=lambda n: (layout.labels[n].priority, n))
     ridges = sorted(range(len(layout.ridges)), key=lambda n: (not layout.ridges[n].envelope, n))
 
     def place_ridge(number: int) -> None:
         ridge = layout.ridges[number]
-        row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
+        row, column = ridge_cell(ridge)
         if ridge.envelope:
             text, n = ridge.text, len(ridge.text)
             spots = [
@@ -248,6 +347,8 @@ def place_labels(
                 (row + 1, column + 1),
                 (row - 2, column - n + 1),
             ]
+            if on_line:  # touching its mark: two rows up it reads as another ridge's label
+                spots = [spot for spot in spots if spot[0] != row - 2] + [(row + 1, column - n), (row, column - n)]
         else:  # the other ridges are marked with their intensity only
             text = format_intensity(ridge.x)
             spots = [(row + 1, column - len(text) // 2), (row - 1, column + 1), (row + 1, column + 1)]
@@ -258,7 +359,9 @@ def place_labels(
             label = layout.labels[number]
             if (label.style == "envelope") != envelope:
                 continue
-            if not (label.slope and slanted_aspect is not None and slanted(label, number)):
+            if on_line:
+                place_on_line(label, number)
+            elif not (label.slope and slanted_aspect is not None and slanted(label, number)):
                 try_spots(roof_spots(label, label.text), label.text, "roof", number)
         for number in ridges if ridge_labels else []:
             if layout.ridges[number].envelope == envelope:
@@ -268,8 +371,9 @@ def place_labels(
 
 def legibility(placement: CellPlacement) -> dict[str, int]:
     """What a placed picture gets wrong: ``label_overlaps`` (pairs of labels sharing a cell),
-    ``labels_over_lines`` (label cells on a line cell), ``labels_over_points`` (label cells on
-    a point or ridge mark), and ``dropped`` labels (not an error: the tables carry them)."""
+    ``labels_over_lines`` (label cells on a line cell, but for a flat roof's label written on its
+    own line), ``labels_over_points`` (label cells on a point or ridge mark), and ``dropped``
+    labels (not an error: the tables carry them)."""
     cells: dict[tuple[int, int], int] = {}
     overlaps = over_lines = over_marks = 0
     for number, text in enumerate(placement.texts):
@@ -277,7 +381,7 @@ def legibility(placement: CellPlacement) -> dict[str, int]:
             if cell in cells and cells[cell] != number:
                 overlaps += 1
             cells[cell] = number
-            if cell in placement.lines:
+            if cell in placement.lines and cell not in placement.on_own_line:
                 over_lines += 1
             if cell in placement.marks:
                 over_marks += 1

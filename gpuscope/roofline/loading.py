@@ -371,7 +371,12 @@ def _add_datasheet_roofs(
                 ("memory", "dram", sheet.memory_bytes_per_s, f"{sheet.label} {sheet.memory_kind}"),
                 ("transfer", "pcie.h2d", sheet.pcie_bytes_per_s_per_direction, "PCIe, one direction"),
                 ("transfer", "pcie.d2h", sheet.pcie_bytes_per_s_per_direction, "PCIe, one direction"),
-                ("transfer", "nvlink", sheet.nvlink_bytes_per_s_per_direction, "NVLink total, one direction"),
+                (
+                    "transfer",
+                    sheet.gpu_link_name.lower(),  # "nvlink", or "xgmi" on AMD GPUs
+                    sheet.nvlink_bytes_per_s_per_direction,
+                    f"{sheet.gpu_link_name} total, one direction",
+                ),
             ]
             for kind, name, rate, text in links:
                 if rate:

@@ -143,6 +143,7 @@ _TRANSFER_TWINS = {
     "pcie.h2d": ("h2d", "pcie.h2d"),
     "pcie.d2h": ("d2h", "pcie.d2h"),
     "nvlink": ("nvlink", "p2p", "d2d.peer"),
+    "xgmi": ("xgmi", "p2p", "d2d.peer"),  # AMD's GPU link: peer copies on an AMD GPU
 }
 
 

@@ -7,6 +7,7 @@ and the TUI's roofline screen. No Textual import; plotext loads when a chart is 
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from collections.abc import Sequence
@@ -15,8 +16,8 @@ from typing import Any
 
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.layout_cells import CellPlacement, cell_of, place_labels
-from gpuscope.roofline.model import Placement, RooflineModel
-from gpuscope.roofline.shapes import PointMark, RooflineLayout, device_colour
+from gpuscope.roofline.model import DATASHEET, Placement, RooflineModel
+from gpuscope.roofline.shapes import LegendEntry, PointMark, RooflineLayout, Segment, device_colour
 from gpuscope.roofline.units import format_si
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "render_roofline",
     "render_roofline_labelled",
     "legend_lines",
+    "compact_legend_lines",
     "strip_ansi",
 ]
 
@@ -96,8 +98,22 @@ MONOCHROME_PALETTE = ChartPalette(use_color=False)
 
 #: plotext markers by roof style: bold envelope, thin dtypes, dotted levels and datasheet roofs.
 _MARKERS = {"envelope": "hd", "dtype": "braille", "level": "·", "datasheet": "·"}
+#: Dots per cell row of each marker (plotext: half blocks 2, braille 4, a character 1).
+_SUB_ROWS = {"envelope": 2, "dtype": 4, "level": 1, "datasheet": 1}
+#: A datasheet envelope (a device with no measured roofs): dotted as docs/tui.md says, in bold dots.
+_DATASHEET_ENVELOPE = "•"
+#: Fewer rows per decade than this and the y axis drops its whole-decade margins.
+_MIN_ROWS_PER_DECADE = 2
 _SAMPLES = {"envelope": "━━", "dtype": "⠤⠤", "level": "··", "datasheet": "··"}
 _POINT, _ESTIMATED, _ABOVE, _HIGHLIGHT, _RIDGE = "◆", "◇", "▲", "◉", "○"
+
+
+def _marker(segment: Segment) -> tuple[str, int]:
+    """The plotext marker of a segment and its dots per cell row: measured roofs solid (half
+    blocks, braille), datasheet roofs dotted."""
+    if segment.style == "envelope" and segment.roof.source == DATASHEET:
+        return _DATASHEET_ENVELOPE, 1
+    return _MARKERS[segment.style], _SUB_ROWS[segment.style]
 
 
 def _rgb(value: Color) -> Color:
@@ -208,11 +224,12 @@ def render_roofline(
     extra_placements: Sequence[Placement] = (),
     legend: bool = True,
     title: str | None = None,
+    compact_legend: bool = False,
 ) -> str:
     """The chart as text (see :func:`render_roofline_labelled`)."""
     return render_roofline_labelled(
         model, width, height, palette=palette, highlight=highlight, all_roofs=all_roofs,
-        extra_placements=extra_placements, legend=legend, title=title,
+        extra_placements=extra_placements, legend=legend, title=title, compact_legend=compact_legend,
     ).text  # fmt: skip
 
 
@@ -227,15 +244,24 @@ def render_roofline_labelled(
     extra_placements: Sequence[Placement] = (),
     legend: bool = True,
     title: str | None = None,
+    compact_legend: bool = False,
 ) -> RenderedRoofline:
     """The roofline, ``width`` columns (at least :data:`MIN_CHART_WIDTH`) by ``height`` rows of
-    chart, then (``legend=True``) the legend and notes, every line at most ``width`` wide.
+    chart, then (``legend=True``) the legend and notes (``compact_legend``: the devices on as few
+    lines as fit, no notes), every line at most ``width`` wide. With fewer than 2 rows per decade
+    the y axis hugs the roofs and points (``layout_roofline(short=True)``).
     Not thread-safe: plotext keeps one global figure."""
     import plotext
 
     width = max(MIN_CHART_WIDTH, int(width))
     height = max(12, int(height))
     layout = layout_roofline(model, all_roofs=all_roofs, extra_placements=extra_placements, highlight=highlight)
+    plot_rows = height - 4 - (2 if title else 0)  # the frame, the x ticks and the axis title take 4 rows
+    if plot_rows < _MIN_ROWS_PER_DECADE * (layout.y_range[1] - layout.y_range[0]):
+        # too few rows for whole decades of margin: the y axis hugs the roofs and points
+        layout = layout_roofline(
+            model, all_roofs=all_roofs, extra_placements=extra_placements, highlight=highlight, short=True
+        )
     plotext.clear_figure()
     plotext.limit_size(False, False)
     plotext.plotsize(width, height)
@@ -252,22 +278,27 @@ def render_roofline_labelled(
         plotext.yscale("log")
         plotext.xlim(x_lo, x_hi)
         plotext.ylim(y_lo, y_hi)
-        for style in ("datasheet", "level", "dtype", "envelope"):  # the envelope on top
+        # the envelope on top, a measured one over a datasheet one
+        order = ("datasheet", "level", "dtype", "envelope-datasheet", "envelope")
+        for style in order:
             for segment in layout.segments:
-                if segment.style != style:
+                drawn_as: str = segment.style
+                if drawn_as == "envelope" and segment.roof.source == DATASHEET:
+                    drawn_as = "envelope-datasheet"
+                if drawn_as != style:
                     continue
                 # plotext interpolates in linear space: give it points spaced evenly in log space
                 steps = 2 * width
                 xs = [segment.x0 * (segment.x1 / segment.x0) ** (i / steps) for i in range(steps + 1)]
                 ys = [segment.y0 * (segment.y1 / segment.y0) ** (i / steps) for i in range(steps + 1)]
                 plotext.plot(
-                    xs, ys, marker=_MARKERS[style], color=palette.device(layout.legend[segment.device].colour_index)
+                    xs, ys, marker=_marker(segment)[0], color=palette.device(layout.legend[segment.device].colour_index)
                 )
         if not layout.segments:  # plotext cannot build a figure with no data (points are overlaid later)
             plotext.scatter([10.0 ** ((x_lo + x_hi) / 2)], [10.0 ** ((y_lo + y_hi) / 2)], marker=" ")
         x_ticks = _decade_ticks(int(x_lo), int(x_hi), max(2, (width - 8) // 7))
         plotext.xticks(x_ticks, [_x_tick(value) for value in x_ticks])
-        y_ticks = _decade_ticks(int(y_lo), int(y_hi), max(2, (height - 6) // 2))
+        y_ticks = _decade_ticks(math.ceil(y_lo - 1e-9), math.floor(y_hi + 1e-9), max(2, (height - 6) // 2))
         plotext.yticks(y_ticks, [format_si(value, "", 3) for value in y_ticks])
         plotext.xlabel("arithmetic intensity (FLOP/byte)")
         plotext.ylabel("FLOP/s")
@@ -283,7 +314,8 @@ def render_roofline_labelled(
     if layout.empty:
         lines.append("no roofs and no workloads to draw")
     if legend:
-        lines.extend(legend_lines(layout, width, palette, placement))
+        painter = compact_legend_lines if compact_legend else legend_lines
+        lines.extend(painter(layout, width, palette, placement))
     return RenderedRoofline("\n".join(lines), layout, placement)
 
 
@@ -300,7 +332,10 @@ def _overlay(text: str, layout: RooflineLayout, palette: ChartPalette) -> tuple[
         for column in range(left, min(right + 1, len(grid[row])))
         if grid[row][column][1] != " "
     }
-    placement = place_labels(layout, columns, rows, blocked=blocked, line_cells=blocked)
+    placement = place_labels(
+        layout, columns, rows, blocked=blocked, line_cells=blocked, on_line=True,
+        dots_of=lambda segment: _marker(segment)[1], mark_dots=_SUB_ROWS["envelope"],
+    )  # fmt: skip
 
     def put(row: int, column: int, char: str, style: str) -> None:
         style = style if palette.use_color else ""
@@ -308,7 +343,9 @@ def _overlay(text: str, layout: RooflineLayout, palette: ChartPalette) -> tuple[
             grid[row + top][column + left] = [style, char]
 
     for ridge in layout.ridges:
-        row, column = cell_of(layout, ridge.x, ridge.y, columns, rows)
+        flat = next((s for s in layout.segments if s.device == ridge.device and s.y0 == s.y1 == ridge.y), None)
+        dots = _marker(flat)[1] if flat is not None else _SUB_ROWS["envelope"]
+        row, column = cell_of(layout, ridge.x, ridge.y, columns, rows, dots)
         if (row, column) not in blocked:  # plotext rounds its lines to a neighbouring row: sit on them
             row = next((row + dr for dr in (1, -1) if (row + dr, column) in blocked), row)
         put(row, column, _RIDGE, _sgr(palette.device(layout.legend[ridge.device].colour_index)))
@@ -322,7 +359,7 @@ def _overlay(text: str, layout: RooflineLayout, palette: ChartPalette) -> tuple[
         return _sgr(palette.device(layout.legend[point.device].colour_index), bold=True)
 
     for point in layout.points:
-        row, column = cell_of(layout, point.x, point.y, columns, rows)
+        row, column = cell_of(layout, point.x, point.y, columns, rows, _SUB_ROWS["envelope"])
         marks = ((point.highlighted, _HIGHLIGHT), (point.estimated, _ESTIMATED), (point.above_roof, _ABOVE))
         char = next((mark for flagged, mark in marks if flagged), _POINT)
         put(row, column, char, point_style(point, point.estimated, palette.estimated))
@@ -339,6 +376,42 @@ def _overlay(text: str, layout: RooflineLayout, palette: ChartPalette) -> tuple[
     return "\n".join(_join(cells) for cells in grid), placement
 
 
+def _datasheet_entry(entry: LegendEntry) -> bool:
+    """True when a device's envelope is drawn from datasheet roofs only (drawn dotted)."""
+    return entry.envelope_text.endswith("(datasheet)")
+
+
+def _legend_sample(entry: LegendEntry, palette: ChartPalette) -> str:
+    """The two-cell sample of a device's envelope in its colour: solid, or dotted for a datasheet one."""
+    sample = _DATASHEET_ENVELOPE * 2 if _datasheet_entry(entry) else _SAMPLES["envelope"]
+    return f"{_sgr(palette.device(entry.colour_index), bold=True)}{sample}{_RESET}" if palette.use_color else sample
+
+
+def compact_legend_lines(
+    layout: RooflineLayout, width: int, palette: ChartPalette = DEFAULT_PALETTE, placement: CellPlacement | None = None
+) -> list[str]:
+    """The legend of a short chart (the TUI at 80x24): the devices' samples and names on as few
+    lines as fit ``width``, then the roofs whose lines had no room for their label."""
+    entries = [(entry, f"{entry.label} {entry.name or entry.device_type}") for entry in layout.legend]
+    lines: list[str] = []
+    plain, painted = "", ""
+    for entry, text in entries:
+        text = text[: max(8, width - 3)]
+        if plain and len(plain) + 2 + 3 + len(text) > width:
+            lines.append(painted)
+            plain, painted = "", ""
+        gap = "  " if plain else ""
+        plain += f"{gap}{'━━'} {text}"
+        painted += f"{gap}{_legend_sample(entry, palette)} {text}"
+    if plain:
+        lines.append(painted)
+    unlabelled = [layout.labels[owner] for kind, owner in (placement.dropped if placement else []) if kind == "roof"]
+    if unlabelled:
+        texts = [f"{layout.legend[label.device].label} {label.text}" for label in unlabelled]
+        lines.extend(textwrap.wrap("not labelled: " + ", ".join(texts), width, subsequent_indent="  "))
+    return lines
+
+
 def legend_lines(
     layout: RooflineLayout, width: int, palette: ChartPalette = DEFAULT_PALETTE, placement: CellPlacement | None = None
 ) -> list[str]:
@@ -347,15 +420,14 @@ def legend_lines(
     had no room, and the notes (above-datasheet ceilings, devices with no DRAM roof)."""
     lines: list[str] = []
     for entry in layout.legend:
-        sample = _SAMPLES["envelope"]
-        painted = (
-            f"{_sgr(palette.device(entry.colour_index), bold=True)}{sample}{_RESET}" if palette.use_color else sample
-        )
+        painted = _legend_sample(entry, palette)
         wrapped = textwrap.wrap(entry.text, max(20, width - 3), subsequent_indent="   ")
         for number, line in enumerate(wrapped):
             lines.append(f"{painted} {line}" if number == 0 else line)
     styles = {segment.style for segment in layout.segments}
     key = ["━━ envelope min(peak, I x DRAM)"]
+    if any(_datasheet_entry(entry) for entry in layout.legend):
+        key.append(f"{_DATASHEET_ENVELOPE * 2} datasheet envelope")
     if "dtype" in styles:
         key.append("⠤⠤ other dtype")
     if "level" in styles or "datasheet" in styles:
@@ -363,15 +435,19 @@ def legend_lines(
     key.append(f"{_RIDGE} ridge  {_POINT} point (tag = # in the table)")
     lines.extend(textwrap.wrap("   ".join(key), width))
     if placement is not None:
-        missing = sorted({kind for kind, _ in placement.dropped})
+        missing = sorted({kind for kind, _ in placement.dropped if kind != "roof"})
         if missing:
-            words = {"point": "point tags", "roof": "roof labels", "ridge": "ridge labels"}
+            words = {"point": "point tags", "ridge": "ridge labels"}
             lines.extend(
                 textwrap.wrap(
                     f"no room on the chart for some {', '.join(words[m] for m in missing)}: the tables below list them",
                     width,
                 )
             )
+        unlabelled = [layout.labels[owner] for kind, owner in placement.dropped if kind == "roof"]
+        if unlabelled:  # one entry per roof whose line had no room for its label
+            texts = [f"{layout.legend[label.device].label} {label.text}" for label in unlabelled]
+            lines.extend(textwrap.wrap("not labelled on the chart: " + ", ".join(texts), width, subsequent_indent="  "))
     for note in layout.notes:
         lines.extend(textwrap.wrap(note, width, subsequent_indent="  "))
     return lines

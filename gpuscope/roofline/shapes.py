@@ -58,7 +58,8 @@ def roof_title(roof: Roof, memory_kind: str | None = None) -> str:
         return f"{title} {rest}".strip()
     if roof.kind == "transfer":
         head, _, rest = roof.name.partition(".")
-        nice = {"pcie": "PCIe", "nvlink": "NVLink", "h2d": "H2D", "d2h": "D2H", "d2d": "D2D"}.get(head, head)
+        names = {"pcie": "PCIe", "nvlink": "NVLink", "xgmi": "XGMI", "h2d": "H2D", "d2h": "D2H", "d2d": "D2D"}
+        nice = names.get(head, head)
         return f"{nice} {rest}".strip()
     if roof.kind == "collective":
         return roof.name.replace(".", " ")

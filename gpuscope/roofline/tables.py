@@ -7,6 +7,7 @@ import textwrap
 from collections import Counter
 from collections.abc import Sequence
 
+from gpuscope.roofline.columns import fit_columns, format_fitted, is_numeric_column
 from gpuscope.roofline.layout import envelope_roofs
 from gpuscope.roofline.layout_fleet import Drawn, chart_devices
 from gpuscope.roofline.model import (
@@ -29,47 +30,47 @@ from gpuscope.roofline.units import format_bytes, format_count, format_intensity
 __all__ = ["format_table", "points_table", "roofs_table", "bandwidth_table", "devices_lines", "stragglers_lines"]
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> list[str]:
+def format_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None = None,
+    *,
+    drop_order: Sequence[int] = (),
+    shrink: Sequence[int] | None = None,
+    shrink_min: int = 12,
+    note: bool = False,
+) -> list[str]:
     """Left-aligned columns separated by two spaces; numeric-looking columns right-aligned.
-    Lines longer than ``width`` are cut with an ellipsis."""
-    columns = len(headers)
-    widths = [len(header) for header in headers]
-    for row in rows:
-        for index in range(columns):
-            widths[index] = max(widths[index], len(row[index]))
-    numeric = []
-    for index in range(columns):
-        values = [row[index] for row in rows if row[index] not in ("", "-")]
-        numeric.append(bool(values) and all(value[:1].isdigit() or value[:1] in "-." for value in values))
-    lines = []
-    for row in [list(headers), *[list(row) for row in rows]]:
-        cells = [row[i].rjust(widths[i]) if numeric[i] else row[i].ljust(widths[i]) for i in range(columns)]
-        line = "  ".join(cells).rstrip()
-        if width is not None and len(line) > width:
-            line = line[: max(1, width - 1)] + "…"
-        lines.append(line)
+    A table wider than ``width`` is fitted by the one rule (:mod:`gpuscope.roofline.columns`):
+    text columns (``shrink``; default every non-numeric column but the first) are shortened with
+    "…", then whole columns are dropped (``drop_order`` first, then from the right): a number is
+    never cut. ``note``: a last line names the columns left out."""
+    if shrink is None:
+        text = [i for i in range(1, len(headers)) if not is_numeric_column([row[i] for row in rows])]
+        shrink = sorted(text, key=lambda i: -max([len(headers[i]), *(len(row[i]) for row in rows)]))  # widest first
+    fitted = fit_columns(
+        headers, [list(row) for row in rows], width, drop_order=drop_order, shrink=shrink, shrink_min=shrink_min
+    )
+    lines = format_fitted(fitted)
+    if note and fitted.dropped:
+        names = ", ".join(headers[i] for i in fitted.dropped)
+        lines.extend(textwrap.wrap(f"not shown at {width} columns: {names} (wider terminal, or --json)", width or 100))
     return lines
 
 
-def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None, keep: int) -> list[str]:
-    """:func:`format_table` after dropping columns from the right, beyond the first ``keep``,
-    until every line fits ``width``; then, if still too wide, the widest kept text column
-    (the name) is shortened with "…"."""
-    kept, cells = list(headers), [list(row) for row in rows]
-    while width is not None and len(kept) > keep and max(len(line) for line in format_table(kept, cells)) > width:
-        kept.pop()
-        for row in cells:
-            row.pop()
-    lines = format_table(kept, cells)
-    if width is not None and max(len(line) for line in lines) > width:
-        over = max(len(line) for line in lines) - width
-        column = 1 if len(kept) > 1 else 0
-        limit = max(4, max(len(row[column]) for row in cells) - over) if cells else 4
-        for row in cells:
-            if len(row[column]) > limit:
-                row[column] = row[column][: limit - 1] + "…"
-        lines = format_table(kept, cells, width)
-    return lines
+#: The points table's columns in the order they are left out when the width is short (the
+#: first first); #, workload, bound and eff. always stay (the name shortened with "…").
+POINTS_DROP_ORDER = ("bytes", "FLOP", "FLOP/DRAM B", "dtype", "device", "FLOP/s", "FLOP/B", "roof")
+#: The roofs table's: the kind first (the value's unit says it), then range, flag and source;
+#: device, roof name, value and ridge stay (the roof name shortened with "…").
+ROOFS_DROP_ORDER = ("kind", "range", "source", "flag")
+#: The stragglers table's.
+STRAGGLERS_DROP_ORDER = ("kind", "hardware", "host", "median")
+
+
+def _indices(headers: Sequence[str], names: Sequence[str]) -> list[int]:
+    """The indices of ``names`` among ``headers`` (names not present are skipped)."""
+    return [headers.index(name) for name in names if name in headers]
 
 
 def _point_row(model: RooflineModel, number: int, placement: Placement, with_dram: bool) -> tuple[list[str], list[str]]:
@@ -210,15 +211,17 @@ def points_table(model: RooflineModel, width: int | None = None) -> list[str]:
     else:
         pairs = [_point_row(model, n, placement, with_dram) for n, placement in enumerate(model.placements, start=1)]
         rows, notes_of = [row for row, _ in pairs], [notes for _, notes in pairs]
-    lines = fit_table(headers, rows, width, keep=5)
+    drop = _indices(headers, POINTS_DROP_ORDER)
+    lines = format_table(headers, rows, width, drop_order=drop, shrink=[1], shrink_min=16, note=True)
     out = [lines[0]]
-    for line, notes in zip(lines[1:], notes_of):
+    for line, notes in zip(lines[1 : 1 + len(rows)], notes_of):
         out.append(line)
         if notes and notes != ["warm"]:
             text = "; ".join(notes)
             out.extend(
                 textwrap.wrap(text, max(20, (width or 100) - 5), initial_indent="     ", subsequent_indent="     ")
             )
+    out.extend(lines[1 + len(rows) :])  # the columns left out, if any
     if any(notes == ["warm"] or "warm" in notes for notes in notes_of):
         out.extend(textwrap.wrap("warm: timed with warm caches (gpuscope measure --cold flushes them)", width or 100))
     out.extend(
@@ -309,7 +312,8 @@ def roofs_table(model: RooflineModel, width: int | None = None) -> list[str]:
     if not any(row[-1] for row in rows):
         headers.pop()
         rows = [row[:-1] for row in rows]
-    lines = fit_table(headers, rows, width, keep=len(headers))
+    drop = _indices(headers, ROOFS_DROP_ORDER)
+    lines = format_table(headers, rows, width, drop_order=drop, shrink=[2], note=True)
     lines.extend(textwrap.wrap(_envelope_text(model, entries), width or 100))
     if flagged:
         lines.extend(textwrap.wrap(f"ABOVE DATASHEET: {ABOVE_DATASHEET_TEXT}", width or 100))
@@ -387,7 +391,9 @@ def bandwidth_table(model: RooflineModel, width: int | None = None) -> list[str]
                 rows.append([label, roof_label(roof), "-", format_si(roof.value, "B/s", 3), *("-" for _ in sizes)])
     if not rows:
         return []
-    lines = fit_table(headers, rows, width, keep=4)
+    # the message sizes go from the largest, then the datasheet figure; device and link shrink
+    drop = [*reversed(range(4, len(headers))), 3]
+    lines = format_table(headers, rows, width, drop_order=drop, shrink=[1])
     if sizes and len(lines[0].split()) < len(headers):
         lines.extend(
             textwrap.wrap("(message sizes that do not fit this width are left out: --json has them all)", width or 100)
@@ -427,7 +433,8 @@ def stragglers_lines(model: RooflineModel, width: int | None = None) -> list[str
         )  # fmt: skip
     title = f"Stragglers ({len(stragglers)}: ceilings {margin}below the median of the same ceiling across ranks):"
     headers = ["host", "rank", "device", "hardware", "kind", "ceiling", "value", "median", "below median"]
-    return [title, *format_table(headers, rows, width)]
+    table = format_table(headers, rows, width, drop_order=_indices(headers, STRAGGLERS_DROP_ORDER), shrink=[3, 5])
+    return [*textwrap.wrap(title, width or 10_000), *table]
 
 
 def devices_lines(model: RooflineModel, width: int | None = None) -> list[str]:

@@ -80,6 +80,12 @@ class Source(msgspec.Struct, kw_only=True):
     created: Timestamp | None = None
     partial: bool | None = None
     partial_reason: Any = None
+    #: the results file's own warnings (contention included), or a log's; every output carries them
+    warnings: list[Scalar] | None = None
+    #: True when the results file says its numbers were measured under contention
+    contended: bool | None = None
+    #: what simulated the data (a demo or the fake NVML), else None
+    simulated: Scalar = None
 
 
 class GpuSummary(msgspec.Struct, kw_only=True):
@@ -290,6 +296,8 @@ class Telemetry(msgspec.Struct, kw_only=True):
     #: Hostnames the log names (``--redact`` replaces them everywhere) and the NVIDIA driver.
     hostnames: list[Scalar] | None = None
     driver: Scalar = None
+    #: what scripted the log's GPUs (the records' ``simulated``), else None
+    simulated: Scalar = None
     gpus: list[GpuKey] | None = None
     stats: list[Stat] | None = None
     energy: list[Energy] | None = None

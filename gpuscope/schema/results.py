@@ -29,6 +29,7 @@ from gpuscope.schema.core import (
     Timestamp,
 )
 from gpuscope.schema.sweeps import Sweep
+from gpuscope.telemetry.topology import Topology
 
 __all__ = [
     "RESULTS_SCHEMA",
@@ -402,6 +403,9 @@ class Results(msgspec.Struct, kw_only=True):
     #: Working-set sweeps (``working_sets = "sweep"``): bandwidth against working set per kernel
     #: and the levels its plateaus show (gpuscope.roofline.sweep).
     sweeps: list[Sweep] | None = None
+    #: How GPUs, CPUs, NUMA nodes and NICs were wired when the run started (``gpuscope topo
+    #: --json``'s record, gpuscope.telemetry.topology); null: not read, or an older file.
+    topology: Topology | None = None
 
 
 def contention_notes(results: Results) -> list[str]:

@@ -62,7 +62,7 @@ Transpose = Literal["nn", "nt", "tn", "tt"]
 MatmulDtype = Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8"]
 Kernel = Literal["copy", "scale", "add", "triad", "read"]
 Direction = Literal["h2d", "d2h", "d2d"]
-Op = Literal["allreduce", "allgather"]
+Op = Literal["allreduce", "allgather", "reducescatter", "alltoall", "broadcast"]
 #: The probes' vocabulary, as the tuples they iterate: one list each, declared by the types above.
 MATMUL_DTYPES: tuple[MatmulDtype, ...] = get_args(MatmulDtype)
 KERNELS: tuple[Kernel, ...] = get_args(Kernel)
@@ -275,7 +275,7 @@ class TransferOptions(ProbeOptions, tag="transfer", kw_only=True, forbid_unknown
 
 
 class CollectiveOptions(ProbeOptions, tag="collective", kw_only=True, forbid_unknown_fields=True):
-    """all-reduce / all-gather bus bandwidth."""
+    """Collectives as nccl-tests times them (docs/interconnect.md): algbw and busbw per op and size."""
 
     ops: Op | list[Op] = msgspec.field(default_factory=lambda: list(get_args(Op)))
     sizes: Annotated[list[Size], msgspec.Meta(min_length=1)] = msgspec.field(

@@ -74,6 +74,7 @@ _Sample = msgspec.defstruct(
         ("gpus", list[_Gpu]),  # type: ignore[valid-type]
         ("driver_version", str | None, None),
         ("gpu_unavailable", str | None, None),
+        ("simulated", str | None, None),
         ("sample_cost_s", _number(Sample, "sample_cost_s"), None),
     ],
     gc=False,

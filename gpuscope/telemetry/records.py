@@ -113,6 +113,11 @@ class NvLinkLinkSample:
     link: Index
     tx_bytes_per_s: Metric[BytesPerS]
     rx_bytes_per_s: Metric[BytesPerS]
+    # error counters since the driver loaded (nvmlDeviceGetNvLinkErrorCounter); older logs lack them
+    crc_flit_errors: Metric[Count] = NOT_COLLECTED
+    crc_data_errors: Metric[Count] = NOT_COLLECTED
+    replay_errors: Metric[Count] = NOT_COLLECTED
+    recovery_errors: Metric[Count] = NOT_COLLECTED
 
 
 @dataclass(slots=True)
@@ -151,6 +156,7 @@ class GpuSample:
     pci_bus_id: str
     architecture: str
     state: str  # "ok" or "lost"
+    vendor: str = "nvidia"  # "nvidia" (NVML) or "amd" (AMD SMI): which library the values came from
     mig_parent_index: Index | None = None
     mig_gpu_instance_id: Index | None = None
     mig_compute_instance_id: Index | None = None
@@ -181,6 +187,18 @@ class GpuSample:
     nvlink_version: Metric[Index] = NOT_COLLECTED
     nvlink_link_peak_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # one direction, one link
     nvlink_links: list[NvLinkLinkSample] = field(default_factory=list)
+    # link error counters since the driver loaded, summed over the active NVLink links (per link in nvlink_links)
+    nvlink_crc_flit_errors: Metric[Count] = NOT_COLLECTED
+    nvlink_crc_data_errors: Metric[Count] = NOT_COLLECTED
+    nvlink_replay_errors: Metric[Count] = NOT_COLLECTED
+    nvlink_recovery_errors: Metric[Count] = NOT_COLLECTED
+    pcie_replay_errors: Metric[Count] = NOT_COLLECTED  # nvmlDeviceGetPcieReplayCounter
+    # AMD's GPU links (Infinity Fabric / XGMI) and its PCIe rate, which AMD SMI gives as one total
+    pcie_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # both directions together
+    xgmi_tx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # all links, written by this GPU
+    xgmi_rx_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # all links, read by this GPU
+    xgmi_active_links: Metric[Index] = NOT_COLLECTED
+    xgmi_link_peak_bytes_per_s: Metric[BytesPerS] = NOT_COLLECTED  # one direction, one link
     sm_clock_mhz: Metric[Megahertz] = NOT_COLLECTED
     sm_clock_max_mhz: Metric[Megahertz] = NOT_COLLECTED
     memory_clock_mhz: Metric[Megahertz] = NOT_COLLECTED
@@ -190,6 +208,7 @@ class GpuSample:
     energy_j: Metric[Joules] = NOT_COLLECTED  # cumulative since driver load
     temperature_gpu_c: Metric[Celsius] = NOT_COLLECTED
     temperature_memory_c: Metric[Celsius] = NOT_COLLECTED
+    temperature_hotspot_c: Metric[Celsius] = NOT_COLLECTED  # AMD's junction (hotspot) sensor
     fan_speed_percent: Metric[Percent] = NOT_COLLECTED
     throttle_reasons: Metric[list[str]] = NOT_COLLECTED  # empty list: not throttled
     ecc_corrected_errors: Metric[Count] = NOT_COLLECTED  # volatile, since driver load
@@ -210,7 +229,13 @@ class Sample:
     driver_version: Metric[str]
     nvml_version: Metric[str]
     cuda_driver_version: Metric[str]
-    gpu_unavailable: Unavailable | None = None  # why there is no GPU side at all
+    gpu_unavailable: Unavailable | None = None  # why there is no GPU side at all (no vendor gave a GPU)
+    nvidia_unavailable: Unavailable | None = None  # why NVML gave no GPUs (None: it did, or not asked)
+    amd_unavailable: Unavailable | None = None  # why AMD SMI gave no GPUs (None: it did, or not asked)
+    amd_driver_version: Metric[str] = NOT_COLLECTED  # amdgpu
+    amdsmi_library_version: Metric[str] = NOT_COLLECTED
+    # what scripted the GPUs ("GPUSCOPE_FAKE_NVML=gpus=2xh200"): a log of fakes says so in every record
+    simulated: str | None = None
     sample_cost_s: ElapsedS = 0.0  # wall time spent collecting this sample
     schema_version: int = SCHEMA_VERSION
     alerts: list[str] = field(default_factory=list)  # "level kind message" (gpuscope.telemetry.alerts), worst first

@@ -43,6 +43,8 @@ from gpuscope.tui.screens.dashboard import PANEL_KEYS, PANELS, DashboardScreen
 from gpuscope.tui.screens.probes import ProbesScreen
 from gpuscope.tui.screens.processes import ProcessesScreen
 from gpuscope.tui.screens.roofline import RooflineScreen
+from gpuscope.tui.screens.topology import TopologyScreen
+from gpuscope.tui.screens.topology_feed import TopologyFeed
 from gpuscope.tui.sources import ReplayCursor, TelemetrySource
 from gpuscope.tui.themes import DEFAULT_THEME, ChartPalette, ThemeFile, discover_themes, fallback_theme
 from gpuscope.tui.widgets.topbar import SCREEN_TABS
@@ -73,6 +75,7 @@ class GpuscopeApp(App[None]):
         "roofline": RooflineScreen,
         "probes": ProbesScreen,
         "processes": ProcessesScreen,
+        "topology": TopologyScreen,
     }
     DEFAULT_MODE = "dashboard"
     BINDINGS = [
@@ -151,6 +154,8 @@ class GpuscopeApp(App[None]):
         self._poll_errors = 0
         self._poller: Poller | None = None
         self._replay_timer: Timer | None = None
+        #: The source's topology, read off the UI thread, and its link findings as alerts.
+        self.topology_feed = TopologyFeed(self)
         self._install_themes(theme, theme_dirs)
 
     def get_line_filters(self) -> Sequence[LineFilter]:
@@ -337,8 +342,21 @@ class GpuscopeApp(App[None]):
             self.alerts = evaluate(sample, self.alert_thresholds)
         except Exception as exc:  # noqa: BLE001 - a malformed record must not stop the UI
             self.alerts = [Alert("warning", "error", None, "", f"alerts not evaluated: {exc}")]
+        self.alerts = self.topology_feed.merge(self.alerts)
         for screen in self._gpuscope_screens():
             screen.receive_sample(sample)
+
+    def topology_changed(self, alerts_changed: bool) -> None:
+        """A topology read arrived: new link alerts reach every screen on the stack (as a sample
+        does); otherwise only the topology screen redraws."""
+        if self.latest_sample is None:
+            return
+        if alerts_changed:
+            self._deliver(self.latest_sample, push_history=False)
+            return
+        for screen in self._gpuscope_screens():
+            if isinstance(screen, TopologyScreen):
+                screen.redraw()
 
     # --- replay ------------------------------------------------------------------------------
 

@@ -70,39 +70,69 @@ def demo_load(t_s: float) -> tuple[dict[str, float], dict[str, float]]:
     return h200, a100
 
 
-class DemoSource(LiveSource):
-    """The TUI's live collector (as :class:`LiveSource` builds it) on a fake NVML with moving loads."""
+def demo_amd_load(fake: Any, t_s: float) -> None:
+    """Moving loads on the demo's AMD GPUs (two MI300X): the same training-like cycle, out of phase."""
+    for number, gpu in enumerate(fake.gpus):
+        phase = 0.5 + 0.5 * math.sin(t_s / 7.0 + 1.5 * number)
+        burst = 0.5 + 0.5 * math.sin(t_s / 2.3 + number)
+        gpu.gfx_activity_percent, gpu.umc_activity_percent = 55 + 40 * phase, 25 + 45 * phase
+        gpu.power_w, gpu.gfx_clock_mhz = 300 + 380 * phase, int(1700 + 300 * phase)
+        gpu.temperature_hotspot_c, gpu.temperature_hbm_c = int(55 + 30 * phase), int(48 + 20 * phase)
+        gpu.pcie_bytes_per_s = 1e9 + 8e9 * burst
+        gpu.xgmi_tx_bytes_per_s_per_link = gpu.xgmi_rx_bytes_per_s_per_link = 4e9 + 18e9 * burst
+        gpu.vram_used_bytes = int(120e9 + 30e9 * phase)
 
-    def __init__(self) -> None:
+
+class DemoSource(LiveSource):
+    """The TUI's live collector (as :class:`LiveSource` builds it) on fake GPUs with moving loads:
+    ``vendor`` "nvidia" (a fake NVML), "amd" (a fake AMD SMI) or "both"."""
+
+    def __init__(self, vendor: str = "nvidia") -> None:
         super().__init__()
-        self.label = "demo (fake NVML)"
+        self.vendor = vendor
+        self.label = {"nvidia": "demo (fake NVML)", "amd": "demo (fake AMD SMI)"}.get(
+            vendor, "demo (fake NVML + AMD SMI)"
+        )
         self.simulated = True
         self._fake: Any = None
-        self._installed: Any = None
+        self._amd_fake: Any = None
+        self._installed: list[Any] = []
         self._t0 = time.monotonic()
 
     def open(self) -> None:
-        from gpuscope.testing.fake_nvml import install_fake_nvml
+        if self.vendor in ("nvidia", "both"):
+            from gpuscope.testing.fake_nvml import install_fake_nvml
 
-        self._fake = demo_fake_nvml()
-        self._installed = install_fake_nvml(self._fake)
-        self._installed.__enter__()
+            self._fake = demo_fake_nvml()
+            self._installed.append(install_fake_nvml(self._fake))
+        if self.vendor in ("amd", "both"):
+            from gpuscope.testing.fake_amdsmi import AmdScenario, build_fake_amdsmi, install_fake_amdsmi
+
+            self._amd_fake = build_fake_amdsmi(AmdScenario(gpus="2xmi300x"))
+            self._installed.append(install_fake_amdsmi(self._amd_fake))
+        for context in self._installed:
+            context.__enter__()
         self._set_load()
         super().open()
 
     def _set_load(self) -> None:
-        h200, a100 = demo_load(time.monotonic() - self._t0)
-        self._fake.set_load(0, **h200)
-        self._fake.set_load(1, **a100)
+        t_s = time.monotonic() - self._t0
+        if self._fake is not None:
+            h200, a100 = demo_load(t_s)
+            self._fake.set_load(0, **h200)
+            self._fake.set_load(1, **a100)
+        if self._amd_fake is not None:
+            with self._amd_fake.settled():
+                demo_amd_load(self._amd_fake, t_s)
 
     def sample(self) -> Sample:
-        if self._fake is None:
+        if not self._installed:
             self.open()
         self._set_load()
         return super().sample()
 
     def close(self) -> None:
         super().close()
-        installed, self._installed = self._installed, None
-        if installed is not None:
-            installed.__exit__(None, None, None)
+        installed, self._installed = self._installed, []
+        for context in reversed(installed):
+            context.__exit__(None, None, None)

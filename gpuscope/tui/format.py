@@ -53,7 +53,7 @@ _REASON_WORDS = {
     Reason.NOT_SUPPORTED: "not supported by this GPU or driver",
     Reason.NO_PERMISSION: "no permission",
     Reason.GPU_LOST: "GPU lost",
-    Reason.NO_DRIVER: "no NVIDIA driver",
+    Reason.NO_DRIVER: "no driver or library",
     Reason.DRIVER_TOO_OLD: "driver too old",
     Reason.DRIVER_MISMATCH: "driver/library version mismatch",
     Reason.WARMING_UP: "warming up (a rate needs two samples)",

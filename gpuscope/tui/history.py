@@ -36,6 +36,10 @@ GPU_SERIES = (
     "pcie_rx_bytes_per_s",
     "nvlink_tx_bytes_per_s",
     "nvlink_rx_bytes_per_s",
+    "memory_busy_percent",  # AMD's memory chart (no DRAM bytes there)
+    "pcie_bytes_per_s",  # AMD: both directions in one
+    "xgmi_tx_bytes_per_s",
+    "xgmi_rx_bytes_per_s",
 )
 
 #: The chart windows offered (key ``w`` cycles), seconds.

@@ -16,6 +16,8 @@ from gpuscope.telemetry.collector import TelemetryCollector
 from gpuscope.telemetry.hostprocs import HostProcess, ProcessScanner
 from gpuscope.telemetry.logfile import read_log
 from gpuscope.telemetry.records import Sample
+from gpuscope.telemetry.topology import Topology
+from gpuscope.telemetry.topology_read import read_topology
 from gpuscope.telemetry.values import Reason, Unavailable
 
 __all__ = [
@@ -56,6 +58,11 @@ class TelemetrySource(abc.ABC):
         """Whether the screen on show lists GPU processes (a live source reads them less often
         when not). Called from the UI thread."""
 
+    def topology(self) -> Topology | Unavailable:
+        """How the node is wired (blocking: NVML and sysfs), or why not known. Called from a
+        thread worker (gpuscope.tui.screens.topology_feed), one call at a time."""
+        return Unavailable(Reason.NOT_APPLICABLE, "this source has no topology")
+
 
 class _ScansHost:
     """Mixin: host processes from this machine's /proc."""
@@ -73,12 +80,12 @@ class LiveSource(_ScansHost, TelemetrySource):
     """The real collector (:class:`gpuscope.telemetry.collector.TelemetryCollector`)."""
 
     def __init__(self, nvml: bool = True, label: str = "live") -> None:
-        import os
-
         self.nvml = nvml
-        #: GPUSCOPE_FAKE_NVML (tests, benchmarks) makes the GPUs fake: say so everywhere.
-        self.simulated = bool(os.environ.get("GPUSCOPE_FAKE_NVML")) and nvml
-        self.label = "live (fake NVML: simulated GPUs)" if self.simulated and label == "live" else label
+        from gpuscope.telemetry.simulated import simulation_note
+
+        #: GPUSCOPE_FAKE_NVML / GPUSCOPE_FAKE_AMDSMI (tests, benchmarks) make the GPUs fake: say so everywhere.
+        self.simulated = simulation_note() is not None and nvml
+        self.label = "live (simulated GPUs)" if self.simulated and label == "live" else label
         self._collector: TelemetryCollector | None = None
         self._gpu_processes_shown = True
 
@@ -94,6 +101,15 @@ class LiveSource(_ScansHost, TelemetrySource):
         collector = self._collector
         if collector is not None:
             collector.set_gpu_processes_shown(shown)
+
+    #: The sysfs root the topology's NUMA nodes and NICs are read under (``topo --sysfs``).
+    sysfs_root = "/sys"
+
+    def topology(self) -> Topology | Unavailable:
+        from gpuscope.telemetry.simulated import simulation_note
+
+        simulated = (simulation_note() or self.label) if self.simulated else None
+        return read_topology(self.sysfs_root, simulated=simulated, nvml=self.nvml)
 
     def sample(self) -> Sample:
         if self._collector is None:

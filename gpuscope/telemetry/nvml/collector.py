@@ -33,6 +33,7 @@ from gpuscope.telemetry.nvml.device import (
 from gpuscope.telemetry.nvml.events import XidReader
 from gpuscope.telemetry.nvml.fields import POWER_AVERAGE, POWER_INSTANT, FieldSet
 from gpuscope.telemetry.nvml.gpm import ACTIVITY_METRICS, GpmReader
+from gpuscope.telemetry.nvml.link_counters import LinkErrors, apply_link_errors, read_link_errors
 from gpuscope.telemetry.nvml.processes import ProcessReader
 from gpuscope.telemetry.nvml.readings import (
     MetricCalls,
@@ -116,6 +117,7 @@ class _Gpu:
         #: (power limit W, PCIe generation, PCIe width) as of slow_at (re-read every SLOW_INTERVAL_S)
         self.slow: tuple[Metric[float], Metric[int], Metric[int]] = (NOT_OPEN, NOT_OPEN, NOT_OPEN)
         self.slow_at: float | None = None
+        self.link_errors: LinkErrors | None = None  # NVLink/PCIe error counters as of slow_at
         #: a static read failed transiently at open: open again at this clock time
         self.reopen_at_s: float | None = None
         self.reopen_delay_s = 5.0
@@ -128,36 +130,60 @@ class _Gpu:
         self.gi_gpm = {}
 
 
+_XGMI_NOT_HERE = Unavailable(Reason.NOT_APPLICABLE, "an NVIDIA GPU: its GPU links are NVLink (the nvlink_* fields)")
+_AMD_ONLY: dict[str, Unavailable] = {
+    "pcie_bytes_per_s": Unavailable(Reason.NOT_APPLICABLE, "NVML gives PCIe per direction (pcie_tx/rx_bytes_per_s)"),
+    "xgmi_tx_bytes_per_s": _XGMI_NOT_HERE,
+    "xgmi_rx_bytes_per_s": _XGMI_NOT_HERE,
+    "xgmi_active_links": _XGMI_NOT_HERE,
+    "xgmi_link_peak_bytes_per_s": _XGMI_NOT_HERE,
+    "temperature_hotspot_c": Unavailable(Reason.NOT_SUPPORTED, "NVML reads no hotspot sensor"),
+}
+
+
+def _nvidia(sample: GpuSample) -> GpuSample:
+    """The AMD-only fields say why NVML has none (never "not collected")."""
+    for name, why in _AMD_ONLY.items():
+        setattr(sample, name, why)
+    return sample
+
+
 def _identity(gpu: _Gpu, state: str) -> GpuSample:
     info = gpu.info
     if info is None:
-        return GpuSample(
-            index=gpu.index, name="unknown", uuid="", pci_bus_id="unknown", architecture="unknown", state=state
+        return _nvidia(
+            GpuSample(
+                index=gpu.index, name="unknown", uuid="", pci_bus_id="unknown", architecture="unknown", state=state
+            )
         )
-    return GpuSample(
-        index=info.index,
-        name=info.name,
-        uuid=info.uuid,
-        pci_bus_id=info.pci_bus_id,
-        architecture=info.architecture,
-        state=state,
+    return _nvidia(
+        GpuSample(
+            index=info.index,
+            name=info.name,
+            uuid=info.uuid,
+            pci_bus_id=info.pci_bus_id,
+            architecture=info.architecture,
+            state=state,
+        )
     )
 
 
 def _mig_identity(gpu: _Gpu, mig: _Mig, state: str) -> GpuSample:
     info = gpu.info
-    return GpuSample(
-        index=mig.info.slot,
-        name=mig.info.name,
-        uuid=mig.info.uuid,
-        pci_bus_id=info.pci_bus_id if info else "unknown",
-        architecture=info.architecture if info else "unknown",
-        state=state,
-        mig_parent_index=gpu.index,
-        mig_gpu_instance_id=None if isinstance(mig.info.gpu_instance_id, Unavailable) else mig.info.gpu_instance_id,
-        mig_compute_instance_id=None
-        if isinstance(mig.info.compute_instance_id, Unavailable)
-        else mig.info.compute_instance_id,
+    return _nvidia(
+        GpuSample(
+            index=mig.info.slot,
+            name=mig.info.name,
+            uuid=mig.info.uuid,
+            pci_bus_id=info.pci_bus_id if info else "unknown",
+            architecture=info.architecture if info else "unknown",
+            state=state,
+            mig_parent_index=gpu.index,
+            mig_gpu_instance_id=None if isinstance(mig.info.gpu_instance_id, Unavailable) else mig.info.gpu_instance_id,
+            mig_compute_instance_id=None
+            if isinstance(mig.info.compute_instance_id, Unavailable)
+            else mig.info.compute_instance_id,
+        )
     )
 
 
@@ -203,6 +229,11 @@ class NvmlCollector:
         self._xids = XidReader(clock)
         self._process_interval_s = self.PROCESS_INTERVAL_S
         self._processes_due = False  # read the lists at the next sample (they were just asked for)
+
+    @property
+    def gpu_count(self) -> int:
+        """Full GPUs NVML gave (0 before open or without NVML); other vendors' GPUs are numbered after them."""
+        return len(self._gpus)
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -381,6 +412,9 @@ class NvmlCollector:
             part = _mig_identity(gpu, mig, "lost")
             fill_missing(part, gone)
             parts.append(part)
+        for sample in (full, *parts):  # lost: every metric says so, the AMD-only ones too
+            for name in _AMD_ONLY:
+                setattr(sample, name, gone)
         return full, parts
 
     def _sample_gpu(self, gpu: _Gpu, now: float) -> tuple[GpuSample, list[GpuSample]]:
@@ -415,6 +449,7 @@ class NvmlCollector:
                 _number(calls.get("pcie_generation", pynvml.nvmlDeviceGetCurrPcieLinkGeneration), int),
                 _number(calls.get("pcie_width", pynvml.nvmlDeviceGetCurrPcieLinkWidth), int),
             )
+            gpu.link_errors = read_link_errors(gpu.handle, info.nvlink_links, info.nvlink_active_links)
         gpm = gpu.gpm.read() if gpu.gpm is not None else gpu.gpm_status or _GPM_OFF
         # the counters GPM gave a number for this sample are not asked of the field values
         found: list[Metric[float] | None] = []
@@ -516,6 +551,7 @@ class NvmlCollector:
         corrected, uncorrected = fields["ecc_corrected_errors"], fields["ecc_uncorrected_errors"]
         sample.ecc_corrected_errors = corrected if isinstance(corrected, Unavailable) else int(corrected)
         sample.ecc_uncorrected_errors = uncorrected if isinstance(uncorrected, Unavailable) else int(uncorrected)
+        apply_link_errors(sample, gpu.link_errors)
         sample.processes = self._processes(gpu.processes, gpu, now)
         return sample
 

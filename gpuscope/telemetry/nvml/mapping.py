@@ -1,5 +1,8 @@
 """Which NVML GPU is CUDA device N: the one mapping used by probe telemetry, ``gpuscope.measure``
-and the live roofline position.
+and the live roofline position. Under a ROCm build of torch the same ``torch.cuda`` API numbers
+AMD GPUs: ``ROCR_VISIBLE_DEVICES`` filters them first, then ``HIP_VISIBLE_DEVICES`` (or
+``CUDA_VISIBLE_DEVICES``) indexes what is left, in PCI bus order; the samples of the other
+vendor are never candidates.
 
 nvml.h: "The order in which NVML enumerates devices has no guarantees of consistency between
 reboots" and NVML indices need not match CUDA's. CUDA numbers the devices it can see after
@@ -16,6 +19,7 @@ torch is imported only inside :func:`cuda_device_uuid` (tests replace that funct
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +35,8 @@ __all__ = [
     "cuda_device_uuid",
     "match_cuda_device",
     "cuda_index_of",
+    "torch_gpu_vendor",
+    "visible_devices_text",
     "NvmlIdentity",
     "nvml_identities",
     "nvml_gpu_index",
@@ -93,6 +99,35 @@ def _full_gpus(gpus: Sequence[Any]) -> list[Any]:
     return [gpu for gpu in gpus if getattr(gpu, "mig_parent_index", None) is None]
 
 
+def torch_gpu_vendor(gpus: Sequence[Any] = ()) -> str:
+    """Whose GPUs torch's ``torch.cuda`` numbers: "amd" under a ROCm build of torch (already
+    imported; this never imports it), else "nvidia" when any of ``gpus`` is NVIDIA's, else "amd"."""
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(getattr(torch, "version", None), "hip", None):
+        return "amd"
+    if not gpus or any(getattr(gpu, "vendor", "nvidia") == "nvidia" for gpu in gpus):
+        return "nvidia"
+    return "amd"
+
+
+def visible_devices_text(vendor: str) -> str | None:
+    """The environment's device list for ``vendor``: ``CUDA_VISIBLE_DEVICES`` for NVIDIA; for AMD
+    ``HIP_VISIBLE_DEVICES`` (HIP also reads ``CUDA_VISIBLE_DEVICES`` when that is unset)."""
+    if vendor == "amd":
+        return os.environ.get("HIP_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def _vendor_gpus(gpus: Sequence[Any], vendor: str) -> list[Any]:
+    """The samples of ``vendor`` that torch can number: for AMD after ``ROCR_VISIBLE_DEVICES``
+    (the ROCr runtime filters first; HIP's list then indexes what is left)."""
+    mine = [gpu for gpu in gpus if getattr(gpu, "vendor", "nvidia") == vendor]
+    if vendor != "amd":
+        return mine
+    rocr = parse_visible_devices(os.environ.get("ROCR_VISIBLE_DEVICES"))
+    return mine if rocr is None else [gpu for gpu, _method in _visible(mine, rocr)]
+
+
 def _pci_order(gpus: Sequence[Any]) -> list[Any]:
     return sorted(
         _full_gpus(gpus),
@@ -150,7 +185,9 @@ def match_cuda_device(
         gpu = _by_uuid(gpus, cuda_uuid)
         if gpu is not None:
             return DeviceMatch(gpu, "uuid")
-    text = os.environ.get("CUDA_VISIBLE_DEVICES") if visible_devices is True else visible_devices
+    vendor = torch_gpu_vendor(gpus)
+    gpus = _vendor_gpus(gpus, vendor)
+    text = visible_devices_text(vendor) if visible_devices is True else visible_devices
     listed = _visible(gpus, parse_visible_devices(text if isinstance(text, str) else None))
     if 0 <= cuda_index < len(listed):
         gpu, method = listed[cuda_index]
@@ -161,7 +198,9 @@ def match_cuda_device(
 def cuda_index_of(gpu: Any, gpus: Sequence[Any], *, visible_devices: str | None | bool = True) -> int | None:
     """The CUDA index a process with this ``CUDA_VISIBLE_DEVICES`` gives NVML sample ``gpu``
     (None when it is not visible to CUDA). Without torch: by the environment and PCI order."""
-    text = os.environ.get("CUDA_VISIBLE_DEVICES") if visible_devices is True else visible_devices
+    vendor = getattr(gpu, "vendor", "nvidia")
+    gpus = _vendor_gpus(gpus, vendor)
+    text = visible_devices_text(vendor) if visible_devices is True else visible_devices
     wanted = normalize_uuid(getattr(gpu, "uuid", ""))
     for position, (candidate, _method) in enumerate(
         _visible(gpus, parse_visible_devices(text if isinstance(text, str) else None))

@@ -18,7 +18,14 @@ from gpuscope.telemetry.nvml.session import GpuLostError, call, init, pynvml, sh
 from gpuscope.telemetry.topology import GpuNode, NvLinkLink, PcieLink, level_from_nvml, pcie_bytes_per_s
 from gpuscope.telemetry.values import Reason, Unavailable
 
-__all__ = ["NvmlTopology", "read_nvml_topology", "normalize_bus_id", "AFFINITY_WORDS"]
+__all__ = [
+    "NvmlTopology",
+    "read_nvml_topology",
+    "normalize_bus_id",
+    "AFFINITY_WORDS",
+    "read_link_error_counters",
+    "read_pcie_replay_counter",
+]
 
 #: 64-bit words asked for in the CPU and NUMA affinity masks (1024 CPUs, 1024 nodes).
 AFFINITY_WORDS = 16
@@ -102,6 +109,23 @@ def _pcie(gpu: GpuNode, handle: Any) -> PcieLink:
     )
 
 
+def read_link_error_counters(handle: Any, link: int) -> dict[str, Unavailable | int]:
+    """One NVLink link's error counters (counts since the driver loaded), by field name
+    (``crc_flit_errors``, ``crc_data_errors``, ``replay_errors``, ``recovery_errors``); each an
+    int or the :class:`Unavailable` NVML gave. Raises GpuLostError."""
+    out: dict[str, Unavailable | int] = {}
+    for counter, name in _ERROR_COUNTERS.items():
+        value = call("nvmlDeviceGetNvLinkErrorCounter", pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, link, counter)
+        out[name] = value if isinstance(value, Unavailable) else int(value)
+    return out
+
+
+def read_pcie_replay_counter(handle: Any) -> Unavailable | int:
+    """The PCIe replay counter (replays since the driver loaded), or why not. Raises GpuLostError."""
+    value = call("nvmlDeviceGetPcieReplayCounter", pynvml.nvmlDeviceGetPcieReplayCounter, handle)
+    return value if isinstance(value, Unavailable) else int(value)
+
+
 def _link_count(gpu: GpuNode, handle: Any) -> int:
     values = call(
         "nvmlDeviceGetFieldValues", pynvml.nvmlDeviceGetFieldValues, handle, [pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT]
@@ -139,12 +163,9 @@ def _nvlinks(gpu: GpuNode, handle: Any, bus_ids: dict[str, int]) -> list[NvLinkL
             link.remote_kind = "gpu" if link.remote_gpu is not None else "nvswitch"
         if link.remote_kind != "gpu":
             link.remote_gpu = None
-        for counter, name in _ERROR_COUNTERS.items():
-            value = call(
-                "nvmlDeviceGetNvLinkErrorCounter", pynvml.nvmlDeviceGetNvLinkErrorCounter, handle, number, counter
-            )
+        for name, value in read_link_error_counters(handle, number).items():
             if not isinstance(value, Unavailable):
-                setattr(link, name, int(value))
+                setattr(link, name, value)
         links.append(link)
     return links
 

@@ -9,10 +9,11 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
-from gpuscope.profiling.view import coverage_text
+from gpuscope.profiling.view import compiled_text, coverage_text
+from gpuscope.roofline.columns import fit_columns
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.model import Placement, Roof, RooflineModel
-from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, render_roofline
+from gpuscope.roofline.paint_text import MIN_CHART_WIDTH, compact_legend_lines, render_roofline
 from gpuscope.roofline.units import format_intensity, format_si
 from gpuscope.telemetry.records import Sample
 from gpuscope.tui.roofline_data import LIVE_LABEL, build_screen_model, live_placements
@@ -24,6 +25,10 @@ __all__ = ["RooflineScreen", "WIDE_MIN_WIDTH", "STRAGGLER_MARK"]
 
 #: At this width and above the table sits right of the chart, else below it.
 WIDE_MIN_WIDTH = 150
+
+#: A pane that would leave the chart fewer rows than this beside the full legend gets the compact
+#: legend (the devices on as few lines as fit; the notes are in `gpuscope roofline`).
+COMPACT_CHART_ROWS = 20
 
 #: Prefixes the device cell of a row on a straggler rank (multi-rank results).
 STRAGGLER_MARK = "▼"
@@ -40,6 +45,21 @@ _COLUMNS = (
 )
 #: Longest point name shown in the table (the full name is in `gpuscope roofline`'s table).
 _NAME_CELLS = 24
+#: The point table's columns in the order they are left out when the pane is narrow (the first
+#: first), by the one column rule (gpuscope.roofline.columns) after the name and the note have
+#: shrunk: a number is shown whole or not at all. Point, bound and eff. always stay.
+POINT_DROP_ORDER = ("device", "note", "flops", "intensity")
+_KEYS = [key for key, _ in _COLUMNS]
+
+
+class PointTable(DataTable[Text]):
+    """The point table: fitted to its width again whenever that changes (the screen's
+    ``_refit_table``), so it drops columns instead of scrolling numbers out of sight."""
+
+    def on_resize(self) -> None:
+        screen = self.screen
+        if isinstance(screen, RooflineScreen):
+            self.call_after_refresh(screen._refit_table)
 
 
 def _below(roof: Roof) -> str:
@@ -58,7 +78,7 @@ class RooflineScreen(GpuscopeScreen):
             yield PlotextView(self._draw_chart, id="roof-chart")
             with Vertical(id="roof-side"):
                 yield Static("", id="roof-summary", markup=False)
-                yield DataTable(id="roof-points", cursor_type="row", zebra_stripes=True)
+                yield PointTable(id="roof-points", cursor_type="row", zebra_stripes=True)
 
     def __init__(self, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -78,6 +98,26 @@ class RooflineScreen(GpuscopeScreen):
     def on_resize(self) -> None:
         self.set_class(self.size.width >= WIDE_MIN_WIDTH, "-wide")
         self.set_class(self.size.height < 30, "-short")
+
+    def _refit_table(self) -> None:
+        """Fit the point table to its pane again (after a resize has laid it out)."""
+        if self._model is not None:
+            self._refresh_table()
+
+    def _fit(
+        self, table: DataTable[Text], rows: list[tuple[str, ...]]
+    ) -> tuple[tuple[int, ...], list[tuple[str, ...]]]:
+        """The columns of ``rows`` that fit the table's width and the rows cut to them: each cell
+        takes its text plus 2 cells of padding, the row labels theirs."""
+        labels = len(str(max(1, len(rows)))) + 2
+        inside = table.scrollable_content_region.width  # without the scrollbar
+        room = inside - labels - 2 if inside > 0 else None  # 2: what Textual adds beside the labels
+        headers = [title for _, title in _COLUMNS]
+        fitted = fit_columns(
+            headers, rows, None if room is None else room - 2, gap=2, shrink=[0, len(_COLUMNS) - 1],
+            drop_order=[_KEYS.index(key) for key in POINT_DROP_ORDER], shrink_min=12,
+        )  # fmt: skip
+        return fitted.kept, [tuple(row) for row in fitted.rows]
 
     # --- data --------------------------------------------------------------------------------
 
@@ -155,6 +195,8 @@ class RooflineScreen(GpuscopeScreen):
                     bound = "memory"  # moves bytes, computes nothing
             device_label = model.device_label(point.key)
             name = point.name if len(point.name) <= _NAME_CELLS else point.name[: _NAME_CELLS - 1] + "…"
+            if stragglers:  # the mark stays when a narrow pane leaves the device column out
+                name = f"{STRAGGLER_MARK} {name}"
             rows.append(
                 (
                     name,
@@ -174,15 +216,16 @@ class RooflineScreen(GpuscopeScreen):
     def _refresh_table(self) -> None:
         table = self.query_one("#roof-points", DataTable)
         model = self._model
-        rows = self._rows(model) if model is not None else []
-        key = tuple(rows)
+        kept, rows = self._fit(table, self._rows(model) if model is not None else [])
+        key = (kept, tuple(rows))
         summary = self._summary()
         self.query_one("#roof-summary", Static).update(summary, layout=False)
         if key == self._rows_key:
             return
         self._rows_key = key
         cursor = table.cursor_row
-        table.clear()
+        table.clear(columns=True)  # the columns again: each as wide as its (fitted) cells now
+        self.add_columns("#roof-points", [_COLUMNS[i] for i in kept])
         placements = model.placements if model is not None else []
         warning = getattr(self.app.current_theme, "warning", None) or "yellow"
         for number, row in enumerate(rows):
@@ -212,7 +255,9 @@ class RooflineScreen(GpuscopeScreen):
         groups = sum(1 for point in model.points if point.source == "profile" and point.note)
         if groups:
             names = ", ".join(
-                repr(w.name) + (f" ({coverage_text(w.profile)})" if coverage_text(w.profile) else "")
+                repr(w.name)
+                + (f" ({coverage_text(w.profile)})" if coverage_text(w.profile) else "")
+                + (f" ({compiled_text(w.profile)})" if compiled_text(w.profile) else "")
                 for doc, _ in self.gpuscope.probe_results
                 for w in doc.workloads
                 if w.source == "profile" and isinstance(w.profile, dict)
@@ -251,7 +296,11 @@ class RooflineScreen(GpuscopeScreen):
         # The same layout as `gpuscope roofline` and the HTML report (gpuscope.roofline.layout);
         # the legend under the chart takes what the chart leaves of the pane's height.
 
-        legend_rows = len(model.devices) + 2 + len(layout_roofline(model).notes)
+        layout = layout_roofline(model)
+        legend_rows = len(model.devices) + 2 + len(layout.notes)
+        compact = height - legend_rows < COMPACT_CHART_ROWS  # a short pane: the chart before the legend
+        if compact:  # the devices' lines and one for the roofs left unlabelled
+            legend_rows = len(compact_legend_lines(layout, width)) + 1
         return render_roofline(
             model,
             width,
@@ -259,4 +308,5 @@ class RooflineScreen(GpuscopeScreen):
             palette=palette,
             highlight=self._highlight,
             extra_placements=self._live,
+            compact_legend=compact,
         )

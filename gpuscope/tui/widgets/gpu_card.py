@@ -53,7 +53,8 @@ def _memory(g: GpuSample) -> CellValue:
     if isinstance(g.memory_total_bytes, Unavailable) or not g.memory_total_bytes:
         return fmt_gib(g.memory_used_bytes)
     used, total = g.memory_used_bytes, g.memory_total_bytes
-    return f"{used / 2**30:.1f}/{total / 2**30:.0f}GiB {100 * used / total:.0f}%"
+    used_gib = f"{used / 2**30:.0f}" if used >= 100 * 2**30 else f"{used / 2**30:.1f}"  # fits the cell: never cut
+    return f"{used_gib}/{total / 2**30:.0f}GiB {100 * used / total:.0f}%"
 
 
 def _dram(g: GpuSample) -> CellValue:
@@ -132,12 +133,51 @@ GPU_CELLS: tuple[tuple[str, str, Callable[[GpuSample], CellValue]], ...] = (
     ("ecc", "ECC", _ecc),
     ("throttle", "throttle", _throttle),
 )
-_LABEL_WIDTH = max(len(label) for _, label, _ in GPU_CELLS)
+
+
+def _xgmi(value: Metric[float], g: GpuSample) -> CellValue:
+    if isinstance(value, Unavailable):
+        return value
+    links = "" if isinstance(g.xgmi_active_links, Unavailable) else f" ×{g.xgmi_active_links}"
+    return fmt_rate(value) + links
+
+
+#: An AMD GPU's cells: what AMD SMI gives in place of NVIDIA-only readings (no SM/tensor
+#: activity, no DRAM bytes; PCIe as one total; XGMI for NVLink; the hotspot sensor).
+_AMD_REPLACED = {"sm", "tensor", "occupancy", "dram", "pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx", "fan"}
+AMD_CELLS: tuple[tuple[str, str, Callable[[GpuSample], CellValue]], ...] = (
+    *(cell for cell in GPU_CELLS[:5] if cell[0] not in _AMD_REPLACED),
+    ("membusy", "mem busy", lambda g: _pct(g.memory_busy_percent)),
+    ("pcie", "PCIe", lambda g: _rate(g.pcie_bytes_per_s)),  # rx and tx together: AMD SMI gives one total
+    ("xgmi_tx", "XGMI tx", lambda g: _xgmi(g.xgmi_tx_bytes_per_s, g)),
+    ("xgmi_rx", "XGMI rx", lambda g: _xgmi(g.xgmi_rx_bytes_per_s, g)),
+    *(
+        (cell_id, {"smclk": "GFX clk", "temp": "edge"}.get(cell_id, label), value)  # AMD's names for them
+        for cell_id, label, value in GPU_CELLS
+        if cell_id in ("smclk", "memclk", "power", "temp")
+    ),
+    (
+        "hotspot",
+        "hotspot",
+        lambda g: (
+            g.temperature_hotspot_c
+            if isinstance(g.temperature_hotspot_c, Unavailable)
+            else fmt_celsius(g.temperature_hotspot_c)
+        ),
+    ),
+    *(cell for cell in GPU_CELLS if cell[0] in ("memtemp", "energy", "ecc", "throttle")),
+)
+_LABEL_WIDTH = max(len(label) for _, label, _ in (*GPU_CELLS, *AMD_CELLS))
 #: The cells of a dense card (8 GPUs on one screen).
 DENSE_CELLS = tuple(
     cell
     for cell in GPU_CELLS
     if cell[0] in ("util", "sm", "memory", "dram", "pcie_rx", "nvlink_tx", "power", "temp", "throttle")
+)
+AMD_DENSE_CELLS = tuple(
+    cell
+    for cell in AMD_CELLS
+    if cell[0] in ("util", "memory", "membusy", "pcie", "xgmi_tx", "power", "hotspot", "throttle")
 )
 
 
@@ -187,24 +227,30 @@ border-title-style: bold; padding: 0 0 0 1; }
     def __init__(self, gpu: GpuSample, *, dense: bool = False, id: str | None = None) -> None:
         super().__init__(id=id, classes="gpu-card")
         self.dense = dense
-        self._cell_specs = DENSE_CELLS if dense else GPU_CELLS
+        self.amd = gpu.vendor == "amd"
+        if self.amd:
+            self._cell_specs = AMD_DENSE_CELLS if dense else AMD_CELLS
+        else:
+            self._cell_specs = DENSE_CELLS if dense else GPU_CELLS
         self.key = gpu_key(gpu)
         self.border_title = gpu_title(gpu)
         self._pending: tuple[GpuSample, History, str | None, float] | None = None
         #: The cells and charts, once mounted (a sample can come first: it waits in _pending).
         self._grid: CellGrid | None = None
         self._charts: ChartRow | None = None
-        self._has_nvlink = not (
+        self._has_nvlink = self.amd or not (
             isinstance(gpu.nvlink_tx_bytes_per_s, Unavailable)
             and gpu.nvlink_tx_bytes_per_s.reason == Reason.NOT_APPLICABLE
-        )
+        )  # on an AMD GPU the link chart is XGMI's
 
     def compose(self) -> ComposeResult:
         yield CellGrid(
             [(cell_id, label) for cell_id, label, _ in self._cell_specs], cell_width=CELL_WIDTH, gap=2, id="cells"
         )
         if not self.dense:
-            titles = ["SM", "DRAM", "PCIe"] + (["NVL"] if self._has_nvlink else []) + ["power"]
+            link = "XGMI" if self.amd else "NVL"
+            titles = ["util" if self.amd else "SM", "mem busy" if self.amd else "DRAM", "PCIe"]
+            titles += ([link] if self._has_nvlink else []) + ["power"]
             yield ChartRow(titles, min_width=CHART_WIDTH, id="charts")
 
     @property
@@ -271,12 +317,36 @@ def _nvlink_peak(gpu: GpuSample) -> float | None:
     return 2 * link * links if link and links else None
 
 
+def _xgmi_peak(gpu: GpuSample) -> float | None:
+    link, links = _number(gpu.xgmi_link_peak_bytes_per_s), _number(gpu.xgmi_active_links)
+    return 2 * link * links if link and links else None
+
+
+def _amd_charts(gpu: GpuSample, window: Callable[[str], list[float | None]]) -> list[ChartData]:
+    """An AMD GPU's charts: GFX activity, memory-controller activity, PCIe (one total), XGMI."""
+    util, busy = window("utilization_percent"), window("memory_busy_percent")
+    return [
+        ChartData("util", _last(util, scale_percent), tuple(util), 100.0, scale_percent),
+        ChartData("mem busy", _last(busy, scale_percent), tuple(busy), 100.0, scale_percent),
+        _rate_chart("PCIe", window("pcie_bytes_per_s"), _pcie_peak(gpu)),
+        _rate_chart(
+            "XGMI", _pairwise_sum(window("xgmi_tx_bytes_per_s"), window("xgmi_rx_bytes_per_s")), _xgmi_peak(gpu)
+        ),
+    ]
+
+
 def _charts(gpu: GpuSample, history: History, has_nvlink: bool, points: int) -> list[ChartData]:
     key = gpu_key(gpu)
 
     def window(name: str) -> list[float | None]:
         return history.window(("gpu", key, name), points)
 
+    if gpu.vendor == "amd":
+        power = window("power_w")
+        return [
+            *_amd_charts(gpu, window),
+            ChartData("power", _last(power, _compact_watts), tuple(power), _number(gpu.power_limit_w), _compact_watts),
+        ]
     sm, sm_title = window("sm_activity_percent"), "SM"
     if not any(v is not None for v in sm):
         sm, sm_title = window("utilization_percent"), "util"
@@ -349,7 +419,10 @@ border-title-style: bold; padding: 0 0 0 1; }
     merge_changed_lines = True  # one refresh per card and sample
 
     def __init__(self, gpu: GpuSample, *, id: str | None = None) -> None:
-        super().__init__([(cell_id, label) for cell_id, label, _ in DENSE_CELLS], cell_width=CELL_WIDTH, gap=2, id=id)
+        self._cell_specs = AMD_DENSE_CELLS if gpu.vendor == "amd" else DENSE_CELLS
+        super().__init__(
+            [(cell_id, label) for cell_id, label, _ in self._cell_specs], cell_width=CELL_WIDTH, gap=2, id=id
+        )
         self.add_class("gpu-card")
         self.key = gpu_key(gpu)
         self.border_title = gpu_title(gpu)
@@ -374,7 +447,7 @@ border-title-style: bold; padding: 0 0 0 1; }
         lost = gpu.state != "ok"
         if lost != self.has_class("-lost"):
             self.set_class(lost, "-lost")
-        self.set_values(_cell_values(DENSE_CELLS, gpu))
+        self.set_values(_cell_values(self._cell_specs, gpu))
 
 
 def make_card(gpu: GpuSample, dense: bool) -> GpuCard | DenseGpuCard:

@@ -18,6 +18,7 @@ SCREEN_TABS = (
     ("roofline", "2", "Roofline"),
     ("probes", "3", "Probes"),
     ("processes", "4", "Processes"),
+    ("topology", "5", "Topology"),
 )
 
 
@@ -52,7 +53,7 @@ class TopBar(Widget):
             style = "topbar--active" if mode == self.active else "topbar--tab"
             shown = label[:4] if narrow and mode != self.active else label
             text.append(f" {key} {shown} ", style=self.get_component_rich_style(style) + _click(mode))
-        room = self.size.width - text.cell_len - 1
+        room = self.size.width - text.cell_len - 2  # a space after the tabs, one at the end
         right = self._right
         while room < len(right) and " · " in right:
             right = right.split(" · ", 1)[-1]  # drop the host, then the source; keep the clock
