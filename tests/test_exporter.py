@@ -206,7 +206,7 @@ def test_every_record_field_is_exported() -> None:
     known = {
         Sample: {"timestamp", "host", "gpus", "driver_version", "nvml_version", "cuda_driver_version",
                  "gpu_unavailable", "sample_cost_s", "schema_version", "alerts",
-                 "amd_driver_version", "amdsmi_library_version",  # gpuscope_host_info labels
+                 "amd_driver_version", "amdsmi_library_version", "simulated",  # gpuscope_host_info labels
                  "nvidia_unavailable", "amd_unavailable"},  # per vendor; gpu_unavailable is the exported one
         HostSample: {"hostname", "cpu_model", "logical_cores", "physical_cores", "cpu_utilization_percent", "cores",
                      "load_average_1m", "load_average_5m", "load_average_15m", "memory_total_bytes",

@@ -24,6 +24,13 @@ from gpuscope.tui.widgets.topbar import TopBar
 REPO = Path(__file__).resolve().parent.parent
 
 
+def three_records_of_bytes(tmp_path: Path) -> int:
+    """A block size of about three records (so a plain 40-record log spans many blocks), whatever a
+    record's size is as fields are added."""
+    plain = write_log(tmp_path / "sizing.jsonl", 40)
+    return 3 * plain.stat().st_size // 40
+
+
 def write_log(path: Path, count: int, start: int = 0) -> Path:
     fmt = "csv" if ".csv" in path.name else "jsonl"
     with open_log_writer(path, fmt) as writer:
@@ -36,7 +43,7 @@ def write_log(path: Path, count: int, start: int = 0) -> Path:
 def test_every_sample_is_reachable_and_matches_the_log(
     tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(logindex, "_BLOCK_BYTES", 8192)  # several blocks in a plain log too
+    monkeypatch.setattr(logindex, "_BLOCK_BYTES", three_records_of_bytes(tmp_path))  # several blocks in a plain log too
     path = write_log(tmp_path / name, 40)
     replay = open_replay(str(path))
     assert len(replay.index.blocks) >= 4
@@ -146,7 +153,7 @@ async def test_the_dashboard_replays_a_compressed_log_from_its_index(tui_env: Pa
 def test_a_bad_line_deep_in_a_log_is_named_by_its_line_in_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(logindex, "_BLOCK_BYTES", 8192)
+    monkeypatch.setattr(logindex, "_BLOCK_BYTES", three_records_of_bytes(tmp_path))
     path = write_log(tmp_path / "run.jsonl", 40)
     lines = path.read_bytes().split(b"\n")
     lines[29] = b'{"schema_version":1,"timestamp":"later"}'

@@ -130,6 +130,7 @@ HOST_INFO = _spec(
         "cuda_driver_version",
         "amd_driver_version",
         "amdsmi_library_version",
+        "simulated",  # what scripted the GPUs (GPUSCOPE_FAKE_NVML=...), empty on real hardware
     ),
 )
 GPU_DEVICES = _spec(
@@ -655,6 +656,7 @@ def sample_to_families(
             _text(sample.cuda_driver_version),
             _text(sample.amd_driver_version),
             _text(sample.amdsmi_library_version),
+            sample.simulated or "",
         ),
         1.0,
     )

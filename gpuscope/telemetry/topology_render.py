@@ -7,6 +7,8 @@ go to a second matrix. Names from outside (NICs, GPUs) pass through :func:`safe_
 
 from __future__ import annotations
 
+import textwrap
+
 from gpuscope.telemetry.topology import Topology, format_cpulist, level_from_paths
 from gpuscope.telemetry.topology_health import LinkFinding, gb, link_rates
 from gpuscope.textsafe import safe_text
@@ -111,19 +113,8 @@ def _matrix_blocks(topology: Topology, width: int) -> list[str]:
 
 
 def _wrap(text: str, width: int, indent: str) -> list[str]:
-    if len(text) <= width:
-        return [text]
-    lead = text[: len(text) - len(text.lstrip())]
-    words, lines, current = text.split(), [], lead
-    for word in words:
-        if current.strip() and len(current) + 1 + len(word) > width:
-            lines.append(current)
-            current = indent + word
-        else:
-            current = f"{current} {word}" if current.strip() else current + word
-    if current:
-        lines.append(current)
-    return lines
+    # textwrap keeps the spaces inside a line (the legend's aligned "=") and the paragraph's lead
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
 
 
 def render_topology(topology: Topology, *, width: int = 80, findings: list[LinkFinding] | None = None) -> str:
