@@ -73,3 +73,61 @@ def test_log_only_report_redacted(tmp_path: Path) -> None:
 def test_nothing_at_all_is_still_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", "-o", "x.html"]) == EXIT_USAGE
     assert "--log" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_throttling_and_alerts_of_a_log_are_reported(tmp_path: Path, fmt: str) -> None:
+    """GPU 1 held back by its power cap for 10 of 40 samples (seconds 5.0 to 9.5) and GPU 0 hot for
+    4: the throttling table and the alerts, counted from the records the logger's own alert rule
+    annotated, in JSON, HTML and Markdown, the same from a JSON-lines and a CSV log."""
+    from gpuscope.telemetry.alerts import annotate
+    from gpuscope.telemetry.logfile import open_log_writer
+
+    samples = make_log_samples(count=40, gpus=2, interval_s=0.5, hostname="node-h")
+    for tick, sample in enumerate(samples):
+        for gpu in sample.gpus:
+            gpu.throttle_reasons = []
+            gpu.temperature_gpu_c = 60.0
+        if 10 <= tick < 20:
+            sample.gpus[1].throttle_reasons = ["sw_power_cap"]
+        if tick in (30, 31, 32, 33):
+            sample.gpus[0].temperature_gpu_c = 95.0
+        annotate(sample)
+    log = tmp_path / f"run.{fmt}"
+    with open_log_writer(log, fmt) as writer:
+        for sample in samples:
+            writer.write(sample)
+    out = _report(tmp_path, log)
+    telemetry = json.loads(out["json"])["telemetry"]
+    throttling = telemetry["throttling"]
+    assert [(t["subject"], t["reason"], t["samples"], t["of_samples"]) for t in throttling] == [
+        ("GPU 1", "sw_power_cap", 10, 40)
+    ]
+    assert throttling[0]["first_s"] == pytest.approx(5.0) and throttling[0]["last_s"] == pytest.approx(9.5)
+    by_kind = {(a["kind"], a["subject"]): a for a in telemetry["alerts"]}
+    hot = by_kind[("temperature", "GPU 0")]
+    assert hot["samples"] == 4 and hot["first_s"] == pytest.approx(15.0) and "95°C" in hot["message"]
+    held = by_kind[("throttle", "GPU 1")]
+    assert held["samples"] == 10 and "sw_power_cap" in held["message"]
+    levels = [a["level"] for a in telemetry["alerts"]]
+    assert levels == sorted(levels, key=("ok", "careful", "warning", "critical").index, reverse=True)  # worst first
+    summary = next(line for line in json.loads(out["json"])["summary"] if line.startswith("Telemetry:"))
+    assert "GPU 1 clocks held back by sw_power_cap 25% of the time" in summary, summary
+    assert "2 alerts (worst: critical temperature, GPU 0)" in summary, summary
+    html, md = out["html"], out["md"]
+    assert 'href="#throttling"' in html and 'href="#alerts"' in html and 'id="alerts"' in html
+    assert re.search(r"\| GPU 1 \| sw\\_power\\_cap \| 10 \| 25% \| 5 s \| 9.5 s \|", md), md
+    assert "## Alerts" in md and "| GPU 0 |" in md
+
+
+def test_a_log_without_throttling_or_alerts_says_so(tmp_path: Path) -> None:
+    samples = make_log_samples(count=10, gpus=1, hostname="node-q")
+    for sample in samples:
+        sample.alerts = []
+        for gpu in sample.gpus:
+            gpu.throttle_reasons = []
+    write_log(tmp_path / "run.jsonl", samples)
+    out = _report(tmp_path, tmp_path / "run.jsonl")
+    telemetry = json.loads(out["json"])["telemetry"]
+    assert telemetry["throttling"] == [] and telemetry["alerts"] == []
+    assert "No GPU clock was held back in the log" in out["md"] and "No alert threshold was crossed" in out["html"]

@@ -99,10 +99,10 @@ def render_html(report: Report) -> str:
     energy_html = energy_section_html(report.results)
     if energy_html:
         nav.insert(nav.index(("workloads", "Workloads")) + 1, ("energy-roofline", ENERGY_ROOFLINE_TITLE))
-    if "energy" in tables:
-        nav.append(("energy", tables["energy"].title))
+    nav.extend((key, tables[key].title) for key in ("energy", "throttling", "alerts") if key in tables)
     if is_telemetry_only(report):  # a log alone: no system, roofline, ceilings or workloads
-        nav = [item for item in nav if item[0] in ("summary", "telemetry", "telemetry-stats", "energy")]
+        kept = ("summary", "telemetry", "telemetry-stats", "energy", "throttling", "alerts")
+        nav = [item for item in nav if item[0] in kept]
     parts.append("<nav>" + "".join(f'<a href="#{key}">{escape(label)}</a>' for key, label in nav) + "</nav>\n")
 
     summary = "".join(f"<li>{escape_text(line)}</li>" for line in report.summary or [])
@@ -163,7 +163,7 @@ def render_html(report: Report) -> str:
         parts.append(_section("telemetry", "Telemetry", tel_body))
     table_sections("runs")
     table_sections("telemetry", section_id="telemetry-stats")
-    table_sections("energy", "unavailable", "processes")
+    table_sections("energy", "throttling", "alerts", "unavailable", "processes")
     parts.append(
         f"<footer>gpuscope {escape_text(report.gpuscope_version)} · "
         f"report schema {escape_text(report.schema)} v{escape_text(report.schema_version)}</footer>\n"

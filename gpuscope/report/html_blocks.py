@@ -20,7 +20,7 @@ def escape_text(value: object) -> str:
 def table_html(table: Table) -> str:
     """``table`` as an HTML table (every cell escaped), or a "No ..." line when it has no rows."""
     if not table.rows:
-        return f'<p class="empty">No {escape(table.title.lower())}.</p>\n'
+        return f'<p class="empty">{escape(table.empty or f"No {table.title.lower()}.")}</p>\n'
     out = [f'<div class="scroll"><table id="table-{escape(table.id)}">\n<thead><tr>']
     out.extend(f"<th>{escape(header)}</th>" for header in table.headers)
     out.append("</tr></thead>\n<tbody>\n")

@@ -38,7 +38,7 @@ def md_escape(value: object) -> str:
 
 def _table(table: Table) -> str:
     if not table.rows:
-        return f"_No {md_escape(table.title.lower())}._\n"
+        return f"_{md_escape(table.empty or f'No {table.title.lower()}.')}_\n"
     headers = [md_escape(h) if h else " " for h in table.headers]
     lines = ["| " + " | ".join(headers) + " |"]
     lines.append("|" + "|".join("---:" if i in table.numeric else "---" for i in range(len(headers))) + "|")

@@ -571,8 +571,18 @@ def _telemetry_line(telemetry: Telemetry) -> str:
     energies = [e.energy_j for e in telemetry.energy or [] if e.energy_j is not None]
     if energies:
         peaks.append(f"GPU energy {fmt_quantity(sum(energies), 'J')}")
+    throttled = [t for t in telemetry.throttling or [] if t.of_samples]
+    if throttled:
+        most = max(throttled, key=lambda t: float(t.samples or 0) / float(t.of_samples or 1))
+        share = 100 * float(most.samples or 0) / float(most.of_samples or 1)
+        more = f" (+{len(throttled) - 1} more)" if len(throttled) > 1 else ""
+        peaks.append(f"{most.subject} clocks held back by {most.reason} {fmt_percent(share)} of the time{more}")
+    if telemetry.alerts:
+        worst = telemetry.alerts[0]  # worst first
+        count = len(telemetry.alerts)
+        peaks.append(f"{count} alert{'s' if count != 1 else ''} (worst: {worst.level} {worst.kind}, {worst.subject})")
     if simulated_log(telemetry):
-        peaks.append("all simulated (the fake NVML), not measured on hardware")
+        peaks.append("all simulated (scripted GPUs), not measured on hardware")
     if telemetry.gpu_unavailable:
         peaks.append(f"no GPU telemetry ({telemetry.gpu_unavailable})")
     return text + (": " + ", ".join(peaks) if peaks else "") + "."

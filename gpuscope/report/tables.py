@@ -27,6 +27,7 @@ class Table:
     flags: list[str] = field(default_factory=list)
     note: str = ""
     numeric: set[int] = field(default_factory=set)  # right-aligned columns
+    empty: str = ""  # what an empty table says instead of "No <title>."
 
     def add(self, cells: Sequence[object], flag: str = "") -> None:
         self.rows.append([clean_text(cell) for cell in cells])
@@ -349,4 +350,33 @@ def report_tables(report: Report) -> list[Table]:
             )
         if processes.rows:
             tables.append(processes)
+        if telemetry.throttling is not None:
+            throttling = Table(
+                "throttling",
+                "Clock throttling",
+                ["GPU", "Reason", "Samples", "Of the log", "First", "Last"],
+                note="Seconds from the log's start; share of the samples that read the GPU's throttle reasons.",
+            )
+            throttling.numeric = {2, 3, 4, 5}
+            for t in telemetry.throttling:
+                share = 100 * float(t.samples or 0) / float(t.of_samples) if t.of_samples else None
+                throttling.add([t.subject, t.reason, t.samples, fmt_percent(share),
+                                fmt_seconds(t.first_s), fmt_seconds(t.last_s)])  # fmt: skip
+            if not throttling.rows:
+                throttling.empty = "No GPU clock was held back in the log (or no GPU gave its throttle reasons)."
+            tables.append(throttling)
+        if telemetry.alerts is not None:
+            alerts = Table(
+                "alerts",
+                "Alerts",
+                ["Level", "Alert", "Subject", "Samples", "First", "Last", "Last message"],
+                note="Thresholds the log's records crossed (docs/tui.md); seconds from the log's start.",
+            )
+            alerts.numeric = {3, 4, 5}
+            for a in telemetry.alerts:
+                alerts.add([a.level, a.kind, a.subject, a.samples, fmt_seconds(a.first_s), fmt_seconds(a.last_s),
+                            a.message], "low" if a.level == "critical" else "")  # fmt: skip
+            if not alerts.rows:
+                alerts.empty = "No alert threshold was crossed in the log."
+            tables.append(alerts)
     return telemetry_only_tables(report, tables)  # a log alone: its tables only

@@ -21,6 +21,7 @@ from gpuscope.report.fmt import natural_key
 from gpuscope.schema.core import finite_or_none
 from gpuscope.schema.report import (
     MAX_POINTS_PER_LINE,
+    AlertRow,
     Energy,
     GpuKey,
     Line,
@@ -29,7 +30,9 @@ from gpuscope.schema.report import (
     ProcessRow,
     Stat,
     Telemetry,
+    ThrottleRow,
 )
+from gpuscope.telemetry.alerts import LEVELS
 from gpuscope.telemetry.logscan import scan_log
 from gpuscope.telemetry.records import GpuProcessSample, GpuSample, Sample
 from gpuscope.telemetry.values import Unavailable
@@ -118,6 +121,36 @@ class _GpuTrack:
     energy_ok: bool = True  # counter never went backwards
 
 
+@dataclass
+class _Seen:
+    """When something (a throttle reason, an alert) was present in the log's samples."""
+
+    samples: int = 0
+    first_s: float = math.inf
+    last_s: float = -math.inf
+    message: str = ""
+
+    def note(self, stamp: float, message: str = "") -> None:
+        self.samples += 1
+        self.first_s = min(self.first_s, stamp)
+        self.last_s = max(self.last_s, stamp)
+        self.message = message or self.message
+
+
+def _note_alerts(alerts: dict[tuple[str, str, str], _Seen], texts: object, stamp: float) -> None:
+    """Count each ``"level kind message"`` of a sample's ``alerts`` under (level, kind, subject);
+    the subject is the message up to its colon (``GPU 1``), else ``host``."""
+    for text in texts if isinstance(texts, list) else []:
+        level, _, rest = str(text).partition(" ")
+        kind, _, message = rest.partition(" ")
+        subject, colon, _ = message.partition(":")
+        alerts.setdefault((level, kind, subject if colon else "host"), _Seen()).note(stamp, message)
+
+
+def _level_rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else -1
+
+
 def _gpu_key(gpu: GpuSample) -> tuple[str, str]:
     if gpu.mig_parent_index is not None:
         key = f"gpu{gpu.mig_parent_index}.mig{gpu.mig_gpu_instance_id}.{gpu.mig_compute_instance_id}"
@@ -145,6 +178,9 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
     gpu_unavailable: str | None = None
     driver: str | None = None
     simulated: str | None = None
+    throttles: dict[tuple[str, str], _Seen] = {}  # (GPU key, reason)
+    throttle_reads: dict[str, int] = {}  # GPU key -> samples that read its throttle reasons
+    alerts: dict[tuple[str, str, str], _Seen] = {}  # (level, kind, subject)
     costs = array("d")
     previous_time = -math.inf
     out_of_order = 0
@@ -174,6 +210,8 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
             driver = sample.driver_version
         if simulated is None and isinstance(sample.simulated, str):
             simulated = sample.simulated
+        if sample.alerts:
+            _note_alerts(alerts, sample.alerts, stamp)
         for gpu in sample.gpus if isinstance(sample.gpus, list) else []:
             identity = (gpu.index, gpu.mig_parent_index, gpu.mig_gpu_instance_id, gpu.mig_compute_instance_id)
             known = keys.get(identity)
@@ -198,6 +236,11 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
                 elif track.energy_last_j is not None and energy < track.energy_last_j:
                     track.energy_ok = False
                 track.energy_last_j = energy
+            reasons = gpu.throttle_reasons
+            if isinstance(reasons, list):
+                throttle_reads[key] = throttle_reads.get(key, 0) + 1
+                for reason in reasons:
+                    throttles.setdefault((key, str(reason)), _Seen()).note(stamp)
             if isinstance(gpu.processes, list):
                 for process in gpu.processes:
                     _note_process(processes, key, process, stamp)
@@ -245,6 +288,18 @@ def summarize_samples(samples: Iterable[Sample], source: str, warnings: list[str
         hostnames=list(hostnames), driver=driver, simulated=simulated, gpu_unavailable=gpu_unavailable, gpus=gpus,
         stats=stats, unavailable=unavailable, energy=[_energy(tracks[str(gpu.key)], str(gpu.label)) for gpu in gpus],
         panels=panels, processes=_process_rows(processes, labels),
+        throttling=[
+            ThrottleRow(key=key, subject=labels[key], reason=reason, samples=seen.samples,
+                        of_samples=throttle_reads.get(key, 0), first_s=seen.first_s - start, last_s=seen.last_s - start)
+            for (key, reason), seen in sorted(throttles.items(), key=lambda item: (natural_key(item[0][0]), item[0][1]))
+        ],
+        alerts=[
+            AlertRow(level=level, kind=kind, subject=subject, samples=seen.samples, first_s=seen.first_s - start,
+                     last_s=seen.last_s - start, message=seen.message)
+            for (level, kind, subject), seen in sorted(
+                alerts.items(), key=lambda item: (-_level_rank(item[0][0]), -item[1].samples, natural_key(item[0][2]))
+            )
+        ],
     )  # fmt: skip
 
 

@@ -4,7 +4,8 @@ The report is the usual document (``sources`` holds only the log, ``ceilings``, 
 ``measurements`` are empty, ``roofline`` has nothing drawn); what changes is what it shows: a
 title naming the log's hosts, a summary of the telemetry alone, and no System, Roofline,
 Ceilings or Workloads section (there was no probe run to fill them). Per GPU and host it keeps
-the telemetry chart, mean/p50/p95/max per metric, energy, unavailable metrics and processes.
+the telemetry chart, mean/p50/p95/max per metric, energy, clock throttling, alerts, unavailable
+metrics and processes.
 A rotated or compressed log set is read as one log (:func:`gpuscope.report.telemetry.read_samples`).
 """
 
@@ -20,7 +21,7 @@ from gpuscope.schema.report import Report
 __all__ = ["TELEMETRY_TABLES", "is_telemetry_only", "telemetry_only_report", "telemetry_only_tables"]
 
 #: The tables a telemetry-only report shows (the ids of :func:`gpuscope.report.tables.report_tables`).
-TELEMETRY_TABLES = ("telemetry", "energy", "unavailable", "processes")
+TELEMETRY_TABLES = ("telemetry", "energy", "throttling", "alerts", "unavailable", "processes")
 
 T = TypeVar("T")
 

@@ -284,6 +284,30 @@ class ProcessRow(_Subject, kw_only=True):
     last_seen: Timestamp | None = None
 
 
+class ThrottleRow(_Subject, kw_only=True):
+    """One clock-throttle reason of one GPU over the log: in how many of the samples that read the
+    GPU's reasons it was active, and when (seconds from the log's start)."""
+
+    reason: Scalar = None
+    samples: Scalar = None
+    of_samples: Scalar = None
+    first_s: ElapsedS | None = None
+    last_s: ElapsedS | None = None
+
+
+class AlertRow(msgspec.Struct, kw_only=True):
+    """One alert (level, kind, subject) over the log: the samples that carried it, when (seconds
+    from the log's start), and its last message."""
+
+    level: Scalar = None
+    kind: Scalar = None
+    subject: Scalar = None
+    samples: Scalar = None
+    first_s: ElapsedS | None = None
+    last_s: ElapsedS | None = None
+    message: Scalar = None
+
+
 class Telemetry(msgspec.Struct, kw_only=True):
     source: Scalar = None
     samples: Scalar = None
@@ -304,6 +328,10 @@ class Telemetry(msgspec.Struct, kw_only=True):
     unavailable: list[Missing] | None = None
     panels: Annotated[list[Panel], msgspec.Meta(max_length=MAX_PANELS)] | None = None
     processes: list[ProcessRow] | None = None
+    #: per GPU, each throttle reason seen (None: a log written before reports read them)
+    throttling: list[ThrottleRow] | None = None
+    #: the alerts the log's records carry, worst first
+    alerts: list[AlertRow] | None = None
 
 
 class EmbeddedResults(msgspec.Struct, kw_only=True):

@@ -62,7 +62,7 @@ _Gpu = _struct(
     "_Gpu", GpuSample, _GPU_NUMBERS,
     {"index": (int, 0), "name": (str, ""), "uuid": (str, ""), "mig_parent_index": (int | None, None),
      "mig_gpu_instance_id": (int | None, None), "mig_compute_instance_id": (int | None, None),
-     "processes": (list[_Process] | None, None)},  # type: ignore[valid-type]
+     "processes": (list[_Process] | None, None), "throttle_reasons": (list[str] | None, None)},  # type: ignore[valid-type]
 )  # fmt: skip
 _Host = _struct("_Host", HostSample, _HOST_NUMBERS, {"hostname": (str | None, None)})
 _Sample = msgspec.defstruct(
@@ -75,6 +75,7 @@ _Sample = msgspec.defstruct(
         ("driver_version", str | None, None),
         ("gpu_unavailable", str | None, None),
         ("simulated", str | None, None),
+        ("alerts", list[str] | None, None),
         ("sample_cost_s", _number(Sample, "sample_cost_s"), None),
     ],
     gc=False,
