@@ -163,3 +163,65 @@ def test_every_rule_file_passes_promtool_check() -> None:
     assert len(files) >= 2
     result = subprocess.run(["promtool", "check", "rules", *map(str, files)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_nvitop_recording_rules_give_the_series_nvitop_exporter_publishes(tmp_path: Path) -> None:
+    """nvitop-exporter's gauges carry prometheus_client's unit suffix (``gpu_utilization_Percentage``,
+    ``gpu_memory_used_MiB``: the names its own Grafana dashboard queries), with labels hostname,
+    index, devicename and uuid."""
+    texts = _scrapes(xid_at=None, steps=2)
+    families = ("gpuscope_gpu_utilization_ratio", "gpuscope_gpu_memory_used_bytes", "gpuscope_gpu_memory_total_bytes",
+                "gpuscope_gpu_info", "gpuscope_cpu_utilization_ratio")  # fmt: skip
+    series: dict[str, list[float | None]] = {}
+    for family in families:
+        series.update(_series(texts, family))
+    info = _series(texts, "gpuscope_gpu_info")
+    gpu0_info = next(name for name in info if 'gpu="0"' in name)
+    labels = dict(part.split("=", 1) for part in gpu0_info[gpu0_info.index("{") + 1 : -1].split(","))
+    keep = {k: labels[k] for k in ("host", "gpu", "uuid", "gpu_instance", "compute_instance", "name")}
+    nvitop = {**keep, "hostname": labels["host"], "index": labels["gpu"], "devicename": labels["name"]}
+    selector = ",".join(f"{k}={v}" for k, v in sorted(nvitop.items()))
+    value = {family: next(v for n, v in _series(texts, family).items() if 'gpu="0"' in n or "gpu=" not in n)
+             for family in families if family != "gpuscope_gpu_info"}  # fmt: skip
+    (cpu_series,) = _series(texts, "gpuscope_cpu_utilization_ratio")
+    host_labels = cpu_series[cpu_series.index("{") + 1 : -1]
+    tests = f"""  - interval: 1m
+    input_series:
+{_input(series)}    promql_expr_test:
+      - expr: gpu_utilization_Percentage{{index="0"}}
+        eval_time: 1m
+        exp_samples:
+          - labels: 'gpu_utilization_Percentage{{{selector}}}'
+            value: {value["gpuscope_gpu_utilization_ratio"][1] * 100}
+      - expr: gpu_memory_percent_Percentage{{index="0"}}
+        eval_time: 1m
+        exp_samples:
+          - labels: 'gpu_memory_percent_Percentage{{{selector}}}'
+            value: {value["gpuscope_gpu_memory_used_bytes"][1] / value["gpuscope_gpu_memory_total_bytes"][1] * 100}
+      - expr: gpu_memory_used_MiB{{index="0"}}
+        eval_time: 1m
+        exp_samples:
+          - labels: 'gpu_memory_used_MiB{{{selector}}}'
+            value: {value["gpuscope_gpu_memory_used_bytes"][1] / 1048576}
+      - expr: host_cpu_percent_Percentage
+        eval_time: 1m
+        exp_samples:
+          - labels: 'host_cpu_percent_Percentage{{{host_labels},hostname={labels["host"]}}}'
+            value: {value["gpuscope_cpu_utilization_ratio"][1] * 100}
+"""
+    result = _promtool(tmp_path, "dcgm-compat.rules.yml", tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_rule_reads_a_metric_the_exporter_has() -> None:
+    """A gpuscope metric renamed or removed breaks the shipped rules here, not in a user's Prometheus."""
+    import re
+
+    from gpuscope.exporter.metrics import METRICS
+
+    names = {spec.name for spec in METRICS}
+    names |= {f"{name}_total" for name in names} | {f"{name}_{suffix}" for name in names for suffix in ("count", "sum")}
+    read = set()
+    for path in sorted(RULES.glob("*.rules.yml")):
+        read |= set(re.findall(r"\bgpuscope_[a-z0-9_]+", path.read_text(encoding="utf-8")))
+    assert read and not read - names, sorted(read - names)
