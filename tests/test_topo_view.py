@@ -176,3 +176,32 @@ async def test_replay_has_no_topology(tui_env: Path) -> None:
         await pilot.pause()
         assert "a replay has no topology" in _graph_text(app)
         assert not any(a.kind == "link" for a in app.alerts)
+
+
+@run_async
+async def test_opening_the_screen_reads_again_when_the_last_read_is_old(tui_env: Path, tmp_path: Path) -> None:
+    """Hidden, the topology is read every idle period (a minute); opening the screen after that
+    reads it at once, so a counter that rose meanwhile is shown without waiting for the next one."""
+    app = make_topology_app("hgx8", tmp_path / "sys")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for_sample(pilot, app)
+        feed = app.topology_feed
+        for _ in range(200):
+            if feed.watch.reads >= 1:
+                break
+            await pilot.pause(0.02)
+        feed.period_s, feed.idle_period_s = 15.0, 3600.0  # no periodic read during the test
+        await pilot.pause(0.1)
+        reads = feed.watch.reads
+        feed.clock = lambda: (feed.read_at or 0.0) + 20.0  # the last read is 20 s old, over the period
+        await pilot.press("5")
+        for _ in range(200):
+            if feed.watch.reads > reads:
+                break
+            await pilot.pause(0.02)
+        assert feed.watch.reads == reads + 1
+        feed.clock = lambda: feed.read_at or 0.0  # just read: switching again does not read
+        await pilot.press("1")
+        await pilot.press("5")
+        await pilot.pause(0.2)
+        assert feed.watch.reads == reads + 1

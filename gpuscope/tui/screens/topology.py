@@ -40,6 +40,10 @@ class TopologyScreen(GpuscopeScreen):
     def on_resize(self) -> None:
         self.redraw()
 
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self.gpuscope.topology_feed.refresh_if_stale()  # hidden, it was read only every idle period
+
     def show_sample(self, sample: Sample) -> None:
         self.redraw(sample)
 

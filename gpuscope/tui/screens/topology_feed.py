@@ -23,6 +23,8 @@ from gpuscope.telemetry.topology_health import LinkFinding, link_findings
 from gpuscope.telemetry.values import Reason, Unavailable
 
 if TYPE_CHECKING:
+    from textual.timer import Timer
+
     from gpuscope.tui.app import GpuscopeApp
 
 __all__ = [
@@ -113,6 +115,8 @@ class TopologyFeed:
         self.watch = TopologyWatch()
         self.alerts: list[Alert] = []
         self._started = False
+        self.read_at: float | None = None  # clock() when the last read arrived
+        self._next: Timer | None = None  # the pending periodic read
         if app.source is None:
             self.watch.unavailable = Unavailable(
                 Reason.NOT_APPLICABLE, "a replay has no topology (it is not in the log)"
@@ -133,11 +137,20 @@ class TopologyFeed:
         merged.sort(key=lambda a: -a.rank)
         return merged
 
+    def refresh_if_stale(self) -> None:
+        """Read now when the last read is older than the shown period (the screen just opened:
+        reads while it was hidden come only every idle period)."""
+        if self._started and (self.read_at is None or self.clock() - self.read_at >= self.period_s):
+            self.read_now()
+
     def read_now(self) -> None:
         """Read the topology in a thread worker (one at a time)."""
         source = self.app.source
         if source is None:
             return
+        if self._next is not None:
+            self._next.stop()  # this read starts the next period
+            self._next = None
 
         def read() -> None:
             try:
@@ -149,8 +162,9 @@ class TopologyFeed:
         self.app.run_worker(read, thread=True, group="topology", name="topology", exclusive=True, exit_on_error=False)
 
     def _arrived(self, result: Topology | Unavailable) -> None:
-        self.watch.update(result, self.clock())
+        self.read_at = self.clock()
+        self.watch.update(result, self.read_at)
         previous, self.alerts = self.alerts, link_alerts(self.watch.findings)
         self.app.topology_changed(alerts_changed=self.alerts != previous)
         shown = self.app.screen_stack and self.app.current_mode == "topology"
-        self.app.set_timer(self.period_s if shown else self.idle_period_s, self.read_now, name="topology")
+        self._next = self.app.set_timer(self.period_s if shown else self.idle_period_s, self.read_now, name="topology")
