@@ -131,3 +131,15 @@ def test_a_log_without_throttling_or_alerts_says_so(tmp_path: Path) -> None:
     telemetry = json.loads(out["json"])["telemetry"]
     assert telemetry["throttling"] == [] and telemetry["alerts"] == []
     assert "No GPU clock was held back in the log" in out["md"] and "No alert threshold was crossed" in out["html"]
+
+
+def test_samples_a_clock_put_at_one_instant_give_no_mean_power(tmp_path: Path) -> None:
+    """Two samples 1e-121 s apart (a clock gone wrong): energy over no time has no mean power, and
+    the report reads back (found by tests/test_hostile_ranges.py)."""
+    samples = make_log_samples(count=2, gpus=1, hostname="node-c")
+    samples[0].timestamp, samples[1].timestamp = 1e-121, 2e-121
+    write_log(tmp_path / "run.jsonl", samples)
+    assert main(["report", "--log", str(tmp_path / "run.jsonl"), "-o", str(tmp_path / "r.json")]) == 0
+    energy = json.loads((tmp_path / "r.json").read_text())["telemetry"]["energy"]
+    assert energy and all(row["mean_power_w"] is None for row in energy)
+    assert main(["report", "--from", str(tmp_path / "r.json"), "-o", str(tmp_path / "again.html")]) == 0

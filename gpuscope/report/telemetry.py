@@ -18,7 +18,7 @@ import msgspec
 
 from gpuscope.errors import BadInputError
 from gpuscope.report.fmt import natural_key
-from gpuscope.schema.core import finite_or_none
+from gpuscope.schema.core import MIN_MAGNITUDE, finite_or_none
 from gpuscope.schema.report import (
     MAX_POINTS_PER_LINE,
     AlertRow,
@@ -424,7 +424,8 @@ def _energy(track: _GpuTrack, label: str) -> Energy:
         method = "energy counter"
     else:
         joules, method = _integrate_power(track), "integrated power"
-    mean_power = (joules / duration) if (joules is not None and duration > 0) else None
+    # a mean over less than MIN_MAGNITUDE seconds (timestamps a clock got wrong) is no mean power
+    mean_power = (joules / duration) if (joules is not None and duration >= MIN_MAGNITUDE) else None
     return Energy(
         key=track.key, subject=label, energy_j=joules, method=method if joules is not None else None,
         duration_s=duration, mean_power_w=mean_power,
