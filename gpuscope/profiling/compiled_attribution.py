@@ -43,6 +43,7 @@ from gpuscope.measuring.formulas import FORMULAS, formula_for
 from gpuscope.profiling.attribution import StepEvents, TimedOp
 from gpuscope.profiling.compiled import GraphSource, KernelCall, kernel_ops, read_graph_source
 from gpuscope.profiling.record import DATA_MOVEMENT_OPS, CountedStep, OpRecord, is_data_movement, match_key
+from gpuscope.telemetry.records import JsonObject
 
 __all__ = [
     "CompiledProfile",
@@ -417,7 +418,7 @@ class CompiledProfile:
     kernels_s: float  # time of the fused kernels per step
     notes: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {
             "regions": dict(self.regions), "graph_breaks": list(self.graph_breaks),
             "fused_kernels": self.fused_kernels, "unresolved_kernels": self.unresolved_kernels,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuscope.profiling.result import ProfileResult
+from gpuscope.telemetry.records import JsonObject
 
 __all__ = ["RegionDiff", "compare_eager", "compare_lines", "time_unprofiled"]
 
@@ -37,7 +38,7 @@ class RegionDiff:
         """Eager time / compiled time (> 1: compiling made it faster)."""
         return self.eager_s / self.compiled_s if self.compiled_s > 0 else None
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {
             "region": self.region, "compiled_s": self.compiled_s, "eager_s": self.eager_s,
             "speedup": self.speedup, "compiled_flops": self.compiled_flops, "eager_flops": self.eager_flops,

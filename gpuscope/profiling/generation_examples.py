@@ -33,7 +33,7 @@ def llama(
     dtype: str = "float32",
     cache: str = "dynamic",
     sample: bool = False,
-) -> tuple[torch.nn.Module, torch.Tensor, dict[str, object]]:
+) -> tuple[torch.nn.Module, torch.Tensor, dict[str, bool | int | float | str]]:
     """The Llama model of :func:`~gpuscope.profiling.examples.build_llama`, a seeded random prompt
     ``(batch, prompt)`` and ``generate`` options: greedy (``sample=True``: top-k 50, top-p 0.9,
     temperature 0.7), ``cache`` ``"dynamic"`` (``torch.cat`` per step) or ``"static"``
@@ -44,7 +44,7 @@ def llama(
     first = next(model.parameters())
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(0, vocab, (batch, prompt), generator=generator).to(first.device)
-    options: dict[str, object] = {"do_sample": sample, "pad_token_id": 0}
+    options: dict[str, bool | int | float | str] = {"do_sample": sample, "pad_token_id": 0}
     if sample:
         options.update(top_k=50, top_p=0.9, temperature=0.7)
     if cache == "static":

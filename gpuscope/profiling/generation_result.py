@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Placement, Point, RooflineModel, place_point
 from gpuscope.roofline.units import format_si
 from gpuscope.telemetry.energy import EnergyResult
+from gpuscope.telemetry.records import JsonObject
 from gpuscope.telemetry.values import Unavailable
 
 __all__ = [
@@ -50,7 +51,7 @@ class GenerationStep:
     flops: int
     bytes: int
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         return {
             "index": self.index, "kind": self.kind, "tokens": self.tokens, "context": self.context,
             "time_s": self.time_s, "ops_s": self.ops_s, "flops": self.flops, "bytes": self.bytes,
@@ -85,8 +86,8 @@ class GenerationPhase:
             return self.energy.joules
         return self.energy.joules / self.tokens
 
-    def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "kind": self.kind, "calls": self.calls, "tokens": self.tokens, "time_s": self.time_s,
             "ops_s": self.ops_s, "flops": self.flops, "bytes": self.bytes,
             "intensity_flop_per_byte": self.intensity_flop_per_byte, "window_s": self.window_s,
@@ -142,9 +143,9 @@ class GenerationProfile:
             )  # fmt: skip
             phase.placement = place_point(point, roofs)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> JsonObject:
         """The ``generation`` object of the stored profile (``docs/results-schema.md``)."""
-        out: dict[str, object] = {
+        out: JsonObject = {
             "batch": self.batch, "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
             "forward_calls": len(self.steps), "time_s": self.time_s, "timed_runs": self.timed_runs,
             "tokens_per_s": self.tokens_per_s,
@@ -157,7 +158,7 @@ class GenerationProfile:
         return {key: value for key, value in out.items() if value is not None}
 
 
-def _energy_json(energy: EnergyResult | None, per_token: float | Unavailable | None) -> dict[str, object]:
+def _energy_json(energy: EnergyResult | None, per_token: float | Unavailable | None) -> JsonObject:
     if energy is None:
         return {}
     if isinstance(energy.joules, Unavailable):

@@ -175,8 +175,8 @@ class ProfileResult:
                      for m in self.modules],
             coverage=self.coverage, unknown_s=self.unknown_s, data_movement_rule=DATA_MOVEMENT_RULE,
             incomplete=self.incomplete or None, steps_requested=self.steps_requested,
-            compiled=self.compiled.to_json() if self.compiled is not None else None,
-            generation=self.generation.to_json() if self.generation is not None else None,
+            compiled={**self.compiled.to_json()} if self.compiled is not None else None,
+            generation={**self.generation.to_json()} if self.generation is not None else None,
         )  # fmt: skip
         placement = self.step_placement()
         if placement is not None and placement.bound != "unknown":  # the whole step as one point

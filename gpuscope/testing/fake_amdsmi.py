@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import io
 import os
 import re
@@ -120,14 +121,13 @@ class FakeAmdGpu:
 
     @classmethod
     def mi300x(cls, index: int, **changes: Any) -> FakeAmdGpu:
-        values: dict[str, Any] = dict(
+        gpu = cls(
             market_name="AMD Instinct MI300X", uuid=f"{index:02x}ff74a1-0000-1000-80d4-5b1c2e3a{index:04x}",
             bus=0x0C + 0x10 * index, socket=index, vram_total_bytes=192 * GIB, gfx_clock_max_mhz=2100,
             memory_clock_max_mhz=1300, power_limit_w=750, xgmi_links=7, xgmi_link_speed_gbit_per_s=32,
             xgmi_link_width=16, has_edge_sensor=False,
         )  # fmt: skip
-        values.update(changes)
-        return cls(**values)
+        return dataclasses.replace(gpu, **changes)
 
     @classmethod
     def mi325x(cls, index: int, **changes: Any) -> FakeAmdGpu:
@@ -137,14 +137,13 @@ class FakeAmdGpu:
     @classmethod
     def mi250x(cls, card: int, die: int, **changes: Any) -> FakeAmdGpu:
         index = 2 * card + die
-        values: dict[str, Any] = dict(
+        gpu = cls(
             market_name="AMD Instinct MI250X", uuid=f"{index:02x}ff740c-0000-1000-80a9-7d1e{card:04x}{die:04x}",
             bus=0x29 + 0x20 * card + die * 3, socket=card, vram_total_bytes=64 * GIB, gfx_clock_max_mhz=1700,
             memory_clock_max_mhz=1600, power_limit_w=560, xgmi_links=4, xgmi_link_speed_gbit_per_s=25,
             xgmi_link_width=16, pcie_max_generation=4, pcie_generation=4, reports_power=die == 0,
         )  # fmt: skip
-        values.update(changes)
-        return cls(**values)
+        return dataclasses.replace(gpu, **changes)
 
     def make_busy(self) -> None:
         """A steady training-like load."""

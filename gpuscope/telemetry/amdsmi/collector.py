@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeAlias
 
 from gpuscope.telemetry.process_identity import process_identity
 from gpuscope.telemetry.records import NOT_COLLECTED, GpuProcessSample, GpuSample
@@ -101,7 +101,19 @@ def _why(exc: BaseException, what: str) -> Unavailable:
     return Unavailable(Reason.ERROR, f"AMD SMI {what}: {exc}")
 
 
-def _number(table: dict[str, Any], key: str, scale: float = 1.0) -> Metric[float]:
+#: A value of amdsmi's GPU metrics table (``amdsmi_get_gpu_metrics_info``): a number, ``"N/A"``
+#: where the GPU does not give it, or a list of them (per XCD, per XGMI link).
+MetricsValue: TypeAlias = int | float | str | list[int | str] | None
+MetricsTable: TypeAlias = dict[str, MetricsValue]
+
+
+def _ints(table: MetricsTable, key: str) -> list[int]:
+    """The whole numbers of the list at ``key`` (a per-XCD or per-link value; "N/A" entries left out)."""
+    value = table.get(key)
+    return [v for v in value if isinstance(v, int) and not isinstance(v, bool)] if isinstance(value, list) else []
+
+
+def _number(table: MetricsTable, key: str, scale: float = 1.0) -> Metric[float]:
     value = table.get(key, "N/A")
     if isinstance(value, bool) or not isinstance(value, int | float):
         return Unavailable(Reason.NOT_SUPPORTED, f"AMD SMI marks {key} unsupported on this GPU")
@@ -238,7 +250,7 @@ class AmdSmiCollector:
         )  # fmt: skip
         now = self._clock()
         try:
-            metrics = amdsmi.amdsmi_get_gpu_metrics_info(gpu.handle)
+            metrics: MetricsTable = amdsmi.amdsmi_get_gpu_metrics_info(gpu.handle)
         except Exception as exc:  # noqa: BLE001
             why = _why(exc, "metrics table")
             if why.reason is Reason.GPU_LOST:
@@ -293,14 +305,14 @@ class AmdSmiCollector:
         return _fill_missing(sample, None)
 
     def _xgmi(
-        self, gpu: _AmdGpu, sample: GpuSample, metrics: dict[str, Any], missing: Unavailable | None, now: float
+        self, gpu: _AmdGpu, sample: GpuSample, metrics: MetricsTable, missing: Unavailable | None, now: float
     ) -> None:
         if missing is not None:
             sample.xgmi_tx_bytes_per_s = sample.xgmi_rx_bytes_per_s = sample.xgmi_active_links = missing
             return
-        reads = [value for value in metrics.get("xgmi_read_data_acc") or [] if isinstance(value, int)]
-        writes = [value for value in metrics.get("xgmi_write_data_acc") or [] if isinstance(value, int)]
-        status = [value for value in metrics.get("xgmi_link_status") or [] if isinstance(value, int)]
+        reads = _ints(metrics, "xgmi_read_data_acc")
+        writes = _ints(metrics, "xgmi_write_data_acc")
+        status = _ints(metrics, "xgmi_link_status")
         if not reads:
             none = Unavailable(Reason.NOT_SUPPORTED, "AMD SMI gives no XGMI counters for this GPU")
             sample.xgmi_tx_bytes_per_s = sample.xgmi_rx_bytes_per_s = sample.xgmi_active_links = none
@@ -340,7 +352,7 @@ class AmdSmiCollector:
         sample.dram_bandwidth_bytes_per_s = sample.dram_bandwidth_percent_of_peak = note
 
     def _clocks_and_link(
-        self, gpu: _AmdGpu, sample: GpuSample, metrics: dict[str, Any], missing: Unavailable | None
+        self, gpu: _AmdGpu, sample: GpuSample, metrics: MetricsTable, missing: Unavailable | None
     ) -> None:
         """Current clocks and the PCIe link from the metrics table already read (one call a GPU);
         the maximum clocks were read once when the collector opened."""
@@ -349,7 +361,7 @@ class AmdSmiCollector:
             sample.sm_clock_mhz = sample.memory_clock_mhz = missing
             sample.pcie_link_generation = sample.pcie_link_width = missing
             return
-        per_xcd = [value for value in metrics.get("current_gfxclks") or [] if isinstance(value, int)]
+        per_xcd = _ints(metrics, "current_gfxclks")
         gfx = metrics.get("current_gfxclk")
         if isinstance(gfx, int) and not isinstance(gfx, bool):
             sample.sm_clock_mhz = gfx
