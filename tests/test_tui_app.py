@@ -125,7 +125,9 @@ async def test_no_gpu_shows_cpu_side_and_one_line_why(tui_env: Path) -> None:
         await wait_for_sample(pilot, app)
         line = app.screen.query_one("#no-gpu", Static)
         assert line.display
-        assert "No NVIDIA GPU side" in str(line.render()) and "libnvidia-ml.so.1 not found" in str(line.render())
+        text = str(line.render())
+        assert "No NVIDIA GPUs: no driver or library" in text and "libnvidia-ml.so.1 not found" in text
+        assert len(text.splitlines()) == 1 + ("No AMD GPUs:" in text)  # one line per vendor that gave none
         assert not list(app.screen.query(GpuCard))
         assert app.screen.query_one("#cpu").display
         await pilot.press("4")

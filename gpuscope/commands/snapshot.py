@@ -21,7 +21,7 @@ from gpuscope.telemetry.records import GpuSample, Sample, record_to_dict
 from gpuscope.telemetry.simulated import simulation_note
 from gpuscope.telemetry.topology_read import read_topology
 from gpuscope.textsafe import safe_text
-from gpuscope.tui.format import NA, fmt_bytes, fmt_rate, reason_text
+from gpuscope.tui.format import NA, fmt_bytes, fmt_rate, vendor_lines
 
 __all__ = ["run", "gpu_line", "host_line", "vendor_lines"]
 
@@ -58,17 +58,6 @@ def gpu_line(gpu: GpuSample) -> str:
     if isinstance(processes, list):
         parts.append(f"{len(processes)} proc{'s' if len(processes) != 1 else ''}")
     return " | ".join(parts)
-
-
-def vendor_lines(sample: Sample) -> list[str]:
-    """One line per GPU vendor that gave no GPUs, with why (``no NVIDIA GPUs: ...``)."""
-    lines: list[str] = []
-    nvidia = sample.nvidia_unavailable or sample.gpu_unavailable
-    if nvidia is not None:
-        lines.append(f"no NVIDIA GPUs: {reason_text(nvidia)}")
-    if sample.amd_unavailable is not None:
-        lines.append(f"no AMD GPUs: {reason_text(sample.amd_unavailable)}")
-    return lines or ["no GPUs found"]
 
 
 def host_line(sample: Sample) -> str:

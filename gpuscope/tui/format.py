@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from gpuscope.schema.core import finite_or_none
 from gpuscope.telemetry.values import Metric, Reason, Unavailable
 
+if TYPE_CHECKING:
+    from gpuscope.telemetry.records import Sample
+
 __all__ = [
+    "vendor_lines",
     "NA",
     "NO_TIME",
     "si",
@@ -187,3 +191,14 @@ def bar(fraction: float, width: int) -> str:
     full, part = divmod(eighths, 8)
     text = "█" * full + (_EIGHTHS[part] if part else "")
     return text.ljust(width)
+
+
+def vendor_lines(sample: Sample) -> list[str]:
+    """One line per GPU vendor that gave no GPUs, with why (``no NVIDIA GPUs: ...``)."""
+    lines: list[str] = []
+    nvidia = sample.nvidia_unavailable or sample.gpu_unavailable
+    if nvidia is not None:
+        lines.append(f"no NVIDIA GPUs: {reason_text(nvidia)}")
+    if sample.amd_unavailable is not None:
+        lines.append(f"no AMD GPUs: {reason_text(sample.amd_unavailable)}")
+    return lines or ["no GPUs found"]

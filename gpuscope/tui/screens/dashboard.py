@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from gpuscope.telemetry.records import Sample
-from gpuscope.tui.format import reason_text
+from gpuscope.tui.format import vendor_lines
 from gpuscope.tui.history import gpu_key
 from gpuscope.tui.screens.base import GpuscopeScreen
 from gpuscope.tui.widgets.gpu_card import DenseGpuCard, GpuCard, card_height, dense_card_height, make_card
@@ -248,12 +248,12 @@ class DashboardScreen(GpuscopeScreen):
         app = self.gpuscope
         no_gpu = self._no_gpu
         if not sample.gpus:
-            missing = sample.gpu_unavailable
-            why = (missing.detail or reason_text(missing)) if missing else "no NVIDIA GPUs found"
-            text = f"No NVIDIA GPU side: {why}"
+            # one line per vendor that gave no GPU, as `gpuscope snapshot` says it
+            text = "\n".join(line[:1].upper() + line[1:] for line in vendor_lines(sample))
             if text != self._no_gpu_text:
+                relayout = text.count("\n") != self._no_gpu_text.count("\n")
                 self._no_gpu_text = text
-                no_gpu.update(text, layout=False)
+                no_gpu.update(text, layout=relayout)
             if no_gpu.display != self._panel("gpus").display:
                 no_gpu.display = self._panel("gpus").display
         elif no_gpu.display:
