@@ -247,6 +247,21 @@ class Profiler:
         return self.warmup + 1 + self.steps
 
     @property
+    def counting_step(self) -> StepCounter | None:
+        """The counting step's recorder while that step runs (its ``position`` numbers the calls); else None."""
+        return self._counter
+
+    @property
+    def counted(self) -> CountedStep | None:
+        """What the counting step counted, once it has ended; else None."""
+        return self._counted
+
+    @property
+    def step_events(self) -> list[StepEvents]:
+        """Each profiled step's events, joined to their counts (a copy; one entry a profiled step ended)."""
+        return list(self._step_events)
+
+    @property
     def steps_run(self) -> int:
         """Steps that have ended (warm-up, counting and profiled), at most :attr:`steps_needed`."""
         return min(self._index - (1 if self._running is not None else 0), self.steps_needed)

@@ -201,7 +201,7 @@ def profile_generation(
             phase = profiler.phase
             hooks.run = _Run()
             with profiler:
-                counter = profiler._counter  # the counting step's recorder (None in other steps)
+                counter = profiler.counting_step  # None outside the counting step
                 hooks.position = _position_of(counter)
                 generate()
             if phase in runs:
@@ -234,9 +234,10 @@ def profile_generation(
         if cuda_state is not None:
             torch.cuda.set_rng_state(cuda_state, resolved)
     result = profiler.result
-    if result is None or profiler._counted is None:  # pragma: no cover - the loop runs every phase
+    counted = profiler.counted
+    if result is None or counted is None:  # pragma: no cover - the loop runs every phase
         raise ResourceError("profile_generation: the profile did not complete")
-    result.generation = _generation(result, profiler._counted.records, runs, profiler._step_events, call_kwargs)
+    result.generation = _generation(result, counted.records, runs, profiler.step_events, call_kwargs)
     if results is not None:
         append_profile(os.path.abspath(results), result)
         result.results_path = str(results)
