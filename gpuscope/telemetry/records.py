@@ -23,6 +23,8 @@ from gpuscope.schema.core import (
     GbitPerS,
     Index,
     Joules,
+    JsonObject,
+    JsonTree,
     LoadAverage,
     MbitPerS,
     Megahertz,
@@ -244,9 +246,8 @@ class Sample:
 # --- serialisation -------------------------------------------------------------------------
 
 
-#: JSON data as a record serialises to (a log line, a CSV row read back).
-JsonValue: TypeAlias = "str | int | float | bool | None | list[JsonValue] | dict[str, JsonValue]"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
+#: JSON data as a record serialises to (a log line, a CSV row read back): the schema's one JSON tree.
+JsonValue: TypeAlias = JsonTree
 
 
 def record_to_dict(record: object) -> JsonValue:

@@ -24,6 +24,7 @@ from textual.widget import AwaitMount
 
 from gpuscope.errors import GpuscopeError
 from gpuscope.resources import themes_dir
+from gpuscope.schema.core import JsonObject
 from gpuscope.schema.results import Results
 from gpuscope.telemetry.alerts import Alert, evaluate, load_thresholds
 from gpuscope.telemetry.cpuinfo import CpuInfo
@@ -104,7 +105,7 @@ class GpuscopeApp(App[None]):
         replay: ReplayCursor | None = None,
         interval_s: float = DEFAULT_INTERVAL_S,
         theme: str | None = None,
-        probe_results: Sequence[tuple[Results, bytes | dict[str, Any] | None]] = (),
+        probe_results: Sequence[tuple[Results, bytes | JsonObject | None]] = (),
         theme_dirs: Sequence[Path] | None = None,
         settings_path: Path | None = None,
         history_size: int | None = None,
@@ -252,7 +253,7 @@ class GpuscopeApp(App[None]):
         if self._poller is not None:
             self._poller.stop()  # the poller closes the source
 
-    def set_results(self, index: int | None, document: Results, written: bytes | dict[str, Any] | None = None) -> int:
+    def set_results(self, index: int | None, document: Results, written: bytes | JsonObject | None = None) -> int:
         """Add (``index`` None) or replace probe results (typed, and as written); returns its
         index. Screens showing the roofline rebuild it."""
         if index is None or not 0 <= index < len(self.probe_results):

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuscope.results import empty_results
-from gpuscope.schema.core import decode_tree
+from gpuscope.schema.core import JsonObject, decode_tree
 from gpuscope.tui import config
 from gpuscope.tui.roofline_data import live_document
 
@@ -29,13 +29,13 @@ def _installed_version(package: str) -> str | None:
         return None
 
 
-def system_of(app: GpuscopeApp) -> dict[str, Any]:
+def system_of(app: GpuscopeApp) -> JsonObject:
     """The ``system`` object for a report from the TUI: host, CPU, OS, Python, torch, driver;
     ``simulated`` names the fake source when the data is not from real hardware."""
     import platform
 
     sample = app.latest_sample
-    system: dict[str, Any] = {
+    system: JsonObject = {
         "os": platform.platform(),
         "python": platform.python_version(),
         "torch": _installed_version("torch"),
@@ -54,7 +54,7 @@ def system_of(app: GpuscopeApp) -> dict[str, Any]:
     return system
 
 
-def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
+def report_inputs(app: GpuscopeApp) -> list[JsonObject]:
     """The results documents to report: the loaded and measured ones as written (their typed
     views where nothing was written), or, with none, an empty results document naming this
     machine's devices (the report then shows the telemetry). A report of simulated data (demo,
@@ -62,11 +62,13 @@ def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
     if app.probe_results:
         documents = [_as_written(typed, written) for typed, written in app.probe_results]
         if app.simulated and documents:
-            documents[0]["system"] = {**(documents[0].get("system") or {}), "simulated": system_of(app)["simulated"]}
+            written_system = documents[0].get("system")
+            system = written_system if isinstance(written_system, dict) else {}
+            documents[0]["system"] = {**system, "simulated": system_of(app)["simulated"]}
         return documents
     import msgspec
 
-    document: dict[str, Any] = msgspec.to_builtins(empty_results())
+    document: JsonObject = msgspec.to_builtins(empty_results())
     document["system"] = system_of(app)  # with "simulated", which System does not declare
     live = live_document(app.latest_sample)
     if live is not None:
@@ -74,7 +76,7 @@ def report_inputs(app: GpuscopeApp) -> list[dict[str, Any]]:
     return [document]
 
 
-def _as_written(typed: Results, written: bytes | dict[str, Any] | None) -> dict[str, Any]:
+def _as_written(typed: Results, written: bytes | JsonObject | None) -> JsonObject:
     """A results document as written (undeclared fields and explicit nulls kept, which the
     report's energy and profile sections read), from its bytes, its dict, or its typed view."""
     if isinstance(written, bytes):

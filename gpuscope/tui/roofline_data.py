@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
@@ -19,7 +19,7 @@ from gpuscope.profiling.view import flops_unknown, profile_points, profile_rows
 from gpuscope.roofline.live import cuda_device_name, estimate_live_position
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import DeviceKey, Placement, RooflineModel, place_point
-from gpuscope.schema.core import MIN_MAGNITUDE
+from gpuscope.schema.core import MIN_MAGNITUDE, JsonObject
 from gpuscope.schema.results import Ceiling, Device, Results, System, Workload
 from gpuscope.telemetry.cpuinfo import CpuInfo
 from gpuscope.telemetry.records import GpuSample, Sample
@@ -44,7 +44,7 @@ class LoadedResults(NamedTuple):
     a run's in-progress document; None: only the typed view), what a report embeds."""
 
     results: Results
-    written: bytes | dict[str, Any] | None = None
+    written: bytes | JsonObject | None = None
 
 
 def live_document(sample: Sample | None, results: Sequence[Results] = ()) -> Results | None:
