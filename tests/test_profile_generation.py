@@ -228,6 +228,68 @@ def test_report_and_json_carry_the_split(generated: tuple[object, Path], tmp_pat
     assert "J/token" in text
 
 
+def test_tui_roofline_draws_prefill_and_decode_after_the_groups(generated: tuple[object, Path], roofs: Path) -> None:
+    """The TUI's roofline model of the results file: the op groups keep their numbers, then the
+    prefill and decode come as two points, placed as the profile placed them (one placement)."""
+    from gpuscope.profiling.stored import profiled_workloads
+    from gpuscope.profiling.view import PHASE_NOTE_PREFIX, profile_rows
+    from gpuscope.results import to_results
+    from gpuscope.tui.roofline_data import build_screen_model
+
+    result, path = generated
+    document = to_results(json.loads(path.read_text()), str(path))
+    (profiled,) = profiled_workloads(document)
+    ceilings = to_results(json.loads(roofs.read_text()), str(roofs))  # the roofs it was profiled against
+    model = build_screen_model([ceilings, document], None)
+    profile_points = [p for p in model.placements if p.point.source == "profile" and p.point.note]
+    names = [placement.point.name for placement in profile_points]
+    groups = [row[1] for row in profile_rows(profiled.profile)]
+    assert names == [*groups, "prefill", "decode"]
+    generation = result.generation  # type: ignore[attr-defined]
+    for placement in profile_points[-2:]:
+        phase = generation.phase(placement.point.name)
+        assert placement.bound == phase.placement.bound
+        assert placement.efficiency == pytest.approx(phase.placement.efficiency, rel=1e-9)
+        assert placement.point.flops == phase.flops and placement.point.bytes == phase.bytes
+        assert placement.point.note.startswith(PHASE_NOTE_PREFIX) and "tokens/s" in placement.point.note
+    assert profile_points[-1].point.note.startswith(f"{PHASE_NOTE_PREFIX}{NEW - 1} steps")
+    assert profile_points[-2].point.note.startswith(f"{PHASE_NOTE_PREFIX}{PROMPT} tokens")
+
+
+def test_report_tables_and_charts_the_phases(generated: tuple[object, Path], roofs: Path, tmp_path: Path) -> None:
+    """The report: a table of the prefill, decode and loop with the profile's verdicts, in HTML and
+    Markdown, and the two phases as points on the profile's roofline chart."""
+    import re
+
+    from gpuscope.report import write_report
+
+    result, path = generated
+    generation = result.generation  # type: ignore[attr-defined]
+    html_path, md_path = tmp_path / "report.html", tmp_path / "report.md"
+    write_report(html_path, [roofs, path])  # the roofs it was profiled against, and the profile
+    write_report(md_path, [roofs, path])
+    html = html_path.read_text(encoding="utf-8")
+    table = re.search(r'<table[^>]*id="table-profile-1-generation".*?</table>', html, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(0), re.S)
+    cells = [re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row) for row in rows]
+    body = [row for row in cells if row and row[0] in ("prefill", "decode", "loop")]
+    assert [row[0] for row in body] == ["prefill", "decode", "loop"]
+    prefill, decode = body[0], body[1]
+    assert prefill[1] == str(PROMPT) and prefill[7] == "compute"
+    assert decode[7] == "memory" and decode[9] == "dram.triad"
+    assert decode[8] == f"{generation.phase('decode').placement.efficiency * 100:.0f}%"
+    chart = re.search(r'<svg[^>]*aria-label="Roofline of profile 1[^"]*prefill and decode[^"]*".*?</svg>', html, re.S)
+    assert chart is not None
+    texts = [text for text in re.findall(r">([^<>]+)<", chart.group(0)) if text.strip()]
+    for row in (prefill, decode):  # the chart's own table places each phase as the phase table does
+        at = texts.index(row[0])
+        assert texts[at + 2 : at + 4] == [row[7], row[8]]
+    markdown = md_path.read_text(encoding="utf-8")
+    assert "| phase | tokens | ms | tokens/s |" in markdown
+    assert re.search(r"^\| decode \|.*\| memory \|.*\| dram\.triad \|", markdown, re.M)
+
+
 def test_cli_generate_flag(roofs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from gpuscope.cli import main
 

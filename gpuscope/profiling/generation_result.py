@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpuscope.profiling.stored import read_generation
 from gpuscope.roofline.model import DeviceKey, DeviceRoofs, Placement, Point, RooflineModel, place_point
 from gpuscope.roofline.units import format_si
 from gpuscope.telemetry.energy import EnergyResult
@@ -114,6 +115,7 @@ class GenerationProfile:
     steps: list[GenerationStep]
     energy: EnergyResult | None = None  # the whole call
     notes: list[str] = field(default_factory=list)
+    dtype: str | None = None  # the dtype the phases were placed with (the profile's main one), set by place()
 
     def phase(self, kind: str) -> GenerationPhase | None:
         return next((phase for phase in self.phases if phase.kind == kind), None)
@@ -133,7 +135,9 @@ class GenerationProfile:
         return self.energy.joules / (self.batch * self.new_tokens)
 
     def place(self, name: str, key: DeviceKey | None, roofs: DeviceRoofs | None, dtype: str | None) -> None:
-        """Place each phase as one roofline point against ``roofs`` (the profile's)."""
+        """Place each phase as one roofline point against ``roofs`` (the profile's), with the compute
+        roof of ``dtype``."""
+        self.dtype = dtype
         for phase in self.phases:
             if roofs is None or key is None or phase.time_s <= 0 or not (phase.flops or phase.bytes):
                 continue
@@ -148,7 +152,7 @@ class GenerationProfile:
         out: JsonObject = {
             "batch": self.batch, "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
             "forward_calls": len(self.steps), "time_s": self.time_s, "timed_runs": self.timed_runs,
-            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s": self.tokens_per_s, "dtype": self.dtype,
         }  # fmt: skip
         out.update(_energy_json(self.energy, self.j_per_token))
         out["phases"] = [phase.to_json() for phase in self.phases]
@@ -231,35 +235,38 @@ def generation_lines(generation: GenerationProfile) -> list[str]:
 def generation_text(generation: object) -> str:
     """One sentence of a stored profile's ``generation`` object (the report): tokens per second, the
     prefill's and decode's verdicts, joules per token or why not; ``""`` when there is none."""
-    if not isinstance(generation, dict):
+    stored = read_generation(generation)
+    if stored is None:
         return ""
-    phases = {phase.get("kind"): phase for phase in generation.get("phases", []) if isinstance(phase, dict)}
-    tps = generation.get("tokens_per_s")
+    tps = stored.tokens_per_s
     parts = [
-        f"generate(): {generation.get('new_tokens')} new tokens x batch {generation.get('batch')} after a "
-        f"{generation.get('prompt_tokens')}-token prompt"
-        + (f", {tps:.4g} tokens/s" if isinstance(tps, (int, float)) else "")
+        f"generate(): {_count(stored.new_tokens)} new tokens x batch {_count(stored.batch)} after a "
+        f"{_count(stored.prompt_tokens)}-token prompt"
+        + (f", {format_si(tps, '', 4)} tokens/s" if tps is not None else "")
     ]
     for kind in ("prefill", "decode"):
-        phase = phases.get(kind)
+        phase = stored.phase(kind)
         if phase is None:
             continue
-        intensity = phase.get("intensity_flop_per_byte")
-        at = f"{intensity:.3g} FLOP/B" if isinstance(intensity, (int, float)) else "bytes unknown"
-        bound, efficiency = phase.get("bound"), phase.get("efficiency")
+        intensity = phase.intensity_flop_per_byte
+        at = f"{intensity:.3g} FLOP/B" if intensity is not None else "bytes unknown"
+        efficiency = phase.efficiency
         verdict = (
-            f"{bound}-bound ({at}, {efficiency * 100:.0f}% of the {phase.get('roof')} roof)"
-            if bound and isinstance(efficiency, (int, float))
+            f"{phase.bound}-bound ({at}, {efficiency * 100:.0f}% of the {phase.roof} roof)"
+            if phase.bound and efficiency is not None
             else f"no verdict ({at})"
         )
-        speed = phase.get("tokens_per_s")
-        parts.append(f"{kind} {verdict}" + (f", {speed:.4g} tokens/s" if isinstance(speed, (int, float)) else ""))
-    per_token = generation.get("j_per_token")
-    if isinstance(per_token, (int, float)):
-        parts.append(f"{format_si(per_token, 'J')}/token")
-    elif generation.get("j_per_token_unavailable"):
-        parts.append(f"J/token unavailable ({generation.get('j_per_token_unavailable')})")
+        speed = phase.tokens_per_s
+        parts.append(f"{kind} {verdict}" + (f", {format_si(speed, '', 4)} tokens/s" if speed is not None else ""))
+    if stored.j_per_token is not None:
+        parts.append(f"{format_si(stored.j_per_token, 'J')}/token")
+    elif stored.j_per_token_unavailable:
+        parts.append(f"J/token unavailable ({stored.j_per_token_unavailable})")
     return "; ".join(parts)
+
+
+def _count(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
 
 
 def generation_chart_model(

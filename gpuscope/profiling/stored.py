@@ -17,8 +17,8 @@ import msgspec
 from gpuscope.schema.core import Detail
 from gpuscope.schema.results import Results, Workload
 
-__all__ = ["PROFILE_SCHEMA_VERSION", "StoredGroup", "StoredModule", "StoredProfile", "Profiled", "read_profile",
-           "profiled_workloads"]  # fmt: skip
+__all__ = ["PROFILE_SCHEMA_VERSION", "StoredGroup", "StoredModule", "StoredProfile", "StoredGeneration",
+           "StoredPhase", "Profiled", "read_profile", "read_generation", "profiled_workloads"]  # fmt: skip
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -112,6 +112,60 @@ class StoredProfile(msgspec.Struct, kw_only=True):
     def top_groups(self, limit: int | None = 10) -> list[StoredGroup]:
         """The first ``limit`` (None: all) groups, in the stored order (by time lost)."""
         return self.groups[:limit]
+
+
+class StoredPhase(msgspec.Struct, kw_only=True):
+    """One phase of a stored ``generation`` object: ``prefill``, ``decode`` (all decode steps) or
+    ``loop`` (generate's own ops), per ``generate()`` call."""
+
+    kind: str | None = None
+    calls: float | None = None
+    tokens: float | None = None
+    time_s: float | None = None
+    ops_s: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    intensity_flop_per_byte: float | None = None
+    window_s: float | None = None
+    tokens_per_s: float | None = None
+    energy_j: float | None = None
+    j_per_token: float | None = None
+    j_per_token_unavailable: str | None = None  # "reason: detail", as written
+    bound: str | None = None  # where roofs placed it: "compute" | "memory"
+    efficiency: float | None = None
+    roof: str | None = None
+
+
+class StoredGeneration(msgspec.Struct, kw_only=True):
+    """The ``generation`` object of a profile of a ``generate()`` call (docs/results-schema.md)."""
+
+    batch: float | None = None
+    prompt_tokens: float | None = None
+    new_tokens: float | None = None
+    forward_calls: float | None = None
+    time_s: float | None = None
+    timed_runs: float | None = None
+    tokens_per_s: float | None = None
+    energy_j: float | None = None
+    j_per_token: float | None = None
+    j_per_token_unavailable: str | None = None  # "reason: detail", as written
+    dtype: str | None = None  # the compute roof's dtype the phases were placed with
+    phases: list[StoredPhase] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+    def phase(self, kind: str) -> StoredPhase | None:
+        return next((phase for phase in self.phases if phase.kind == kind), None)
+
+
+def read_generation(generation: object) -> StoredGeneration | None:
+    """A stored profile's ``generation`` object, typed; None when there is none or it is not one
+    (the rest of the profile still reads)."""
+    if not isinstance(generation, dict):
+        return None
+    try:
+        return msgspec.convert(generation, StoredGeneration)
+    except msgspec.ValidationError:
+        return None
 
 
 @dataclass(frozen=True)

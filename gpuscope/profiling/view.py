@@ -13,11 +13,13 @@ The TUI's roofline screen shows a profile as a cloud of points with the table be
 
 from __future__ import annotations
 
-from gpuscope.profiling.stored import StoredGroup, StoredProfile, read_profile
+from gpuscope.profiling.stored import StoredGroup, StoredPhase, StoredProfile, read_generation, read_profile
 from gpuscope.roofline.model import DeviceKey, Point
+from gpuscope.roofline.units import format_si
 from gpuscope.schema.core import Detail, finite_or_none
 
 __all__ = [
+    "PHASE_NOTE_PREFIX",
     "PROFILE_ROW_HEADERS",
     "compiled_text",
     "coverage_text",
@@ -26,10 +28,16 @@ __all__ = [
     "profile_points",
     "profile_rows",
     "format_ms",
+    "generation_dtype",
+    "generation_phases",
+    "generation_points",
+    "phase_note",
     "group_numbers",
     "short_bound",
 ]
 
+#: how a prefill or decode point's note begins (the TUI tells them from the op groups by it)
+PHASE_NOTE_PREFIX = "generate(): "
 PROFILE_ROW_HEADERS = ("#", "op dtype shapes", "module", "bound", "ms", "eff", "lost ms", "gain")
 
 
@@ -120,6 +128,51 @@ def profile_points(profile: StoredProfile, key: DeviceKey, limit: int = 10) -> l
             flops = nbytes = 0.0
         points.append(group_point(group.name, key, flops, nbytes, time_s if flops > 0 else 0.0, group.dtype))
     return points
+
+
+def generation_phases(profile: StoredProfile) -> list[StoredPhase]:
+    """The prefill and decode of a profile of a ``generate()`` call that can be points (FLOPs,
+    bytes and a time), prefill first; [] for any other profile."""
+    generation = read_generation(profile.generation)
+    if generation is None:
+        return []
+    phases = (generation.phase("prefill"), generation.phase("decode"))
+    return [
+        phase
+        for phase in phases
+        if phase is not None and all((finite_or_none(v) or 0.0) > 0 for v in (phase.flops, phase.bytes, phase.time_s))
+    ]
+
+
+def generation_dtype(profile: StoredProfile, fallback: str | None) -> str | None:
+    """The dtype whose compute roof a ``generate()`` profile's phases were placed against (the
+    profile's main dtype); ``fallback`` (the workload's) for files written without it."""
+    generation = read_generation(profile.generation)
+    return (generation.dtype if generation is not None else None) or fallback
+
+
+def generation_points(profile: StoredProfile, key: DeviceKey, dtype: str | None = None) -> list[Point]:
+    """The prefill and decode of :func:`generation_phases` as roofline points on device ``key``
+    (named ``prefill`` and ``decode``; each the FLOPs and bytes of its forward calls over their
+    unprofiled wall time), with the dtype the profile placed them with (files without it: ``dtype``,
+    the profile workload's)."""
+    placed = generation_dtype(profile, dtype)
+    return [
+        group_point(str(phase.kind), key, phase.flops or 0.0, phase.bytes or 0.0, phase.time_s or 0.0, placed)
+        for phase in generation_phases(profile)
+    ]
+
+
+def phase_note(phase: StoredPhase) -> str:
+    """``generate(): 32 tokens, 8307 tokens/s, 120 mJ/token`` of a stored generation phase."""
+    tokens = phase.tokens if phase.kind == "prefill" else phase.calls
+    what = f"{tokens:g} {'tokens' if phase.kind == 'prefill' else 'steps'}" if tokens is not None else str(phase.kind)
+    parts = [what]
+    if phase.tokens_per_s is not None:
+        parts.append(f"{format_si(phase.tokens_per_s, '', 4)} tokens/s")
+    if phase.j_per_token is not None:
+        parts.append(f"{format_si(phase.j_per_token, 'J')}/token")
+    return PHASE_NOTE_PREFIX + ", ".join(parts)
 
 
 def profile_rows(profile: StoredProfile, limit: int = 10) -> list[tuple[str, ...]]:

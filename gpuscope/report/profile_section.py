@@ -13,13 +13,28 @@ import math
 from collections.abc import Callable, Sequence
 
 from gpuscope.profiling.energy_roofline import EnergyRoofs, attainable_flop_per_j, energy_roofs_from_ceilings
-from gpuscope.profiling.stored import Profiled, StoredGroup, StoredProfile, profiled_workloads
-from gpuscope.profiling.view import compiled_text, coverage_text, flops_unknown, format_ms, group_numbers
+from gpuscope.profiling.stored import (
+    Profiled,
+    StoredGroup,
+    StoredPhase,
+    StoredProfile,
+    profiled_workloads,
+    read_generation,
+)
+from gpuscope.profiling.view import (
+    compiled_text,
+    coverage_text,
+    flops_unknown,
+    format_ms,
+    generation_dtype,
+    generation_phases,
+    group_numbers,
+)
 from gpuscope.report.charts import roofline_svg
 from gpuscope.report.html_blocks import escape_text as _e
 from gpuscope.report.html_blocks import table_html
 from gpuscope.report.tables import Table
-from gpuscope.roofline.units import format_si
+from gpuscope.roofline.units import format_intensity, format_si
 from gpuscope.schema.report import EmbeddedResults, Point, Roofline
 from gpuscope.schema.results import Workload
 
@@ -81,26 +96,39 @@ def _coverage_text(profile: StoredProfile) -> str:
     return text
 
 
-def _chart(roofline: Roofline | None, workload: Workload, groups: list[StoredGroup], number: int) -> str | None:
+def _chart(
+    roofline: Roofline | None,
+    workload: Workload,
+    groups: list[StoredGroup],
+    phases: list[StoredPhase],
+    phase_dtype: str | None,
+    number: int,
+) -> str | None:
     device, host = workload.device, workload.host
     roofs = [
         roof
         for roof in (roofline.roofs or [] if roofline else [])
         if roof.device == device and (host is None or roof.host in (None, host)) and roof.kind in ("compute", "memory")
     ]
+    named: list[tuple[str, StoredGroup | StoredPhase]] = [
+        (f"#{rank} {(group.op or '').split('::')[-1]}", group) for rank, group in enumerate(groups, 1)
+    ]
+    named += [(str(phase.kind), phase) for phase in phases]  # a generate() call's prefill and decode
     points = []
-    for rank, group in enumerate(groups, 1):
+    for name, group in named:
+        # a phase has the dtype its profile placed it with (a point without one meets no compute roof)
+        dtype = group.dtype if isinstance(group, StoredGroup) else phase_dtype
         flops, nbytes, time_s = group.flops, group.bytes, group.time_s
         if not flops or not nbytes or not time_s:
             continue
         points.append(
             Point(
-                name=f"#{rank} {(group.op or '').split('::')[-1]}",
+                name=name,
                 device=device,
                 host=roofs[0].host if roofs else host,
                 rank=roofs[0].rank if roofs else None,
                 device_type=roofs[0].device_type if roofs else None,
-                dtype=group.dtype,
+                dtype=dtype,
                 flop_per_s=flops / time_s,
                 intensity_flop_per_byte=flops / nbytes,
             )
@@ -109,7 +137,8 @@ def _chart(roofline: Roofline | None, workload: Workload, groups: list[StoredGro
         return None
     return roofline_svg(
         Roofline(roofs=roofs, points=points), prefix=f"profile{number}",
-        label=f"Roofline of profile {number}: its {len(points)} costliest op groups on {device}",
+        label=f"Roofline of profile {number}: its costliest op groups"
+        + (" and its prefill and decode" if phases else "") + f" on {device}",
     )  # fmt: skip
 
 
@@ -126,6 +155,34 @@ _GROUP_HEADERS = [
 ]
 #: the columns of the Markdown table
 _MARKDOWN_COLUMNS = (0, 1, 2, 3, 4, 6, 7)
+
+
+_PHASE_HEADERS = ["phase", "tokens", "ms", "tokens/s", "FLOPs", "bytes", "FLOP/B", "bound", "eff.", "roof", "J/token"]
+
+
+def _phase_rows(profile: StoredProfile) -> list[list[str]]:
+    """A ``generate()`` profile's prefill, decode and loop as table rows (:data:`_PHASE_HEADERS`),
+    their verdicts as the profile placed them; [] for any other profile."""
+    generation = read_generation(profile.generation)
+    if generation is None:
+        return []
+    rows = []
+    for phase in generation.phases:
+        tokens = "-" if phase.kind == "loop" or phase.tokens is None else f"{phase.tokens:g}"
+        efficiency = phase.efficiency
+        if phase.j_per_token is not None:
+            per_token = format_si(phase.j_per_token, "J")
+        else:
+            per_token = "unavailable" if phase.j_per_token_unavailable else "-"
+        rows.append([
+            str(phase.kind), tokens, format_ms(phase.time_s),
+            format_si(phase.tokens_per_s, "", 4),
+            format_si(phase.flops, ""), format_si(phase.bytes, "B"),
+            format_intensity(phase.intensity_flop_per_byte),
+            str(phase.bound or "-"), "-" if efficiency is None else f"{efficiency * 100:.0f}%",
+            str(phase.roof or "-"), per_token,
+        ])  # fmt: skip
+    return rows
 
 
 def _group_rows(profiled: Profiled) -> list[list[str]]:
@@ -168,6 +225,22 @@ def profile_section_html(results: Sequence[EmbeddedResults], roofline: Roofline 
             f"<li>{_e(profile.roofs)}</li>"
             "</ul>\n"
         )
+        phase_rows = _phase_rows(profile)
+        if phase_rows:
+            parts.append(
+                _table(
+                    _PHASE_HEADERS,
+                    phase_rows,
+                    {1, 2, 3, 4, 5, 6, 8, 10},
+                    f"profile-{number}-generation",
+                    "generate(): prefill, decode and the loop's own ops",
+                )  # fmt: skip
+            )
+            parts.append(
+                '<p class="note">Per generate() call: prefill = the first forward call, decode = every later one '
+                "(together), loop = generate's own ops outside them; times unprofiled; the verdicts as the profile "
+                "placed them against its roofs.</p>\n"
+            )
         parts.append(
             _table(_GROUP_HEADERS, _group_rows(profiled), {0, 4, 5, 6, 7, 8}, f"profile-{number}", "op groups")
         )
@@ -183,11 +256,14 @@ def profile_section_html(results: Sequence[EmbeddedResults], roofline: Roofline 
         if module_rows:
             headers = ["module (submodules included)", "ms/step", "FLOPs", "bytes"]
             parts.append(_table(headers, module_rows, {1, 2, 3}, f"profile-{number}-modules", "modules"))
-        svg = _chart(roofline, workload, profile.top_groups(TOP_GROUPS), number)
+        phases = generation_phases(profile)
+        dtype = generation_dtype(profile, workload.dtype)
+        svg = _chart(roofline, workload, profile.top_groups(TOP_GROUPS), phases, dtype, number)
         if svg:
+            also = "; prefill and decode are the generate() phases above" if phases else ""
             parts.append(
                 f"<figure>\n{svg}<figcaption>The groups above that have FLOPs and bytes, as points; each point's "
-                "name starts with its row in the table above (#). Roofs of "
+                f"name starts with its row in the table above (#){also}. Roofs of "
                 f"{_e(workload.device)}.</figcaption>\n</figure>\n"
             )
     return "".join(parts)
@@ -315,6 +391,12 @@ def profile_markdown_lines(results: Sequence[EmbeddedResults], md_escape: Callab
         lines.append("")
         lines.append(md_escape(_coverage_text(profiled.profile)) + ".")
         lines.append("")
+        phase_rows = _phase_rows(profiled.profile)
+        if phase_rows:
+            lines.append("| " + " | ".join(_PHASE_HEADERS) + " |")
+            lines.append("|---|" + "---:|" * 6 + "---|---:|---|---:|")
+            lines.extend("| " + " | ".join(md_escape(cell) for cell in row) + " |" for row in phase_rows)
+            lines.append("")
         lines.append("| " + " | ".join(_GROUP_HEADERS[i] for i in _MARKDOWN_COLUMNS) + " |")
         lines.append("|---:|---|---|---|---:|---:|---:|")
         for row in _group_rows(profiled):

@@ -15,7 +15,14 @@ from typing import NamedTuple
 import msgspec
 
 from gpuscope.profiling.stored import StoredProfile, profiled_workloads
-from gpuscope.profiling.view import flops_unknown, profile_points, profile_rows
+from gpuscope.profiling.view import (
+    flops_unknown,
+    generation_phases,
+    generation_points,
+    phase_note,
+    profile_points,
+    profile_rows,
+)
 from gpuscope.roofline.live import cuda_device_name, estimate_live_position
 from gpuscope.roofline.loading import build_model
 from gpuscope.roofline.model import DeviceKey, Placement, RooflineModel, place_point
@@ -133,8 +140,9 @@ def with_profile_clouds(model: RooflineModel, documents: Sequence[tuple[str, Res
     "profile"`` and a ``profile`` object, from ``documents``, (source, results document) pairs)
     replaced, in its place, by its top groups' points (:func:`gpuscope.profiling.view.profile_points`
     on the same device), each carrying its table row's time lost (and the step's speed-up at its
-    roof) in ``note``. Groups stay in the profile's order (by time lost), so the chart's number n
-    of a group is its table row. ``model`` itself when there is no profile."""
+    roof) in ``note``; a profile of a ``generate()`` call adds its prefill and decode after them.
+    Groups stay in the profile's order (by time lost), so the chart's number n of a group is its
+    table row. ``model`` itself when there is no profile."""
     clouds: dict[tuple[str | None, str], StoredProfile] = {
         (source, profiled.workload.name): profiled.profile  # as the model's points name them
         for source, document in documents
@@ -156,6 +164,11 @@ def with_profile_clouds(model: RooflineModel, documents: Sequence[tuple[str, Res
             if flops_unknown(stored):  # no formula: its time, never a memory verdict
                 note = f"FLOPs unknown: {row[4]} ms, no verdict"
             points.append(replace(group, origin=point.origin, note=note))
+        # a generate() call: its prefill and decode after the groups (the groups keep their numbers)
+        for phase, phase_point in zip(
+            generation_phases(workload), generation_points(workload, point.key, point.dtype), strict=True
+        ):
+            points.append(replace(phase_point, origin=point.origin, note=phase_note(phase)))
     return model.replace_points(points)
 
 

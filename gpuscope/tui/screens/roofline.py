@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.widgets import DataTable, Static
 
-from gpuscope.profiling.view import compiled_text, coverage_text
+from gpuscope.profiling.view import PHASE_NOTE_PREFIX, compiled_text, coverage_text
 from gpuscope.roofline.columns import fit_columns
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.model import Placement, Roof, RooflineModel
@@ -252,7 +252,9 @@ class RooflineScreen(GpuscopeScreen):
         )
         if self._live:
             text += f" · {len(self._live)} live (est.)"
-        groups = sum(1 for point in model.points if point.source == "profile" and point.note)
+        noted = [point for point in model.points if point.source == "profile" and point.note]
+        phases = sum(1 for point in noted if point.note.startswith(PHASE_NOTE_PREFIX))
+        groups = len(noted) - phases
         if groups:
             names = ", ".join(
                 repr(w.name)
@@ -262,7 +264,9 @@ class RooflineScreen(GpuscopeScreen):
                 for w in doc.workloads
                 if w.source == "profile" and isinstance(w.profile, dict)
             )
-            text += f" · profile {names}: {groups} group{'s' if groups != 1 else ''} by time lost (point n = row n)"
+            then = ", then prefill and decode" if phases else ""  # a generate() call's two phases
+            plural = "s" if groups != 1 else ""
+            text += f" · profile {names}: {groups} group{plural} by time lost{then} (point n = row n)"
         if not measured:
             text += " · datasheet roofs only: run probes (3)"
         stragglers = model.stragglers
