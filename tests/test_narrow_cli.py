@@ -17,7 +17,7 @@ from support.profiles import profile_results
 from support.roofline import fleet_results, workload, write_results
 
 from gpuscope.cli import main
-from gpuscope.roofline.columns import fit_columns, format_fitted
+from gpuscope.roofline.columns import distinct_cuts, fit_columns, format_fitted
 from gpuscope.roofline.tables import POINTS_DROP_ORDER, ROOFS_DROP_ORDER
 
 WIDTHS = [60, 80, 100, 160]
@@ -167,3 +167,16 @@ def test_fit_columns_drops_in_the_stated_order_and_never_cuts_a_number() -> None
     fitted = fit_columns(headers, rows, 12, drop_order=[], shrink=[0])
     assert 2 not in fitted.kept or fitted.rows[0][fitted.kept.index(2)] == "790 TFLOP/s"
     assert all(len(line) <= 12 for line in format_fitted(fitted))
+
+
+def test_text_cut_alike_is_told_apart_by_its_last_words() -> None:
+    """Different names that the column would cut to the same text keep their start and last whole
+    words instead; a name alone in its cut, or names no tail tells apart, keep the plain cut."""
+    names = ["mm fp32 1x128, 128x128", "mm fp32 1x128, 128x344", "add fp32 1x1x1", "mm fp32 1x128, 128x128"]
+    assert distinct_cuts(names, 12) == ["mm f…128x128", "mm f…128x344", "add fp32 1x…", "mm f…128x128"]
+    alike = ["matmul fp32 4096x4096, 4096x4096", "matmul fp32 4096x1024, 1024x4096"]
+    assert distinct_cuts(alike, 12) == ["matmul fp32…", "matmul fp32…"]  # no tail of whole words fits
+    assert distinct_cuts(alike, 16) == ["matmul…4096x4096", "matmul…1024x4096"]
+    assert distinct_cuts(["dram.triad", "dram.copy"], 6) == ["dram.…", "dram.…"]  # one word: nothing to keep
+    fitted = fit_columns(["name", "value"], [[names[0], "1 GB/s"], [names[1], "2 GB/s"]], 20, shrink=[0])
+    assert [row[0] for row in fitted.rows] == ["mm f…128x128", "mm f…128x344"]

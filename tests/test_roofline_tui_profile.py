@@ -71,7 +71,8 @@ async def test_roofline_screen_lists_the_profile_groups(tui_env: Path, tmp_path:
         rows = _table(app)
         assert len(rows) == len(expected) == 10
         for row, (_number, group, _module, bound, _ms, eff, lost, gain) in zip(rows, expected, strict=True):
-            assert group.startswith(row[0].rstrip("…"))  # the group (cut at the name column)
+            head, _, tail = row[0].partition("…")  # the group, cut to the name column
+            assert group.startswith(head) and group.endswith(tail)
             assert row[1] == {"cmp": "compute", "mem": "memory"}[bound]
             assert row[6].startswith(f"lost {lost} ms · step {gain} at roof")  # the time lost
             if "not drawn" not in row[6]:
@@ -121,7 +122,8 @@ async def test_a_real_cpu_profile_on_the_roofline_screen(tui_env: Path, tmp_path
         profile_rows_shown = [row for row in rows if row[6].startswith("lost ")]
         assert len(profile_rows_shown) == len(expected) > 0
         for row, expected_row in zip(profile_rows_shown, expected, strict=True):  # in the profile's order
-            assert expected_row[1].startswith(row[0].rstrip("…"))
+            head, _, tail = row[0].partition("…")  # cut to the name column, start and maybe end kept
+            assert expected_row[1].startswith(head) and expected_row[1].endswith(tail)
         groups = [p for p in app.screen._model.placements if p.point.source == "profile"]
         assert len(groups) == len(expected)
 
@@ -130,3 +132,25 @@ def test_profile_cloud_snapshot(tui_env: Path, snap_compare) -> None:
     app = make_app(gpus=False, persist_settings=False, probe_results=[profile_results()])
     app.local_cpu_info = fixed_cpu_info()
     assert snap_compare(app, terminal_size=(120, 40), run_before=_roofline)
+
+
+@run_async
+async def test_group_names_cut_alike_are_told_apart(tui_env: Path, tmp_path: Path) -> None:
+    """At 120 columns the point column has 12 cells: the four GEMMs' names all start "addmm fp32 "
+    and would all read "addmm fp32 …"; each keeps its last shape instead, and every cut name is the
+    name's start, "…" and its end."""
+    document = _file(tmp_path, profile_results())
+    names = [row[1] for row in profile_rows(_profile(document))]
+    app = make_app(gpus=False, persist_settings=False, probe_results=[document])
+    app.local_cpu_info = fixed_cpu_info()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _roofline(pilot)
+        shown = [row[0] for row in _table(app)]
+    assert len(shown) == len(names) == 10
+    assert any(cell != name for cell, name in zip(shown, names, strict=True))  # the pane does cut them
+    assert len(set(shown)) == len(set(names))  # no two different names read alike
+    for cell, name in zip(shown, names, strict=True):
+        head, cut, tail = cell.partition("…")
+        assert name.startswith(head) and name.endswith(tail) and (cut or cell == name)
+    gemms = [(cell, name) for cell, name in zip(shown, names, strict=True) if name.startswith("addmm")]
+    assert len(gemms) == 4 and all(cell.endswith("…" + name.split()[-1]) for cell, name in gemms)

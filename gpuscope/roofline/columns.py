@@ -11,16 +11,17 @@ never part of a number.
 3. then the text columns shrink to 4 cells;
 4. only then the other columns go from the right, the first column always kept.
 
-A number is never cut: a column is shown whole or not at all. No Textual import (the TUI
-uses it for its ``DataTable``).
+A number is never cut: a column is shown whole or not at all. Text cut alike is told apart
+(:func:`distinct_cuts`): two different names that would both read ``mm fp32 1x1…`` keep their
+last words instead (``mm f…128x344``). No Textual import (the TUI uses it for its ``DataTable``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["FittedTable", "fit_columns", "format_fitted", "ellipsize", "is_numeric_column"]
+__all__ = ["FittedTable", "distinct_cuts", "fit_columns", "format_fitted", "ellipsize", "is_numeric_column"]
 
 #: The narrowest a shrinking text column gets before the last resort (step 3).
 _LAST_RESORT = 4
@@ -31,6 +32,42 @@ def ellipsize(text: str, cells: int) -> str:
     if len(text) <= cells:
         return text
     return text[: max(0, cells - 1)] + "…" if cells > 0 else ""
+
+
+#: The fewest characters a middle cut keeps of a text's start (the op or device it names).
+_MIN_HEAD = 3
+
+
+def _middle_cut(text: str, cells: int) -> str | None:
+    """``text`` in ``cells`` characters as its start, "…" and its longest tail of whole words
+    (starting after a space) that leaves :data:`_MIN_HEAD` characters of the start; None when no
+    such tail fits."""
+    room = cells - 1 - _MIN_HEAD
+    tails = [text[i + 1 :] for i, char in enumerate(text) if char == " " and 0 < len(text) - i - 1 <= room]
+    if not tails:
+        return None
+    tail = tails[0]  # the longest
+    return text[: cells - 1 - len(tail)].rstrip() + "…" + tail
+
+
+def distinct_cuts(values: Sequence[str], cells: int) -> list[str]:
+    """Each value in at most ``cells`` characters (:func:`ellipsize`); where different values
+    would be cut to the same text, those are cut in the middle instead (:func:`_middle_cut`: the
+    start, "…", the last whole words), provided that tells every one of them apart."""
+    cuts = [ellipsize(value, cells) for value in values]
+    alike: dict[str, set[str]] = {}
+    for value, cut in zip(values, cuts, strict=True):
+        alike.setdefault(cut, set()).add(value)
+    for originals in alike.values():
+        if len(originals) < 2:
+            continue
+        middles = {value: _middle_cut(value, cells) for value in originals}
+        kept = [middle for middle in middles.values() if middle is not None]
+        if len(kept) == len(originals) and len(set(kept)) == len(kept):
+            for number, value in enumerate(values):
+                if value in middles:
+                    cuts[number] = middles[value] or cuts[number]
+    return cuts
 
 
 def is_numeric_column(values: Sequence[str]) -> bool:
@@ -77,13 +114,16 @@ def fit_columns(
     shrink: Sequence[int] = (),
     shrink_min: int = 12,
     gap: int = 2,
+    max_cells: Mapping[int, int] | None = None,
 ) -> FittedTable:
     """The columns of ``headers``/``rows`` that fit ``width`` cells with ``gap`` cells between
     columns, by the rule of this module (``width`` None: all of them, whole). ``drop_order``:
     column indices, the first dropped first; ``shrink``: indices of text columns that may be
-    ellipsized, the first given up to its floor before the next."""
+    ellipsized, the first given up to its floor before the next; ``max_cells``: the most cells
+    such a column takes (index: cells) however wide the table may be."""
     count = len(headers)
-    natural_all = {i: _natural(headers, rows, i) for i in range(count)}
+    caps = {i: max(cells, len(headers[i])) for i, cells in (max_cells or {}).items() if i in shrink}
+    natural_all = {i: min(_natural(headers, rows, i), caps.get(i, 1 << 30)) for i in range(count)}
     kept = list(range(count))
     shrinkable = [i for i in shrink if i < count]
 
@@ -118,7 +158,13 @@ def fit_columns(
         result = {kept[0]: max(1, min(natural_all[kept[0]], width or natural_all[kept[0]]))}
     widths = tuple(result[i] for i in kept)
     fitted_headers = tuple(ellipsize(headers[i], result[i]) for i in kept)
-    fitted_rows = tuple(tuple(ellipsize(row[i], result[i]) for i in kept) for row in rows)
+    columns = [
+        distinct_cuts([row[i] for row in rows], result[i])
+        if i in shrinkable
+        else [ellipsize(row[i], result[i]) for row in rows]
+        for i in kept
+    ]
+    fitted_rows = tuple(tuple(column[number] for column in columns) for number in range(len(rows)))
     return FittedTable(
         tuple(kept), widths, fitted_headers, fitted_rows, tuple(i for i in range(count) if i not in kept)
     )

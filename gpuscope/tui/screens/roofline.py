@@ -115,7 +115,7 @@ class RooflineScreen(GpuscopeScreen):
         headers = [title for _, title in _COLUMNS]
         fitted = fit_columns(
             headers, rows, None if room is None else room - 2, gap=2, shrink=[0, len(_COLUMNS) - 1],
-            drop_order=[_KEYS.index(key) for key in POINT_DROP_ORDER], shrink_min=12,
+            drop_order=[_KEYS.index(key) for key in POINT_DROP_ORDER], shrink_min=12, max_cells={0: _NAME_CELLS},
         )  # fmt: skip
         return fitted.kept, [tuple(row) for row in fitted.rows]
 
@@ -194,7 +194,7 @@ class RooflineScreen(GpuscopeScreen):
                 if point.flops <= 0 and point.bytes > 0:
                     bound = "memory"  # moves bytes, computes nothing
             device_label = model.device_label(point.key)
-            name = point.name if len(point.name) <= _NAME_CELLS else point.name[: _NAME_CELLS - 1] + "…"
+            name = point.name  # _fit cuts it to the column (at most _NAME_CELLS)
             if stragglers:  # the mark stays when a narrow pane leaves the device column out
                 name = f"{STRAGGLER_MARK} {name}"
             rows.append(
