@@ -34,7 +34,7 @@ from gpuscope.profiling.api import Profiler
 from gpuscope.profiling.build import append_profile
 from gpuscope.profiling.generation_result import GenerationPhase, GenerationProfile, GenerationStep
 from gpuscope.profiling.record import OpRecord, StepCounter
-from gpuscope.profiling.result import ProfileResult, _main_dtype
+from gpuscope.profiling.result import ProfileResult, main_dtype
 from gpuscope.telemetry.energy import EnergyMeter, EnergyResult
 from gpuscope.telemetry.powercap import POWERCAP_ROOT
 
@@ -329,7 +329,7 @@ def _generation(
         batch=batch, prompt_tokens=steps[0].tokens // max(batch, 1), new_tokens=n_calls, time_s=total_s,
         timed_runs=len(timed), phases=[prefill, decode, loop], steps=steps, energy=whole, notes=notes,
     )  # fmt: skip
-    generation.place(result.name, result.device_key, result.device_roofs, _main_dtype(result.groups))
+    generation.place(result.name, result.device_key, result.device_roofs, main_dtype(result.groups))
     return generation
 
 

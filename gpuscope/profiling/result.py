@@ -22,7 +22,7 @@ from gpuscope.schema.results import Workload
 from gpuscope.telemetry.energy import EnergyResult, energy_fields, flop_per_joule
 from gpuscope.telemetry.values import Unavailable
 
-__all__ = ["FLOP_RULE", "ProfileResult"]
+__all__ = ["FLOP_RULE", "ProfileResult", "main_dtype"]
 
 FLOP_RULE = (
     "torch.utils.flop_counter.FlopCounterMode formulas (matmul, conv, attention) with gpuscope's formula table "
@@ -114,7 +114,7 @@ class ProfileResult:
         dram = self.dram_bytes_measured
         point = Point(
             name=self.name, key=self.device_key, flops=float(self.flops), bytes=float(self.bytes_total),
-            time_s=self.step_s, dtype=_main_dtype(self.groups),
+            time_s=self.step_s, dtype=main_dtype(self.groups),
             dram_bytes_measured=None if isinstance(dram, Unavailable) else dram, source="profile", warm=True,
         )  # fmt: skip
         return place_point(point, self.device_roofs)
@@ -143,7 +143,7 @@ class ProfileResult:
             bytes_rule="sum over the step's ops of " + OP_BYTES_RULE,
             flop_counting_rule=FLOP_RULE,
             pointwise_rule=POINTWISE_RULE,
-            dtype=_main_dtype(self.groups),
+            dtype=main_dtype(self.groups),
             time_s=step_s,
             time_p10_s=min(self.step_times_s) if self.step_times_s else None,
             time_p90_s=max(self.step_times_s) if self.step_times_s else None,
@@ -188,7 +188,9 @@ class ProfileResult:
         return detail
 
 
-def _main_dtype(groups: list[OpGroup]) -> str | None:
+def main_dtype(groups: list[OpGroup]) -> str | None:
+    """The dtype of the most FLOPs among ``groups`` (whose compute roof judges the whole step); None
+    when no group has FLOPs."""
     by_dtype: dict[str, int] = {}
     for group in groups:
         if group.dtype and group.flops:
