@@ -178,5 +178,8 @@ def test_text_cut_alike_is_told_apart_by_its_last_words() -> None:
     assert distinct_cuts(alike, 12) == ["matmul fp32…", "matmul fp32…"]  # no tail of whole words fits
     assert distinct_cuts(alike, 16) == ["matmul…4096x4096", "matmul…1024x4096"]
     assert distinct_cuts(["dram.triad", "dram.copy"], 6) == ["dram.…", "dram.…"]  # one word: nothing to keep
+    # one name without a tail keeps the plain cut when the others' tails tell them apart from it
+    step = "gpuscope.profiling.compiled_examples:transformer_train_step"
+    assert distinct_cuts([step, f"{step} (eager)"], 34) == [step[:33] + "…", step[:26] + "…(eager)"]
     fitted = fit_columns(["name", "value"], [[names[0], "1 GB/s"], [names[1], "2 GB/s"]], 20, shrink=[0])
     assert [row[0] for row in fitted.rows] == ["mm f…128x128", "mm f…128x344"]

@@ -127,12 +127,26 @@ def test_cli_compare_eager(tmp_path, capsys: pytest.CaptureFixture[str]) -> None
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "eager vs compiled" in text and "whole step" in text and "compiled  1 region" in text
-    names = [workload["name"] for workload in json.loads(output.read_text())["workloads"]]
+    workloads = json.loads(output.read_text())["workloads"]
+    names = [workload["name"] for workload in workloads]
     assert len(names) == 2 and names[1].endswith("(eager)")
+    # the comparison is kept in the compiled profile, as the terminal printed it
+    stored = workloads[0]["profile"]["compiled"]["compare_eager"]
+    printed = {line.split()[0] for line in text.split("eager vs compiled")[1].splitlines()[2:] if line.strip()}
+    assert stored[0]["region"] == "whole step" and {row["region"].split()[0] for row in stored} <= printed
     report = tmp_path / "report.md"
     assert main(["report", "--probes", str(output), "--output", str(report)]) == 0
     capsys.readouterr()
-    assert report.read_text().count("; compiled: 1 region, ") == 1, "the compiled profile says so, the eager not"
+    markdown = report.read_text()
+    assert markdown.count("; compiled: 1 region, ") == 1, "the compiled profile says so, the eager not"
+    assert markdown.count("| region | compiled ms | eager ms | speed-up | FLOPs c/e |") == 1
+    whole = stored[0]
+    row = f"| whole step | {whole['compiled_s'] * 1e3:.3f} | {whole['eager_s'] * 1e3:.3f} | {whole['speedup']:.2f}x |"
+    assert row in markdown
+    html = tmp_path / "report.html"
+    assert main(["report", "--probes", str(output), "--output", str(html)]) == 0
+    capsys.readouterr()
+    assert 'id="table-profile-1-compare-eager"' in html.read_text()
     assert main([*argv[:-2], "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["compiled"]["profile"]["compiled"]["fused_kernels"] >= 1

@@ -56,9 +56,11 @@ def run(args: argparse.Namespace) -> int:
             energy=not args.no_energy, telemetry=not args.no_telemetry,
         ))  # fmt: skip
     else:
+        # with --compare-eager both profiles are written once the comparison is in the compiled one
+        save_to = None if getattr(args, "compare_eager", False) else args.output
         result = call_user(args.target, lambda: profile(
             function, *positional, kwargs=keywords, name=args.name or args.target, device=args.device,
-            steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output, energy=not args.no_energy,
+            steps=args.steps, warmup=args.warmup, roofs=roofs, results=save_to, energy=not args.no_energy,
             telemetry=not args.no_telemetry,
         ))  # fmt: skip
     compared = None
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             with run_eager():
                 return profile(
                     function, *positional, kwargs=keywords, name=f"{args.name or args.target} (eager)",
-                    device=args.device, steps=args.steps, warmup=args.warmup, roofs=roofs, results=args.output,
+                    device=args.device, steps=args.steps, warmup=args.warmup, roofs=roofs, results=None,
                     energy=not args.no_energy, telemetry=not args.no_telemetry,
                 )  # fmt: skip
 
@@ -90,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
             return compiled_s, eager_s
 
         compared = compare_eager(result, eager, call_user(args.target, unprofiled))
+        if result.compiled is not None:  # the report reads it from the compiled profile
+            result.compiled.compare_eager = compared
+        if args.output:
+            from gpuscope.profiling.build import append_profile
+
+            for written in (result, eager):
+                append_profile(os.path.abspath(args.output), written)
+                written.results_path = str(args.output)
     if args.json:
         if compared is not None:
             document = {

@@ -406,6 +406,29 @@ def _numel(shape: object) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class RegionDiff:
+    """One region's time per step (seconds) and FLOPs, compiled and eager (``--compare-eager``,
+    :mod:`gpuscope.profiling.compiled_compare`)."""
+
+    region: str
+    compiled_s: float
+    eager_s: float
+    compiled_flops: int
+    eager_flops: int
+
+    @property
+    def speedup(self) -> float | None:
+        """Eager time / compiled time (> 1: compiling made it faster)."""
+        return self.eager_s / self.compiled_s if self.compiled_s > 0 else None
+
+    def to_json(self) -> JsonObject:
+        return {
+            "region": self.region, "compiled_s": self.compiled_s, "eager_s": self.eager_s,
+            "speedup": self.speedup, "compiled_flops": self.compiled_flops, "eager_flops": self.eager_flops,
+        }  # fmt: skip
+
+
 @dataclass
 class CompiledProfile:
     """The compiled side of a profile, over its profiled steps (times per step, seconds)."""
@@ -417,13 +440,17 @@ class CompiledProfile:
     unresolved_kernels: float  # fused kernels per step whose ops or time could not be read
     kernels_s: float  # time of the fused kernels per step
     notes: list[str] = field(default_factory=list)
+    compare_eager: list[RegionDiff] = field(default_factory=list)  # the same step eager, when profiled too
 
     def to_json(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "regions": dict(self.regions), "graph_breaks": list(self.graph_breaks),
             "fused_kernels": self.fused_kernels, "unresolved_kernels": self.unresolved_kernels,
             "fused_kernels_s": self.kernels_s, "unplaced_ops": self.unplaced_ops, "notes": list(self.notes),
         }  # fmt: skip
+        if self.compare_eager:
+            out["compare_eager"] = [row.to_json() for row in self.compare_eager]
+        return out
 
 
 def summarize_compiled(steps: Sequence[CompiledStep]) -> CompiledProfile | None:

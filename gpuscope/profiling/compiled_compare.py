@@ -15,34 +15,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from gpuscope.profiling.compiled_attribution import RegionDiff
 from gpuscope.profiling.result import ProfileResult
-from gpuscope.telemetry.records import JsonObject
+from gpuscope.profiling.view import COMPARE_HEADERS, compare_rows
+from gpuscope.roofline.tables import format_table
 
 __all__ = ["RegionDiff", "compare_eager", "compare_lines", "time_unprofiled"]
-
-
-@dataclass(frozen=True)
-class RegionDiff:
-    """One region's time per step (seconds) and FLOPs, compiled and eager."""
-
-    region: str
-    compiled_s: float
-    eager_s: float
-    compiled_flops: int
-    eager_flops: int
-
-    @property
-    def speedup(self) -> float | None:
-        """Eager time / compiled time (> 1: compiling made it faster)."""
-        return self.eager_s / self.compiled_s if self.compiled_s > 0 else None
-
-    def to_json(self) -> JsonObject:
-        return {
-            "region": self.region, "compiled_s": self.compiled_s, "eager_s": self.eager_s,
-            "speedup": self.speedup, "compiled_flops": self.compiled_flops, "eager_flops": self.eager_flops,
-        }  # fmt: skip
 
 
 def compare_eager(
@@ -77,20 +56,11 @@ def compare_eager(
 
 
 def compare_lines(rows: list[RegionDiff], width: int = 80) -> list[str]:
-    """The table ``--compare-eager`` prints (times per step in ms)."""
-    name_width = max(12, min(width - 44, max(len(row.region) for row in rows)))
-    lines = [
-        "eager vs compiled (same step, same process; time per step)",
-        f"  {'region':{name_width}s} {'compiled':>10s} {'eager':>10s} {'speed-up':>8s} {'FLOPs c/e':>9s}",
+    """The table ``--compare-eager`` prints (times per step in ms), fitted to ``width`` by the one
+    column rule (region names shorten, numbers are whole or left out)."""
+    return ["eager vs compiled (same step, same process; time per step)"] + [
+        f"  {line}" for line in format_table(COMPARE_HEADERS, compare_rows(rows), width - 2, shrink=[0], note=True)
     ]
-    for row in rows:
-        speedup = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
-        flops = f"{row.compiled_flops / row.eager_flops:.3f}" if row.eager_flops else "-"
-        name = row.region if len(row.region) <= name_width else row.region[: name_width - 1] + "~"
-        lines.append(
-            f"  {name:{name_width}s} {row.compiled_s * 1e3:8.3f}ms {row.eager_s * 1e3:8.3f}ms {speedup:>8s} {flops:>9s}"
-        )
-    return lines
 
 
 def time_unprofiled(step: Callable[[], object], repeats: int, synchronize: Callable[[], object]) -> float:

@@ -18,7 +18,8 @@ from gpuscope.schema.core import Detail
 from gpuscope.schema.results import Results, Workload
 
 __all__ = ["PROFILE_SCHEMA_VERSION", "StoredGroup", "StoredModule", "StoredProfile", "StoredGeneration",
-           "StoredPhase", "Profiled", "read_profile", "read_generation", "profiled_workloads"]  # fmt: skip
+           "StoredPhase", "StoredRegion", "Profiled", "read_profile", "read_compare_eager", "read_generation",
+           "profiled_workloads"]  # fmt: skip
 
 PROFILE_SCHEMA_VERSION = 1
 
@@ -155,6 +156,30 @@ class StoredGeneration(msgspec.Struct, kw_only=True):
 
     def phase(self, kind: str) -> StoredPhase | None:
         return next((phase for phase in self.phases if phase.kind == kind), None)
+
+
+class StoredRegion(msgspec.Struct, kw_only=True):
+    """One row of a compiled profile's ``compare_eager`` (``--compare-eager``): a region's time per
+    step and FLOPs, compiled and eager."""
+
+    region: str = "?"
+    compiled_s: float = 0.0
+    eager_s: float = 0.0
+    speedup: float | None = None
+    compiled_flops: float = 0.0
+    eager_flops: float = 0.0
+
+
+def read_compare_eager(compiled: object) -> list[StoredRegion]:
+    """The ``compare_eager`` rows of a stored profile's ``compiled`` object; [] when there are none
+    or they are not such rows."""
+    rows = compiled.get("compare_eager") if isinstance(compiled, dict) else None
+    if not isinstance(rows, list):
+        return []
+    try:
+        return msgspec.convert(rows, list[StoredRegion])
+    except msgspec.ValidationError:
+        return []
 
 
 def read_generation(generation: object) -> StoredGeneration | None:

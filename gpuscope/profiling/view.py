@@ -13,13 +13,19 @@ The TUI's roofline screen shows a profile as a cloud of points with the table be
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 from gpuscope.profiling.stored import StoredGroup, StoredPhase, StoredProfile, read_generation, read_profile
 from gpuscope.roofline.model import DeviceKey, Point
 from gpuscope.roofline.units import format_si
 from gpuscope.schema.core import Detail, finite_or_none
 
 __all__ = [
+    "COMPARE_HEADERS",
     "PHASE_NOTE_PREFIX",
+    "RegionTimes",
+    "compare_rows",
     "PROFILE_ROW_HEADERS",
     "compiled_text",
     "coverage_text",
@@ -173,6 +179,43 @@ def phase_note(phase: StoredPhase) -> str:
     if phase.j_per_token is not None:
         parts.append(f"{format_si(phase.j_per_token, 'J')}/token")
     return PHASE_NOTE_PREFIX + ", ".join(parts)
+
+
+class RegionTimes(Protocol):
+    """A region of an eager-vs-compiled comparison, as measured (``RegionDiff``) or as stored
+    (:class:`~gpuscope.profiling.stored.StoredRegion`)."""
+
+    @property
+    def region(self) -> str: ...
+    @property
+    def compiled_s(self) -> float: ...
+    @property
+    def eager_s(self) -> float: ...
+    @property
+    def speedup(self) -> float | None: ...
+    @property
+    def compiled_flops(self) -> float: ...
+    @property
+    def eager_flops(self) -> float: ...
+
+
+#: The columns of the eager-vs-compiled table (``profile --compare-eager`` and the report).
+COMPARE_HEADERS = ["region", "compiled ms", "eager ms", "speed-up", "FLOPs c/e"]
+
+
+def compare_rows(rows: Sequence[RegionTimes]) -> list[list[str]]:
+    """:data:`COMPARE_HEADERS` cells of each region: times per step in ms, eager / compiled time,
+    compiled / eager FLOPs."""
+    return [
+        [
+            row.region,
+            f"{row.compiled_s * 1e3:.3f}",
+            f"{row.eager_s * 1e3:.3f}",
+            f"{row.speedup:.2f}x" if row.speedup is not None else "-",
+            f"{row.compiled_flops / row.eager_flops:.3f}" if row.eager_flops else "-",
+        ]
+        for row in rows
+    ]
 
 
 def profile_rows(profile: StoredProfile, limit: int = 10) -> list[tuple[str, ...]]:

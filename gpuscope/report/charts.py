@@ -17,6 +17,7 @@ from gpuscope.paths import use_private_matplotlib_dir
 from gpuscope.report.fmt import clean_text, fmt_quantity, fmt_time_utc
 from gpuscope.report.model import run_in_log
 from gpuscope.report.roofview import model_from_view
+from gpuscope.roofline.columns import distinct_cuts
 from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.layout_cells import cell_of, place_labels
 from gpuscope.roofline.model import Placement, RooflineModel
@@ -193,7 +194,11 @@ def roofline_svg(
         return _PALETTE[_DEVICE_SLOTS[layout.legend[device].colour_index % len(_DEVICE_SLOTS)]]
 
     tagged = [point for point in layout.points if point.tag and not point.dram]
-    rows_table = [_point_row(point.number, point.placement, model) for point in tagged]
+    # names the 34-character column would cut alike keep their last words (the one column rule)
+    names = distinct_cuts([clean_text(point.placement.point.name, 10_000) for point in tagged], 34)
+    rows_table = [
+        _point_row(point.number, point.placement, model, name) for point, name in zip(tagged, names, strict=True)
+    ]
     width_in, plot_h_in = 10.0, 5.2
     legend_h_in = 0.2 * (len(layout.legend) + 1) + 0.15 * len(layout.notes)
     table_h_in = 0.16 * (len(rows_table) + 1) + 0.1 if rows_table else 0.0
@@ -321,16 +326,16 @@ def _legend_line(figure: Figure, x: float, y: float, colour: str) -> Line2D:
     return Line2D([x, x + 0.035], [y, y], transform=figure.transFigure, color=colour, linewidth=2.6)
 
 
-def _point_row(number: int, placement: Placement, model: RooflineModel) -> tuple[str, ...]:
+def _point_row(number: int, placement: Placement, model: RooflineModel, name: str) -> tuple[str, ...]:
     """``#, workload, device, bound, eff., headroom`` of one placed point (``number``: its tag
-    on the chart, 1-based over the model's placements)."""
+    on the chart, 1-based over the model's placements; ``name``: its name as the column shows it)."""
     point = placement.point
     efficiency = placement.efficiency
     headroom = "-" if not efficiency or efficiency <= 0 else f"{1 / efficiency:.2g}x"
     bound = placement.bound + (" ABOVE ROOF" if placement.above_roof else "")
     return (
         str(number),
-        _short(point.name, 34),
+        name,
         model.device_label(point.key),
         bound,
         "-" if efficiency is None else f"{efficiency * 100:.0f}%",

@@ -19,9 +19,12 @@ from gpuscope.profiling.stored import (
     StoredPhase,
     StoredProfile,
     profiled_workloads,
+    read_compare_eager,
     read_generation,
 )
 from gpuscope.profiling.view import (
+    COMPARE_HEADERS,
+    compare_rows,
     compiled_text,
     coverage_text,
     flops_unknown,
@@ -225,6 +228,21 @@ def profile_section_html(results: Sequence[EmbeddedResults], roofline: Roofline 
             f"<li>{_e(profile.roofs)}</li>"
             "</ul>\n"
         )
+        compared = read_compare_eager(profile.compiled)
+        if compared:  # profiled with --compare-eager: the same step eager, region by region
+            parts.append(
+                _table(
+                    COMPARE_HEADERS,
+                    compare_rows(compared),
+                    {1, 2, 3, 4},
+                    f"profile-{number}-compare-eager",
+                    "eager vs compiled",
+                )  # fmt: skip
+            )
+            parts.append(
+                '<p class="note">The same step with torch.compile off (set_stance "force_eager"), in the same process; '
+                "time per step; speed-up = eager / compiled time; FLOPs c/e = compiled / eager count.</p>\n"
+            )
         phase_rows = _phase_rows(profile)
         if phase_rows:
             parts.append(
@@ -391,6 +409,12 @@ def profile_markdown_lines(results: Sequence[EmbeddedResults], md_escape: Callab
         lines.append("")
         lines.append(md_escape(_coverage_text(profiled.profile)) + ".")
         lines.append("")
+        compared = read_compare_eager(profiled.profile.compiled)
+        if compared:
+            lines.append("| " + " | ".join(COMPARE_HEADERS) + " |")
+            lines.append("|---|" + "---:|" * (len(COMPARE_HEADERS) - 1))
+            lines.extend("| " + " | ".join(md_escape(cell) for cell in row) + " |" for row in compare_rows(compared))
+            lines.append("")
         phase_rows = _phase_rows(profiled.profile)
         if phase_rows:
             lines.append("| " + " | ".join(_PHASE_HEADERS) + " |")

@@ -53,20 +53,21 @@ def _middle_cut(text: str, cells: int) -> str | None:
 def distinct_cuts(values: Sequence[str], cells: int) -> list[str]:
     """Each value in at most ``cells`` characters (:func:`ellipsize`); where different values
     would be cut to the same text, those are cut in the middle instead (:func:`_middle_cut`: the
-    start, "…", the last whole words), provided that tells every one of them apart."""
+    start, "…", the last whole words; one with no such tail keeps the plain cut), provided that
+    tells every one of them apart."""
     cuts = [ellipsize(value, cells) for value in values]
     alike: dict[str, set[str]] = {}
     for value, cut in zip(values, cuts, strict=True):
         alike.setdefault(cut, set()).add(value)
-    for originals in alike.values():
+    for cut, originals in alike.items():
         if len(originals) < 2:
             continue
-        middles = {value: _middle_cut(value, cells) for value in originals}
-        kept = [middle for middle in middles.values() if middle is not None]
-        if len(kept) == len(originals) and len(set(kept)) == len(kept):
+        # a value with no tail of whole words that fits keeps the plain cut
+        middles = {value: _middle_cut(value, cells) or cut for value in originals}
+        if len(set(middles.values())) == len(middles):
             for number, value in enumerate(values):
                 if value in middles:
-                    cuts[number] = middles[value] or cuts[number]
+                    cuts[number] = middles[value]
     return cuts
 
 
