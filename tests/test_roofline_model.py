@@ -186,3 +186,15 @@ def test_roof_name_variants_serve_their_dtype():
     )
     assert compute_roof_for(machine, "bf16").name == "bf16.mma"
     assert compute_roof_for(machine, "bf1").name == "bf16.mma"  # no such dtype: the highest roof
+
+
+def test_a_point_with_nothing_counted_gets_no_verdict():
+    """A step with time but no FLOPs and no bytes (nothing ran inside ops) is not "compute-bound at
+    0%": 0 FLOP/s is no evidence. Bytes without FLOPs have no intensity on a log axis either."""
+    empty = place_point(point(0.0, 0.0, 1e-3, dtype="bf16"), MACHINE)
+    assert empty.bound == "unknown" and empty.efficiency is None
+    assert empty.note == "nothing counted: no FLOPs and no bytes"
+    copy = place_point(point(0.0, 1e9, 2e-3, dtype="bf16"), MACHINE)
+    assert copy.bound == "unknown" and copy.note == "zero FLOPs counted"
+    flops_only = place_point(point(1e9, 0.0, 1e-3, dtype="bf16"), MACHINE)
+    assert flops_only.bound == "compute" and flops_only.efficiency == pytest.approx(1e12 / 100e12)

@@ -13,6 +13,7 @@ from typing import TypedDict
 
 from gpuscope.profiling.stored import Profiled, StoredGroup, profiled_workloads
 from gpuscope.profiling.view import format_ms
+from gpuscope.roofline.columns import distinct_cuts
 from gpuscope.roofline.tables import format_table
 from gpuscope.schema.core import finite_or_none
 from gpuscope.schema.results import Results
@@ -119,8 +120,9 @@ def render_profile_comparison(pairs: list[ProfilePair], width: int = 80, limit: 
             )
         )
         rows = []
-        for row in pair["groups"][:limit]:
-            label = row["label"] if len(row["label"]) <= 36 else row["label"][:35] + "…"
+        groups = pair["groups"][:limit]
+        labels = distinct_cuts([row["label"] for row in groups], 36)  # alike cuts keep their last words
+        for row, label in zip(groups, labels, strict=True):
             delta = row["delta_s"] * 1e3
             gain = f"{row['speedup']:.2f}x" if row["speedup"] else row["status"]
             rows.append([label, format_ms(row["before_s"]), format_ms(row["after_s"]), f"{delta:+.3g}", gain])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpuscope.profiling.attribution import OpGroup
 from gpuscope.profiling.result import ProfileResult
 from gpuscope.profiling.view import format_ms, group_numbers, group_point, short_bound
+from gpuscope.roofline.columns import distinct_cuts
 from gpuscope.roofline.model import RooflineModel
 from gpuscope.roofline.paint_text import DEFAULT_PALETTE, MONOCHROME_PALETTE, render_roofline
 from gpuscope.roofline.tables import format_table
@@ -187,8 +188,8 @@ def top_table(result: ProfileResult, limit: int = 10, width: int = 80) -> list[s
         max([len(header)] + [len(row[index]) for row in rows]) for index, header in enumerate(headers) if index != 1
     )
     name_width = max(12, width - others - 2 * (len(headers) - 1))
-    for row in rows:
-        row[1] = _cut(row[1], name_width)
+    for row, name in zip(rows, distinct_cuts([row[1] for row in rows], name_width), strict=True):
+        row[1] = name  # names cut alike keep their last words (the one column rule)
     lines = format_table(headers, rows, width=width)
     lines.append(_cut("ms: device time per step; step: share of the step; eff: time at roof / time", width))
     lines.append(_cut("lost: ms above the roof; gain: step speed-up if this row reached its roof", width))

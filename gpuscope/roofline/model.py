@@ -547,6 +547,8 @@ def place_point(point: Point, device: DeviceRoofs | None) -> Placement:
 
     if achieved is None:
         return unknown("no time measured")
+    if point.flops <= 0 and point.bytes <= 0 and not point.dram_bytes_measured:
+        return unknown("nothing counted: no FLOPs and no bytes")  # a rate of 0 FLOP/s is no verdict
     if device is None:
         return unknown(f"no roofs for {point.key.device}")
     compute = compute_roof_for(device, point.dtype)
