@@ -156,6 +156,34 @@ def test_cli_compare_eager(tmp_path, capsys: pytest.CaptureFixture[str]) -> None
     assert rows["step, unprofiled"]["compiled_s"] > 0 and rows["step, unprofiled"]["eager_s"] > 0
 
 
+def test_compare_eager_keeps_the_compiled_profile_when_the_eager_side_fails(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The compiled profile is written even when the eager run raises (one error line, exit 1)."""
+    import json
+
+    from gpuscope.cli import main
+
+    (tmp_path / "fails_later.py").write_text(
+        "import torch\n"
+        "calls = 0\n"
+        "def step():\n"
+        "    global calls\n"
+        "    calls += 1\n"
+        "    if calls > 3:  # warm-up, counting and one profiled step run; the eager profile's first call fails\n"
+        "        raise RuntimeError('eager side broke')\n"
+        "    return torch.ones(8, 8) @ torch.ones(8, 8)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    output = tmp_path / "results.json"
+    code = main(["profile", "fails_later:step", "--device", "cpu", "--steps", "1", "--warmup", "1", "--no-energy",
+                 "--no-telemetry", "--compare-eager", "--no-chart", "--output", str(output)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and "eager side broke" in err and len(err.strip().splitlines()) == 1
+    (workload,) = json.loads(output.read_text())["workloads"]
+    assert workload["name"] == "fails_later:step" and workload["flops"] == 2 * 8 * 8 * 8
+
+
 @pytest.mark.slow
 def test_measure_leaves_a_compiled_function_compiled(cases: dict[str, CompiledCase]) -> None:
     case = cases["block"]

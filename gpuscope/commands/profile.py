@@ -65,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         ))  # fmt: skip
     compared = None
     if getattr(args, "compare_eager", False):  # the same step with torch.compile off, in this process
+        from gpuscope.profiling.build import append_profile
         from gpuscope.profiling.compiled import run_eager
         from gpuscope.profiling.compiled_compare import compare_eager, time_unprofiled
 
@@ -75,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
                     device=args.device, steps=args.steps, warmup=args.warmup, roofs=roofs, results=None,
                     energy=not args.no_energy, telemetry=not args.no_telemetry,
                 )  # fmt: skip
-
-        eager = call_user(args.target, eager_profile)
 
         def unprofiled() -> tuple[float, float]:  # the same step without a profiler, each way
             import torch
@@ -91,12 +90,16 @@ def run(args: argparse.Namespace) -> int:
                 eager_s = time_unprofiled(step, args.steps, synchronize)
             return compiled_s, eager_s
 
-        compared = compare_eager(result, eager, call_user(args.target, unprofiled))
+        try:
+            eager = call_user(args.target, eager_profile)
+            compared = compare_eager(result, eager, call_user(args.target, unprofiled))
+        except BaseException:
+            if args.output:  # the compiled profile is kept even when the eager side fails
+                append_profile(os.path.abspath(args.output), result)
+            raise
         if result.compiled is not None:  # the report reads it from the compiled profile
             result.compiled.compare_eager = compared
         if args.output:
-            from gpuscope.profiling.build import append_profile
-
             for written in (result, eager):
                 append_profile(os.path.abspath(args.output), written)
                 written.results_path = str(args.output)
