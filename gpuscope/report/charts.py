@@ -22,6 +22,7 @@ from gpuscope.roofline.layout import layout_roofline
 from gpuscope.roofline.layout_cells import cell_of, place_labels
 from gpuscope.roofline.model import Placement, RooflineModel
 from gpuscope.schema.report import MeasurementRow, Roofline, Telemetry
+from gpuscope.textsafe import safe_text
 
 if TYPE_CHECKING:  # matplotlib loads only to draw
     from matplotlib.figure import Figure
@@ -195,7 +196,7 @@ def roofline_svg(
 
     tagged = [point for point in layout.points if point.tag and not point.dram]
     # names the 34-character column would cut alike keep their last words (the one column rule)
-    names = distinct_cuts([clean_text(point.placement.point.name, 10_000) for point in tagged], 34)
+    names = distinct_cuts([safe_text(point.placement.point.name) for point in tagged], 34)
     rows_table = [
         _point_row(point.number, point.placement, model, name) for point, name in zip(tagged, names, strict=True)
     ]
